@@ -1,0 +1,43 @@
+# `make run` starts the web workspace, `make test` runs every test; both install first.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+PY_STAMP := $(VENV)/.requirements.stamp
+JS_STAMP := static/vendor/.stamp
+
+.PHONY: install run cli test lint bench system-test-deps
+
+install: $(PY_STAMP) $(JS_STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(PY_STAMP): requirements.txt | $(BIN)/python
+	$(BIN)/python -m pip install --disable-pip-version-check -q -r requirements.txt
+	touch $@
+
+$(JS_STAMP): package.json package-lock.json scripts/vendor.mjs
+	@command -v npm >/dev/null || { echo "npm is needed for the browser assets: apt-get install npm"; exit 1; }
+	npm ci --no-audit --no-fund --loglevel=error
+	node scripts/vendor.mjs
+	touch $@
+
+run: install
+	$(BIN)/python main.py web
+
+cli: install
+	$(BIN)/python main.py cli
+
+system-test-deps:
+	@bash scripts/install_test_system.sh
+
+test: install system-test-deps
+	@$(BIN)/python -m pytest; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: install
+	$(BIN)/python bench/history.py

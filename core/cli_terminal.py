@@ -1,0 +1,220 @@
+"""The terminal front: one task with `-p`, or an interactive session with slash commands."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import sys
+import threading
+from typing import Any, TextIO
+
+from core.cli_printer import YELLOW, EventPrinter, json_line, use_color
+from core.events import DoneReason
+from core.main_terminal import MainTerminal
+from core.services import AgentServices
+from modules.registry import ToolError
+from utils.context_manager import ConversationNotFound
+
+HELP = """\
+/status                 model, mode, approval, iteration, context used/limit, focus files
+/mode fast|thinking     switch the thinking policy
+/approval auto|ask|read-only
+/new                    start a new conversation
+/history [ID]           list recent conversations, or open one by id
+/focus PATH             keep a file's current content in every model call (at most 3)
+/unfocus PATH           stop doing so
+/memory                 show the main and this conversation's memory
+/help                   this list
+/quit                   leave (Ctrl-D too); Ctrl-C stops a running task"""
+
+EXIT_CODES: dict[DoneReason, int] = {
+    "complete": 0, "error": 1, "max_iterations": 3, "cancelled": 130,
+}
+
+
+class CliTerminal(MainTerminal):
+    """Prints events as text (or JSON lines) and asks approvals on the terminal."""
+
+    def __init__(
+        self, services: AgentServices, conversation_id: str | None = None, *,
+        json_mode: bool = False, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
+        stdin: TextIO = sys.stdin,
+    ) -> None:
+        super().__init__(services, conversation_id)
+        self.json_mode = json_mode
+        self.out, self.err, self.stdin = out, err, stdin
+        self.printer = EventPrinter(out, err, color=use_color(out))
+        self.last_error = ""
+        self._approvals: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def emit(self, event: str, payload: dict[str, Any]) -> None:
+        if event == "error":
+            self.last_error = f"{payload['code']}: {payload['message']}"
+        if event == "tool" and payload["phase"] == "approval":
+            self._approvals.put(payload)
+        if self.json_mode:
+            self.out.write(json_line(event, payload) + "\n")
+            self.out.flush()
+        else:
+            self.printer.render(event, payload)
+
+    def run_foreground(self, text: str) -> DoneReason:
+        """Run one task in a worker thread; Ctrl-C stops it, approvals are asked here."""
+        self.last_error = ""
+        record = self.begin_task(text)
+        outcome: list[DoneReason] = []
+        worker = threading.Thread(target=lambda: outcome.append(self.run_task(record)),
+                                  name="agent-task", daemon=True)
+        worker.start()
+        while worker.is_alive():
+            try:
+                try:
+                    request = self._approvals.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                self._ask(request)
+            except KeyboardInterrupt:
+                self.cancel()
+        worker.join()
+        return outcome[0]
+
+    def _ask(self, request: dict[str, Any]) -> None:
+        call_id, name = request["call_id"], request["name"]
+        if not self.stdin.isatty():
+            self.err.write(f"{name} needs approval but there is no terminal to ask: declined.\n")
+            self.approve(call_id, False)
+            return
+        self.err.write(self.printer.paint(f"\n{name} wants to run:\n", YELLOW))
+        self.err.write(f"{request.get('preview', '')}\n")
+        self.err.write("Allow? [y]es / [n]o / [a]lways for this tool: ")
+        self.err.flush()
+        answer = self.stdin.readline().strip().lower()
+        self.approve(call_id, answer in ("y", "yes", "a", "always"),
+                     always=answer in ("a", "always"))
+
+
+def run_once(terminal: CliTerminal, prompt: str) -> int:
+    """`main.py cli -p`: one task, then an exit code and a one-line reason on failure."""
+    reason = terminal.run_foreground(prompt)
+    terminal.out.write("\n" if not terminal.json_mode else "")
+    terminal.err.write(f"conversation: {terminal.conversation_id}\n")
+    if reason != "complete":
+        detail = {
+            "error": terminal.last_error or "the task failed",
+            "max_iterations": f"stopped after {terminal.settings.max_iterations} model calls",
+            "cancelled": "cancelled",
+        }[reason]
+        terminal.err.write(f"error: {detail}\n")
+    return EXIT_CODES[reason]
+
+
+def repl(terminal: CliTerminal) -> int:
+    """The interactive session."""
+    with contextlib.suppress(ImportError):
+        import readline  # noqa: F401  (line editing and history for input())
+    provider = terminal.services.provider
+    terminal.out.write(f"Workspace Agent — {terminal.services.workspace.root}\n"
+                       f"{provider.name} · {provider.model} · /help for commands\n")
+    if not provider.configured:
+        terminal.err.write(provider.setup_message + "\n")
+    while True:
+        try:
+            line = input("› ").strip()
+        except EOFError:
+            terminal.out.write("\n")
+            return 0
+        except KeyboardInterrupt:
+            terminal.out.write("\n")
+            continue
+        if not line:
+            continue
+        if line.startswith("/"):
+            if not run_command(terminal, line):
+                return 0
+            continue
+        terminal.run_foreground(line)
+        terminal.out.write("\n")
+
+
+def run_command(terminal: CliTerminal, line: str) -> bool:
+    """Run one slash command; False means quit."""
+    name, _, arg = line[1:].partition(" ")
+    arg, out = arg.strip(), terminal.out
+    if name in ("quit", "exit", "q"):
+        return False
+    handler = COMMANDS.get(name)
+    if handler is None:
+        out.write(f"unknown command /{name}; /help lists them\n")
+        return True
+    try:
+        out.write(handler(terminal, arg).rstrip("\n") + "\n")
+    except (ToolError, ConversationNotFound, ValueError) as exc:
+        terminal.err.write(f"{exc}\n")
+    return True
+
+
+def _status(t: CliTerminal, _: str) -> str:
+    p, usage = t.services.provider, t.context_usage
+    focus = ", ".join(t.focus.paths()) or "none"
+    return (f"provider {p.name} · model {p.model} · mode {t.mode} · approval {t.approval}\n"
+            f"conversation {t.conversation_id or '(new)'} · iteration {t.iteration}\n"
+            f"context {usage.used_tokens:,} / {usage.limit_tokens:,} tokens · focus: {focus}")
+
+
+def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
+    if value not in allowed:
+        raise ValueError(f"usage: /{what} {'|'.join(allowed)}")
+    return value
+
+
+def _mode(t: CliTerminal, arg: str) -> str:
+    t.mode = _choice(arg, ("fast", "thinking"), "mode")  # type: ignore[assignment]
+    return f"mode: {t.mode}"
+
+
+def _approval(t: CliTerminal, arg: str) -> str:
+    t.approval = _choice(arg, ("auto", "ask", "read-only"), "approval")  # type: ignore[assignment]
+    return f"approval: {t.approval}"
+
+
+def _new(t: CliTerminal, _: str) -> str:
+    t.new_conversation()
+    return "new conversation"
+
+
+def _history(t: CliTerminal, arg: str) -> str:
+    if arg:
+        t.open_conversation(arg)
+        return f"opened {arg}: {len(t._require_conversation().path())} messages on this branch"
+    rows = t.services.store.list()[:20]
+    if not rows:
+        return "no conversations yet"
+    return "\n".join(f"{m['id']}  {m['updated_at'][:16]}  {m.get('title') or '(untitled)'}"
+                     for m in rows)
+
+
+def _focus(t: CliTerminal, arg: str) -> str:
+    path = t.services.workspace.relative(t.services.workspace.resolve(arg))
+    if not t.services.workspace.resolve(arg).is_file():
+        raise ValueError(f"{arg} is not a file in the workspace")
+    t.focus.add(path)
+    return f"focus: {', '.join(t.focus.paths())}"
+
+
+def _unfocus(t: CliTerminal, arg: str) -> str:
+    t.focus.remove(t.services.workspace.relative(t.services.workspace.resolve(arg)))
+    return f"focus: {', '.join(t.focus.paths()) or 'none'}"
+
+
+def _memory(t: CliTerminal, _: str) -> str:
+    memory, cid = t.services.memory, t.conversation_id or ""
+    main = memory.read("main", cid) or "(empty)"
+    task = memory.read("task", cid) if cid else ""
+    return f"main memory:\n{main}\n\nthis conversation's memory:\n{task or '(empty)'}"
+
+
+COMMANDS = {
+    "status": _status, "mode": _mode, "approval": _approval, "new": _new,
+    "history": _history, "focus": _focus, "unfocus": _unfocus, "memory": _memory,
+    "help": lambda t, a: HELP,
+}

@@ -1,0 +1,107 @@
+"""The events a task reports (PROTOCOL §4), as plain dataclasses the fronts consume."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Literal
+
+
+@dataclass
+class Event:
+    """Base of every event; `name` is the Socket.IO event name."""
+
+    name: ClassVar[str] = ""
+
+    def payload(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass
+class Token(Event):
+    name: ClassVar[str] = "token"
+    message_id: str
+    text: str
+
+
+@dataclass
+class Thinking(Event):
+    name: ClassVar[str] = "thinking"
+    message_id: str
+    text: str
+
+
+ToolPhase = Literal["start", "args", "end", "approval", "output", "result"]
+
+
+@dataclass
+class ToolEvent(Event):
+    name: ClassVar[str] = "tool"
+    call_id: str
+    tool: str
+    phase: ToolPhase
+    delta: str | None = None
+    arguments: Any = None
+    preview: str | None = None
+    ok: bool | None = None
+    output: str | None = None
+    duration_ms: int | None = None
+
+    def payload(self) -> dict[str, Any]:
+        data = super().payload()
+        data["name"] = data.pop("tool")
+        return data
+
+
+@dataclass
+class ContextUsage:
+    used_tokens: int
+    limit_tokens: int
+
+
+@dataclass
+class Status(Event):
+    name: ClassVar[str] = "status"
+    state: Literal["idle", "thinking", "streaming", "tool"]
+    iteration: int
+    context: ContextUsage
+
+
+@dataclass
+class Error(Event):
+    name: ClassVar[str] = "error"
+    code: str
+    message: str
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+
+
+DoneReason = Literal["complete", "cancelled", "max_iterations", "error"]
+
+
+@dataclass
+class Done(Event):
+    name: ClassVar[str] = "done"
+    reason: DoneReason
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
+class FileChange:
+    event: Literal["created", "modified", "deleted", "moved"]
+    path: str
+    is_dir: bool = False
+    dest_path: str | None = None
+
+
+@dataclass
+class FileTree(Event):
+    name: ClassVar[str] = "file_tree"
+    changes: list[FileChange]

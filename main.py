@@ -1,0 +1,71 @@
+"""Workspace Agent: `python main.py web ...` or `python main.py cli ...` (PROTOCOL §1)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from utils.settings import Settings
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="main.py", description="An LLM agent in one folder.")
+    sub = parser.add_subparsers(dest="front", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--workspace", help="the only folder the agent may change (./workspace)")
+        p.add_argument("--data-dir", help="history, memory, annotations and logs (./data)")
+        p.add_argument("--mode", choices=["fast", "thinking"], help="thinking policy")
+
+    web = sub.add_parser("web", help="serve the browser workspace")
+    common(web)
+    web.add_argument("--host", default="127.0.0.1")
+    web.add_argument("--port", type=int, default=5000)
+    web.add_argument("--async-mode", choices=["threading", "eventlet"], default="threading")
+
+    cli = sub.add_parser("cli", help="work in the terminal")
+    common(cli)
+    cli.add_argument("-p", "--prompt", help="run one task non-interactively, then exit")
+    cli.add_argument("--conversation", help="continue this conversation")
+    cli.add_argument("--json", action="store_true", help="print one JSON event per line")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.front == "web" and args.async_mode == "eventlet":
+        import eventlet  # patched before anything else imports socket or threading
+
+        eventlet.monkey_patch()
+    from utils.settings import load_settings
+
+    settings = load_settings(workspace=args.workspace, data_dir=args.data_dir, mode=args.mode)
+    if args.front == "web":
+        from web_server import serve
+
+        return serve(settings, host=args.host, port=args.port, async_mode=args.async_mode)
+    return _run_cli(settings, args)
+
+
+def _run_cli(settings: Settings, args: argparse.Namespace) -> int:
+    from core.cli_terminal import CliTerminal, repl, run_once
+    from core.services import build_services
+    from utils.context_manager import ConversationNotFound
+    services = build_services(settings)
+    try:
+        terminal = CliTerminal(services, args.conversation, json_mode=args.json)
+    except ConversationNotFound:
+        print(f"error: no conversation {args.conversation!r}", file=sys.stderr)
+        return 2
+    if args.prompt is None:
+        return repl(terminal)
+    if not services.provider.configured:
+        print(f"error: {services.provider.setup_message}", file=sys.stderr)
+        return 2
+    return run_once(terminal, args.prompt)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""Live workspace changes: a watchdog observer in a child process, batched, read as JSON lines.
+
+The observer runs in its own process because eventlet's monkey patching breaks watchdog's
+threads; the parent only reads lines from a pipe, which works the same under both async modes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+BATCH_SECONDS = 0.1
+SWAP_SUFFIXES = (".swp", ".swx", ".swo", "~", ".tmp", ".crdownload", ".part")
+IGNORED_DIRS = ("__pycache__", "node_modules")
+
+
+def is_ignored(relative: str) -> bool:
+    """Paths whose changes nobody wants to see: git internals, caches, editor swap files."""
+    parts = PurePosixPath(relative).parts
+    if not parts or parts[0] == ".git" or any(p in IGNORED_DIRS for p in parts):
+        return True
+    name = parts[-1]
+    return (name.endswith(SWAP_SUFFIXES) or name.startswith(".#") or name == "4913"
+            or (name.startswith(".") and name.endswith(".tmp")))
+
+
+class _Batcher:
+    """Collects changes and writes them as one JSON line at most every BATCH_SECONDS."""
+
+    def __init__(self, root: Path, ignore: list[Path]) -> None:
+        self.root, self.ignore = root, ignore
+        self._lock = threading.Lock()
+        self._pending: list[dict[str, Any]] = []
+
+    def relative(self, path: str) -> str | None:
+        candidate = Path(path)
+        if any(candidate == i or i in candidate.parents for i in self.ignore):
+            return None
+        try:
+            rel = candidate.relative_to(self.root).as_posix()
+        except ValueError:
+            return None
+        return None if rel == "." or is_ignored(rel) else rel
+
+    def add(self, kind: str, src: str, dest: str | None, is_dir: bool) -> None:
+        path = self.relative(src)
+        dest_path = self.relative(dest) if dest else None
+        if kind == "moved":
+            if path is None and dest_path is None:
+                return
+            if path is None:
+                kind, path, dest_path = "created", dest_path, None
+            elif dest_path is None:
+                kind = "deleted"
+        elif path is None:
+            return
+        change = {"event": kind, "path": path, "is_dir": is_dir}
+        if dest_path:
+            change["dest_path"] = dest_path
+        with self._lock:
+            if change not in self._pending:
+                self._pending.append(change)
+
+    def flush_forever(self) -> None:
+        while True:
+            time.sleep(BATCH_SECONDS)
+            with self._lock:
+                batch, self._pending = self._pending, []
+            if batch:
+                sys.stdout.write(json.dumps({"changes": batch}) + "\n")
+                sys.stdout.flush()
+
+
+def _watch(root: Path, ignore: list[Path]) -> None:
+    from watchdog.events import FileSystemEvent, FileSystemEventHandler
+    from watchdog.observers import Observer
+
+    batcher = _Batcher(root, ignore)
+    kinds = {"created": "created", "modified": "modified", "deleted": "deleted", "moved": "moved"}
+
+    class Handler(FileSystemEventHandler):
+        def on_any_event(self, event: FileSystemEvent) -> None:
+            kind = kinds.get(event.event_type)
+            if kind is None or (kind == "modified" and event.is_directory):
+                return
+            dest = getattr(event, "dest_path", None) or None
+            batcher.add(kind, os.fsdecode(event.src_path),
+                        os.fsdecode(dest) if dest else None, event.is_directory)
+
+    observer = Observer()
+    observer.schedule(Handler(), str(root), recursive=True)
+    observer.start()
+    sys.stdout.write(json.dumps({"ready": True}) + "\n")
+    sys.stdout.flush()
+    threading.Thread(target=_exit_with_parent, daemon=True).start()
+    batcher.flush_forever()
+
+
+def _exit_with_parent() -> None:
+    """The parent holds our stdin open; when it dies we see EOF and go too."""
+    sys.stdin.read()
+    os._exit(0)
+
+
+class WorkspaceWatcher:
+    """Starts the child and hands each batch of changes to `on_changes`."""
+
+    def __init__(
+        self, root: Path, *, ignore: list[Path],
+        on_changes: Callable[[list[dict[str, Any]]], None],
+        start_background_task: Callable[..., Any],
+    ) -> None:
+        self.root, self.ignore, self.on_changes = root, ignore, on_changes
+        self._start_task = start_background_task
+        self._process: subprocess.Popen[str] | None = None
+        self.ready = threading.Event()
+
+    def start(self) -> None:
+        argv = [sys.executable, "-m", "modules.file_watcher", str(self.root)]
+        for path in self.ignore:
+            argv += ["--ignore", str(path)]
+        repo = Path(__file__).resolve().parent.parent
+        self._process = subprocess.Popen(
+            argv, cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        self._start_task(self._read)
+
+    def _read(self) -> None:
+        process = self._process
+        assert process is not None and process.stdout is not None
+        for line in process.stdout:
+            message = json.loads(line)
+            if message.get("ready"):
+                self.ready.set()
+            elif message.get("changes"):
+                self.on_changes(message["changes"])
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+
+def _main() -> None:
+    parser = argparse.ArgumentParser(description="Report workspace changes as JSON lines.")
+    parser.add_argument("root")
+    parser.add_argument("--ignore", action="append", default=[])
+    args = parser.parse_args()
+    _watch(Path(args.root).resolve(), [Path(p).resolve() for p in args.ignore])
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,159 @@
+"""Tools as typed functions with pydantic argument models; schemas derived, calls dispatched."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, get_type_hints
+
+from pydantic import BaseModel, ValidationError
+
+from core.cancel import TaskCancelled
+from core.events import FileChange
+from utils.text import cap_text
+
+if TYPE_CHECKING:
+    from modules.context import ToolContext
+
+log = logging.getLogger(__name__)
+
+
+class ToolError(Exception):
+    """A failure the model should read and can act on."""
+
+
+@dataclass
+class ToolOutput:
+    """What a tool returns when it changed the workspace."""
+
+    text: str
+    changes: list[FileChange] = field(default_factory=list)
+
+
+@dataclass
+class ToolResult:
+    ok: bool
+    output: str
+    duration_ms: int = 0
+    changes: list[FileChange] = field(default_factory=list)
+    arguments: dict[str, Any] | None = None
+
+
+ToolFunction = Callable[["ToolContext", Any], "str | ToolOutput"]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    function: ToolFunction
+    args_model: type[BaseModel]
+    read_only: bool
+
+    @property
+    def description(self) -> str:
+        return inspect.cleandoc(self.function.__doc__ or "")
+
+    def schema(self) -> dict[str, Any]:
+        parameters = self.args_model.model_json_schema()
+        _drop_titles(parameters)
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": parameters,
+            },
+        }
+
+
+def _drop_titles(node: Any) -> None:
+    if isinstance(node, dict):
+        node.pop("title", None)
+        for value in node.values():
+            _drop_titles(value)
+    elif isinstance(node, list):
+        for value in node:
+            _drop_titles(value)
+
+
+def _format_validation_error(name: str, error: ValidationError) -> str:
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "arguments"
+        problems.append(f"{where}: {item['msg']}")
+    return f"Invalid arguments for {name}: " + "; ".join(problems)
+
+
+class ToolRegistry:
+    """The set of tools offered to the model."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    def register(self, name: str, function: ToolFunction, *, read_only: bool = False) -> None:
+        hints = get_type_hints(function)
+        params = list(inspect.signature(function).parameters)
+        args_model = hints[params[1]]
+        if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
+            raise TypeError(f"tool {name}: second parameter must be a pydantic model")
+        self._tools[name] = Tool(name, function, args_model, read_only)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def schemas(self, *, read_only: bool = False) -> list[dict[str, Any]]:
+        return [t.schema() for t in self._tools.values() if t.read_only or not read_only]
+
+    def parse_arguments(self, name: str, arguments: str) -> tuple[Tool, BaseModel]:
+        """Check a call before it runs; raises ToolError with a message for the model."""
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(self._tools)
+            raise ToolError(f"Unknown tool {name!r}. Available tools: {known}")
+        try:
+            raw = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ToolError(
+                f"Arguments for {name} are not valid JSON ({exc.msg} at position {exc.pos}). "
+                "Send one JSON object."
+            ) from None
+        if not isinstance(raw, dict):
+            raise ToolError(f"Arguments for {name} must be a JSON object, got {type(raw).__name__}")
+        try:
+            return tool, tool.args_model.model_validate(raw)
+        except ValidationError as exc:
+            raise ToolError(_format_validation_error(name, exc)) from None
+
+    def run(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> ToolResult:
+        """Run a parsed call; every failure but cancellation becomes a failed result."""
+        started = time.monotonic()
+        try:
+            result = tool.function(ctx, args)
+            ok, text, changes = True, result, []
+            if isinstance(result, ToolOutput):
+                text, changes = result.text, result.changes
+        except TaskCancelled:
+            raise
+        except ToolError as exc:
+            ok, text, changes = False, str(exc), []
+        except Exception as exc:
+            log.exception("tool %s crashed", tool.name)
+            ok, text, changes = False, f"{tool.name} failed: {type(exc).__name__}: {exc}", []
+        duration_ms = int((time.monotonic() - started) * 1000)
+        output = cap_text(text, ctx.settings.output_limit_chars)
+        return ToolResult(ok, output, duration_ms, changes, args.model_dump())
+
+    def dispatch(self, name: str, arguments: str, ctx: ToolContext) -> ToolResult:
+        """Parse and run one call given as the model sent it."""
+        try:
+            tool, args = self.parse_arguments(name, arguments)
+        except ToolError as exc:
+            return ToolResult(False, str(exc))
+        return self.run(tool, args, ctx)

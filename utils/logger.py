@@ -1,0 +1,128 @@
+"""Structured logs: `agent.jsonl` (a JSON object per record) and `debug_stream.log` (raw deltas)."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REDACTED_FIELDS = ("prompt", "reply", "reasoning")
+REDACT_KEEP_CHARS = 64
+
+_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "log_context", default=None
+)
+
+
+@contextlib.contextmanager
+def log_context(**fields: Any) -> Iterator[None]:
+    """Attach fields (trace_id, conversation_id, ...) to every record logged inside the block."""
+    token = _context.set({**(_context.get() or {}), **fields})
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def current_context() -> dict[str, Any]:
+    return dict(_context.get() or {})
+
+
+def redact(text: str) -> dict[str, Any]:
+    """The first 64 characters and a SHA-256 of `text`."""
+    digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+    return {"head": text[:REDACT_KEEP_CHARS], "sha256": digest, "chars": len(text)}
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class JsonLinesHandler(logging.Handler):
+    """Writes each record as one JSON line, context and `extra={"fields": ...}` merged in."""
+
+    def __init__(self, path: Path, *, redact_content: bool) -> None:
+        super().__init__(logging.INFO)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = path.open("a", encoding="utf-8")
+        self._redact = redact_content
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            entry: dict[str, Any] = {
+                "time": _now(),
+                "level": record.levelname.lower(),
+                "module": record.name,
+                "message": record.getMessage(),
+            }
+            entry.update(_context.get() or {})
+            entry.update(getattr(record, "fields", {}) or {})
+            if record.exc_info:
+                entry["exception"] = self.formatException(record.exc_info)
+            if self._redact:
+                for key in REDACTED_FIELDS:
+                    if isinstance(entry.get(key), str):
+                        entry[key] = redact(entry[key])
+            line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
+            with self.lock or contextlib.nullcontext():
+                self._file.write(line)
+                self._file.flush()
+        except Exception:
+            self.handleError(record)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._file.close()
+        super().close()
+
+
+class DebugStreamLog:
+    """Appends every raw model delta, one JSON line each, tagged with the task's context."""
+
+    def __init__(self, path: Path, *, redact_content: bool) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file = path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+        self._redact = redact_content
+
+    def __call__(self, raw: str) -> None:
+        ctx = _context.get() or {}
+        entry: dict[str, Any] = {
+            "t": round(time.time(), 3),
+            "conversation_id": ctx.get("conversation_id"),
+            "message_id": ctx.get("message_id"),
+        }
+        entry["raw"] = redact(raw) if self._redact else raw
+        line = json.dumps(entry, ensure_ascii=False) + "\n"
+        with self._lock:
+            self._file.write(line)
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+def setup_logging(logs_dir: Path, *, redact_content: bool) -> DebugStreamLog:
+    """Route all logging to `agent.jsonl` (replacing an earlier setup) and open the debug stream."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if isinstance(handler, JsonLinesHandler):
+            root.removeHandler(handler)
+            handler.close()
+    root.addHandler(JsonLinesHandler(logs_dir / "agent.jsonl", redact_content=redact_content))
+    if root.level == logging.NOTSET or root.level > logging.INFO:
+        root.setLevel(logging.INFO)
+    for noisy in ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "werkzeug", "engineio",
+                  "socketio", "watchdog", "urllib3", "docker"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    return DebugStreamLog(logs_dir / "debug_stream.log", redact_content=redact_content)

@@ -1,0 +1,120 @@
+"""The one settings object: environment, then `.env`, then `config.yaml` (PROTOCOL §2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+Provider = Literal["deepseek", "kimi", "qwen", "siliconflow", "openai", "custom"]
+Mode = Literal["fast", "thinking"]
+Approval = Literal["auto", "ask", "read-only"]
+SandboxKind = Literal["auto", "local", "docker"]
+
+
+def _env(name: str) -> AliasChoices:
+    """Accept both the environment variable name and the plain field name (config.yaml)."""
+    return AliasChoices(name, name.removeprefix("AGENT_").lower())
+
+
+class Settings(BaseSettings):
+    """Every setting the program reads, with its default."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        populate_by_name=True,
+    )
+
+    provider: Provider = Field("deepseek", validation_alias=_env("AGENT_PROVIDER"))
+    base_url: str | None = Field(None, validation_alias=_env("AGENT_BASE_URL"))
+    api_key: str | None = Field(None, validation_alias=_env("AGENT_API_KEY"))
+    model: str | None = Field(None, validation_alias=_env("AGENT_MODEL"))
+    thinking_model: str | None = Field(None, validation_alias=_env("AGENT_THINKING_MODEL"))
+    context_window: int | None = Field(None, validation_alias=_env("AGENT_CONTEXT_WINDOW"))
+
+    deepseek_api_key: str | None = Field(None, validation_alias=_env("DEEPSEEK_API_KEY"))
+    moonshot_api_key: str | None = Field(None, validation_alias=_env("MOONSHOT_API_KEY"))
+    dashscope_api_key: str | None = Field(None, validation_alias=_env("DASHSCOPE_API_KEY"))
+    siliconflow_api_key: str | None = Field(None, validation_alias=_env("SILICONFLOW_API_KEY"))
+    openai_api_key: str | None = Field(None, validation_alias=_env("OPENAI_API_KEY"))
+    tavily_api_key: str | None = Field(None, validation_alias=_env("TAVILY_API_KEY"))
+
+    workspace: Path = Field(Path("workspace"), validation_alias=_env("AGENT_WORKSPACE"))
+    data_dir: Path = Field(Path("data"), validation_alias=_env("AGENT_DATA_DIR"))
+    mode: Mode = Field("fast", validation_alias=_env("AGENT_MODE"))
+    approval: Approval = Field("auto", validation_alias=_env("AGENT_APPROVAL"))
+    sandbox: SandboxKind = Field("auto", validation_alias=_env("AGENT_SANDBOX"))
+
+    web_token: str | None = Field(None, validation_alias=_env("AGENT_WEB_TOKEN"))
+    allowed_origins: list[str] = Field(
+        default_factory=list, validation_alias=_env("AGENT_ALLOWED_ORIGINS")
+    )
+    log_redact_content: bool = Field(False, validation_alias=_env("AGENT_LOG_REDACT_CONTENT"))
+    use_proxy: bool = Field(False, validation_alias=_env("AGENT_USE_PROXY"))
+
+    max_iterations: int = Field(20, ge=1, validation_alias=_env("AGENT_MAX_ITERATIONS"))
+    command_timeout: float = Field(
+        60.0, gt=0, le=600, validation_alias=_env("AGENT_COMMAND_TIMEOUT")
+    )
+    output_limit_chars: int = Field(
+        20_000, ge=1_000, validation_alias=_env("AGENT_OUTPUT_LIMIT_CHARS")
+    )
+    request_timeout: float = Field(120.0, gt=0, validation_alias=_env("AGENT_REQUEST_TIMEOUT"))
+    max_retries: int = Field(4, ge=0, validation_alias=_env("AGENT_MAX_RETRIES"))
+    retry_base_delay: float = Field(1.0, ge=0, validation_alias=_env("AGENT_RETRY_BASE_DELAY"))
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        yaml_settings = YamlConfigSettingsSource(settings_cls, yaml_file="config.yaml")
+        return init_settings, env_settings, dotenv_settings, yaml_settings
+
+    def secrets(self) -> list[str]:
+        """Values that must never reach a tool's environment or a log."""
+        values = [
+            self.api_key,
+            self.deepseek_api_key,
+            self.moonshot_api_key,
+            self.dashscope_api_key,
+            self.siliconflow_api_key,
+            self.openai_api_key,
+            self.tavily_api_key,
+            self.web_token,
+        ]
+        return [v for v in values if v]
+
+
+SECRET_ENV_NAMES = (
+    "AGENT_API_KEY",
+    "AGENT_WEB_TOKEN",
+    "DEEPSEEK_API_KEY",
+    "MOONSHOT_API_KEY",
+    "DASHSCOPE_API_KEY",
+    "SILICONFLOW_API_KEY",
+    "OPENAI_API_KEY",
+    "TAVILY_API_KEY",
+)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build the settings once; command-line flags arrive as overrides."""
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    settings = Settings(**clean)
+    settings.workspace = settings.workspace.expanduser().resolve()
+    settings.data_dir = settings.data_dir.expanduser().resolve()
+    return settings

@@ -1,0 +1,162 @@
+"""HTTP routes of the web workspace; every one needs the token (PROTOCOL §3)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request
+
+from modules.file_tree import file_tree
+from modules.registry import ToolError
+from utils.context_manager import ConversationNotFound
+
+if TYPE_CHECKING:
+    from web_server import WebState
+
+TOKEN_COOKIE = "agent_token"
+PREVIEW_LIMIT_BYTES = 512 * 1024
+LOG_CHUNK_BYTES = 256 * 1024
+LOG_FILES = {"agent": "agent.jsonl", "debug_stream": "debug_stream.log"}
+
+routes = Blueprint("workspace", __name__)
+
+
+def _state() -> WebState:
+    return current_app.extensions["agent"]  # type: ignore[no-any-return]
+
+
+def _error(status: int, code: str, message: str) -> tuple[Response, int]:
+    return jsonify({"ok": False, "error": {"code": code, "message": message}}), status
+
+
+@routes.before_app_request
+def require_token() -> Any:
+    """Let static assets through; everything else needs the bearer token or the cookie."""
+    if request.endpoint == "static":
+        return None
+    state = _state()
+    header = request.headers.get("Authorization", "")
+    bearer = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else None
+    if state.token_ok(bearer) or state.token_ok(request.cookies.get(TOKEN_COOKIE)):
+        return None
+    if request.path == "/" and state.token_ok(request.args.get("token")):
+        response = redirect("/")
+        response.set_cookie(TOKEN_COOKIE, state.token, httponly=True, samesite="Strict")
+        return response
+    if request.path.startswith("/api/"):
+        return _error(401, "unauthorized", "missing or wrong token")
+    return Response("Open the URL printed by `python main.py web` (it carries the token).\n",
+                    status=401, mimetype="text/plain")
+
+
+@routes.get("/")
+def index() -> str:
+    return render_template("index.html", token=_state().token, version="0.1.0")
+
+
+@routes.get("/debug")
+def debug() -> str:
+    return render_template("debug.html", token=_state().token, version="0.1.0")
+
+
+@routes.get("/api/conversations")
+def conversations() -> Response:
+    keys = ("id", "title", "created_at", "updated_at")
+    rows = [{k: meta.get(k) for k in keys} for meta in _state().services.store.list()]
+    return jsonify({"ok": True, "conversations": rows})
+
+
+@routes.get("/api/conversations/<conversation_id>")
+def conversation(conversation_id: str) -> Any:
+    try:
+        found = _state().services.store.get(conversation_id)
+    except ConversationNotFound as exc:
+        return _error(404, "not_found", str(exc))
+    return jsonify({"ok": True, "conversation": found.meta,
+                    "messages": [public_record(r) for r in found.records]})
+
+
+@routes.get("/api/tree")
+def tree() -> Response:
+    services = _state().services
+    return jsonify({"ok": True, "tree": file_tree(services.workspace, services.annotations)})
+
+
+@routes.get("/api/file")
+def file_preview() -> Any:
+    workspace = _state().services.workspace
+    try:
+        path = workspace.resolve(request.args.get("path", ""))
+    except ToolError as exc:
+        return _error(400, "bad_path", str(exc))
+    if not path.is_file():
+        return _error(404, "not_found", f"{request.args.get('path')} is not a file")
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        data = handle.read(PREVIEW_LIMIT_BYTES)
+    binary = b"\x00" in data[:8192]
+    content = "" if binary else data.decode("utf-8", errors="replace")
+    return jsonify({"ok": True, "path": workspace.relative(path), "content": content,
+                    "truncated": size > PREVIEW_LIMIT_BYTES, "binary": binary, "size": size})
+
+
+@routes.get("/api/status")
+def status() -> Response:
+    return jsonify(status_payload(_state()))
+
+
+@routes.get("/api/logs/<name>")
+def logs(name: str) -> Any:
+    if name not in LOG_FILES:
+        return _error(404, "not_found", f"no log {name!r}; try {', '.join(LOG_FILES)}")
+    path = _state().settings.data_dir / "logs" / LOG_FILES[name]
+    try:
+        after = int(request.args["after"]) if "after" in request.args else None
+    except ValueError:
+        return _error(400, "bad_request", "after must be a byte offset")
+    lines, next_offset = read_log(path, after, request.args.get("conversation_id") or None)
+    return jsonify({"ok": True, "lines": lines, "next": next_offset})
+
+
+def read_log(path: Path, after: int | None, conversation_id: str | None) -> tuple[list[str], int]:
+    """Complete lines from byte `after` on (the last 64 KiB when None), filtered by conversation."""
+    if not path.exists():
+        return [], 0
+    size = path.stat().st_size
+    start = max(0, size - 64 * 1024) if after is None else min(max(after, 0), size)
+    with path.open("rb") as handle:
+        handle.seek(start)
+        chunk = handle.read(LOG_CHUNK_BYTES)
+    if after is None and start > 0:
+        cut = chunk.find(b"\n") + 1
+        chunk, start = chunk[cut:], start + cut
+    complete = chunk[: chunk.rfind(b"\n") + 1]
+    lines = complete.decode("utf-8", errors="replace").splitlines()
+    if conversation_id:
+        lines = [line for line in lines if _mentions(line, conversation_id)]
+    return lines, start + len(complete)
+
+
+def _mentions(line: str, conversation_id: str) -> bool:
+    try:
+        return json.loads(line).get("conversation_id") == conversation_id
+    except (ValueError, AttributeError):
+        return False
+
+
+def public_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A message record as PROTOCOL §5 gives it, without in-memory helpers."""
+    return {k: v for k, v in record.items() if not k.startswith("_")}
+
+
+def status_payload(state: WebState) -> dict[str, Any]:
+    provider, settings = state.services.provider, state.settings
+    return {
+        "ok": True, "provider": provider.name, "model": provider.model, "mode": settings.mode,
+        "approval": settings.approval, "async_mode": state.async_mode,
+        "sandbox": state.services.runner.describe(),
+        "api": {"configured": provider.configured, "key_env": provider.key_env,
+                "base_url": provider.base_url, "message": provider.setup_message},
+    }

@@ -1,0 +1,251 @@
+"""The web workspace: Flask app factory, access control, Socket.IO events (PROTOCOL §3, §4)."""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import ipaddress
+import logging
+import secrets
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from flask import Flask, request
+from flask_socketio import SocketIO, join_room
+from pydantic import BaseModel, Field, ValidationError
+
+from core.main_terminal import TaskBusy
+from core.services import AgentServices, build_services
+from core.web_terminal import TerminalHub
+from modules.file_tree import file_tree
+from modules.file_watcher import WorkspaceWatcher
+from utils.context_manager import ConversationNotFound
+from utils.settings import Approval, Mode, Settings
+from web_routes import public_record, routes, status_payload
+
+log = logging.getLogger(__name__)
+AsyncMode = Literal["threading", "eventlet"]
+
+
+@dataclass
+class WebState:
+    """What the request and event handlers share; one per app."""
+
+    settings: Settings
+    services: AgentServices
+    socketio: SocketIO
+    hub: TerminalHub
+    token: str
+    async_mode: AsyncMode
+    watcher: WorkspaceWatcher | None = None
+
+    def token_ok(self, candidate: object) -> bool:
+        return isinstance(candidate, str) and hmac.compare_digest(candidate, self.token)
+
+    def start_watcher(self) -> None:
+        """Push `file_tree` events to every client whenever the workspace changes."""
+        def broadcast(changes: list[dict[str, Any]]) -> None:
+            self.socketio.emit("file_tree", {"changes": changes})
+            self.socketio.sleep(0)
+
+        self.watcher = WorkspaceWatcher(
+            self.services.workspace.root, ignore=[self.settings.data_dir],
+            on_changes=broadcast, start_background_task=self.socketio.start_background_task,
+        )
+        self.watcher.start()
+
+
+def create_app(settings: Settings, *, async_mode: AsyncMode = "threading") -> Flask:
+    """Build the app; the Socket.IO server is `app.extensions["socketio"]`."""
+    services = build_services(settings)
+    app = Flask(__name__, template_folder="templates", static_folder="static")
+    app.config["MAX_CONTENT_LENGTH"] = 16 * 1024 * 1024
+    socketio = SocketIO()
+
+    def origin_allowed(origin: str | None, environ: dict[str, Any]) -> bool:
+        own = f"{environ.get('wsgi.url_scheme', 'http')}://{environ.get('HTTP_HOST', '')}"
+        return origin is None or origin == own or origin in settings.allowed_origins
+
+    socketio.init_app(app, async_mode=async_mode, cors_allowed_origins=origin_allowed,
+                      max_http_buffer_size=16 * 1024 * 1024, ping_interval=10, ping_timeout=20)
+
+    def send(event: str, payload: dict[str, Any], room: str) -> None:
+        socketio.emit(event, payload, to=room)
+        socketio.sleep(0)  # under eventlet, lets the emit leave now rather than at the stream's end
+
+    state = WebState(settings, services, socketio, TerminalHub(services, send),
+                     settings.web_token or secrets.token_urlsafe(24), async_mode)
+    app.extensions["agent"] = state
+    app.register_blueprint(routes)
+    _register_socket_handlers(socketio, state)
+    return app
+
+
+class SendMessage(BaseModel):
+    conversation_id: str | None = None
+    text: str = Field(min_length=1, max_length=200_000)
+    mode: Mode | None = None
+    parent_id: str | None = None
+    approval: Approval | None = None
+
+
+class ConversationRef(BaseModel):
+    conversation_id: str
+
+
+class Cancel(ConversationRef):
+    pass
+
+
+class Approve(ConversationRef):
+    call_id: str
+    approved: bool
+    always: bool = False
+
+
+class Join(ConversationRef):
+    after_seq: int = Field(0, ge=0)
+
+
+class Empty(BaseModel):
+    pass
+
+
+def _failure(code: str, message: str) -> dict[str, Any]:
+    return {"ok": False, "error": {"code": code, "message": message}}
+
+
+def _handler(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, Any]]]:
+    """Validate the payload, turn every failure into an `{ok: false}` ack, never crash."""
+    def decorate(function: Callable[[Any], dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        @functools.wraps(function)
+        def wrapper(data: Any = None) -> dict[str, Any]:
+            try:
+                return function(model.model_validate(data or {}))
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}"
+                                     for e in exc.errors())
+                return _failure("bad_request", problems)
+            except ConversationNotFound as exc:
+                return _failure("not_found", str(exc))
+            except TaskBusy as exc:
+                return _failure("busy", str(exc))
+            except KeyError as exc:
+                return _failure("not_found", str(exc.args[0] if exc.args else exc))
+            except Exception as exc:
+                log.exception("socket handler %s failed", function.__name__)
+                return _failure("internal_error", f"{type(exc).__name__}: {exc}")
+        return wrapper
+    return decorate
+
+
+def _register_socket_handlers(socketio: SocketIO, state: WebState) -> None:
+    hub, services = state.hub, state.services
+
+    @socketio.on("connect")
+    def on_connect(auth: Any = None) -> bool:
+        token = auth.get("token") if isinstance(auth, dict) else None
+        if not state.token_ok(token):
+            log.warning("socket refused: missing or wrong token")
+            return False
+        return True
+
+    @socketio.on("send_message")
+    @_handler(SendMessage)
+    def on_send(msg: SendMessage) -> dict[str, Any]:
+        if not services.provider.configured:
+            return _failure("not_configured", services.provider.setup_message)
+        terminal = hub.get(msg.conversation_id) if msg.conversation_id else hub.new()
+        record = terminal.start(msg.text, parent_id=msg.parent_id, mode=msg.mode,
+                                approval=msg.approval,
+                                run_in_background=socketio.start_background_task)
+        hub.register(terminal)
+        join_room(record["conversation_id"])
+        return {"ok": True, "conversation_id": record["conversation_id"],
+                "message_id": record["id"]}
+
+    @socketio.on("cancel")
+    @_handler(Cancel)
+    def on_cancel(msg: Cancel) -> dict[str, Any]:
+        if hub.get(msg.conversation_id).cancel():
+            return {"ok": True}
+        return _failure("not_running", "no task is running in this conversation")
+
+    @socketio.on("approve")
+    @_handler(Approve)
+    def on_approve(msg: Approve) -> dict[str, Any]:
+        if hub.get(msg.conversation_id).approve(msg.call_id, msg.approved, always=msg.always):
+            return {"ok": True}
+        return _failure("not_waiting", f"no call {msg.call_id!r} is waiting for approval")
+
+    @socketio.on("join")
+    @_handler(Join)
+    def on_join(msg: Join) -> dict[str, Any]:
+        terminal = hub.get(msg.conversation_id)
+        sid = request.sid  # type: ignore[attr-defined]
+
+        def deliver(event: str, payload: dict[str, Any]) -> None:
+            socketio.emit(event, payload, to=sid)
+
+        join_room(msg.conversation_id)
+        terminal.replay(msg.after_seq, deliver)
+        return {"ok": True, "running": terminal.running, "last_seq": terminal.last_seq}
+
+    @socketio.on("list_conversations")
+    @_handler(Empty)
+    def on_list(_: Empty) -> dict[str, Any]:
+        keys = ("id", "title", "created_at", "updated_at")
+        rows = [{k: meta.get(k) for k in keys} for meta in services.store.list()]
+        return {"ok": True, "conversations": rows}
+
+    @socketio.on("get_conversation")
+    @_handler(ConversationRef)
+    def on_get(msg: ConversationRef) -> dict[str, Any]:
+        conversation = services.store.get(msg.conversation_id)
+        return {"ok": True, "conversation": conversation.meta,
+                "messages": [public_record(r) for r in conversation.records]}
+
+    @socketio.on("get_file_tree")
+    @_handler(Empty)
+    def on_tree(_: Empty) -> dict[str, Any]:
+        return {"ok": True, "tree": file_tree(services.workspace, services.annotations)}
+
+    @socketio.on("get_status")
+    @_handler(Empty)
+    def on_status(_: Empty) -> dict[str, Any]:
+        return status_payload(state)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) -> int:
+    """Run the web workspace until interrupted."""
+    app = create_app(settings, async_mode=async_mode)
+    state: WebState = app.extensions["agent"]
+    state.start_watcher()
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    if not _is_loopback(host):
+        print(f"WARNING: listening on {host}: anyone who can reach this machine and has the "
+              "token can run commands in your workspace.", file=sys.stderr, flush=True)
+    print(f"Workspace Agent: http://{shown}:{port}/?token={state.token}", flush=True)
+    print(f"workspace {settings.workspace} · data {settings.data_dir} · {async_mode} mode",
+          flush=True)
+    if not state.services.provider.configured:
+        print(f"note: {state.services.provider.setup_message}", flush=True)
+    try:
+        state.socketio.run(app, host=host, port=port, allow_unsafe_werkzeug=True,
+                           log_output=False)
+    finally:
+        if state.watcher is not None:
+            state.watcher.stop()
+    return 0
+
