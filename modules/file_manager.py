@@ -1,0 +1,307 @@
+"""File tools: create, read, modify, delete, rename and list, confined to the workspace."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections import deque
+from collections.abc import Iterator
+from fnmatch import fnmatch
+from itertools import islice
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from core.events import FileChange
+from modules.context import ToolContext
+from modules.file_tree import scan_dir
+from modules.paths import atomic_write
+from modules.registry import ToolError, ToolOutput
+
+READ_LIMIT_BYTES = 2_000_000
+EDIT_LIMIT_BYTES = 10_000_000
+LIST_LIMIT = 500
+_SNIFF_BYTES = 8192
+CR = "\r"
+
+
+def _line_count(text: str) -> int:
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines split on newline only, as editors and grep number them."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _new_folders(ctx: ToolContext, folder: Path) -> list[FileChange]:
+    """Create `folder` and its missing parents; one `created` change per new folder."""
+    missing = []
+    while not folder.exists() and folder != ctx.workspace.root:
+        missing.append(folder)
+        folder = folder.parent
+    changes = []
+    for path in reversed(missing):
+        path.mkdir()
+        changes.append(FileChange("created", ctx.workspace.relative(path), is_dir=True))
+    return changes
+
+
+def _read_text(path: Path, shown: str, limit: int, *, strict: bool = False) -> str:
+    """The whole text of an existing, not too large, not binary file.
+
+    With `strict`, text that is not valid UTF-8 is refused rather than patched over, so an
+    edit never rewrites bytes it could not read.
+    """
+    if not path.exists():
+        raise ToolError(f"No such file: {shown}. Use list_files to see what exists.")
+    if path.is_dir():
+        raise ToolError(f"{shown} is a folder, not a file. Use list_files to see inside it.")
+    size = path.stat().st_size
+    if size > limit:
+        raise ToolError(f"{shown} is {size:,} bytes, over the {limit:,} byte limit for this tool.")
+    data = path.read_bytes()
+    if b"\x00" in data[:_SNIFF_BYTES]:
+        raise ToolError(f"{shown} looks like a binary file ({size:,} bytes); it is not text.")
+    try:
+        return data.decode("utf-8", errors="strict" if strict else "replace")
+    except UnicodeDecodeError as exc:
+        raise ToolError(
+            f"{shown} is not valid UTF-8 (byte {exc.start}); modify_file only edits UTF-8 "
+            "text. Use run_python to edit files in other encodings."
+        ) from None
+
+
+class CreateFileArgs(BaseModel):
+    path: str = Field(description="File path relative to the workspace, e.g. 'src/app.py'.")
+    content: str = Field("", description="The complete text to write into the file.")
+    annotation: str | None = Field(
+        None, max_length=500, description="Optional one-line note on what the file is for."
+    )
+
+
+def create_file(ctx: ToolContext, args: CreateFileArgs) -> ToolOutput:
+    """Create a file with the given content (missing folders are created too).
+
+    If the file already exists it is overwritten with the new content; the result says so.
+    """
+    target = ctx.workspace.resolve(args.path, for_write=True)
+    rel = ctx.workspace.relative(target)
+    if target.is_dir():
+        raise ToolError(f"{rel} is an existing folder; choose a file path.")
+    existed = target.exists()
+    changes = _new_folders(ctx, target.parent)
+    atomic_write(target, args.content)
+    if args.annotation is not None:
+        ctx.annotations.set(rel, args.annotation)
+    changes.append(FileChange("modified" if existed else "created", rel))
+    verb = "Overwrote existing file" if existed else "Created"
+    size = f"{_line_count(args.content)} lines, {len(args.content)} characters"
+    return ToolOutput(f"{verb} {rel} ({size}).", changes)
+
+
+class CreateFolderArgs(BaseModel):
+    path: str = Field(description="Folder path relative to the workspace; parents are created.")
+
+
+def create_folder(ctx: ToolContext, args: CreateFolderArgs) -> ToolOutput:
+    """Create a folder (and any missing parent folders)."""
+    target = ctx.workspace.resolve(args.path, for_write=True)
+    rel = ctx.workspace.relative(target)
+    if target.is_dir():
+        return ToolOutput(f"Folder {rel} already exists.")
+    if target.exists():
+        raise ToolError(f"{rel} already exists as a file.")
+    return ToolOutput(f"Created folder {rel}.", _new_folders(ctx, target))
+
+
+class ReadFileArgs(BaseModel):
+    path: str = Field(description="File path relative to the workspace.")
+    start_line: int | None = Field(None, ge=1, description="First line to show (1-based).")
+    end_line: int | None = Field(None, ge=1, description="Last line to show, inclusive.")
+
+
+def read_file(ctx: ToolContext, args: ReadFileArgs) -> str:
+    """Read a text file; each line is shown with its line number and a tab before it.
+
+    Give start_line/end_line to read part of a long file. Long output stops at a line
+    boundary and says which start_line to use to read on.
+    """
+    path = ctx.workspace.resolve(args.path)
+    rel = ctx.workspace.relative(path)
+    start, end = args.start_line or 1, args.end_line
+    if end is not None and end < start:
+        raise ToolError(f"end_line ({end}) is before start_line ({start}).")
+    limit = READ_LIMIT_BYTES if args.start_line is None and end is None else EDIT_LIMIT_BYTES
+    lines = split_lines(_read_text(path, rel, limit))
+    total = len(lines)
+    if start > max(total, 1):
+        raise ToolError(f"start_line {start} is past the end of {rel} ({total} lines).")
+    end = min(end or total, total)
+    budget = ctx.settings.output_limit_chars - 300
+    shown: list[str] = []
+    for number, line in enumerate(islice(lines, start - 1, end), start):
+        entry = f"{number:>6}\t{line.removesuffix(CR)}"
+        if shown and budget - len(entry) - 1 < 0:
+            more = f"read on with start_line={number}"
+            return "\n".join([f"{rel} (lines {start}-{number - 1} of {total}; {more})", *shown])
+        budget -= len(entry) + 1
+        shown.append(entry)
+    if not shown:
+        return f"{rel} is empty."
+    return "\n".join([f"{rel} (lines {start}-{end} of {total})", *shown])
+
+
+class ModifyFileArgs(BaseModel):
+    path: str = Field(description="Existing file path relative to the workspace.")
+    operation: Literal["append", "replace", "clear"] = Field(
+        description="'append' adds content at the end; 'replace' swaps old_text for new_text; "
+        "'clear' empties the file."
+    )
+    content: str | None = Field(
+        None,
+        description="For 'append': text added exactly as given (include a leading newline "
+        "if the file does not end with one).",
+    )
+    old_text: str | None = Field(
+        None,
+        description="For 'replace': the exact current text, which must occur exactly once "
+        "(copy it from read_file without the line numbers).",
+    )
+    new_text: str | None = Field(None, description="For 'replace': the text to put in its place.")
+
+
+def modify_file(ctx: ToolContext, args: ModifyFileArgs) -> ToolOutput:
+    """Change an existing file: append text, replace one unique piece of text, or clear it."""
+    path = ctx.workspace.resolve(args.path, for_write=True)
+    rel = ctx.workspace.relative(path)
+    text = _read_text(path, rel, EDIT_LIMIT_BYTES, strict=True)
+    if args.operation == "append":
+        if args.content is None:
+            raise ToolError("append needs 'content': the text to add at the end of the file.")
+        new, summary = text + args.content, f"Appended {len(args.content)} characters to {rel}."
+    elif args.operation == "clear":
+        new, summary = "", f"Cleared {rel}."
+    else:
+        new, summary = _replace(text, rel, args.old_text, args.new_text)
+    atomic_write(path, new)
+    return ToolOutput(summary, [FileChange("modified", rel)])
+
+
+def _replace(text: str, rel: str, old: str | None, new: str | None) -> tuple[str, str]:
+    if not old:
+        raise ToolError("replace needs 'old_text': the exact text to change (not empty).")
+    if new is None:
+        raise ToolError("replace needs 'new_text' (use \"\" to delete old_text).")
+    count = text.count(old)
+    if count == 0:
+        raise ToolError(
+            f"old_text was not found in {rel}. It must match exactly, including spaces, "
+            "indentation and line breaks; read_file the part you want to change and copy it."
+        )
+    if count > 1:
+        raise ToolError(
+            f"old_text occurs {count} times in {rel}; it must occur exactly once. "
+            "Include more surrounding lines so it is unique."
+        )
+    line = text[: text.index(old)].count("\n") + 1
+    return text.replace(old, new, 1), f"Replaced 1 occurrence in {rel} at line {line}."
+
+
+class DeleteFileArgs(BaseModel):
+    path: str = Field(description="File or folder path relative to the workspace.")
+
+
+def delete_file(ctx: ToolContext, args: DeleteFileArgs) -> ToolOutput:
+    """Delete a file, or a folder with everything in it."""
+    path = ctx.workspace.resolve(args.path, for_write=True, follow_symlinks=False)
+    rel = ctx.workspace.relative(path)
+    if not os.path.lexists(path):
+        raise ToolError(f"No such file or folder: {rel}.")
+    is_dir = path.is_dir() and not path.is_symlink()
+    if is_dir:
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+    ctx.annotations.drop(rel)
+    ctx.focus.drop(rel)
+    kind = "folder" if is_dir else "file"
+    return ToolOutput(f"Deleted {kind} {rel}.", [FileChange("deleted", rel, is_dir=is_dir)])
+
+
+class RenameFileArgs(BaseModel):
+    old_path: str = Field(description="Current file or folder path relative to the workspace.")
+    new_path: str = Field(description="New path relative to the workspace; must not exist yet.")
+
+
+def rename_file(ctx: ToolContext, args: RenameFileArgs) -> ToolOutput:
+    """Rename or move a file or folder; missing parent folders of the new path are created."""
+    ws = ctx.workspace
+    source = ws.resolve(args.old_path, for_write=True, follow_symlinks=False)
+    dest = ws.resolve(args.new_path, for_write=True, follow_symlinks=False)
+    old, new = ws.relative(source), ws.relative(dest)
+    if not os.path.lexists(source):
+        raise ToolError(f"No such file or folder: {old}.")
+    if os.path.lexists(dest):
+        raise ToolError(f"{new} already exists; delete it first or choose another name.")
+    is_dir = source.is_dir() and not source.is_symlink()
+    if is_dir and dest.is_relative_to(source):
+        raise ToolError(f"Cannot move folder {old} into itself ({new}).")
+    changes = _new_folders(ctx, dest.parent)
+    os.rename(source, dest)
+    ctx.annotations.move(old, new)
+    ctx.focus.move(old, new)
+    changes.append(FileChange("moved", old, is_dir=is_dir, dest_path=new))
+    return ToolOutput(f"Renamed {old} to {new}.", changes)
+
+
+class ListFilesArgs(BaseModel):
+    directory: str = Field(".", description="Folder to list, relative to the workspace.")
+    pattern: str | None = Field(
+        None,
+        description="Optional glob such as '*.py' or 'src/*.ts', matched against each "
+        "name and each path relative to the directory.",
+    )
+
+
+def list_files(ctx: ToolContext, args: ListFilesArgs) -> str:
+    """List files and folders under a folder, recursively, as workspace-relative paths.
+
+    Folders end with '/'. Git internals, __pycache__ and editor swap files are skipped;
+    symbolic links are shown but not followed; annotations are shown after ' — '.
+    """
+    base = ctx.workspace.resolve(args.directory)
+    rel_base = ctx.workspace.relative(base)
+    if not base.is_dir():
+        raise ToolError(f"{args.directory} is not a folder.")
+    notes = ctx.annotations.all()
+    entries = list(islice(_walk(base, args.pattern), LIST_LIMIT + 1))
+    lines = []
+    for rel, is_dir in entries[:LIST_LIMIT]:
+        path = f"{rel_base}/{rel}" if rel_base else rel
+        shown = path + "/" if is_dir else path
+        lines.append(f"{shown}  — {notes[path]}" if path in notes else shown)
+    where = rel_base or "the workspace"
+    if not lines:
+        return f"No entries in {where}" + (f" match {args.pattern!r}." if args.pattern else ".")
+    if len(entries) > LIST_LIMIT:
+        lines.append(f"… stopped at {LIST_LIMIT} entries; narrow with directory or pattern.")
+    return f"{where}:\n" + "\n".join(lines)
+
+
+def _walk(base: Path, pattern: str | None) -> Iterator[tuple[str, bool]]:
+    """(path relative to `base`, is_dir) for everything under it, breadth-first."""
+    glob = pattern.removeprefix("**/") if pattern else None
+    queue = deque([""])
+    while queue:
+        rel_dir = queue.popleft()
+        for name, is_dir in scan_dir(os.path.join(base, rel_dir)):
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if is_dir:
+                queue.append(rel)
+            if glob is None or fnmatch(name, glob) or fnmatch(rel, glob):
+                yield rel, is_dir

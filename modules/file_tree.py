@@ -1,0 +1,85 @@
+"""The workspace tree for `get_file_tree` and the system prompt; the root's path is ""."""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from typing import Any
+
+from modules.annotations import AnnotationStore
+from modules.paths import Workspace
+
+IGNORED_NAMES = frozenset({".git", "__pycache__", "4913"})  # 4913: vim's write-test file
+
+
+def is_ignored(name: str) -> bool:
+    """True for names no listing shows: git internals, caches, editor swap files."""
+    return name in IGNORED_NAMES or name.endswith(("~", ".swp", ".swo")) or name.startswith(".#")
+
+
+def scan_dir(path: str) -> list[tuple[str, bool]]:
+    """The visible entries of one folder as (name, is_dir), folders first, then by name."""
+    try:
+        with os.scandir(path) as entries:
+            items = [
+                (e.name, e.is_dir(follow_symlinks=False)) for e in entries if not is_ignored(e.name)
+            ]
+    except OSError:
+        return []
+    items.sort(key=lambda item: (not item[1], item[0].lower(), item[0]))
+    return items
+
+
+def file_tree(
+    workspace: Workspace, annotations: AnnotationStore, *, max_entries: int = 5000
+) -> dict[str, Any]:
+    """Nested {name, path, is_dir, children?, annotation?}; `truncated: true` on the root if cut.
+
+    Folders are filled breadth-first, so a cut keeps the upper levels whole. Symbolic links
+    are listed as leaves and never followed. Notes on paths that no longer exist are pruned.
+    """
+    notes = annotations.all()
+    annotations.prune({p for p in notes if os.path.lexists(workspace.root / p)})
+    root: dict[str, Any] = {"name": workspace.root.name, "path": "", "is_dir": True}
+    root["children"] = []
+    queue: deque[tuple[str, dict[str, Any]]] = deque([("", root)])
+    count = 0
+    while queue:
+        rel_dir, node = queue.popleft()
+        for name, is_dir in scan_dir(os.path.join(workspace.root, rel_dir)):
+            if count >= max_entries:
+                root["truncated"] = True
+                return root
+            count += 1
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            child: dict[str, Any] = {"name": name, "path": rel, "is_dir": is_dir}
+            if rel in notes:
+                child["annotation"] = notes[rel]
+            if is_dir:
+                child["children"] = []
+                queue.append((rel, child))
+            node["children"].append(child)
+    return root
+
+
+def describe_tree(
+    workspace: Workspace, annotations: AnnotationStore, *, max_entries: int = 300
+) -> str:
+    """An indented text listing of the tree with its notes, for the system prompt."""
+    tree = file_tree(workspace, annotations, max_entries=max_entries)
+    lines: list[str] = []
+    _render(tree["children"], 0, lines)
+    if not lines:
+        lines.append("(the workspace is empty)")
+    if tree.get("truncated"):
+        lines.append(f"… (listing cut at {max_entries} entries; use list_files to see more)")
+    return "\n".join(lines)
+
+
+def _render(children: list[dict[str, Any]], depth: int, lines: list[str]) -> None:
+    for child in children:
+        name = child["name"] + ("/" if child["is_dir"] else "")
+        note = f"  — {child['annotation']}" if "annotation" in child else ""
+        lines.append(f"{'  ' * depth}{name}{note}")
+        if child["is_dir"]:
+            _render(child["children"], depth + 1, lines)

@@ -1,0 +1,141 @@
+"""The one resolver that confines every tool path to the workspace."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from pathlib import Path
+
+from modules.registry import ToolError
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_NAME_MAX = 255
+_PATH_MAX = 4096
+
+
+class PathOutsideWorkspace(ToolError):
+    """A path argument that is invalid or would reach outside the workspace."""
+
+
+class Workspace:
+    """The folder the agent may read and change; `resolve` is the only way in."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(os.path.realpath(Path(root).expanduser()))
+
+    def resolve(self, path: str, *, for_write: bool = False, follow_symlinks: bool = True) -> Path:
+        """Map a workspace-relative (or absolute, inside) path to a real path, or raise.
+
+        With `follow_symlinks=False` the last component is kept as it is, so a symlink inside
+        the workspace can itself be renamed or deleted; its target must still be inside.
+        """
+        _check_spelling(path)
+        candidate = Path(path) if os.path.isabs(path) else self.root / path
+        real = Path(os.path.realpath(candidate))
+        if not self._contains(real):
+            raise PathOutsideWorkspace(_outside_message(path, candidate, real))
+        name = candidate.name
+        if real == self.root or name == "..":
+            result = real
+        else:
+            parent = Path(os.path.realpath(candidate.parent))
+            if not self._contains(parent):
+                raise PathOutsideWorkspace(_outside_message(path, candidate.parent, parent))
+            result = real if follow_symlinks else parent / name
+        if for_write:
+            self._check_writable(path, result)
+        return result
+
+    def relative(self, p: Path) -> str:
+        """The workspace-relative POSIX spelling of `p` ("" for the root itself)."""
+        try:
+            rel = Path(p).relative_to(self.root)
+        except ValueError:
+            raise PathOutsideWorkspace(f"Path {str(p)!r} is not inside the workspace") from None
+        text = rel.as_posix()
+        return "" if text == "." else text
+
+    def _contains(self, real: Path) -> bool:
+        return real == self.root or real.is_relative_to(self.root)
+
+    def _check_writable(self, path: str, target: Path) -> None:
+        if target == self.root:
+            raise PathOutsideWorkspace(
+                f"Path {path!r} is the workspace root itself; name a file or folder inside it"
+            )
+        ancestor = target.parent
+        while not ancestor.exists() and ancestor != self.root:
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            rel = self.relative(ancestor)
+            raise PathOutsideWorkspace(
+                f"Path {path!r} goes through {rel!r}, which is a file, not a folder"
+            )
+
+
+def _check_spelling(path: str) -> None:
+    """Reject spellings that cannot name a workspace file, before touching the disk."""
+    if not isinstance(path, str) or not path.strip():
+        raise PathOutsideWorkspace("Path is empty; give a path relative to the workspace")
+    if "\x00" in path:
+        raise PathOutsideWorkspace(f"Path {path!r} contains a NUL byte")
+    if path.startswith("~"):
+        raise PathOutsideWorkspace(
+            f"Path {path!r} starts with '~': home directories are outside the workspace; "
+            "use a path relative to the workspace"
+        )
+    if "\\" in path or _DRIVE.match(path):
+        raise PathOutsideWorkspace(
+            f"Path {path!r} looks like a Windows path; use forward slashes and a path "
+            "relative to the workspace"
+        )
+    try:
+        encoded = os.fsencode(path)
+    except UnicodeError:
+        raise PathOutsideWorkspace(
+            f"Path {path!r} contains characters that cannot be encoded"
+        ) from None
+    if len(encoded) > _PATH_MAX:
+        raise PathOutsideWorkspace(
+            f"Path is {len(encoded)} bytes long; the filesystem limit is {_PATH_MAX}"
+        )
+    for part in encoded.split(b"/"):
+        if len(part) > _NAME_MAX:
+            shown = os.fsdecode(part[:40]) + "…"
+            raise PathOutsideWorkspace(
+                f"Name {shown!r} is {len(part)} bytes long; the filesystem limit is "
+                f"{_NAME_MAX} bytes per name"
+            )
+
+
+def _outside_message(path: str, candidate: Path, real: Path) -> str:
+    if os.path.isabs(path):
+        why = "absolute paths must point inside the workspace"
+    elif ".." in Path(path).parts and os.path.normpath(candidate) == str(real):
+        why = "'..' leads out of the workspace"
+    else:
+        why = f"it leads to {str(real)!r} through a symbolic link"
+    return f"Path {path!r} is outside the workspace: {why}"
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    """Replace `path` whole through a temporary file in its folder, keeping its mode."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode: int | None = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None
+    tmp = path.with_name(f".{path.name[:200]}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

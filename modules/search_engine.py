@@ -1,0 +1,147 @@
+"""Search tools: text in the workspace's files, and the web through Tavily."""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import requests
+from pydantic import BaseModel, Field
+from tavily import TavilyClient
+
+from modules.context import ToolContext
+from modules.file_tree import is_ignored
+from modules.registry import ToolError
+
+SEARCH_SKIP_DIRS = frozenset(
+    {"node_modules", ".venv", "venv", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"}
+)
+SEARCH_FILE_LIMIT_BYTES = 1_000_000
+LINE_CHARS = 200
+WEB_TIMEOUT_SECONDS = 30
+WEB_SNIPPET_CHARS = 500
+
+
+class SearchCodeArgs(BaseModel):
+    query: str = Field(min_length=1, description="Text to find (plain text, case-insensitive).")
+    max_results: int = Field(50, ge=1, le=500, description="Most matching lines to return.")
+
+
+def _text_files(root: Path) -> Iterator[tuple[str, str]]:
+    """(relative path, absolute path) of regular files worth searching, breadth-first."""
+    queue = deque([""])
+    while queue:
+        rel_dir = queue.popleft()
+        try:
+            with os.scandir(os.path.join(root, rel_dir)) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if is_ignored(entry.name):
+                continue
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in SEARCH_SKIP_DIRS:
+                    queue.append(rel)
+            elif entry.is_file(follow_symlinks=False):
+                yield rel, entry.path
+
+
+def _matches(path: str, needle: str) -> Iterator[tuple[int, str]]:
+    """(line number, line) of each line of a text file containing `needle` (lowercase)."""
+    try:
+        if os.path.getsize(path) > SEARCH_FILE_LIMIT_BYTES:
+            return
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return
+    if b"\x00" in data[:8192]:
+        return
+    text = data.decode("utf-8", errors="replace")
+    if needle not in text.lower():
+        return
+    for number, line in enumerate(text.split("\n"), 1):
+        if needle in line.lower():
+            yield number, line.strip()
+
+
+def search_code(ctx: ToolContext, args: SearchCodeArgs) -> str:
+    """Find lines containing some text in the workspace's files; answers 'path:line: text'.
+
+    Plain text, case-insensitive (not a regular expression). Skips binary files, files over
+    1 MB, .git, __pycache__, node_modules and virtualenvs.
+    """
+    needle = args.query.lower()
+    hits: list[str] = []
+    for rel, path in _text_files(ctx.workspace.root):
+        for number, line in _matches(path, needle):
+            if len(hits) == args.max_results:
+                hits.append(
+                    f"… more matches not shown (max_results={args.max_results}); narrow the query."
+                )
+                return "\n".join(hits)
+            shown = line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + "…"
+            hits.append(f"{rel}:{number}: {shown}")
+    if not hits:
+        return f"No matches for {args.query!r}."
+    return "\n".join(hits)
+
+
+class WebSearchArgs(BaseModel):
+    query: str = Field(min_length=1, description="What to search the web for.")
+    max_results: int = Field(5, ge=1, le=20, description="How many results to return.")
+
+
+def tavily_search(
+    api_key: str | None,
+    query: str,
+    max_results: int,
+    *,
+    use_proxy: bool = False,
+    base_url: str | None = None,
+) -> str:
+    """Search the web with Tavily and format the results; failures raise ToolError."""
+    if not api_key:
+        raise ToolError("web search is not configured: set TAVILY_API_KEY")
+    session = requests.Session()
+    session.trust_env = use_proxy
+    try:
+        client = TavilyClient(api_key=api_key, session=session, api_base_url=base_url)
+        response = client.search(query, max_results=max_results, timeout=WEB_TIMEOUT_SECONDS)
+    except requests.RequestException as exc:
+        raise ToolError(f"web search failed: could not reach the search service ({exc})") from None
+    except Exception as exc:
+        raise ToolError(f"web search failed: {type(exc).__name__}: {exc}") from None
+    finally:
+        session.close()
+    return _format_results(query, response)
+
+
+def _format_results(query: str, response: dict[str, Any]) -> str:
+    results = response.get("results") or []
+    if not results:
+        return f"No web results for {query!r}."
+    lines = []
+    if response.get("answer"):
+        lines += [f"Answer: {response['answer']}", ""]
+    for number, item in enumerate(results, 1):
+        snippet = str(item.get("content") or "").strip()
+        if len(snippet) > WEB_SNIPPET_CHARS:
+            snippet = snippet[:WEB_SNIPPET_CHARS] + "…"
+        lines += [f"{number}. {item.get('title') or '(no title)'}", f"   {item.get('url', '')}"]
+        if snippet:
+            lines.append(f"   {snippet}")
+    return "\n".join(lines)
+
+
+def web_search(ctx: ToolContext, args: WebSearchArgs) -> str:
+    """Search the web; returns numbered results with title, URL and a snippet."""
+    settings = ctx.settings
+    return tavily_search(
+        settings.tavily_api_key, args.query, args.max_results, use_proxy=settings.use_proxy
+    )

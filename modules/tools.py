@@ -1,0 +1,80 @@
+"""The registry of every tool the model is offered (PROTOCOL §6), plus focus and memory tools."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from modules import file_manager, search_engine, terminal_ops
+from modules.context import ToolContext
+from modules.registry import ToolError, ToolRegistry
+
+
+class FocusFileArgs(BaseModel):
+    path: str = Field(description="File path relative to the workspace.")
+
+
+def focus_file(ctx: ToolContext, args: FocusFileArgs) -> str:
+    """Keep a file in focus: its current content is shown to you at every turn (at most 3).
+
+    Use it for the files you are actively working on; unfocus them when done.
+    """
+    path = ctx.workspace.resolve(args.path, follow_symlinks=False)
+    rel = ctx.workspace.relative(path)
+    if not path.is_file():
+        raise ToolError(f"{rel or args.path} is not an existing file; focus_file takes a file.")
+    added = ctx.focus.add(rel)
+    current = ", ".join(ctx.focus.paths())
+    state = "Focused" if added else "Already in focus:"
+    return f"{state} {rel}. Focused files ({len(ctx.focus.paths())}/{ctx.focus.limit}): {current}"
+
+
+def unfocus_file(ctx: ToolContext, args: FocusFileArgs) -> str:
+    """Stop showing a focused file's content at every turn."""
+    path = ctx.workspace.resolve(args.path, follow_symlinks=False)
+    rel = ctx.workspace.relative(path)
+    ctx.focus.remove(rel)
+    current = ", ".join(ctx.focus.paths()) or "none"
+    return f"Unfocused {rel}. Focused files: {current}"
+
+
+class UpdateMemoryArgs(BaseModel):
+    scope: Literal["main", "task"] = Field(
+        description="'main': lasting notes for every conversation (user preferences, project "
+        "facts); 'task': notes for this conversation only (plan, progress)."
+    )
+    operation: Literal["append", "replace"] = Field(
+        description="'append' adds content on a new line; 'replace' rewrites the whole memory."
+    )
+    content: str = Field(description="The text to append, or the complete new memory.")
+
+
+def update_memory(ctx: ToolContext, args: UpdateMemoryArgs) -> str:
+    """Save notes you will see in later turns: main memory or this task's memory (Markdown)."""
+    memory = ctx.memory
+    if args.operation == "append":
+        text = memory.append(args.scope, ctx.conversation_id, args.content)
+    else:
+        text = memory.replace(args.scope, ctx.conversation_id, args.content)
+    return f"Updated {args.scope} memory ({len(text):,} of {memory.limit:,} characters used)."
+
+
+def build_registry() -> ToolRegistry:
+    """Every tool of PROTOCOL §6 except propose_edit; reading tools are marked read-only."""
+    registry = ToolRegistry()
+    registry.register("create_file", file_manager.create_file)
+    registry.register("create_folder", file_manager.create_folder)
+    registry.register("read_file", file_manager.read_file, read_only=True)
+    registry.register("modify_file", file_manager.modify_file)
+    registry.register("delete_file", file_manager.delete_file)
+    registry.register("rename_file", file_manager.rename_file)
+    registry.register("list_files", file_manager.list_files, read_only=True)
+    registry.register("search_code", search_engine.search_code, read_only=True)
+    registry.register("run_python", terminal_ops.run_python)
+    registry.register("run_command", terminal_ops.run_command)
+    registry.register("web_search", search_engine.web_search, read_only=True)
+    registry.register("focus_file", focus_file, read_only=True)
+    registry.register("unfocus_file", unfocus_file, read_only=True)
+    registry.register("update_memory", update_memory)
+    return registry
