@@ -1,0 +1,169 @@
+"""The providers the fake imitates: their models, thinking switches, ids and error wording."""
+
+from __future__ import annotations
+
+import random
+import string
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+UsagePlace = Literal["last_chunk", "choice", "extra_chunk"]
+
+# Top-level request fields the OpenAI API accepts; anything else is a 400 there.
+OPENAI_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "stream",
+        "stream_options",
+        "tools",
+        "tool_choice",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "max_completion_tokens",
+        "n",
+        "stop",
+        "presence_penalty",
+        "frequency_penalty",
+        "user",
+        "seed",
+        "response_format",
+        "parallel_tool_calls",
+        "reasoning_effort",
+        "logprobs",
+        "top_logprobs",
+        "metadata",
+        "store",
+        "logit_bias",
+        "service_tier",
+        "modalities",
+        "prediction",
+        "verbosity",
+        "prompt_cache_key",
+        "safety_identifier",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Flavour:
+    """One provider's wire behaviour."""
+
+    name: str
+    models: tuple[str, ...]
+    usage_place: UsagePlace
+    model_error_status: int
+    sends_null_fields: bool  # deepseek sends `"content": null` next to reasoning and back
+
+    def is_thinking(self, body: dict[str, Any]) -> bool:
+        """Whether this request runs in thinking mode (so reasoning is streamed)."""
+        model = str(body.get("model", ""))
+        switch = body.get("thinking")
+        disabled = isinstance(switch, dict) and switch.get("type") == "disabled"
+        if self.name == "deepseek":
+            return not disabled
+        if self.name == "kimi":
+            return "thinking" in model or (model.startswith("kimi-k2.") and not disabled)
+        return False
+
+    def tool_call_id(self, name: str, index: int, earlier_calls: int) -> str:
+        """A tool call id in the provider's style."""
+        if self.name == "kimi":
+            return f"functions.{name}:{earlier_calls + index}"
+        alphabet = string.ascii_letters + string.digits
+        suffix = "".join(random.choices(alphabet, k=24))
+        if self.name == "deepseek":
+            return f"call_{index:02d}_{suffix}"
+        return f"call_{suffix}"
+
+    def completion_id(self) -> str:
+        """A completion id in the provider's style."""
+        if self.name == "deepseek":
+            return str(uuid.uuid4())
+        return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+
+    def model_error(self, model: str) -> tuple[int, str, str, str | None]:
+        """(status, message, type, code) for an unknown model."""
+        if self.name == "deepseek":
+            return 400, "Model Not Exist", "invalid_request_error", "invalid_request_error"
+        if self.name == "kimi":
+            return (
+                404,
+                f"Not found the model {model} or Permission denied",
+                "resource_not_found_error",
+                None,
+            )
+        return (
+            404,
+            f"The model `{model}` does not exist or you do not have access to it.",
+            "invalid_request_error",
+            "model_not_found",
+        )
+
+    def auth_error(self, key: str | None) -> str:
+        """The 401 message for a wrong or missing key."""
+        if not key:
+            return (
+                "You didn't provide an API key. You need to provide your API key in an "
+                "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
+            )
+        shown = f"****{key[-4:]}" if len(key) > 4 else "****"
+        if self.name == "deepseek":
+            return f"Authentication Fails, Your api key: {shown} is invalid"
+        return f"Incorrect API key provided: {shown}. Invalid Authentication"
+
+    def reasoning_error(self, index: int) -> str:
+        """The 400 message when a thinking-mode tool-call message comes back without reasoning."""
+        if self.name == "kimi":
+            return (
+                f"thinking is enabled but reasoning_content is missing in assistant tool "
+                f"call message at index {index}"
+            )
+        return (
+            f"Missing `reasoning_content` field in the assistant message at message index "
+            f"{index}. The reasoning_content in the thinking mode must be passed back to "
+            f"the API."
+        )
+
+    def chunk_base(self, completion_id: str, model: str) -> dict[str, Any]:
+        """The fields every chunk of one completion repeats."""
+        base: dict[str, Any] = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+        }
+        if self.name != "kimi":
+            base["system_fingerprint"] = f"fp_{uuid.uuid4().hex[:10]}"
+        return base
+
+
+FLAVOURS = {
+    "deepseek": Flavour(
+        "deepseek", ("deepseek-v4-flash", "deepseek-v4-pro"), "last_chunk", 400, True
+    ),
+    "kimi": Flavour(
+        "kimi",
+        (
+            "kimi-k2-0905-preview",
+            "kimi-k2-turbo-preview",
+            "kimi-k2-thinking",
+            "kimi-k2-thinking-turbo",
+            "kimi-k2.5",
+            "kimi-k2.6",
+        ),
+        "choice",
+        404,
+        False,
+    ),
+    "openai": Flavour(
+        "openai",
+        ("gpt-5.4", "gpt-5.4-mini", "gpt-5.5", "gpt-4.1", "gpt-4.1-mini", "gpt-4o-mini"),
+        "extra_chunk",
+        404,
+        False,
+    ),
+}

@@ -1,0 +1,512 @@
+"""OpenAI-compatible streaming client: providers' quirks, tool-call assembly, retries."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+from core.cancel import CancelToken, TaskCancelled
+from core.events import Usage
+from utils.providers import ProviderConfig, prepare_messages
+from utils.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+RETRY_AFTER_CAP = 60.0
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text as the model sent it
+
+    def to_message(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclass
+class Completion:
+    content: str = ""
+    reasoning_content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+
+
+# Items yielded by ApiClient.stream, in arrival order; the last one is always StreamEnd.
+@dataclass
+class ContentDelta:
+    text: str
+
+
+@dataclass
+class ReasoningDelta:
+    text: str
+
+
+@dataclass
+class ToolCallStarted:
+    index: int
+    call_id: str
+    name: str
+
+
+@dataclass
+class ToolCallArgs:
+    index: int
+    call_id: str
+    delta: str
+
+
+@dataclass
+class StreamEnd:
+    completion: Completion
+
+
+StreamItem = ContentDelta | ReasoningDelta | ToolCallStarted | ToolCallArgs | StreamEnd
+
+
+class ApiError(Exception):
+    """Base of every model-API failure; `code` goes into the `error` event."""
+
+    code = "api_error"
+
+
+class NetworkError(ApiError):
+    code = "network_error"
+
+
+class RateLimitError(ApiError):
+    code = "rate_limited"
+
+
+class AuthError(ApiError):
+    code = "auth_error"
+
+
+class RequestRejected(ApiError):
+    """The API refused the request as invalid (400/422): a bug on our side or a provider rule."""
+
+    code = "request_rejected"
+
+
+class ServerError(ApiError):
+    code = "server_error"
+
+
+class StreamInterrupted(ApiError):
+    """The stream broke after deltas arrived; `partial` holds what arrived."""
+
+    code = "stream_interrupted"
+
+    def __init__(self, message: str, partial: Completion) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
+def _field(obj: Any, name: str) -> Any:
+    """Read `name` from an SDK object or a plain dict alike."""
+    if obj is None:
+        return None
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+@dataclass
+class _PartialCall:
+    index: int
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+    started: bool = False
+
+
+class ToolCallAssembler:
+    """Rebuilds streamed tool calls from their fragments, reporting starts and argument text.
+
+    A call is reported as started once its name is complete, i.e. when its first argument
+    text arrives (or at `finish()`), because a few providers split the name.
+    """
+
+    def __init__(self) -> None:
+        self._calls: list[_PartialCall] = []
+        self._by_index: dict[int, _PartialCall] = {}  # the provider's index -> latest call
+        self._by_id: dict[str, _PartialCall] = {}
+
+    def feed(self, fragment: Any) -> list[ToolCallStarted | ToolCallArgs]:
+        """Take one `delta.tool_calls[]` entry (SDK object or dict); return what it completes."""
+        call = self._call_for(_field(fragment, "index"), _field(fragment, "id") or "")
+        function = _field(fragment, "function")
+        name = _field(function, "name") or ""
+        arguments = _field(function, "arguments") or ""
+        if name and name != call.name and not call.started:
+            call.name += name
+        call.arguments += arguments
+        if call.started:
+            return [ToolCallArgs(call.index, call.id, arguments)] if arguments else []
+        if not arguments:
+            return []
+        return [self._start(call), ToolCallArgs(call.index, call.id, call.arguments)]
+
+    def finish(self) -> list[ToolCallStarted]:
+        """Report the calls that never received argument text."""
+        return [self._start(call) for call in self._calls if not call.started]
+
+    def calls(self) -> list[ToolCall]:
+        """The assembled calls in index order; empty arguments become "{}"."""
+        ordered = sorted(self._calls, key=lambda call: call.index)
+        return [
+            ToolCall(call.id or f"call_{call.index}", call.name, call.arguments or "{}")
+            for call in ordered
+        ]
+
+    def _start(self, call: _PartialCall) -> ToolCallStarted:
+        call.started = True
+        call.id = call.id or f"call_{call.index}"
+        return ToolCallStarted(call.index, call.id, call.name)
+
+    def _call_for(self, index: int | None, call_id: str) -> _PartialCall:
+        if call_id in self._by_id:
+            return self._by_id[call_id]
+        if index is not None:
+            known = self._by_index.get(index)
+        else:  # no index: a fragment without an id continues the latest call
+            known = self._calls[-1] if self._calls and not call_id else None
+        if known is not None and not (call_id and known.id):
+            if call_id:
+                known.id = call_id
+                self._by_id[call_id] = known
+            return known
+        taken = {call.index for call in self._calls}
+        slot = index if index is not None and index not in taken else max(taken, default=-1) + 1
+        call = _PartialCall(slot, call_id)
+        self._calls.append(call)
+        self._by_index[slot if index is None else index] = call
+        if call_id:
+            self._by_id[call_id] = call
+        return call
+
+
+def assemble_tool_calls(fragments: Iterable[Any]) -> list[ToolCall]:
+    """Assemble complete tool calls from every `delta.tool_calls[]` fragment of one stream."""
+    assembler = ToolCallAssembler()
+    for fragment in fragments:
+        assembler.feed(fragment)
+    return assembler.calls()
+
+
+@dataclass
+class _CallState:
+    """What one model call has produced so far."""
+
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    assembler: ToolCallAssembler = field(default_factory=ToolCallAssembler)
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+    received: bool = False
+    started: float = field(default_factory=time.monotonic)
+    first_delta: float | None = None
+
+    def completion(self) -> Completion:
+        return Completion(
+            "".join(self.content),
+            "".join(self.reasoning),
+            self.assembler.calls(),
+            self.usage,
+            self.finish_reason,
+        )
+
+
+class _Retry(Exception):
+    """A failure before any delta arrived that is worth another attempt."""
+
+    def __init__(self, error: ApiError, retry_after: float | None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retry_after = retry_after
+
+
+_END = object()
+_CLOSED = object()
+
+
+class _ChunkPump:
+    """Reads one streamed response in a worker thread, so a cancel never waits on the network."""
+
+    def __init__(self, open_stream: Callable[[], openai.Stream[Any]]) -> None:
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._lock = threading.Lock()
+        self._stream: openai.Stream[Any] | None = None
+        self._closed = False
+        threading.Thread(
+            target=self._run, args=(open_stream,), name="model-stream", daemon=True
+        ).start()
+
+    def __iter__(self) -> Iterator[Any]:
+        while (item := self._queue.get()) is not _END and item is not _CLOSED:
+            if isinstance(item, Exception):
+                raise item
+            yield item
+
+    def close(self) -> None:
+        """Stop now (safe from any thread): the iteration ends and the connection is cut."""
+        with self._lock:
+            self._closed = True
+            stream = self._stream
+        self._queue.put(_CLOSED)
+        if stream is not None:
+            _abort(stream)
+
+    def _run(self, open_stream: Callable[[], openai.Stream[Any]]) -> None:
+        try:
+            stream = open_stream()
+            with self._lock:
+                self._stream = stream
+                closed = self._closed
+            if closed:
+                _abort(stream)
+                return
+            for chunk in stream:
+                self._queue.put(chunk)
+            self._queue.put(_END)
+        except Exception as err:
+            self._queue.put(err)
+
+
+def _abort(stream: openai.Stream[Any]) -> None:
+    """Cut a response still being read: shutting the socket wakes a blocked read at once."""
+    response = stream.response
+    if not response.is_closed:
+        network = response.extensions.get("network_stream")
+        sock = network.get_extra_info("socket") if network is not None else None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(Exception):
+        stream.close()
+
+
+class ApiClient:
+    """Streams chat completions from the configured provider, with retries and cancel."""
+
+    def __init__(
+        self,
+        config: ProviderConfig,
+        settings: Settings,
+        *,
+        on_raw_delta: Callable[[str], None] | None = None,
+    ) -> None:
+        self.config = config
+        self._settings = settings
+        self._on_raw_delta = on_raw_delta
+        self._sdk = self._build_sdk() if config.configured else None
+
+    def _build_sdk(self) -> openai.OpenAI:
+        timeout = openai.Timeout(
+            self._settings.request_timeout, connect=min(self._settings.request_timeout, 15.0)
+        )
+        http_client = openai.DefaultHttpxClient(trust_env=self._settings.use_proxy, timeout=timeout)
+        return openai.OpenAI(
+            api_key=self.config.api_key or "not-needed",
+            base_url=self.config.base_url,
+            max_retries=0,
+            timeout=timeout,
+            http_client=http_client,
+        )
+
+    def close(self) -> None:
+        """Release the HTTP connections."""
+        if self._sdk is not None:
+            self._sdk.close()
+
+    def stream(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        thinking: bool,
+        cancel: CancelToken,
+    ) -> Iterator[StreamItem]:
+        """Stream one model call: every delta as it arrives, then StreamEnd(Completion)."""
+        if self._sdk is None:
+            raise AuthError(self.config.problem or "The model provider is not configured.")
+        request = self._request(messages, tools, thinking)
+        attempt = 0
+        while True:
+            attempt += 1
+            state = _CallState()
+            try:
+                yield from self._attempt(request, cancel, state)
+            except _Retry as retry:
+                self._log(request, state, attempt, retry.error.code)
+                if attempt > self._settings.max_retries:
+                    raise retry.error from retry.__cause__
+                self._pause(retry, attempt, cancel)
+                continue
+            except TaskCancelled:
+                self._log(request, state, attempt, "cancelled")
+                raise
+            except ApiError as err:
+                self._log(request, state, attempt, err.code)
+                raise
+            self._log(request, state, attempt, "ok")
+            return
+
+    def _request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], thinking: bool
+    ) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self.config.model_for(thinking),
+            "messages": prepare_messages(messages, self.config),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if tools:
+            request["tools"] = tools
+        extra = self.config.thinking_body(thinking)
+        if extra:
+            request["extra_body"] = extra
+        return request
+
+    def _attempt(
+        self, request: dict[str, Any], cancel: CancelToken, state: _CallState
+    ) -> Iterator[StreamItem]:
+        cancel.raise_if_cancelled()
+        assert self._sdk is not None
+        sdk = self._sdk
+        pump = _ChunkPump(lambda: sdk.chat.completions.create(**request))
+        unregister = cancel.on_cancel(pump.close)
+        error: Exception | None = None
+        try:
+            for chunk in pump:
+                yield from self._read_chunk(chunk, state)
+        except (openai.APIError, ValueError) as err:  # ValueError: a malformed chunk
+            error = err
+        finally:
+            unregister()
+            pump.close()
+        cancel.raise_if_cancelled()
+        if state.finish_reason is None:  # a break after the finish is only missing usage
+            raise self._failure(error, state) from error
+        yield from state.assembler.finish()
+        yield StreamEnd(state.completion())
+
+    def _read_chunk(self, chunk: Any, state: _CallState) -> Iterator[StreamItem]:
+        if self._on_raw_delta is not None:
+            self._on_raw_delta(chunk.model_dump_json(exclude_unset=True))
+        usage = chunk.usage
+        items: list[StreamItem] = []
+        for choice in chunk.choices:
+            usage = usage or _field(choice, "usage")  # Kimi puts usage in the choice
+            delta = choice.delta
+            reasoning = _field(delta, "reasoning_content") or _field(delta, "reasoning")
+            if reasoning:
+                state.reasoning.append(reasoning)
+                items.append(ReasoningDelta(reasoning))
+            if _field(delta, "content"):
+                state.content.append(delta.content)
+                items.append(ContentDelta(delta.content))
+            for fragment in _field(delta, "tool_calls") or []:
+                items.extend(state.assembler.feed(fragment))
+            state.finish_reason = choice.finish_reason or state.finish_reason
+        if usage:
+            state.usage = Usage(
+                int(_field(usage, "prompt_tokens") or 0),
+                int(_field(usage, "completion_tokens") or 0),
+            )
+        if items and not state.received:
+            state.received = True
+            state.first_delta = time.monotonic()
+        yield from items
+
+    def _failure(self, error: Exception | None, state: _CallState) -> Exception:
+        mapped = (
+            _map_error(error, self.config.base_url)
+            if error is not None
+            else NetworkError("The model stream ended before it finished.")
+        )
+        if state.received:
+            return StreamInterrupted(f"The model stream broke off: {mapped}", state.completion())
+        if isinstance(mapped, RateLimitError | ServerError | NetworkError):
+            return _Retry(mapped, _retry_after(error))
+        return mapped
+
+    def _pause(self, retry: _Retry, attempt: int, cancel: CancelToken) -> None:
+        if retry.retry_after is not None:
+            delay = retry.retry_after
+        else:
+            delay = self._settings.retry_base_delay * 2 ** (attempt - 1)
+            delay *= 1 + random.random() / 4
+        logger.info(
+            "retrying model call in %.2fs: %s",
+            delay,
+            retry.error,
+            extra={
+                "fields": {"attempt": attempt, "delay_s": round(delay, 3), "code": retry.error.code}
+            },
+        )
+        if cancel.wait(delay):
+            raise TaskCancelled()
+
+    def _log(self, request: dict[str, Any], state: _CallState, attempt: int, status: str) -> None:
+        now = time.monotonic()
+        fields = {
+            "provider": self.config.name,
+            "model": request["model"],
+            "attempt": attempt,
+            "status": status,
+            "latency_ms": round((now - state.started) * 1000),
+            "first_delta_ms": (
+                round((state.first_delta - state.started) * 1000) if state.first_delta else None
+            ),
+            "prompt_tokens": state.usage.prompt_tokens,
+            "completion_tokens": state.usage.completion_tokens,
+            "finish_reason": state.finish_reason,
+        }
+        level = logging.INFO if status in ("ok", "cancelled") else logging.WARNING
+        logger.log(level, "model call %s", status, extra={"fields": fields})
+
+
+def _map_error(error: Exception, base_url: str) -> ApiError:
+    """Our error type for an SDK exception."""
+    if isinstance(error, openai.APIStatusError):
+        status, message = error.status_code, error.message
+        if status in (401, 403):
+            return AuthError(message)
+        if status == 429:
+            return RateLimitError(message)
+        if status >= 500:
+            return ServerError(message)
+        return RequestRejected(message)
+    if isinstance(error, openai.APIConnectionError):
+        return NetworkError(f"Cannot reach the model API at {base_url}: {error}")
+    if isinstance(error, openai.APIError):
+        return ServerError(str(error))
+    return ServerError(f"Malformed response from the model API: {error}")
+
+
+def _retry_after(error: Exception | None) -> float | None:
+    """Seconds from a `Retry-After` header, capped; None when absent or not a number."""
+    response = getattr(error, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return min(max(float(value), 0.0), RETRY_AFTER_CAP) if value is not None else None
+    except ValueError:
+        return None
