@@ -1,0 +1,73 @@
+"""The system prompt template, rendered for real."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from utils.prompts import (
+    SYSTEM_TEMPLATE,
+    PromptRenderer,
+    code_fence,
+    prompt_renderer,
+    render_system_prompt,
+)
+
+
+def _render(**overrides: object) -> str:
+    values: dict[str, object] = {
+        "workspace_root": "/home/me/project",
+        "tree": ".\n├── app.py  # Flask entry point\n└── tests/\n",
+        "memory": "Run tests with `make test`.",
+        "task_memory": "Port 5001 is taken.",
+        "focus": [("app.py", "from flask import Flask\napp = Flask(__name__)\n")],
+        "now": "2026-11-22 15:30 UTC",
+    }
+    values.update(overrides)
+    return render_system_prompt(**values)  # type: ignore[arg-type]
+
+
+def test_prompt_holds_tree_memories_focus_and_time() -> None:
+    text = _render(extra="Answer in French.")
+    assert "/home/me/project" in text
+    assert "├── app.py  # Flask entry point" in text
+    assert "Run tests with `make test`." in text
+    assert "Port 5001 is taken." in text
+    assert "## app.py\n```py\nfrom flask import Flask\napp = Flask(__name__)\n```" in text
+    assert "2026-11-22 15:30 UTC" in text
+    assert "Answer in French." in text
+    for tool in ("modify_file", "focus_file", "update_memory", "read_file", "timeout"):
+        assert tool in text
+
+
+def test_empty_sections_say_so_and_no_focus_heading() -> None:
+    text = _render(memory="", task_memory="  ", focus=[], tree="")
+    assert text.count("(empty)") == 3
+    assert "# Focus files" not in text
+    assert "{{" not in text and "{%" not in text
+
+
+def test_focus_content_with_backticks_gets_a_longer_fence() -> None:
+    readme = "# Title\n```bash\nmake\n```"
+    text = _render(focus=[("README.md", readme), ("notes.txt", "")])
+    assert f"````md\n{readme}\n````" in text
+    assert "## notes.txt\n```txt\n```" in text
+    assert code_fence("no ticks") == "```"
+    assert code_fence("`````") == "``````"
+
+
+def test_missing_variable_is_an_error() -> None:
+    renderer = prompt_renderer()
+    with pytest.raises(jinja2.UndefinedError):
+        renderer.render(SYSTEM_TEMPLATE, workspace_root="/w", tree="", memory="")
+
+
+def test_renderer_for_another_folder(tmp_path: Path) -> None:
+    (tmp_path / "hello.j2").write_text("Hello {{ name }}!\n", encoding="utf-8")
+    renderer = PromptRenderer(tmp_path)
+    assert renderer.render("hello.j2", name="agent") == "Hello agent!\n"
+    with pytest.raises(jinja2.UndefinedError):
+        renderer.render("hello.j2")
+    assert prompt_renderer(tmp_path) is prompt_renderer(tmp_path)

@@ -1,0 +1,83 @@
+"""Prompts rendered from the Jinja2 templates under templates/prompts/."""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates" / "prompts"
+SYSTEM_TEMPLATE = "system.md.j2"
+_BACKTICK_RUN = re.compile(r"`{3,}")
+
+
+class PromptRenderer:
+    """Renders the templates of one folder; a missing variable is an error, not a blank."""
+
+    def __init__(self, template_dir: Path = TEMPLATE_DIR) -> None:
+        self._env = Environment(
+            loader=FileSystemLoader(str(template_dir)),
+            autoescape=False,
+            undefined=StrictUndefined,
+            keep_trailing_newline=True,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+
+    def render(self, template_name: str, **variables: Any) -> str:
+        """Render one template with exactly the given variables."""
+        return self._env.get_template(template_name).render(**variables)
+
+
+@functools.lru_cache(maxsize=8)
+def prompt_renderer(template_dir: Path = TEMPLATE_DIR) -> PromptRenderer:
+    """A renderer for `template_dir`, built once (templates are cached by Jinja2)."""
+    return PromptRenderer(template_dir)
+
+
+def code_fence(text: str) -> str:
+    """A backtick fence longer than any backtick run inside `text`."""
+    longest = max((len(m.group()) for m in _BACKTICK_RUN.finditer(text)), default=2)
+    return "`" * (longest + 1)
+
+
+def _focus_blocks(focus: list[tuple[str, str]]) -> list[dict[str, str]]:
+    blocks = []
+    for path, content in focus:
+        body = content if content.endswith("\n") or not content else content + "\n"
+        blocks.append(
+            {
+                "path": path,
+                "content": body,
+                "fence": code_fence(content),
+                "language": Path(path).suffix.lstrip("."),
+            }
+        )
+    return blocks
+
+
+def render_system_prompt(
+    *,
+    workspace_root: str,
+    tree: str,
+    memory: str,
+    task_memory: str,
+    focus: list[tuple[str, str]],
+    now: str,
+    extra: str = "",
+) -> str:
+    """The system prompt: role, rules, workspace tree, memories, focus files and the time."""
+    return prompt_renderer().render(
+        SYSTEM_TEMPLATE,
+        workspace_root=workspace_root,
+        tree=tree.rstrip("\n"),
+        tree_fence=code_fence(tree),
+        memory=memory.strip(),
+        task_memory=task_memory.strip(),
+        focus=_focus_blocks(focus),
+        now=now,
+        extra=extra.strip(),
+    )
