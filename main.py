@@ -62,7 +62,7 @@ def _run_cli(settings: Settings, args: argparse.Namespace) -> int:
     if args.prompt is None:
         return repl(terminal)
     if not services.provider.configured:
-        print(f"error: {services.provider.setup_message}", file=sys.stderr)
+        print(f"error: {services.provider.problem}", file=sys.stderr)
         return 2
     return run_once(terminal, args.prompt)
 

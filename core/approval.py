@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from core.cancel import CancelToken
+from modules.paths import Workspace
+from modules.registry import ToolError
 from utils.settings import Approval
 
 ASKING_TOOLS = frozenset({"run_command", "run_python", "delete_file", "rename_file"})
@@ -20,10 +23,14 @@ class ApprovalGate:
         self._answers: dict[str, bool] = {}
         self.always_allowed: set[str] = set()
 
-    def needs_approval(self, mode: Approval, tool: str, *, overwrites: bool) -> bool:
+    def needs_approval(
+        self, mode: Approval, tool: str, arguments: dict[str, Any], workspace: Workspace
+    ) -> bool:
         if mode != "ask" or tool in self.always_allowed:
             return False
-        return tool in ASKING_TOOLS or (tool in OVERWRITING_TOOLS and overwrites)
+        if tool in ASKING_TOOLS:
+            return True
+        return tool in OVERWRITING_TOOLS and _overwrites(tool, arguments, workspace)
 
     def open(self, call_id: str, tool: str) -> None:
         """Register the call before the approval event goes out, so no answer is missed."""
@@ -58,3 +65,21 @@ class ApprovalGate:
         event.set()
         return True
 
+
+
+def _overwrites(tool: str, arguments: dict[str, Any], workspace: Workspace) -> bool:
+    """Whether the call replaces content that exists now."""
+    if tool == "modify_file":
+        return arguments.get("operation") != "append"
+    try:
+        return workspace.resolve(arguments["path"]).exists()
+    except ToolError:
+        return False
+
+
+def preview(arguments: dict[str, Any]) -> str:
+    """What the user is shown before approving: the command or code, else the arguments."""
+    command = arguments.get("command") or arguments.get("code")
+    if command:
+        return str(command)
+    return "\n".join(f"{key}: {value}" for key, value in arguments.items())

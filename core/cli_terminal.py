@@ -116,7 +116,7 @@ def repl(terminal: CliTerminal) -> int:
     terminal.out.write(f"Workspace Agent — {terminal.services.workspace.root}\n"
                        f"{provider.name} · {provider.model} · /help for commands\n")
     if not provider.configured:
-        terminal.err.write(provider.setup_message + "\n")
+        terminal.err.write(provider.problem + "\n")
     while True:
         try:
             line = input("› ").strip()
@@ -185,7 +185,9 @@ def _new(t: CliTerminal, _: str) -> str:
 def _history(t: CliTerminal, arg: str) -> str:
     if arg:
         t.open_conversation(arg)
-        return f"opened {arg}: {len(t._require_conversation().path())} messages on this branch"
+        conversation = t.conversation
+        assert conversation is not None
+        return f"opened {arg}: {len(conversation.path())} messages on this branch"
     rows = t.services.store.list()[:20]
     if not rows:
         return "no conversations yet"
@@ -198,11 +200,13 @@ def _focus(t: CliTerminal, arg: str) -> str:
     if not t.services.workspace.resolve(arg).is_file():
         raise ValueError(f"{arg} is not a file in the workspace")
     t.focus.add(path)
+    t.save_focus()
     return f"focus: {', '.join(t.focus.paths())}"
 
 
 def _unfocus(t: CliTerminal, arg: str) -> str:
     t.focus.remove(t.services.workspace.relative(t.services.workspace.resolve(arg)))
+    t.save_focus()
     return f"focus: {', '.join(t.focus.paths()) or 'none'}"
 
 

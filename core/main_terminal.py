@@ -8,7 +8,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from core.approval import ApprovalGate
+from core.approval import ApprovalGate, preview
 from core.cancel import CancelToken, TaskCancelled
 from core.events import (
     ContextUsage,
@@ -113,6 +113,10 @@ class MainTerminal:
         return self._conversation.id if self._conversation else None
 
     @property
+    def conversation(self) -> Conversation | None:
+        return self._conversation
+
+    @property
     def running(self) -> bool:
         return self._running
 
@@ -133,6 +137,11 @@ class MainTerminal:
         self._conversation = None
         self.focus = FocusFiles()
         self._seq = 0
+
+    def save_focus(self) -> None:
+        """Persist the focus files with the conversation, when there is one yet."""
+        if self._conversation is not None:
+            self._conversation.update_meta(focus=self.focus.paths())
 
     def cancel(self) -> bool:
         """Stop the running task at once; False when nothing runs."""
@@ -233,7 +242,7 @@ class MainTerminal:
             self.context.observe_usage(estimated, completion.usage.prompt_tokens)
         log.info("model reply", extra={"fields": {
             "message_id": message_id, "reply": completion.content,
-            "tool_calls": len(completion.tool_calls), **vars(completion.usage)}})
+            "tool_calls": len(completion.tool_calls)}})
         self._require_conversation().append(
             "assistant", completion.content, id=message_id, **_assistant_fields(completion)
         )
@@ -324,23 +333,12 @@ class MainTerminal:
         self._finish_tool(call, registry.run(tool, args, self._tool_context(call)))
 
     def _approved(self, call: ToolCall, arguments: dict[str, Any]) -> bool:
-        overwrites = self._overwrites(call.name, arguments)
-        if not self.gate.needs_approval(self.approval, call.name, overwrites=overwrites):
+        workspace = self.services.workspace
+        if not self.gate.needs_approval(self.approval, call.name, arguments, workspace):
             return True
         self.gate.open(call.id, call.name)
-        preview = arguments.get("command") or arguments.get("code") or _describe(arguments)
-        self._report(ToolEvent(call.id, call.name, "approval", preview=preview))
+        self._report(ToolEvent(call.id, call.name, "approval", preview=preview(arguments)))
         return self.gate.wait(call.id, self._cancel)
-
-    def _overwrites(self, name: str, arguments: dict[str, Any]) -> bool:
-        if name == "modify_file":
-            return arguments.get("operation") != "append"
-        if name == "create_file":
-            try:
-                return self.services.workspace.resolve(arguments["path"]).exists()
-            except ToolError:
-                return False
-        return False
 
     def _tool_context(self, call: ToolCall) -> ToolContext:
         services = self.services
@@ -406,7 +404,3 @@ def _assistant_fields(completion: Completion) -> dict[str, Any]:
     if completion.tool_calls:
         fields["tool_calls"] = [call.to_message() for call in completion.tool_calls]
     return fields
-
-
-def _describe(arguments: dict[str, Any]) -> str:
-    return "\n".join(f"{key}: {value}" for key, value in arguments.items())

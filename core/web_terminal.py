@@ -11,6 +11,7 @@ from core.services import AgentServices
 from utils.settings import Approval, Mode
 
 Send = Callable[[str, dict[str, Any], str], None]  # (event, payload, room)
+Deliver = Callable[[str, dict[str, Any]], None]  # (event, payload) to one client
 
 
 class WebTerminal(MainTerminal):
@@ -22,6 +23,7 @@ class WebTerminal(MainTerminal):
         self._log: list[tuple[str, dict[str, Any]]] = []
 
     def emit(self, event: str, payload: dict[str, Any]) -> None:
+        # Called by the core with its emit lock held, so the log and the room see one order.
         self._log.append((event, payload))
         self._send(event, payload, payload["conversation_id"])
 
@@ -34,19 +36,34 @@ class WebTerminal(MainTerminal):
     def start(
         self, text: str, *, parent_id: str | None, mode: Mode | None, approval: Approval | None,
         run_in_background: Callable[..., Any],
+        on_begun: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
-        """Begin a task and run it in the background; raises TaskBusy or KeyError."""
+        """Begin a task and run it in the background; raises TaskBusy or KeyError.
+
+        `on_begun(user_record)` runs after the conversation exists and before the first event,
+        so the sender can join the room without missing anything.
+        """
         if self.running:
             raise TaskBusy("a task is already running in this conversation")
+        record = self.begin_task(text, parent_id=parent_id)
         self.mode = mode or self.mode
         self.approval = approval or self.approval
-        record = self.begin_task(text, parent_id=parent_id)
+        if on_begun is not None:
+            on_begun(record)
         run_in_background(self.run_task, record)
         return record
 
-    def replay(self, after_seq: int, deliver: Callable[[str, dict[str, Any]], None]) -> None:
-        """Hand every logged event with seq > after_seq to `deliver`, with no live event between."""
+    def replay(
+        self, after_seq: int, deliver: Deliver, *, subscribe: Callable[[], None] | None = None
+    ) -> None:
+        """Hand every logged event with seq > after_seq to `deliver`, with no live event between.
+
+        `subscribe` (joining the room) runs under the same lock, so every later event reaches
+        the client live and every earlier one through `deliver`: no gap and no duplicate.
+        """
         with self._emit_lock:
+            if subscribe is not None:
+                subscribe()
             for event, payload in self._log:
                 if payload["seq"] > after_seq:
                     deliver(event, payload)
@@ -71,13 +88,16 @@ class TerminalHub:
             return terminal
 
     def new(self) -> WebTerminal:
+        """A terminal for a conversation the next task will create; `register` it once begun."""
         return WebTerminal(self.services, None, send=self._send)
 
     def register(self, terminal: WebTerminal) -> None:
+        """Make a begun terminal findable by its conversation id."""
         assert terminal.conversation_id is not None
         with self._lock:
             self._terminals[terminal.conversation_id] = terminal
 
     def running(self) -> list[WebTerminal]:
+        """The terminals whose task is running now."""
         with self._lock:
             return [t for t in self._terminals.values() if t.running]

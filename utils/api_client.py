@@ -353,7 +353,10 @@ class ApiClient:
             attempt += 1
             state = _CallState()
             try:
-                yield from self._attempt(request, cancel, state)
+                for item in self._attempt(request, cancel, state):
+                    if isinstance(item, StreamEnd):
+                        self._log(request, state, attempt, "ok")
+                    yield item
             except _Retry as retry:
                 self._log(request, state, attempt, retry.error.code)
                 if attempt > self._settings.max_retries:
@@ -366,7 +369,6 @@ class ApiClient:
             except ApiError as err:
                 self._log(request, state, attempt, err.code)
                 raise
-            self._log(request, state, attempt, "ok")
             return
 
     def _request(

@@ -1,0 +1,195 @@
+"""MainTerminal's loop against the fake model server, events collected in a list."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.main_terminal import MainTerminal
+from core.services import build_services
+from tests.fake_llm import Call, FakeLLM, Reply
+from utils.settings import Settings
+
+
+class Recorder(MainTerminal):
+    """Collects every event; `wait_for` blocks until one matching event arrived."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self._arrived = threading.Condition()
+        super().__init__(*args, **kwargs)
+
+    def emit(self, event: str, payload: dict[str, Any]) -> None:
+        with self._arrived:
+            self.events.append((event, payload))
+            self._arrived.notify_all()
+
+    def wait_for(self, event: str, timeout: float = 10, **match: Any) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        with self._arrived:
+            while True:
+                for name, payload in self.events:
+                    if name == event and all(payload.get(k) == v for k, v in match.items()):
+                        return payload
+                remaining = deadline - time.monotonic()
+                assert remaining > 0, f"no {event} {match} in {[e for e, _ in self.events]}"
+                self._arrived.wait(remaining)
+
+    def named(self, event: str) -> list[dict[str, Any]]:
+        return [p for e, p in self.events if e == event]
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLLM]:
+    with FakeLLM("deepseek") as server:
+        yield server
+
+
+def make_terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> Recorder:
+    settings = Settings(
+        provider="deepseek", base_url=fake.base_url, api_key=fake.api_key,
+        workspace=tmp_path / "ws", data_dir=tmp_path / "data", retry_base_delay=0.01,
+        **overrides,
+    )
+    return Recorder(build_services(settings))
+
+
+def run_in_thread(terminal: MainTerminal, text: str) -> threading.Thread:
+    thread = threading.Thread(target=terminal.handle_task, args=(text,), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_thinking_mode_thinks_first_and_resends_reasoning_with_tool_calls(fake, tmp_path):
+    terminal = make_terminal(fake, tmp_path, mode="thinking")
+    fake.script(
+        Reply(reasoning="I should look at the files first.",
+              tool_calls=[Call("list_files", {})]),
+        Reply(content="The workspace is empty."),
+    )
+    assert terminal.handle_task("what is here?") == "complete"
+    first, second = fake.chat_requests
+    assert first.body["thinking"] == {"type": "enabled"}
+    assert second.body["thinking"] == {"type": "disabled"}
+    resent = [m for m in second.messages if m["role"] == "assistant"][0]
+    assert resent["reasoning_content"] == "I should look at the files first."
+    thought = "".join(p["text"] for p in terminal.named("thinking"))
+    assert thought == "I should look at the files first."
+    seqs = [p["seq"] for _, p in terminal.events]
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_malformed_arguments_and_unknown_tools_reach_the_model(fake, tmp_path):
+    terminal = make_terminal(fake, tmp_path)
+    fake.script(
+        Reply(tool_calls=[Call("create_file", raw='{"path": "a.txt", "content": '),
+                          Call("summon_dragon", {"size": "large"})]),
+        Reply(content="Sorry, retrying is pointless."),
+    )
+    assert terminal.handle_task("go") == "complete"
+    results = [p for p in terminal.named("tool") if p["phase"] == "result"]
+    assert [r["ok"] for r in results] == [False, False]
+    assert "not valid JSON" in results[0]["output"]
+    assert "Unknown tool" in results[1]["output"] and "create_file" in results[1]["output"]
+    tool_messages = [m for m in fake.chat_requests[1].messages if m["role"] == "tool"]
+    assert [m["content"] for m in tool_messages] == [r["output"] for r in results]
+    assert not (tmp_path / "ws" / "a.txt").exists()
+
+
+def test_cancel_stops_the_stream_at_once_and_keeps_the_partial_answer(fake, tmp_path):
+    terminal = make_terminal(fake, tmp_path)
+    fake.script(Reply(content="word " * 400, chunk_size=5, delay=0.02))
+    thread = run_in_thread(terminal, "talk slowly")
+    terminal.wait_for("token")
+    started = time.monotonic()
+    assert terminal.cancel()
+    thread.join(5)
+    assert not thread.is_alive() and time.monotonic() - started < 1.0
+    assert terminal.named("done")[-1]["reason"] == "cancelled"
+    last = terminal.services.store.get(terminal.conversation_id).records[-1]
+    assert last["role"] == "assistant" and last["meta"]["interrupted"] == "cancelled"
+    assert last["content"].startswith("word")
+
+
+def test_ask_mode_waits_for_approval_and_reports_a_rejection(fake, tmp_path):
+    terminal = make_terminal(fake, tmp_path, approval="ask")
+    fake.script(
+        Reply(tool_calls=[Call("run_command", {"command": "echo approved > yes.txt"}),
+                          Call("delete_file", {"path": "yes.txt"})]),
+        Reply(content="ok"),
+    )
+    thread = run_in_thread(terminal, "do things")
+    first = terminal.wait_for("tool", phase="approval", name="run_command")
+    assert first["preview"] == "echo approved > yes.txt"
+    assert terminal.approve(first["call_id"], True)
+    second = terminal.wait_for("tool", phase="approval", name="delete_file")
+    assert not terminal.approve("no-such-call", True)
+    assert terminal.approve(second["call_id"], False)
+    thread.join(10)
+    assert (tmp_path / "ws" / "yes.txt").read_text() == "approved\n"
+    declined = [m for m in fake.chat_requests[1].messages if m["role"] == "tool"][1]
+    assert "declined" in declined["content"]
+
+
+def test_cancel_while_waiting_for_approval(fake, tmp_path):
+    terminal = make_terminal(fake, tmp_path, approval="ask")
+    fake.script(Reply(tool_calls=[Call("run_command", {"command": "true"})]))
+    thread = run_in_thread(terminal, "do it")
+    terminal.wait_for("tool", phase="approval")
+    terminal.cancel()
+    thread.join(5)
+    assert terminal.named("done")[-1]["reason"] == "cancelled"
+    records = terminal.services.store.get(terminal.conversation_id).records
+    assert records[-1]["role"] == "tool" and "Cancelled" in records[-1]["content"]
+
+
+def test_read_only_offers_only_reading_tools(fake, tmp_path):
+    terminal = make_terminal(fake, tmp_path, approval="read-only")
+    fake.script(Reply(tool_calls=[Call("create_file", {"path": "x.txt"})]), Reply(content="ok"))
+    terminal.handle_task("write")
+    offered = {t["function"]["name"] for t in fake.chat_requests[0].body["tools"]}
+    assert "read_file" in offered and "create_file" not in offered
+    assert "run_command" not in offered
+    assert not (tmp_path / "ws" / "x.txt").exists()
+
+
+def test_focus_files_reach_every_call_and_follow_renames(fake, tmp_path):
+    terminal = make_terminal(fake, tmp_path)
+    (tmp_path / "ws").mkdir(exist_ok=True)
+    (tmp_path / "ws" / "plan.md").write_text("SECRET-PLAN-CONTENT")
+    fake.script(
+        Reply(tool_calls=[Call("focus_file", {"path": "plan.md"})]),
+        Reply(tool_calls=[Call("rename_file", {"old_path": "plan.md", "new_path": "p2.md"})]),
+        Reply(content="done"),
+    )
+    terminal.handle_task("focus")
+    assert "SECRET-PLAN-CONTENT" in fake.chat_requests[1].messages[0]["content"]
+    assert "p2.md" in fake.chat_requests[2].messages[0]["content"]
+    assert terminal.focus.paths() == ["p2.md"]
+    stored = terminal.services.store.get(terminal.conversation_id).meta["meta"]
+    assert stored["focus"] == ["p2.md"]
+
+
+def test_logs_are_structured_and_redacted_on_request(fake, tmp_path):
+    terminal = make_terminal(fake, tmp_path, log_redact_content=True)
+    prompt = "p" * 100 + " my private prompt"
+    fake.script(Reply(content="a private reply " * 10, usage=(321, 45)))
+    terminal.handle_task(prompt)
+    logs = tmp_path / "data" / "logs"
+    records = [json.loads(x) for x in (logs / "agent.jsonl").read_text().splitlines()]
+    started = next(r for r in records if r["message"] == "task started")
+    assert started["prompt"]["head"] == prompt[:64] and len(started["prompt"]["sha256"]) == 64
+    assert started["conversation_id"] == terminal.conversation_id and started["trace_id"]
+    assert "my private prompt" not in (logs / "agent.jsonl").read_text()
+    call = next(r for r in records if r["message"] == "model call ok")
+    assert call["prompt_tokens"] == 321 and call["message_id"]
+    assert call["completion_tokens"] == 45 and "latency_ms" in call and call["model"]
+    stream_lines = (logs / "debug_stream.log").read_text().splitlines()
+    assert len(stream_lines) >= 5
+    assert "a private reply" not in (logs / "debug_stream.log").read_text()

@@ -1,0 +1,175 @@
+"""`main.py cli -p` as a user runs it: a real subprocess against the fake model server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
+
+MAIN = Path(__file__).resolve().parent.parent / "main.py"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLLM]:
+    with FakeLLM("deepseek") as server:
+        yield server
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    workspace, data = tmp_path / "ws", tmp_path / "data"
+    workspace.mkdir()
+    return workspace, data
+
+
+def _env(fake: FakeLLM) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}
+    env.update(AGENT_PROVIDER="deepseek", AGENT_BASE_URL=fake.base_url,
+               AGENT_API_KEY=fake.api_key, AGENT_RETRY_BASE_DELAY="0.05",
+               AGENT_APPROVAL="auto", AGENT_MODE="fast")
+    return env
+
+
+def _argv(dirs: tuple[Path, Path], *extra: str) -> list[str]:
+    workspace, data = dirs
+    return [sys.executable, str(MAIN), "cli", "--workspace", str(workspace),
+            "--data-dir", str(data), *extra]
+
+
+def run_cli(fake: FakeLLM, dirs: tuple[Path, Path], *extra: str,
+            timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(_argv(dirs, *extra), env=_env(fake), cwd=dirs[0].parent,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def events(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def test_multi_step_task_then_continue_the_conversation(fake: FakeLLM, dirs: tuple[Path, Path]):
+    workspace, data = dirs
+    fake.script(
+        Reply(tool_calls=[Call("create_file", {"path": "notes/a.txt", "content": "one\n"}),
+                          Call("create_file", {"path": "b.txt", "content": "bee"})],
+              split_seed=7, interleave=True),
+        Reply(tool_calls=[Call("modify_file", {"path": "notes/a.txt", "operation": "append",
+                                               "content": "two\n"})]),
+        Reply(tool_calls=[Call("rename_file", {"old_path": "notes/a.txt",
+                                               "new_path": "notes/c.txt"})]),
+        Reply(tool_calls=[Call("delete_file", {"path": "b.txt"})]),
+        Reply(content="Done: **notes/c.txt** has two lines.", usage=(900, 12)),
+    )
+    first = run_cli(fake, dirs, "-p", "make some notes", "--json")
+    assert first.returncode == 0, first.stderr
+    assert (workspace / "notes/c.txt").read_text() == "one\ntwo\n"
+    assert not (workspace / "notes/a.txt").exists() and not (workspace / "b.txt").exists()
+    evs = events(first.stdout)
+    assert [e["seq"] for e in evs] == list(range(evs[0]["seq"], evs[0]["seq"] + len(evs)))
+    assert evs[-1]["event"] == "done" and evs[-1]["reason"] == "complete"
+    results = [e for e in evs if e["event"] == "tool" and e["phase"] == "result"]
+    assert [r["name"] for r in results] == ["create_file", "create_file", "modify_file",
+                                           "rename_file", "delete_file"]
+    assert all(r["ok"] for r in results)
+    answer = "".join(e["text"] for e in evs if e["event"] == "token")
+    assert answer == "Done: **notes/c.txt** has two lines."
+    conversation_id = evs[0]["conversation_id"]
+
+    fake.script(Reply(content="You asked me to make notes."))
+    second = run_cli(fake, dirs, "-p", "what did I ask?", "--conversation", conversation_id)
+    assert second.returncode == 0, second.stderr
+    assert "You asked me to make notes." in second.stdout
+    sent = fake.chat_requests[-1].messages
+    assert [m["role"] for m in sent][:3] == ["system", "user", "assistant"]
+    assert sent[1]["content"] == "make some notes" and sent[-1]["content"] == "what did I ask?"
+    assert sum(1 for m in sent if m["role"] == "tool") == 5
+    lines = (data / "conversations" / conversation_id / "messages.jsonl").read_text().splitlines()
+    assert len(lines) == 1 + 5 + 5 + 1 + 1  # user, assistants, tools, user, assistant
+
+
+def test_cancel_during_a_long_command_kills_it(fake: FakeLLM, dirs: tuple[Path, Path]):
+    workspace, _ = dirs
+    fake.script(Reply(tool_calls=[Call("run_command", {
+        "command": "echo $$ > pid.txt; sleep 120 & echo $! > child.txt; wait", "timeout": 300})]))
+    process = subprocess.Popen(_argv(dirs, "-p", "run something long"), env=_env(fake),
+                               cwd=workspace.parent, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not (workspace / "child.txt").exists() or not (workspace / "child.txt").read_text():
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.05)
+    pids = [int((workspace / name).read_text()) for name in ("pid.txt", "child.txt")]
+    started = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=20)
+    assert time.monotonic() - started < 5
+    assert process.returncode == 130, stderr
+    assert "cancelled" in stderr
+    for pid in pids:
+        assert not _alive(pid), f"process {pid} survived the cancel"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "State:\tZ" not in status.read_text()
+
+
+def test_rate_limit_is_retried(fake: FakeLLM, dirs: tuple[Path, Path]):
+    fake.script(ErrorReply(status=429, message="Rate limit reached", retry_after=0.3),
+                Reply(content="after the wait"))
+    started = time.monotonic()
+    result = run_cli(fake, dirs, "-p", "hello")
+    assert result.returncode == 0, result.stderr
+    assert "after the wait" in result.stdout
+    assert len(fake.chat_requests) == 2
+    assert time.monotonic() - started >= 0.3
+
+
+def test_cut_stream_is_reported_and_partial_answer_kept(fake: FakeLLM, dirs: tuple[Path, Path]):
+    _, data = dirs
+    fake.script(Reply(content="The first part of a long answer that never ends", chunk_size=5,
+                      cut_after=4))
+    result = run_cli(fake, dirs, "-p", "tell me")
+    assert result.returncode == 1
+    reason = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(reason) == 1 and "stream" in reason[0].lower()
+    conversation = next((data / "conversations").iterdir())
+    records = [json.loads(x) for x in (conversation / "messages.jsonl").read_text().splitlines()]
+    assert records[-1]["role"] == "assistant"
+    assert records[-1]["meta"]["interrupted"] == "stream_cut"
+    assert records[-1]["content"] and "The first part".startswith(records[-1]["content"][:14])
+
+
+def test_looping_model_is_stopped_after_20_calls(fake: FakeLLM, dirs: tuple[Path, Path]):
+    fake.responder = lambda request: Reply(tool_calls=[Call("list_files", {})])
+    result = run_cli(fake, dirs, "-p", "loop forever", "--json")
+    assert result.returncode == 3, result.stderr
+    assert "20 model calls" in result.stderr
+    assert len(fake.chat_requests) == 20
+    assert events(result.stdout)[-1]["reason"] == "max_iterations"
+    tool_messages = [m for m in fake.chat_requests[-1].messages if m["role"] == "tool"]
+    assert "[warning]" not in tool_messages[6]["content"]
+    assert "[warning]" in tool_messages[7]["content"]
+
+
+def test_missing_key_fails_with_one_line(dirs: tuple[Path, Path]):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("AGENT_") and not k.endswith("_API_KEY")}
+    env["AGENT_PROVIDER"] = "deepseek"
+    result = subprocess.run(_argv(dirs, "-p", "hi"), env=env, cwd=dirs[0].parent,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "DEEPSEEK_API_KEY" in result.stderr
