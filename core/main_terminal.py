@@ -36,14 +36,12 @@ from utils.api_client import (
     StreamEnd,
     StreamInterrupted,
     StreamItem,
-    ToolCall,
-    ToolCallArgs,
-    ToolCallStarted,
 )
 from utils.context_manager import ContextBuilder, Conversation
 from utils.logger import log_context
 from utils.prompts import render_system_prompt
 from utils.settings import Approval, Mode
+from utils.tool_calls import ToolCall, ToolCallArgs, ToolCallStarted
 
 log = logging.getLogger(__name__)
 

@@ -28,11 +28,10 @@ from utils.api_client import (
     StreamEnd,
     StreamInterrupted,
     StreamItem,
-    ToolCallArgs,
-    ToolCallStarted,
 )
 from utils.providers import prepare_messages, resolve_provider
 from utils.settings import Settings
+from utils.tool_calls import ToolCallArgs, ToolCallStarted
 
 KEY_VARS = (
     "AGENT_PROVIDER",
@@ -185,17 +184,15 @@ def test_deepseek_thinking_switch_in_the_body(fake_llm: FakeLLM) -> None:
     assert {b["model"] for b in bodies} == {"deepseek-v4-flash"}
 
 
-def test_kimi_thinking_uses_the_thinking_model() -> None:
+def test_kimi_thinking_is_switched_by_the_thinking_field() -> None:
     with FakeLLM("kimi") as fake:
         fake.script(Reply(content="a", reasoning="r"), Reply(content="b", reasoning="r"))
         client = make_client(fake)
         thought = completion(run(client, thinking=True))
         fast = completion(run(client, thinking=False))
-        assert [r.body["model"] for r in fake.chat_requests] == [
-            "kimi-k2-thinking",
-            "kimi-k2-0905-preview",
-        ]
-        assert all("thinking" not in r.body for r in fake.chat_requests)
+        bodies = [r.body for r in fake.chat_requests]
+        assert {b["model"] for b in bodies} == {"kimi-k2.6"}
+        assert [b["thinking"] for b in bodies] == [{"type": "enabled"}, {"type": "disabled"}]
         assert (thought.reasoning_content, fast.reasoning_content) == ("r", "")
 
 
@@ -417,8 +414,8 @@ def test_provider_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
     kimi = resolve_provider(make_settings(provider="kimi"))
     assert (kimi.base_url, kimi.model, kimi.thinking_model) == (
         "https://api.moonshot.ai/v1",
-        "kimi-k2-0905-preview",
-        "kimi-k2-thinking",
+        "kimi-k2.6",
+        "kimi-k2.6",
     )
     assert kimi.api_key == "own-key" and kimi.key_env == "MOONSHOT_API_KEY"
     monkeypatch.setenv("AGENT_API_KEY", "agent-key")
@@ -518,7 +515,7 @@ def test_prepare_messages_for_deepseek() -> None:
 def test_prepare_messages_for_kimi_and_openai() -> None:
     kimi = prepare_messages(_records(), resolve_provider(make_settings(provider="kimi")))
     assert kimi[3]["name"] == "read_file"
-    assert kimi[2]["reasoning_content"] == "why" and "reasoning_content" not in kimi[5]
+    assert kimi[2]["reasoning_content"] == "why" and kimi[5]["reasoning_content"] == ""
     openai_messages = prepare_messages(
         _records(), resolve_provider(make_settings(provider="openai"))
     )

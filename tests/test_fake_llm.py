@@ -142,18 +142,19 @@ def test_raw_and_pieced_arguments_are_sent_verbatim(fake_llm: FakeLLM) -> None:
     assert second == ["", '{"pa', 'th": "\\', 'u00e9"}']
 
 
-def test_kimi_ids_usage_in_choice_and_thinking_model() -> None:
+def test_kimi_ids_usage_in_choice_and_thinking_switch() -> None:
     with FakeLLM("kimi") as fake:
         fake.script(
             Reply(reasoning="hmm", tool_calls=[Call("read_file", {"path": "a"})]),
             Reply(content="plain", reasoning="dropped"),
         )
-        thinking = post(fake, chat(fake, stream=True, model="kimi-k2-thinking"))
+        thinking = post(fake, chat(fake, stream=True, model="kimi-k2.6"))
         assert joined(thinking, "reasoning_content") == "hmm"
         assert tool_fragments(thinking)[0]["id"] == "functions.read_file:0"
         final = chunks(thinking)[-1]
         assert "usage" not in final and final["choices"][0]["usage"]["prompt_tokens"] > 0
-        fast = post(fake, chat(fake, stream=True, model="kimi-k2-0905-preview"))
+        fast = post(fake, chat(fake, stream=True, model="kimi-k2.6",
+                               thinking={"type": "disabled"}))
         assert joined(fast, "reasoning_content") == "" and joined(fast, "content") == "plain"
 
 
@@ -488,7 +489,7 @@ def _thinking_round(fake: FakeLLM, **extra: Any) -> tuple[dict, str]:
 @pytest.mark.parametrize("flavour", ["deepseek", "kimi"])
 def test_thinking_tool_call_must_come_back_with_its_reasoning(flavour: str) -> None:
     with FakeLLM(flavour) as fake:
-        model = "kimi-k2-thinking" if flavour == "kimi" else fake.model
+        model = fake.model
         message, reasoning = _thinking_round(fake, model=model)
         assert reasoning == "I should read a."
         history = [USER, message, tool(message["tool_calls"][0]["id"])]

@@ -44,10 +44,11 @@ PRESETS: dict[str, ProviderPreset] = {
     "kimi": ProviderPreset(
         "kimi",
         "https://api.moonshot.ai/v1",
-        "kimi-k2-0905-preview",
+        "kimi-k2.6",
         262_144,
         "MOONSHOT_API_KEY",
-        thinking_model="kimi-k2-thinking",
+        thinking_switch="thinking_type",
+        reasoning_on_tool_calls=True,
         tool_message_name=True,
     ),
     "qwen": ProviderPreset(

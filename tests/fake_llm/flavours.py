@@ -66,7 +66,7 @@ class Flavour:
         if self.name == "deepseek":
             return not disabled
         if self.name == "kimi":
-            return "thinking" in model or (model.startswith("kimi-k2.") and not disabled)
+            return model.startswith("kimi-k2.7-code") or (model.startswith("kimi-k2.") and not disabled)
         return False
 
     def tool_call_id(self, name: str, index: int, earlier_calls: int) -> str:
@@ -148,12 +148,11 @@ FLAVOURS = {
     "kimi": Flavour(
         "kimi",
         (
-            "kimi-k2-0905-preview",
-            "kimi-k2-turbo-preview",
-            "kimi-k2-thinking",
-            "kimi-k2-thinking-turbo",
-            "kimi-k2.5",
             "kimi-k2.6",
+            "kimi-k2.5",
+            "kimi-k2.7-code",
+            "kimi-k2.7-code-highspeed",
+            "moonshot-v1-128k",
         ),
         "choice",
         404,
