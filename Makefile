@@ -18,7 +18,7 @@ $(PY_STAMP): requirements.txt | $(BIN)/python
 
 $(JS_STAMP): package.json package-lock.json scripts/vendor.mjs
 	@command -v npm >/dev/null || { echo "npm is needed for the browser assets: apt-get install npm"; exit 1; }
-	npm ci --no-audit --no-fund --loglevel=error
+	npm ci --ignore-scripts --no-audit --no-fund --prefer-offline --loglevel=error
 	node scripts/vendor.mjs
 	touch $@
 

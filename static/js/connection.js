@@ -1,0 +1,43 @@
+// The Socket.IO connection: requests with acks, server events, connection state.
+import { io } from "../vendor/socket.io/socket.io.esm.min.js";
+
+export const SERVER_EVENTS = ["token", "thinking", "tool", "file_tree", "status", "error", "done"];
+const DEFAULT_TIMEOUT_MS = 20_000;
+
+export class Connection {
+  /** onEvent(name, payload); onState(state, detail) with state connected|reconnecting|refused|disconnected. */
+  constructor({ token, onEvent, onState }) {
+    this.connectedOnce = false;
+    this.socket = io({ auth: { token }, reconnectionDelay: 500, reconnectionDelayMax: 4000 });
+    for (const name of SERVER_EVENTS) {
+      this.socket.on(name, (payload) => onEvent(name, payload ?? {}));
+    }
+    this.socket.on("connect", () => {
+      const first = !this.connectedOnce;
+      this.connectedOnce = true;
+      onState("connected", { first });
+    });
+    this.socket.on("disconnect", (reason) => {
+      // The server closing the socket on purpose stops automatic reconnection.
+      onState(this.socket.active ? "reconnecting" : "disconnected", { reason });
+    });
+    this.socket.on("connect_error", (error) => {
+      onState(this.socket.active ? "reconnecting" : "refused", { reason: error?.message ?? "" });
+    });
+    this.socket.io.on("reconnect_attempt", (attempt) => onState("reconnecting", { attempt }));
+  }
+
+  get connected() {
+    return this.socket.connected;
+  }
+
+  reconnect() {
+    this.socket.connect();
+  }
+
+  /** Emit an event and resolve with its ack ({} when the server acked nothing); rejects on timeout. */
+  async request(event, payload = {}, timeoutMs = DEFAULT_TIMEOUT_MS) {
+    const ack = await this.socket.timeout(timeoutMs).emitWithAck(event, payload);
+    return ack ?? {};
+  }
+}

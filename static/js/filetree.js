@@ -1,0 +1,202 @@
+// The workspace file tree, updated in place from `file_tree` change events.
+import { debounce, h, icon } from "./dom.js";
+
+const MAX_INCREMENTAL_CHANGES = 300;
+const collator = new Intl.Collator(undefined, { numeric: true, sensitivity: "base" });
+
+function parentOf(path) {
+  const cut = path.lastIndexOf("/");
+  return cut < 0 ? "" : path.slice(0, cut);
+}
+
+function depthOf(path) {
+  return path ? path.split("/").length - 1 : -1;
+}
+
+function compareNodes(a, b) {
+  if (a.isDir !== b.isDir) return a.isDir ? -1 : 1;
+  return collator.compare(a.name, b.name);
+}
+
+export class FileTree {
+  /** load() -> Promise of the get_file_tree ack; onOpenFile(path); onRootName(name); onChange(change). */
+  constructor(root, { load, onOpenFile, onRootName, onChange }) {
+    this.root = root;
+    this.onChange = onChange;
+    this.load = load;
+    this.onOpenFile = onOpenFile;
+    this.onRootName = onRootName;
+    this.nodes = new Map();
+    this.expanded = new Set();
+    this.selected = null;
+    this.refresh = debounce(() => this.reload(), 300);
+  }
+
+  async reload() {
+    let res;
+    try {
+      res = await this.load();
+    } catch {
+      return;
+    }
+    if (res?.ok && res.tree) this.setTree(res.tree);
+    else this.root.replaceChildren(h("p", { class: "empty-hint", text: res?.error?.message ?? "The file tree is unavailable." }));
+  }
+
+  setTree(tree) {
+    this.nodes.clear();
+    const list = h("ul", { class: "tree" });
+    const rootNode = { name: tree.name, path: "", isDir: true, children: [], list, row: null, li: null };
+    this.nodes.set("", rootNode);
+    for (const child of tree.children ?? []) this.#build(child, rootNode);
+    this.root.replaceChildren(list);
+    if (!rootNode.children.length) list.append(h("li", { class: "empty-hint", text: "The workspace is empty" }));
+    this.onRootName?.(tree.name);
+  }
+
+  #build(entry, parent) {
+    const node = this.#insert(parent, entry.path, entry.is_dir, entry.annotation);
+    for (const child of entry.children ?? []) this.#build(child, node);
+    return node;
+  }
+
+  #createNode(path, isDir, annotation) {
+    const name = path.split("/").pop();
+    const row = h(
+      "button",
+      { type: "button", class: "tree-entry", "data-path": path, "data-type": isDir ? "dir" : "file", title: annotation ? `${path}\n${annotation}` : path },
+      isDir ? icon("chevron", "tree-chevron") : h("span", { class: "tree-chevron-space" }),
+      icon(isDir ? "folder" : "file", "tree-icon"),
+      h("span", { class: "tree-name", text: name }),
+      annotation ? h("span", { class: "tree-annotation", text: annotation }) : null,
+    );
+    row.style.setProperty("--depth", depthOf(path));
+    const li = h("li", { class: "tree-item" }, row);
+    const node = { name, path, isDir, annotation, children: [], row, li, list: null, parent: null };
+    if (isDir) {
+      node.list = h("ul", { class: "tree", role: "group" });
+      li.append(node.list);
+      this.#setExpanded(node, this.expanded.has(path));
+    }
+    row.addEventListener("click", () => (node.isDir ? this.#setExpanded(node, !this.expanded.has(node.path)) : this.onOpenFile(node.path)));
+    if (path === this.selected) row.setAttribute("aria-current", "true");
+    return node;
+  }
+
+  #setExpanded(node, open) {
+    if (open) this.expanded.add(node.path);
+    else this.expanded.delete(node.path);
+    node.row.setAttribute("aria-expanded", String(open));
+    node.list.hidden = !open;
+  }
+
+  #insert(parent, path, isDir, annotation) {
+    const node = this.#createNode(path, isDir, annotation);
+    this.#attach(parent, node);
+    return node;
+  }
+
+  #attach(parent, node) {
+    node.parent = parent;
+    const after = parent.children.find((other) => compareNodes(node, other) < 0);
+    parent.list.insertBefore(node.li, after?.li ?? null);
+    parent.children.splice(after ? parent.children.indexOf(after) : parent.children.length, 0, node);
+    parent.list.querySelector(":scope > .empty-hint")?.remove();
+    this.nodes.set(node.path, node);
+  }
+
+  #detach(node) {
+    const siblings = node.parent.children;
+    siblings.splice(siblings.indexOf(node), 1);
+    node.li.remove();
+    this.#forEach(node, (n) => this.nodes.delete(n.path));
+  }
+
+  #forEach(node, fn) {
+    fn(node);
+    for (const child of node.children) this.#forEach(child, fn);
+  }
+
+  #ensureDir(path) {
+    const existing = this.nodes.get(path);
+    if (existing) return existing.isDir ? existing : null;
+    const parent = this.#ensureDir(parentOf(path));
+    return parent ? this.#insert(parent, path, true) : null;
+  }
+
+  /** Apply change events; anything surprising falls back to a (debounced) full reload. */
+  apply(changes) {
+    for (const change of changes) this.onChange?.(change);
+    if (!this.nodes.size) return;
+    if (changes.length > MAX_INCREMENTAL_CHANGES) return void this.refresh();
+    for (const change of changes) {
+      if (change?.path === "") continue;
+      if (!change?.path || !this.#applyOne(change)) this.refresh();
+    }
+  }
+
+  #applyOne({ event, path, dest_path: destPath, is_dir: isDir }) {
+    const existing = this.nodes.get(path);
+    if (event === "deleted") {
+      if (existing && path) this.#detach(existing);
+      return true;
+    }
+    if (event === "moved") {
+      if (!destPath) return false;
+      if (!existing) return this.#applyOne({ event: "created", path: destPath, is_dir: isDir });
+      const parent = this.#ensureDir(parentOf(destPath));
+      if (!parent || this.nodes.has(destPath)) return false;
+      this.#detach(existing);
+      this.#rename(existing, path, destPath);
+      this.#attach(parent, existing);
+      this.#forEach(existing, (n) => this.nodes.set(n.path, n));
+      this.#flash(existing);
+      return true;
+    }
+    if (existing) {
+      if (existing.isDir !== Boolean(isDir)) return false;
+      if (path) this.#flash(existing);
+      return true;
+    }
+    const parent = this.#ensureDir(parentOf(path));
+    if (!parent) return false;
+    this.#flash(this.#insert(parent, path, Boolean(isDir)));
+    return true;
+  }
+
+  #rename(node, from, to) {
+    this.#forEach(node, (n) => {
+      const expanded = this.expanded.delete(n.path);
+      n.path = to + n.path.slice(from.length);
+      if (expanded) this.expanded.add(n.path);
+      n.row.dataset.path = n.path;
+      n.row.title = n.path;
+      n.row.style.setProperty("--depth", depthOf(n.path));
+    });
+    node.name = to.split("/").pop();
+    node.row.querySelector(".tree-name").textContent = node.name;
+  }
+
+  /** Highlight a changed entry, or its nearest visible folder when it is collapsed away. */
+  #flash(node) {
+    let target = node;
+    for (let up = node.parent; up && up.path; up = up.parent) {
+      if (!this.expanded.has(up.path)) target = up;
+    }
+    const row = target.row;
+    row.classList.remove("flash");
+    void row.offsetWidth;
+    row.classList.add("flash");
+    row.addEventListener("animationend", () => row.classList.remove("flash"), { once: true });
+  }
+
+  select(path) {
+    this.selected = path;
+    for (const row of this.root.querySelectorAll('.tree-entry[aria-current="true"]')) row.removeAttribute("aria-current");
+    this.nodes.get(path ?? "")?.row?.setAttribute("aria-current", "true");
+  }
+
+  has(path) {
+    return this.nodes.has(path);
+  }
+}

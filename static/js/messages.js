@@ -1,0 +1,198 @@
+// The message elements of a conversation: user bubbles (edit, branches) and streaming assistant answers.
+import { frameThrottle, h, icon } from "./dom.js";
+import { MarkdownView } from "./markdown.js";
+
+/** "‹ 2/3 ›" switcher between sibling messages; onGo(offset) moves by -1 or +1. */
+function branchNav(position, total, onGo, disabled) {
+  const prev = h("button", { type: "button", class: "btn-ghost btn-icon", "aria-label": "Previous branch", disabled: disabled || position <= 1, onclick: () => onGo(-1) }, icon("left"));
+  const next = h("button", { type: "button", class: "btn-ghost btn-icon", "aria-label": "Next branch", disabled: disabled || position >= total, onclick: () => onGo(1) }, icon("right"));
+  return h("div", { class: "branch-nav", role: "group", "aria-label": "Branches" }, prev, h("span", { class: "branch-count", text: `${position}/${total}` }), next);
+}
+
+/** Shared by user and assistant messages: record id, parent and branch switcher. */
+class MessageBase {
+  get messageId() {
+    return this.el.dataset.messageId ?? null;
+  }
+
+  setRecord(record) {
+    this.record = record;
+    this.el.dataset.messageId = record.id;
+    if (record.parent_id) this.el.dataset.parentId = record.parent_id;
+    else delete this.el.dataset.parentId;
+  }
+
+  /** Show the branch switcher when the message has siblings; siblings are records, oldest first. */
+  setSiblings(siblings, onSwitch, disabled = false) {
+    this.nav?.remove();
+    this.nav = null;
+    if (!this.record || siblings.length < 2) return;
+    const position = siblings.findIndex((s) => s.id === this.record.id) + 1;
+    const go = (offset) => onSwitch(siblings[position - 1 + offset].id);
+    this.nav = branchNav(position, siblings.length, go, disabled);
+    this.navSlot.append(this.nav);
+  }
+}
+
+export class UserMessage extends MessageBase {
+  /** onEdit(message, newText) is called when an edit is submitted. */
+  constructor(text, { onEdit } = {}) {
+    super();
+    this.text = text;
+    this.onEdit = onEdit;
+    this.bubble = h("div", { class: "bubble", text });
+    this.editButton = h("button", { type: "button", class: "btn-ghost btn-icon edit-button", "aria-label": "Edit message", title: "Edit and resend as a new branch", hidden: true, onclick: () => this.startEdit() }, icon("edit"));
+    this.navSlot = h("div", { class: "nav-slot" });
+    this.actions = h("div", { class: "message-actions" }, this.navSlot, this.editButton);
+    this.el = h("article", { class: "message user-message", "aria-label": "You" }, this.bubble, this.actions);
+  }
+
+  setRecord(record) {
+    super.setRecord(record);
+    this.editButton.hidden = !this.onEdit;
+  }
+
+  setEditable(editable) {
+    this.editButton.disabled = !editable;
+  }
+
+  setPending(pending) {
+    this.el.classList.toggle("pending", pending);
+  }
+
+  startEdit() {
+    if (this.editor) return;
+    const area = h("textarea", { class: "edit-input", rows: 3, "aria-label": "Edit message" });
+    area.value = this.text;
+    const cancel = () => {
+      this.editor.remove();
+      this.editor = null;
+      this.bubble.hidden = false;
+      this.actions.hidden = false;
+      this.editButton.focus();
+    };
+    const submit = () => {
+      const text = area.value.trim();
+      if (!text) return;
+      cancel();
+      this.onEdit?.(this, text);
+    };
+    area.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        submit();
+      } else if (event.key === "Escape") {
+        event.preventDefault();
+        event.stopPropagation();
+        cancel();
+      }
+    });
+    this.editor = h(
+      "div",
+      { class: "inline-editor" },
+      area,
+      h("div", { class: "inline-editor-actions" },
+        h("span", { class: "hint", text: "Sends as a new branch from here" }),
+        h("button", { type: "button", class: "btn btn-sm", onclick: cancel }, "Cancel"),
+        h("button", { type: "button", class: "btn btn-primary btn-sm edit-send", onclick: submit }, "Send")),
+    );
+    this.bubble.hidden = true;
+    this.actions.hidden = true;
+    this.el.append(this.editor);
+    area.focus();
+    area.setSelectionRange(area.value.length, area.value.length);
+  }
+}
+
+export class AssistantView extends MessageBase {
+  constructor(messageId) {
+    super();
+    this.content = "";
+    this.thinkingText = null;
+    this.body = h("div", { class: "assistant-body" });
+    this.cards = h("div", { class: "tool-cards" });
+    this.navSlot = h("div", { class: "nav-slot" });
+    this.el = h("article", { class: "message assistant-message", "aria-label": "Agent" }, this.navSlot, this.body, this.cards);
+    if (messageId) this.el.dataset.messageId = messageId;
+    this.render = frameThrottle(() => this.markdown.set(this.content));
+  }
+
+  #thinkingBlock(open) {
+    if (!this.thinking) {
+      this.thinkingText = document.createTextNode("");
+      this.thinkingLabel = h("span", { class: "thinking-label", text: "Thinking…" });
+      this.thinking = h(
+        "details",
+        { class: "thinking-block", open },
+        h("summary", {}, icon("chevron", "thinking-chevron"), this.thinkingLabel),
+        h("div", { class: "thinking-text" }, this.thinkingText),
+      );
+      this.body.prepend(this.thinking);
+    }
+    return this.thinking;
+  }
+
+  #markdown() {
+    if (!this.markdown) {
+      const container = h("div", { class: "answer" });
+      this.body.append(container);
+      this.markdown = new MarkdownView(container);
+    }
+    return this.markdown;
+  }
+
+  setStreaming(streaming) {
+    this.el.setAttribute("aria-busy", String(streaming));
+    this.el.classList.toggle("streaming", streaming);
+    if (this.thinking) this.thinking.classList.toggle("streaming", streaming && !this.content);
+  }
+
+  appendThinking(text) {
+    const block = this.#thinkingBlock(true);
+    block.classList.add("streaming");
+    this.thinkingText.appendData(text ?? "");
+  }
+
+  appendToken(text) {
+    if (!text) return;
+    if (!this.content && this.thinking) {
+      this.thinking.open = false;
+      this.thinking.classList.remove("streaming");
+      this.thinkingLabel.textContent = "Thought process";
+    }
+    this.#markdown();
+    this.el.classList.add("typing");
+    this.content += text;
+    this.render();
+  }
+
+  /** History: the whole reasoning at once, collapsed. */
+  setThinking(text) {
+    if (!text) return;
+    this.#thinkingBlock(false);
+    this.thinkingText.data = text;
+    this.thinkingLabel.textContent = "Thought process";
+  }
+
+  /** History: the whole answer at once. */
+  setContent(text) {
+    if (!text) return;
+    this.content = text;
+    this.#markdown().set(text);
+  }
+
+  addCard(card) {
+    this.el.classList.remove("typing");
+    this.cards.append(card.el);
+  }
+
+  finish() {
+    this.render.flush();
+    if (this.thinking) {
+      this.thinking.classList.remove("streaming");
+      this.thinkingLabel.textContent = "Thought process";
+    }
+    this.el.classList.remove("typing");
+    this.setStreaming(false);
+  }
+}

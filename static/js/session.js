@@ -1,0 +1,286 @@
+// Which conversation is open, its task events (seq tracking, replay on join/reconnect), sending and branching.
+import { buildIndex, newestLeafUnder } from "./history.js";
+
+const REPLAY_WINDOW_MS = 1500;
+const RUNNING_EVENTS = new Set(["token", "thinking", "tool"]);
+
+function failure(error, code = "request_failed") {
+  return { ok: false, error: { code, message: error?.message ?? String(error) } };
+}
+
+export class Session {
+  /** parts: {conn, chat, conversations, statusBar, tree, composer, onOpen(cid)}. */
+  constructor(parts) {
+    Object.assign(this, parts);
+    this.cid = null;
+    this.index = null;
+    this.viewLeaf = null;
+    this.seqs = new Map();
+    this.running = new Set();
+    this.joining = null;
+    this.replay = null;
+    this.replayedFiles = null;
+    this.pendingNew = null;
+    this.doneCount = 0;
+  }
+
+  async #request(event, payload, timeoutMs) {
+    try {
+      return await this.conn.request(event, payload, timeoutMs);
+    } catch (error) {
+      return failure(error, "timeout");
+    }
+  }
+
+  // ---- server events --------------------------------------------------------------------
+
+  handleEvent(name, payload) {
+    const cid = payload.conversation_id ?? null;
+    if (!cid) {
+      if (name === "file_tree") this.tree.apply(payload.changes ?? []);
+      else if (name === "error") this.chat.onError(payload);
+      return;
+    }
+    if (this.pendingNew && cid !== this.cid) return void this.pendingNew.push([name, payload]);
+    if (this.joining?.cid === cid) return void this.joining.buffer.push([name, payload]);
+    const seq = Number.isInteger(payload.seq) ? payload.seq : null;
+    if (seq !== null) {
+      if (seq <= (this.seqs.get(cid) ?? 0)) return;
+      this.seqs.set(cid, seq);
+    }
+    this.#trackRunning(cid, name, payload);
+    if (name === "file_tree") {
+      const replayed = this.replayedFiles?.cid === cid && seq !== null && seq <= this.replayedFiles.seq;
+      if (!replayed) this.tree.apply(payload.changes ?? []);
+      return;
+    }
+    if (cid !== this.cid) return;
+    if (this.replay?.cid === cid && seq !== null) {
+      // The first replayed event of the last task: the events, not the history, now show that task.
+      if (Date.now() <= this.replay.until) this.chat.truncateToLastUser();
+      this.replay = null;
+    }
+    this.#dispatch(name, payload);
+  }
+
+  #dispatch(name, payload) {
+    switch (name) {
+      case "token": this.chat.onToken(payload); break;
+      case "thinking": this.chat.onThinking(payload); break;
+      case "tool": this.chat.onTool(payload); break;
+      case "error": this.chat.onError(payload); break;
+      case "status":
+        this.chat.onStatus(payload);
+        this.statusBar.setTask(payload.state, payload.iteration);
+        if (payload.context) this.statusBar.setContext(payload.context);
+        break;
+      case "done":
+        this.chat.onDone(payload);
+        this.statusBar.setTask("idle");
+        this.#refreshModel(this.cid);
+        break;
+      default: break;
+    }
+  }
+
+  #trackRunning(cid, name, payload) {
+    const was = this.running.has(cid);
+    if (name === "done") {
+      this.running.delete(cid);
+      this.doneCount += 1;
+    } else if (RUNNING_EVENTS.has(name) || (name === "status" && payload.state !== "idle")) this.running.add(cid);
+    const now = this.running.has(cid);
+    if (name === "done") this.conversations.refresh();
+    if (was !== now) this.#runningChanged(cid);
+  }
+
+  #runningChanged(cid) {
+    this.conversations.setRunning(cid, this.running.has(cid));
+    if (cid !== this.cid) return;
+    const running = this.running.has(cid);
+    this.composer.setRunning(running);
+    this.chat.setEditable(!running);
+    if (running) this.chat.setBusy(true);
+    if (this.index) this.chat.decorate(this.index);
+  }
+
+  // ---- opening and joining ------------------------------------------------------------------
+
+  newConversation() {
+    this.cid = null;
+    this.index = null;
+    this.viewLeaf = null;
+    this.joining = null;
+    this.replay = null;
+    this.chat.showWelcome();
+    this.statusBar.resetTask();
+    this.composer.setRunning(false);
+    this.onOpen(null);
+  }
+
+  async open(cid) {
+    this.cid = cid;
+    this.index = null;
+    this.joining = null;
+    this.replay = null;
+    this.replayedFiles = null;
+    this.onOpen(cid);
+    this.chat.showLoading();
+    this.statusBar.resetTask();
+    this.#runningChanged(cid);
+    const res = await this.#request("get_conversation", { conversation_id: cid });
+    if (this.cid !== cid) return;
+    if (!res.ok) {
+      this.chat.reset();
+      this.chat.showNotice(`Could not open this conversation: ${res.error?.message ?? "unknown error"}`);
+      return;
+    }
+    this.index = buildIndex(res.messages ?? []);
+    this.viewLeaf = this.index.latestLeaf;
+    this.chat.setEditable(!this.running.has(cid));
+    this.chat.renderHistory(this.index, this.viewLeaf);
+    await this.#join(cid, 0);
+  }
+
+  async #join(cid, afterSeq) {
+    const joining = { cid, buffer: [] };
+    this.joining = joining;
+    this.seqs.set(cid, afterSeq);
+    const ack = await this.#request("join", { conversation_id: cid, after_seq: afterSeq });
+    if (this.joining !== joining) return;
+    this.joining = null;
+    const lastSeq = Number.isInteger(ack.last_seq) ? ack.last_seq : null;
+    const unknown = lastSeq === null && ack.running === undefined;
+    if (afterSeq > 0 && (unknown || (lastSeq !== null && lastSeq < afterSeq))) {
+      // The server started over (its seq is behind ours), or cannot tell: reload from history.
+      this.open(cid);
+      return;
+    }
+    if (ack.ok === false) this.chat.showNotice(`Live updates unavailable: ${ack.error?.message ?? "join failed"}`);
+    if (afterSeq === 0) this.#afterFirstJoin(cid, ack, lastSeq);
+    else if (ack.running === false && this.running.has(cid)) this.#checkStale(cid);
+    for (const [name, payload] of joining.buffer) this.handleEvent(name, payload);
+  }
+
+  /** History is rendered; decide whether the replay of the last task is shown or skipped. */
+  #afterFirstJoin(cid, ack, lastSeq) {
+    if (ack.running === false && lastSeq !== null) {
+      this.seqs.set(cid, lastSeq);
+    } else if (ack.running === true) {
+      this.chat.truncateToLastUser();
+      this.replayedFiles = lastSeq !== null ? { cid, seq: lastSeq } : null;
+    } else {
+      this.replay = { cid, until: Date.now() + REPLAY_WINDOW_MS };
+    }
+    const wasRunning = this.running.has(cid);
+    // Unknown: assume idle; replayed events of a running task mark it running again.
+    if (ack.running === true) this.running.add(cid);
+    else this.running.delete(cid);
+    if (wasRunning !== this.running.has(cid)) this.#runningChanged(cid);
+  }
+
+  /** After a reconnect the server says nothing runs; if no `done` arrives, reload from history. */
+  #checkStale(cid) {
+    setTimeout(() => {
+      if (this.cid === cid && this.running.has(cid)) {
+        this.running.delete(cid);
+        this.#runningChanged(cid);
+        this.open(cid);
+      }
+    }, REPLAY_WINDOW_MS);
+  }
+
+  /** Called on every (re)connection after the first: catch up on what was missed. */
+  resync() {
+    // A new socket is in no room: forget the seqs of conversations not re-joined (the server may have restarted).
+    for (const cid of [...this.seqs.keys()]) {
+      if (cid !== this.cid && !this.running.has(cid)) this.seqs.delete(cid);
+    }
+    for (const cid of this.running) {
+      if (cid !== this.cid) this.#rejoinInBackground(cid);
+    }
+    if (!this.cid) return;
+    const last = this.seqs.get(this.cid) ?? 0;
+    if (last === 0) this.open(this.cid);
+    else this.#join(this.cid, last);
+  }
+
+  /** Catch up on a conversation running out of view; all it shows is the running dot. */
+  async #rejoinInBackground(cid) {
+    const ours = this.seqs.get(cid) ?? 0;
+    const ack = await this.#request("join", { conversation_id: cid, after_seq: ours });
+    const behind = Number.isInteger(ack.last_seq) && ack.last_seq < ours;
+    if (ack.running === true && !behind) return;
+    this.seqs.delete(cid);
+    if (this.running.delete(cid)) this.#runningChanged(cid);
+  }
+
+  async #refreshModel(cid) {
+    const res = await this.#request("get_conversation", { conversation_id: cid });
+    if (this.cid !== cid || !res.ok) return;
+    this.index = buildIndex(res.messages ?? []);
+    this.viewLeaf = this.index.latestLeaf;
+    this.chat.decorate(this.index);
+  }
+
+  // ---- user actions ----------------------------------------------------------------------
+
+  /** Send a message (parentId: branch from that message; null: branch at the root). Resolves to ok. */
+  async send(text, { parentId } = {}) {
+    const cid = this.cid;
+    const payload = { conversation_id: cid, text, mode: this.composer.mode, approval: this.composer.approval };
+    if (parentId !== undefined) payload.parent_id = parentId;
+    else if (this.index && this.viewLeaf && this.viewLeaf !== this.index.latestLeaf) payload.parent_id = this.viewLeaf;
+    this.replay = null;
+    const message = this.chat.addUserMessage(text);
+    if (!cid) this.pendingNew = [];
+    const doneBefore = this.doneCount;
+    const ack = await this.#request("send_message", payload, 30_000);
+    const buffered = this.pendingNew ?? [];
+    if (!cid) this.pendingNew = null;
+    if (!ack.ok) {
+      this.chat.removeUserMessage(message);
+      if (!this.chat.views.length && !this.cid) this.chat.showWelcome();
+      this.composer.showError(ack.error?.message ?? "The message was not accepted.", text);
+      for (const [name, event] of buffered) this.handleEvent(name, event);
+      return false;
+    }
+    if (!cid && this.cid === null) {
+      this.cid = ack.conversation_id;
+      this.onOpen(this.cid);
+    }
+    message.setPending(false);
+    if (ack.message_id) message.el.dataset.messageId = ack.message_id;
+    this.conversations.refresh();
+    // A task so short that its `done` beat the ack is not running any more.
+    if (this.cid === ack.conversation_id && !this.running.has(this.cid) && this.doneCount === doneBefore) {
+      this.running.add(this.cid);
+      this.#runningChanged(this.cid);
+    }
+    for (const [name, event] of buffered) this.handleEvent(name, event);
+    return true;
+  }
+
+  async edit(record, text) {
+    if (this.running.has(this.cid)) return;
+    this.chat.truncateFrom(record);
+    const ok = await this.send(text, { parentId: record.parent_id ?? null });
+    if (!ok && this.index) this.chat.renderHistory(this.index, this.viewLeaf);
+  }
+
+  switchBranch(recordId) {
+    if (!this.index || this.running.has(this.cid)) return;
+    this.viewLeaf = newestLeafUnder(this.index, recordId);
+    this.chat.renderHistory(this.index, this.viewLeaf);
+  }
+
+  async cancel() {
+    if (!this.cid || !this.running.has(this.cid)) return;
+    const ack = await this.#request("cancel", { conversation_id: this.cid });
+    if (ack.ok === false) this.composer.showError(`Could not stop: ${ack.error?.message ?? "unknown error"}`);
+  }
+
+  approve(callId, approved, always) {
+    return this.#request("approve", { conversation_id: this.cid, call_id: callId, approved, always });
+  }
+}

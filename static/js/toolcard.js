@@ -1,0 +1,226 @@
+// One card per tool call: live arguments, approval, live output, result.
+import { formatDuration, h, icon } from "./dom.js";
+import { highlight, languageForPath } from "./markdown.js";
+
+const LIVE_OUTPUT_LIMIT = 100_000;
+const SUMMARY_KEYS = ["path", "command", "query", "old_path", "directory", "pattern", "scope", "code"];
+const BLOCK_LANGUAGES = { command: "bash", code: "python" };
+const CODE_KEYS = new Set(["content", "new_content", "old_text", "new_text"]);
+const OPEN_OUTPUT_LINES = 12;
+
+/** True when text looks like a unified diff. */
+export function isDiff(text) {
+  return /^@@ .* @@/m.test(text) && /^(---|\+\+\+) /m.test(text);
+}
+
+/** A unified diff with added, removed, hunk and header lines coloured. */
+export function renderDiff(text) {
+  const pre = h("pre", { class: "diff" });
+  for (const line of String(text).split("\n")) {
+    let kind = "ctx";
+    if (line.startsWith("+++") || line.startsWith("---") || line.startsWith("diff ") || line.startsWith("index ")) kind = "meta";
+    else if (line.startsWith("@@")) kind = "hunk";
+    else if (line.startsWith("+")) kind = "add";
+    else if (line.startsWith("-")) kind = "del";
+    pre.append(h("span", { class: `diff-line diff-${kind}` }, `${line}\n`));
+  }
+  return pre;
+}
+
+function codeBlock(text, language) {
+  const code = h("code", { class: "hljs" });
+  code.innerHTML = highlight(String(text), language);
+  return h("pre", { class: "code-block compact" }, code);
+}
+
+function summaryOf(args) {
+  if (!args || typeof args !== "object") return "";
+  if (args.old_path && args.new_path) return `${args.old_path} → ${args.new_path}`;
+  for (const key of SUMMARY_KEYS) {
+    if (typeof args[key] === "string" && args[key]) return args[key].split("\n")[0].slice(0, 120);
+  }
+  return "";
+}
+
+function renderValue(key, value, args) {
+  if (typeof value !== "string") return h("code", { class: "arg-inline" }, JSON.stringify(value));
+  if (isDiff(value)) return renderDiff(value);
+  if (BLOCK_LANGUAGES[key]) return codeBlock(value, BLOCK_LANGUAGES[key]);
+  if (CODE_KEYS.has(key)) return codeBlock(value, languageForPath(args.path ?? ""));
+  if (value.includes("\n") || value.length > 100) return h("pre", { class: "arg-text" }, value);
+  return h("code", { class: "arg-inline" }, value);
+}
+
+/** Pretty view of a tool call's parsed arguments. */
+export function renderArguments(args) {
+  if (args === null || typeof args !== "object" || Array.isArray(args)) {
+    return h("pre", { class: "arg-text" }, typeof args === "string" ? args : JSON.stringify(args, null, 2));
+  }
+  const list = h("dl", { class: "tool-args-list" });
+  for (const [key, value] of Object.entries(args)) {
+    list.append(h("dt", { text: key }), h("dd", {}, renderValue(key, value, args)));
+  }
+  return list;
+}
+
+export class ToolCard {
+  /** onApprove(approved, always) -> Promise of the ack. */
+  constructor({ callId, name, onApprove }) {
+    this.callId = callId;
+    this.name = name || "tool";
+    this.onApprove = onApprove;
+    this.status = h("span", { class: "tool-status" });
+    this.summary = h("span", { class: "tool-summary" });
+    this.badge = h("span", { class: "tool-badge" });
+    this.duration = h("span", { class: "tool-duration" });
+    this.head = h(
+      "button",
+      { type: "button", class: "tool-head", "aria-expanded": "true", onclick: () => this.toggle() },
+      this.status,
+      icon("tool", "tool-icon"),
+      h("span", { class: "tool-name", text: this.name }),
+      this.summary,
+      h("span", { class: "tool-spacer" }),
+      this.duration,
+      this.badge,
+      icon("chevron", "tool-chevron"),
+    );
+    this.args = h("div", { class: "tool-args" });
+    this.body = h("div", { class: "tool-body" }, this.args);
+    this.el = h("article", { class: "tool-card", "data-call-id": callId, "data-tool": this.name }, this.head, this.body);
+    this.setState("running");
+  }
+
+  setState(state, label) {
+    this.state = state;
+    this.el.dataset.state = state;
+    this.status.replaceChildren(
+      state === "running" ? h("span", { class: "spinner", role: "img", "aria-label": "running" })
+        : state === "approval" ? icon("alert")
+          : icon(state === "ok" ? "check" : "close"),
+    );
+    const labels = { running: this.prepared ? "running" : "preparing", approval: "needs approval", ok: "ok", failed: "failed" };
+    this.badge.textContent = label ?? labels[state];
+  }
+
+  toggle(open = this.head.getAttribute("aria-expanded") !== "true") {
+    this.head.setAttribute("aria-expanded", String(open));
+    this.body.hidden = !open;
+  }
+
+  appendArgs(delta) {
+    if (!this.liveArgs) {
+      this.liveArgs = document.createTextNode("");
+      this.args.replaceChildren(h("pre", { class: "arg-text live" }, this.liveArgs));
+    }
+    this.liveArgs.appendData(delta ?? "");
+  }
+
+  setArguments(args) {
+    this.prepared = true;
+    if (this.state === "running") this.badge.textContent = "running";
+    let parsed = args;
+    if (typeof args === "string") {
+      try {
+        parsed = JSON.parse(args);
+      } catch {
+        parsed = args;
+      }
+    }
+    this.liveArgs = null;
+    this.summary.textContent = summaryOf(parsed);
+    this.summary.title = this.summary.textContent;
+    this.args.replaceChildren(renderArguments(parsed));
+  }
+
+  showApproval(preview) {
+    this.setState("approval");
+    this.toggle(true);
+    const always = h("input", { type: "checkbox", class: "approval-always" });
+    const error = h("p", { class: "approval-error", role: "alert", hidden: true });
+    const approve = h("button", { type: "button", class: "btn btn-primary btn-sm approve-button" }, icon("check"), "Approve");
+    const reject = h("button", { type: "button", class: "btn btn-danger-outline btn-sm reject-button" }, icon("close"), "Reject");
+    const actions = h(
+      "div",
+      { class: "approval-actions" },
+      approve,
+      reject,
+      h("label", { class: "approval-always-label" }, always, `Always allow ${this.name} in this conversation`),
+    );
+    const text = String(preview ?? "");
+    const box = h(
+      "section",
+      { class: "tool-approval", "aria-label": `Approval for ${this.name}` },
+      h("p", { class: "approval-title" }, icon("alert"), "The agent wants to run this. Allow it?"),
+      isDiff(text) ? renderDiff(text) : codeBlock(text, this.name === "run_python" ? "python" : "bash"),
+      actions,
+      error,
+    );
+    const decide = async (approved) => {
+      for (const control of [approve, reject, always]) control.disabled = true;
+      error.hidden = true;
+      const ack = await this.onApprove(approved, always.checked).catch((err) => ({ ok: false, error: { message: String(err?.message ?? err) } }));
+      if (ack?.ok === false) {
+        for (const control of [approve, reject, always]) control.disabled = false;
+        error.textContent = `Could not send the decision: ${ack.error?.message ?? "unknown error"}`;
+        error.hidden = false;
+        return;
+      }
+      box.classList.add("decided");
+      actions.replaceChildren(h("span", { class: `approval-decision ${approved ? "approved" : "rejected"}` },
+        approved ? `Approved${always.checked ? " (always for this tool)" : ""}` : "Rejected"));
+      if (this.state === "approval") this.setState("running");
+    };
+    approve.addEventListener("click", () => decide(true));
+    reject.addEventListener("click", () => decide(false));
+    this.approval?.remove();
+    this.approval = box;
+    this.args.after(box);
+  }
+
+  appendOutput(delta) {
+    if (!this.liveOutput) {
+      this.liveOutput = h("pre", { class: "tool-output-live" });
+      this.body.append(this.liveOutput);
+    }
+    this.liveOutput.append(delta ?? "");
+    if (this.liveOutput.textContent.length > LIVE_OUTPUT_LIMIT * 1.5) {
+      this.liveOutput.textContent = this.liveOutput.textContent.slice(-LIVE_OUTPUT_LIMIT);
+    }
+    this.liveOutput.scrollTop = this.liveOutput.scrollHeight;
+  }
+
+  setResult({ ok, output, duration_ms: durationMs }) {
+    this.liveOutput?.remove();
+    this.liveOutput = null;
+    this.setState(ok === false ? "failed" : "ok");
+    this.duration.textContent = durationMs === undefined || durationMs === null ? "" : formatDuration(durationMs);
+    const text = String(output ?? "");
+    const lines = text ? text.split("\n").length : 0;
+    const details = h(
+      "details",
+      { class: "tool-output", open: ok === false || lines <= OPEN_OUTPUT_LINES },
+      h("summary", {}, text ? `Output · ${lines} line${lines === 1 ? "" : "s"}` : "No output"),
+      text ? h("pre", {}, text) : null,
+    );
+    this.body.querySelector(".tool-output")?.remove();
+    this.body.append(details);
+    if (ok !== false) this.toggle(false);
+  }
+
+  /** The task ended while this call was still running or waiting. */
+  interrupt(label) {
+    if (this.state === "running" || this.state === "approval") {
+      this.approval?.querySelectorAll("button, input").forEach((control) => { control.disabled = true; });
+      this.approval?.classList.add("decided");
+      if (this.liveArgs) {
+        try {
+          this.setArguments(JSON.parse(this.liveArgs.data));
+        } catch {
+          // Arguments cut off mid-stream stay as raw text.
+        }
+      }
+      this.setState("failed", label);
+    }
+  }
+}
