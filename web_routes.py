@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request
 
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 TOKEN_COOKIE = "agent_token"
 PREVIEW_LIMIT_BYTES = 512 * 1024
 LOG_CHUNK_BYTES = 256 * 1024
+LOG_TAIL_BYTES = 64 * 1024
+OVERSIZED_LINE_HEAD = 4096
 LOG_FILES = {"agent": "agent.jsonl", "debug_stream": "debug_stream.log"}
 
 routes = Blueprint("workspace", __name__)
@@ -47,8 +49,22 @@ def require_token() -> Any:
         return response
     if request.path.startswith("/api/"):
         return _error(401, "unauthorized", "missing or wrong token")
-    return Response("Open the URL printed by `python main.py web` (it carries the token).\n",
-                    status=401, mimetype="text/plain")
+    return Response(
+        "Open the URL printed by `python main.py web` (it carries the token).\n",
+        status=401,
+        mimetype="text/plain",
+    )
+
+
+@routes.after_app_request
+def harden(response: Response) -> Response:
+    """No framing, no sniffing, no token in a Referer, no cached API answers."""
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("X-Frame-Options", "DENY")
+    response.headers.setdefault("Referrer-Policy", "no-referrer")
+    if request.path.startswith("/api/"):
+        response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 @routes.get("/")
@@ -74,8 +90,13 @@ def conversation(conversation_id: str) -> Any:
         found = _state().services.store.get(conversation_id)
     except ConversationNotFound as exc:
         return _error(404, "not_found", str(exc))
-    return jsonify({"ok": True, "conversation": found.meta,
-                    "messages": [public_record(r) for r in found.records]})
+    return jsonify(
+        {
+            "ok": True,
+            "conversation": found.meta,
+            "messages": [public_record(r) for r in found.records],
+        }
+    )
 
 
 @routes.get("/api/tree")
@@ -98,8 +119,16 @@ def file_preview() -> Any:
         data = handle.read(PREVIEW_LIMIT_BYTES)
     binary = b"\x00" in data[:8192]
     content = "" if binary else data.decode("utf-8", errors="replace")
-    return jsonify({"ok": True, "path": workspace.relative(path), "content": content,
-                    "truncated": size > PREVIEW_LIMIT_BYTES, "binary": binary, "size": size})
+    return jsonify(
+        {
+            "ok": True,
+            "path": workspace.relative(path),
+            "content": content,
+            "truncated": size > PREVIEW_LIMIT_BYTES,
+            "binary": binary,
+            "size": size,
+        }
+    )
 
 
 @routes.get("/api/status")
@@ -121,22 +150,45 @@ def logs(name: str) -> Any:
 
 
 def read_log(path: Path, after: int | None, conversation_id: str | None) -> tuple[list[str], int]:
-    """Complete lines from byte `after` on (the last 64 KiB when None), filtered by conversation."""
+    """Complete lines from byte `after` on (the last 64 KiB when None), filtered by conversation.
+
+    Returns the lines and the offset to ask for next. A line longer than a chunk comes back
+    cut to its head, so a reader never gets stuck on it.
+    """
     if not path.exists():
         return [], 0
     size = path.stat().st_size
-    start = max(0, size - 64 * 1024) if after is None else min(max(after, 0), size)
+    start = max(0, size - LOG_TAIL_BYTES) if after is None else min(max(after, 0), size)
     with path.open("rb") as handle:
         handle.seek(start)
         chunk = handle.read(LOG_CHUNK_BYTES)
-    if after is None and start > 0:
-        cut = chunk.find(b"\n") + 1
-        chunk, start = chunk[cut:], start + cut
-    complete = chunk[: chunk.rfind(b"\n") + 1]
-    lines = complete.decode("utf-8", errors="replace").splitlines()
+        if after is None and start > 0:
+            cut = chunk.find(b"\n") + 1
+            if cut == 0:
+                return [], size
+            chunk, start = chunk[cut:], start + cut
+        end = chunk.rfind(b"\n") + 1
+        if end == 0 and len(chunk) == LOG_CHUNK_BYTES:
+            lines, next_offset = _oversized_line(handle, chunk, start)
+        else:
+            lines = chunk[:end].decode("utf-8", errors="replace").splitlines()
+            next_offset = start + end
     if conversation_id:
         lines = [line for line in lines if _mentions(line, conversation_id)]
-    return lines, start + len(complete)
+    return lines, next_offset
+
+
+def _oversized_line(handle: BinaryIO, head: bytes, start: int) -> tuple[list[str], int]:
+    """Skip to the end of a line that does not fit a chunk; give back its head only."""
+    length = len(head)
+    while block := handle.read(LOG_CHUNK_BYTES):
+        newline = block.find(b"\n")
+        if newline >= 0:
+            length += newline
+            shown = head[:OVERSIZED_LINE_HEAD].decode("utf-8", errors="replace")
+            return [f"{shown} … [line of {length} bytes cut]"], start + length + 1
+        length += len(block)
+    return [], start  # the line is still being written
 
 
 def _mentions(line: str, conversation_id: str) -> bool:
@@ -152,11 +204,20 @@ def public_record(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def status_payload(state: WebState) -> dict[str, Any]:
-    provider, settings = state.services.provider, state.settings
+    """The `get_status` answer (PROTOCOL §4), plus whether the model API is configured."""
+    provider, settings, runner = state.services.provider, state.settings, state.services.runner
     return {
-        "ok": True, "provider": provider.name, "model": provider.model, "mode": settings.mode,
-        "approval": settings.approval, "async_mode": state.async_mode,
-        "sandbox": state.services.runner.describe(),
-        "api": {"configured": provider.configured, "key_env": provider.key_env,
-                "base_url": provider.base_url, "message": provider.setup_message},
+        "ok": True,
+        "provider": provider.name,
+        "model": provider.model,
+        "mode": settings.mode,
+        "approval": settings.approval,
+        "async_mode": state.async_mode,
+        "sandbox": {"kind": runner.kind, "isolation": list(runner.isolation)},
+        "api": {
+            "configured": provider.configured,
+            "key_env": provider.key_env,
+            "base_url": provider.base_url,
+            "message": provider.problem,
+        },
     }

@@ -6,10 +6,14 @@ import functools
 import hmac
 import ipaddress
 import logging
+import os
 import secrets
+import signal
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, Literal
 
 from flask import Flask, request
@@ -22,11 +26,14 @@ from core.web_terminal import TerminalHub
 from modules.file_tree import file_tree
 from modules.file_watcher import WorkspaceWatcher
 from utils.context_manager import ConversationNotFound
+from utils.conversation_store import LEAF
 from utils.settings import Approval, Mode, Settings
 from web_routes import public_record, routes, status_payload
 
 log = logging.getLogger(__name__)
 AsyncMode = Literal["threading", "eventlet"]
+SHUTDOWN_GRACE_SECONDS = 3.0
+SIGNAL_POLL_SECONDS = 0.2
 
 
 @dataclass
@@ -40,19 +47,27 @@ class WebState:
     token: str
     async_mode: AsyncMode
     watcher: WorkspaceWatcher | None = None
+    stopping: bool = False
 
     def token_ok(self, candidate: object) -> bool:
-        return isinstance(candidate, str) and hmac.compare_digest(candidate, self.token)
+        """Constant-time check; any string is safe to pass (compare_digest refuses non-ASCII)."""
+        if not isinstance(candidate, str):
+            return False
+        given = candidate.encode("utf-8", "surrogatepass")
+        return hmac.compare_digest(given, self.token.encode("utf-8", "surrogatepass"))
 
     def start_watcher(self) -> None:
         """Push `file_tree` events to every client whenever the workspace changes."""
+
         def broadcast(changes: list[dict[str, Any]]) -> None:
             self.socketio.emit("file_tree", {"changes": changes})
             self.socketio.sleep(0)
 
         self.watcher = WorkspaceWatcher(
-            self.services.workspace.root, ignore=[self.settings.data_dir],
-            on_changes=broadcast, start_background_task=self.socketio.start_background_task,
+            self.services.workspace.root,
+            ignore=[self.settings.data_dir],
+            on_changes=broadcast,
+            start_background_task=self.socketio.start_background_task,
         )
         self.watcher.start()
 
@@ -64,23 +79,56 @@ def create_app(settings: Settings, *, async_mode: AsyncMode = "threading") -> Fl
     app.config["MAX_CONTENT_LENGTH"] = 16 * 1024 * 1024
     socketio = SocketIO()
 
-    def origin_allowed(origin: str | None, environ: dict[str, Any]) -> bool:
-        own = f"{environ.get('wsgi.url_scheme', 'http')}://{environ.get('HTTP_HOST', '')}"
-        return origin is None or origin == own or origin in settings.allowed_origins
+    socketio.init_app(
+        app,
+        async_mode=async_mode,
+        cors_allowed_origins=origin_checker(settings.allowed_origins),
+        max_http_buffer_size=16 * 1024 * 1024,
+        ping_interval=10,
+        ping_timeout=20,
+    )
 
-    socketio.init_app(app, async_mode=async_mode, cors_allowed_origins=origin_allowed,
-                      max_http_buffer_size=16 * 1024 * 1024, ping_interval=10, ping_timeout=20)
+    green = async_mode == "eventlet"
 
     def send(event: str, payload: dict[str, Any], room: str) -> None:
         socketio.emit(event, payload, to=room)
-        socketio.sleep(0)  # under eventlet, lets the emit leave now rather than at the stream's end
+        if green:  # let the emit leave now rather than at the stream's end
+            socketio.sleep(0)
 
-    state = WebState(settings, services, socketio, TerminalHub(services, send),
-                     settings.web_token or secrets.token_urlsafe(24), async_mode)
+    state = WebState(
+        settings,
+        services,
+        socketio,
+        TerminalHub(services, send),
+        settings.web_token or secrets.token_urlsafe(24),
+        async_mode,
+    )
     app.extensions["agent"] = state
     app.register_blueprint(routes)
-    _register_socket_handlers(socketio, state)
+    _register_task_handlers(socketio, state)
+    _register_reading_handlers(socketio, state)
     return app
+
+
+def _normal_origin(origin: str) -> str:
+    return origin.strip().rstrip("/").lower()
+
+
+def origin_checker(allowed: list[str]) -> Callable[[str | None, dict[str, Any]], bool]:
+    """Accept no Origin (not a browser), the server's own, or one in AGENT_ALLOWED_ORIGINS."""
+    extra = {_normal_origin(o) for o in allowed}
+
+    def origin_allowed(origin: str | None, environ: dict[str, Any]) -> bool:
+        if origin is None:
+            return True
+        own = f"{environ.get('wsgi.url_scheme', 'http')}://{environ.get('HTTP_HOST', '')}"
+        candidate = _normal_origin(origin)
+        allowed_here = candidate == _normal_origin(own) or candidate in extra
+        if not allowed_here:
+            log.warning("socket refused: foreign origin", extra={"fields": {"origin": origin}})
+        return allowed_here
+
+    return origin_allowed
 
 
 class SendMessage(BaseModel):
@@ -106,7 +154,7 @@ class Approve(ConversationRef):
 
 
 class Join(ConversationRef):
-    after_seq: int = Field(0, ge=0)
+    after_seq: int = 0
 
 
 class Empty(BaseModel):
@@ -119,14 +167,19 @@ def _failure(code: str, message: str) -> dict[str, Any]:
 
 def _handler(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, Any]]]:
     """Validate the payload, turn every failure into an `{ok: false}` ack, never crash."""
+
     def decorate(function: Callable[[Any], dict[str, Any]]) -> Callable[..., dict[str, Any]]:
         @functools.wraps(function)
-        def wrapper(data: Any = None) -> dict[str, Any]:
+        def wrapper(*args: Any) -> dict[str, Any]:
             try:
-                return function(model.model_validate(data or {}))
+                if len(args) > 1:
+                    return _failure("bad_request", "send one payload object")
+                data = args[0] if args and args[0] is not None else {}
+                return function(model.model_validate(data))
             except ValidationError as exc:
-                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}"
-                                     for e in exc.errors())
+                problems = "; ".join(
+                    f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors()
+                )
                 return _failure("bad_request", problems)
             except ConversationNotFound as exc:
                 return _failure("not_found", str(exc))
@@ -137,11 +190,13 @@ def _handler(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, An
             except Exception as exc:
                 log.exception("socket handler %s failed", function.__name__)
                 return _failure("internal_error", f"{type(exc).__name__}: {exc}")
+
         return wrapper
+
     return decorate
 
 
-def _register_socket_handlers(socketio: SocketIO, state: WebState) -> None:
+def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
     hub, services = state.hub, state.services
 
     @socketio.on("connect")
@@ -155,16 +210,30 @@ def _register_socket_handlers(socketio: SocketIO, state: WebState) -> None:
     @socketio.on("send_message")
     @_handler(SendMessage)
     def on_send(msg: SendMessage) -> dict[str, Any]:
-        if not services.provider.configured:
-            return _failure("not_configured", services.provider.setup_message)
+        problem = services.provider.problem
+        if problem is not None:
+            return _failure("not_configured", problem)
         terminal = hub.get(msg.conversation_id) if msg.conversation_id else hub.new()
-        record = terminal.start(msg.text, parent_id=msg.parent_id, mode=msg.mode,
-                                approval=msg.approval,
-                                run_in_background=socketio.start_background_task)
-        hub.register(terminal)
-        join_room(record["conversation_id"])
-        return {"ok": True, "conversation_id": record["conversation_id"],
-                "message_id": record["id"]}
+
+        def enter(record: dict[str, Any]) -> None:
+            hub.register(terminal)
+            join_room(record["conversation_id"])
+
+        # Absent: under the current leaf; an explicit null: a new root (editing the first message).
+        parent = msg.parent_id if "parent_id" in msg.model_fields_set else LEAF
+        record = terminal.start(
+            msg.text,
+            parent_id=parent,
+            mode=msg.mode,
+            approval=msg.approval,
+            on_begun=enter,
+            run_in_background=socketio.start_background_task,
+        )
+        return {
+            "ok": True,
+            "conversation_id": record["conversation_id"],
+            "message_id": record["id"],
+        }
 
     @socketio.on("cancel")
     @_handler(Cancel)
@@ -189,9 +258,12 @@ def _register_socket_handlers(socketio: SocketIO, state: WebState) -> None:
         def deliver(event: str, payload: dict[str, Any]) -> None:
             socketio.emit(event, payload, to=sid)
 
-        join_room(msg.conversation_id)
-        terminal.replay(msg.after_seq, deliver)
+        terminal.replay(msg.after_seq, deliver, subscribe=lambda: join_room(msg.conversation_id))
         return {"ok": True, "running": terminal.running, "last_seq": terminal.last_seq}
+
+
+def _register_reading_handlers(socketio: SocketIO, state: WebState) -> None:
+    services = state.services
 
     @socketio.on("list_conversations")
     @_handler(Empty)
@@ -204,8 +276,11 @@ def _register_socket_handlers(socketio: SocketIO, state: WebState) -> None:
     @_handler(ConversationRef)
     def on_get(msg: ConversationRef) -> dict[str, Any]:
         conversation = services.store.get(msg.conversation_id)
-        return {"ok": True, "conversation": conversation.meta,
-                "messages": [public_record(r) for r in conversation.records]}
+        return {
+            "ok": True,
+            "conversation": conversation.meta,
+            "messages": [public_record(r) for r in conversation.records],
+        }
 
     @socketio.on("get_file_tree")
     @_handler(Empty)
@@ -228,24 +303,64 @@ def _is_loopback(host: str) -> bool:
 
 
 def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) -> int:
-    """Run the web workspace until interrupted."""
+    """Run the web workspace until interrupted (SIGINT or SIGTERM)."""
     app = create_app(settings, async_mode=async_mode)
     state: WebState = app.extensions["agent"]
     state.start_watcher()
+    _stop_on_signals(state)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     if not _is_loopback(host):
-        print(f"WARNING: listening on {host}: anyone who can reach this machine and has the "
-              "token can run commands in your workspace.", file=sys.stderr, flush=True)
+        print(
+            f"WARNING: listening on {host}: anyone who can reach this machine and has the "
+            "token can run commands in your workspace.",
+            file=sys.stderr,
+            flush=True,
+        )
     print(f"Workspace Agent: http://{shown}:{port}/?token={state.token}", flush=True)
-    print(f"workspace {settings.workspace} · data {settings.data_dir} · {async_mode} mode",
-          flush=True)
-    if not state.services.provider.configured:
-        print(f"note: {state.services.provider.setup_message}", flush=True)
+    print(
+        f"workspace {settings.workspace} · data {settings.data_dir} · {async_mode} mode", flush=True
+    )
+    if state.services.provider.problem is not None:
+        print(f"note: {state.services.provider.problem}", flush=True)
+    log.info(
+        "server started", extra={"fields": {"host": host, "port": port, "async_mode": async_mode}}
+    )
     try:
-        state.socketio.run(app, host=host, port=port, allow_unsafe_werkzeug=True,
-                           log_output=False)
+        state.socketio.run(app, host=host, port=port, allow_unsafe_werkzeug=True, log_output=False)
     finally:
         if state.watcher is not None:
             state.watcher.stop()
     return 0
 
+
+def _stop_on_signals(state: WebState) -> None:
+    """On SIGINT/SIGTERM: cancel running tasks, let them record their end, then exit.
+
+    The handler only raises a flag that a background task polls: a signal handler must not
+    block, eventlet's hub would not wake for a task spawned from it, and eventlet's server
+    would wait for open WebSocket connections before returning.
+    """
+
+    def shutdown_when_asked() -> None:
+        while not state.stopping:
+            state.socketio.sleep(SIGNAL_POLL_SECONDS)
+        running = state.hub.running()
+        for terminal in running:
+            terminal.cancel()
+        deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS
+        while state.hub.running() and time.monotonic() < deadline:
+            state.socketio.sleep(0.05)
+        if state.watcher is not None:
+            state.watcher.stop()
+        log.info("server stopped", extra={"fields": {"cancelled_tasks": len(running)}})
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        state.stopping = True
+
+    state.socketio.start_background_task(shutdown_when_asked)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)

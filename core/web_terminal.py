@@ -8,6 +8,7 @@ from typing import Any
 
 from core.main_terminal import MainTerminal, TaskBusy
 from core.services import AgentServices
+from utils.conversation_store import LEAF
 from utils.settings import Approval, Mode
 
 Send = Callable[[str, dict[str, Any], str], None]  # (event, payload, room)
@@ -27,18 +28,25 @@ class WebTerminal(MainTerminal):
         self._log.append((event, payload))
         self._send(event, payload, payload["conversation_id"])
 
-    def begin_task(self, text: str, *, parent_id: str | None = None) -> dict[str, Any]:
+    def begin_task(self, text: str, *, parent_id: str | None = LEAF) -> dict[str, Any]:
         record = super().begin_task(text, parent_id=parent_id)
         with self._emit_lock:
             self._log = []
         return record
 
     def start(
-        self, text: str, *, parent_id: str | None, mode: Mode | None, approval: Approval | None,
+        self,
+        text: str,
+        *,
+        parent_id: str | None,
+        mode: Mode | None,
+        approval: Approval | None,
         run_in_background: Callable[..., Any],
         on_begun: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """Begin a task and run it in the background; raises TaskBusy or KeyError.
+
+        `parent_id` as in `begin_task`: LEAF (the current leaf), None (a new root) or an id.
 
         `on_begun(user_record)` runs after the conversation exists and before the first event,
         so the sender can join the room without missing anything.

@@ -7,7 +7,9 @@ threads; the parent only reads lines from a pipe, which works the same under bot
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -17,7 +19,10 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+log = logging.getLogger(__name__)
+
 BATCH_SECONDS = 0.1
+MAX_BATCH = 1000  # changes per line (and per `file_tree` event)
 SWAP_SUFFIXES = (".swp", ".swx", ".swo", "~", ".tmp", ".crdownload", ".part")
 IGNORED_DIRS = ("__pycache__", "node_modules")
 
@@ -28,8 +33,12 @@ def is_ignored(relative: str) -> bool:
     if not parts or parts[0] == ".git" or any(p in IGNORED_DIRS for p in parts):
         return True
     name = parts[-1]
-    return (name.endswith(SWAP_SUFFIXES) or name.startswith(".#") or name == "4913"
-            or (name.startswith(".") and name.endswith(".tmp")))
+    return (
+        name.endswith(SWAP_SUFFIXES)
+        or name.startswith(".#")
+        or name == "4913"
+        or (name.startswith(".") and name.endswith(".tmp"))
+    )
 
 
 class _Batcher:
@@ -38,7 +47,7 @@ class _Batcher:
     def __init__(self, root: Path, ignore: list[Path]) -> None:
         self.root, self.ignore = root, ignore
         self._lock = threading.Lock()
-        self._pending: list[dict[str, Any]] = []
+        self._pending: dict[tuple[str, str, str | None], dict[str, Any]] = {}
 
     def relative(self, path: str) -> str | None:
         candidate = Path(path)
@@ -65,18 +74,21 @@ class _Batcher:
         change = {"event": kind, "path": path, "is_dir": is_dir}
         if dest_path:
             change["dest_path"] = dest_path
+        key = (kind, path, dest_path)
         with self._lock:
-            if change not in self._pending:
-                self._pending.append(change)
+            # A repeated change moves to the end, so the batch keeps the order of the last ones
+            # (created, deleted, created again: the file exists).
+            self._pending.pop(key, None)
+            self._pending[key] = change
 
     def flush_forever(self) -> None:
         while True:
             time.sleep(BATCH_SECONDS)
             with self._lock:
-                batch, self._pending = self._pending, []
-            if batch:
-                sys.stdout.write(json.dumps({"changes": batch}) + "\n")
-                sys.stdout.flush()
+                batch, self._pending = list(self._pending.values()), {}
+            for start in range(0, len(batch), MAX_BATCH):
+                sys.stdout.write(json.dumps({"changes": batch[start : start + MAX_BATCH]}) + "\n")
+            sys.stdout.flush()
 
 
 def _watch(root: Path, ignore: list[Path]) -> None:
@@ -92,8 +104,12 @@ def _watch(root: Path, ignore: list[Path]) -> None:
             if kind is None or (kind == "modified" and event.is_directory):
                 return
             dest = getattr(event, "dest_path", None) or None
-            batcher.add(kind, os.fsdecode(event.src_path),
-                        os.fsdecode(dest) if dest else None, event.is_directory)
+            batcher.add(
+                kind,
+                os.fsdecode(event.src_path),
+                os.fsdecode(dest) if dest else None,
+                event.is_directory,
+            )
 
     observer = Observer()
     observer.schedule(Handler(), str(root), recursive=True)
@@ -114,22 +130,30 @@ class WorkspaceWatcher:
     """Starts the child and hands each batch of changes to `on_changes`."""
 
     def __init__(
-        self, root: Path, *, ignore: list[Path],
+        self,
+        root: Path,
+        *,
+        ignore: list[Path],
         on_changes: Callable[[list[dict[str, Any]]], None],
         start_background_task: Callable[..., Any],
     ) -> None:
         self.root, self.ignore, self.on_changes = root, ignore, on_changes
         self._start_task = start_background_task
-        self._process: subprocess.Popen[str] | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._stopping = False
         self.ready = threading.Event()
 
     def start(self) -> None:
+        """Start the child process and the background task that reads it."""
         argv = [sys.executable, "-m", "modules.file_watcher", str(self.root)]
         for path in self.ignore:
             argv += ["--ignore", str(path)]
         repo = Path(__file__).resolve().parent.parent
         self._process = subprocess.Popen(
-            argv, cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            argv,
+            cwd=repo,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
         )
         self._start_task(self._read)
 
@@ -137,16 +161,42 @@ class WorkspaceWatcher:
         process = self._process
         assert process is not None and process.stdout is not None
         for line in process.stdout:
-            message = json.loads(line)
+            try:
+                message = json.loads(line)
+            except ValueError:
+                log.warning(
+                    "ignored a malformed watcher line",
+                    extra={"fields": {"line": line[:200].decode("utf-8", "replace")}},
+                )
+                continue
             if message.get("ready"):
                 self.ready.set()
             elif message.get("changes"):
-                self.on_changes(message["changes"])
+                self._deliver(message["changes"])
+        if not self._stopping:
+            log.error(
+                "the workspace watcher stopped: live file-tree updates are off",
+                extra={"fields": {"exit_code": process.wait()}},
+            )
+
+    def _deliver(self, changes: list[dict[str, Any]]) -> None:
+        try:
+            self.on_changes(changes)
+        except Exception:
+            log.exception("file-tree update failed")
 
     def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.kill()
-            self._process.wait()
+        """End the child; the reader sees end of file and finishes."""
+        self._stopping = True
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if process.stdin is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
 
 
 def _main() -> None:
