@@ -9,6 +9,7 @@ import json
 import logging
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,7 +67,7 @@ class JsonLinesHandler(logging.Handler):
             entry.update(_context.get() or {})
             entry.update(getattr(record, "fields", {}) or {})
             if record.exc_info:
-                entry["exception"] = self.formatException(record.exc_info)
+                entry["exception"] = "".join(traceback.format_exception(*record.exc_info))
             if self._redact:
                 for key in REDACTED_FIELDS:
                     if isinstance(entry.get(key), str):
@@ -101,7 +102,10 @@ class DebugStreamLog:
             "conversation_id": ctx.get("conversation_id"),
             "message_id": ctx.get("message_id"),
         }
-        entry["raw"] = redact(raw) if self._redact else raw
+        if self._redact:  # a delta is short: even its first characters would be the reply
+            entry["raw"] = {k: v for k, v in redact(raw).items() if k != "head"}
+        else:
+            entry["raw"] = raw
         line = json.dumps(entry, ensure_ascii=False) + "\n"
         with self._lock:
             self._file.write(line)
