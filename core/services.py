@@ -10,9 +10,11 @@ from core.cancel import CancelToken
 from modules.annotations import AnnotationStore
 from modules.memory_manager import MemoryStore
 from modules.paths import Workspace
+from modules.proposals import ProposalStore
 from modules.registry import ToolRegistry
-from modules.sandbox import CommandRunner, LocalRunner
+from modules.sandbox import CommandRunner, build_runner
 from modules.tools import build_registry
+from modules.undo import UndoJournal
 from utils.api_client import ApiClient, StreamItem
 from utils.context_manager import ConversationStore
 from utils.logger import setup_logging
@@ -38,6 +40,12 @@ class AgentServices:
     runner: CommandRunner
     memory: MemoryStore
     annotations: AnnotationStore
+    journal: UndoJournal
+    proposals: ProposalStore
+
+    def close(self) -> None:
+        """Release what outlives a task: the sandbox's containers."""
+        self.runner.close()
 
 
 def build_services(settings: Settings) -> AgentServices:
@@ -47,14 +55,18 @@ def build_services(settings: Settings) -> AgentServices:
     logs = settings.data_dir / "logs"
     stream_log = setup_logging(logs, redact_content=settings.log_redact_content)
     provider = resolve_provider(settings)
+    workspace = Workspace(settings.workspace)
+    journal = UndoJournal(settings.data_dir, workspace)
     return AgentServices(
         settings=settings,
         provider=provider,
         model=ApiClient(provider, settings, on_raw_delta=stream_log),
         tools=build_registry(),
         store=ConversationStore(settings.data_dir),
-        workspace=Workspace(settings.workspace),
-        runner=LocalRunner(settings),
+        workspace=workspace,
+        runner=build_runner(settings),
         memory=MemoryStore(settings.data_dir),
         annotations=AnnotationStore(settings.data_dir),
+        journal=journal,
+        proposals=ProposalStore(settings.data_dir, workspace, journal),
     )

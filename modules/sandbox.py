@@ -1,4 +1,4 @@
-"""Where commands run: the CommandRunner interface and the local process-group runner."""
+"""Where commands run: the CommandRunner interface, the local runner and `build_runner`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import selectors
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from core.cancel import CancelToken, TaskCancelled
+from modules.local_sandbox import Confinement, ResourceLimits, detect_confinement, plain
 from utils.settings import SECRET_ENV_NAMES, Settings
 
 log = logging.getLogger(__name__)
@@ -36,11 +38,16 @@ class CommandResult:
     duration_ms: int
 
 
-class CommandRunner(Protocol):
-    """Runs one command to completion; later sandboxes (docker, bubblewrap) implement this."""
+class SandboxUnavailable(OSError):
+    """The configured sandbox cannot run here."""
 
-    kind: str
-    isolation: list[str]
+
+class CommandRunner(Protocol):
+    """Runs one command to completion: locally, under bubblewrap, or in a Docker container."""
+
+    kind: str  # "local", "bubblewrap" or "docker" (PROTOCOL §4 get_status)
+    isolation: list[str]  # plain statements of what is and is not protected
+    python: str  # the interpreter run_python starts inside this sandbox
 
     def run(
         self,
@@ -52,6 +59,9 @@ class CommandRunner(Protocol):
         on_output: Callable[[str], None],
         stdin: str | None = None,
     ) -> CommandResult: ...
+
+    def close(self) -> None:
+        """Release what the runner holds (containers); it may not be used afterwards."""
 
 
 class OutputBuffer:
@@ -193,12 +203,23 @@ class _Run:
 
 
 class LocalRunner:
-    """Runs commands as local subprocesses, each in its own session and process group."""
+    """Runs commands as local subprocesses, each in its own session and process group,
+    under resource limits and, when given one, a confinement (bubblewrap or unshare)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, confinement: Confinement | None = None) -> None:
         self.settings = settings
-        self.kind = "local"
-        self.isolation = ["process group", "scrubbed environment"]
+        self.confinement = confinement or plain()
+        self.limits = ResourceLimits(settings.local_sandbox)
+        self.kind = self.confinement.kind
+        self.isolation = [
+            *self.confinement.isolation,
+            self.limits.describe(),
+            "environment: API keys and tokens removed",
+        ]
+        self.python = sys.executable
+
+    def close(self) -> None:
+        """Nothing to release: every command's processes are gone when it returns."""
 
     def run(
         self,
@@ -213,41 +234,41 @@ class LocalRunner:
         """Run `argv` to completion, timeout or cancellation; output streamed and capped."""
         cancel.raise_if_cancelled()
         started = time.monotonic()
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=scrubbed_env(self.settings),
-            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        run = _Run(proc, self.settings.output_limit_chars, on_output)
-        unregister = cancel.on_cancel(lambda: _signal_group(run.pgid, signal.SIGKILL))
-        try:
-            if stdin is not None:
-                _feed_stdin(proc, stdin)
-            timed_out = self._wait(run, started + timeout)
-        finally:
-            unregister()
-            run.close()
+        with self.limits.applied() as preexec:
+            proc = self._spawn(argv, cwd, stdin is not None, preexec)
+            run = _Run(proc, self.settings.output_limit_chars, on_output)
+            unregister = cancel.on_cancel(lambda: _signal_group(run.pgid, signal.SIGKILL))
+            try:
+                if stdin is not None:
+                    _feed_stdin(proc, stdin)
+                timed_out = self._wait(run, started + timeout)
+            finally:
+                unregister()
+                run.close()
         duration_ms = int((time.monotonic() - started) * 1000)
-        log.info(
-            "command finished",
-            extra={
-                "fields": {
-                    "argv0": argv[0],
-                    "exit_code": proc.returncode,
-                    "timed_out": timed_out,
-                    "duration_ms": duration_ms,
-                }
-            },
-        )
+        fields = {"argv0": argv[0], "sandbox": self.kind, "exit_code": proc.returncode,
+                  "timed_out": timed_out, "duration_ms": duration_ms}  # fmt: skip
+        log.info("command finished", extra={"fields": fields})
         if cancel.cancelled:
             raise TaskCancelled()
         exit_code = None if timed_out else proc.returncode
         buffer = run.buffer
         return CommandResult(exit_code, buffer.text(), timed_out, buffer.omitted, duration_ms)
+
+    def _spawn(
+        self, argv: list[str], cwd: Path, with_stdin: bool, preexec: Callable[[], None]
+    ) -> subprocess.Popen[bytes]:
+        """Start the confined command as the leader of a new session and process group."""
+        return subprocess.Popen(
+            self.confinement.wrap(argv, self.settings.workspace, cwd),
+            cwd=cwd,
+            env=scrubbed_env(self.settings),
+            stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=preexec,  # resource limits; it makes only system calls
+        )
 
     def _wait(self, run: _Run, deadline: float) -> bool:
         """Pump output until the command ends; True when it had to be stopped for time."""
@@ -273,3 +294,21 @@ def _feed_stdin(proc: subprocess.Popen[bytes], text: str) -> None:
             proc.stdin.close()
 
     threading.Thread(target=write, name="command-stdin", daemon=True).start()
+
+
+def build_runner(settings: Settings) -> CommandRunner:
+    """The runner AGENT_SANDBOX asks for: `docker`, `local`, or `auto` (Docker when an engine
+    answers and the image is present, else local). Local uses bubblewrap when it works."""
+    if settings.sandbox in ("auto", "docker"):
+        from modules.docker_sandbox import docker_runner
+
+        runner = docker_runner(settings, required=settings.sandbox == "docker")
+        if runner is not None:
+            return runner
+    confinement = detect_confinement(settings.local_sandbox, settings.workspace)
+    runner = LocalRunner(settings, confinement)
+    log.info(
+        "sandbox chosen",
+        extra={"fields": {"kind": runner.kind, "isolation": runner.isolation}},
+    )
+    return runner

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -92,6 +91,17 @@ def _report(result: CommandResult, timeout: float) -> str:
     return f"{status}.\nOutput:\n{output}"
 
 
+def _journaled(ctx: ToolContext, argv: list[str], timeout: float | None, stdin: str | None) -> str:
+    """Run a command between two workspace scans, so the task can undo what it changed."""
+    if ctx.journal is None:
+        return _execute(ctx, argv, timeout, stdin)
+    snapshot = ctx.journal.snapshot()
+    try:
+        return _execute(ctx, argv, timeout, stdin)
+    finally:
+        ctx.journal.record_changes_since(snapshot)
+
+
 def run_command(ctx: ToolContext, args: RunCommandArgs) -> str:
     """Run a shell command in the workspace folder and return its combined stdout and stderr.
 
@@ -99,13 +109,13 @@ def run_command(ctx: ToolContext, args: RunCommandArgs) -> str:
     code or a timeout makes the call fail, with the output included. Stdin is empty, so
     interactive programs will not wait for input.
     """
-    return _execute(ctx, ["bash", "-c", args.command], args.timeout, None)
+    return _journaled(ctx, ["bash", "-c", args.command], args.timeout, None)
 
 
 def run_python(ctx: ToolContext, args: RunPythonArgs) -> str:
-    """Run Python code with the agent's interpreter in the workspace folder.
+    """Run Python code in the workspace folder with the sandbox's Python 3 interpreter.
 
     Returns combined stdout and stderr; print what you want to see. A non-zero exit code
     (for example an uncaught exception) or a timeout makes the call fail, with the output.
     """
-    return _execute(ctx, [sys.executable, "-"], args.timeout, args.code)
+    return _journaled(ctx, [ctx.runner.python, "-"], args.timeout, args.code)

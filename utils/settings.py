@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, BaseModel, Field, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -22,6 +23,60 @@ SandboxKind = Literal["auto", "local", "docker"]
 def _env(name: str) -> AliasChoices:
     """Accept both the environment variable name and the plain field name (config.yaml)."""
     return AliasChoices(name, name.removeprefix("AGENT_").lower())
+
+
+def _overlay_env(prefix: str, model: type[BaseModel], data: Any) -> Any:
+    """Let PREFIX<FIELD> environment variables win over config.yaml for a nested section."""
+    if not isinstance(data, dict):
+        return data
+    found = {
+        name: os.environ[prefix + name.upper()]
+        for name in model.model_fields
+        if prefix + name.upper() in os.environ
+    }
+    return {**data, **found}
+
+
+class DockerSettings(BaseModel):
+    """The Docker sandbox (config.yaml `docker:`, or AGENT_DOCKER_<FIELD> in the environment)."""
+
+    image: str = "python:3.11-slim"
+    pool_size: int = Field(3, ge=0, le=32, description="warm containers kept ready")
+    max_uses: int = Field(100, ge=1, description="commands a container runs before it is retired")
+    memory: str = Field("512m", description="memory limit, Docker syntax (512m, 2g)")
+    cpus: float = Field(1.0, gt=0)
+    pids_limit: int = Field(256, ge=16)
+    network: bool = Field(False, description="give containers a network")
+    user: str | None = Field(
+        None,
+        description="uid:gid commands run as; default: the agent's own uid:gid, or when the agent "
+        "runs as root the workspace owner's, or 1000:1000 when root owns the workspace",
+    )
+    python: str = Field("python", description="the image's Python, for run_python")
+    tmp_size: str = Field("256m", description="size of the private tmpfs /tmp")
+    file_size_mb: int = Field(1024, ge=1, description="largest file a command may write")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _environment_wins(cls, data: Any) -> Any:
+        return _overlay_env("AGENT_DOCKER_", cls, data)
+
+
+class LocalSandboxSettings(BaseModel):
+    """Limits and confinement of local commands (config.yaml `local_sandbox:`, or
+    AGENT_LOCAL_SANDBOX_<FIELD> in the environment)."""
+
+    bubblewrap: bool = Field(True, description="confine commands with bwrap when it is installed")
+    network: bool = Field(False, description="leave the network reachable from commands")
+    cpu_seconds: int = Field(600, ge=1, description="CPU time per process")
+    memory_mb: int = Field(2048, ge=64, description="address space per process")
+    file_size_mb: int = Field(1024, ge=1, description="largest file a command may write")
+    processes: int = Field(512, ge=16, description="processes and threads a command may add")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _environment_wins(cls, data: Any) -> Any:
+        return _overlay_env("AGENT_LOCAL_SANDBOX_", cls, data)
 
 
 class Settings(BaseSettings):
@@ -53,6 +108,12 @@ class Settings(BaseSettings):
     mode: Mode = Field("fast", validation_alias=_env("AGENT_MODE"))
     approval: Approval = Field("auto", validation_alias=_env("AGENT_APPROVAL"))
     sandbox: SandboxKind = Field("auto", validation_alias=_env("AGENT_SANDBOX"))
+    docker: DockerSettings = Field(
+        default_factory=DockerSettings, validation_alias=_env("AGENT_DOCKER")
+    )
+    local_sandbox: LocalSandboxSettings = Field(
+        default_factory=LocalSandboxSettings, validation_alias=_env("AGENT_LOCAL_SANDBOX")
+    )
 
     web_token: str | None = Field(None, validation_alias=_env("AGENT_WEB_TOKEN"))
     allowed_origins: list[str] = Field(

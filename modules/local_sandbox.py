@@ -1,0 +1,248 @@
+"""Local confinement: resource limits for every command, plus bubblewrap or unshare when usable."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from utils.settings import LocalSandboxSettings
+
+log = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_SECONDS = 5.0
+CGROUP_EMPTY_WAIT_SECONDS = 1.0
+MB = 1024 * 1024
+
+NOT_ISOLATED = "not isolated: commands can read and write anything your user can"
+KILL_NOTE = "processes: run in their own process group, all killed at timeout or cancel"
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """How a local command is wrapped: the kind reported, what it protects, the argv prefix."""
+
+    kind: str
+    isolation: tuple[str, ...]
+    tool: str | None = None  # path to bwrap or unshare
+    cut_network: bool = False
+
+    def wrap(self, argv: list[str], workspace: Path, cwd: Path) -> list[str]:
+        """The argv that runs `argv` inside this confinement."""
+        if self.tool is None:
+            return argv
+        if self.kind == "bubblewrap":
+            return [*bwrap_args(self.tool, workspace, cwd, self.cut_network), "--", *argv]
+        return [self.tool, "--user", "--map-root-user", "--net", "--", *argv]
+
+
+def bwrap_args(bwrap: str, workspace: Path, cwd: Path, cut_network: bool) -> list[str]:
+    """bwrap options: read-only root, writable workspace, private /tmp, own namespaces."""
+    args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    args += ["--unshare-cgroup-try", "--die-with-parent", "--new-session"]
+    if cut_network:
+        args.append("--unshare-net")
+    args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    args += ["--bind", str(workspace), str(workspace), "--chdir", str(cwd)]
+    return args
+
+
+def plain() -> Confinement:
+    """No confinement beyond the process group and the resource limits."""
+    return Confinement("local", ("network: open", NOT_ISOLATED, KILL_NOTE))
+
+
+def detect_confinement(options: LocalSandboxSettings, workspace: Path) -> Confinement:
+    """The strongest confinement that works here: bubblewrap, then unshare, then none."""
+    cut = not options.network
+    bwrap = shutil.which("bwrap") if options.bubblewrap else None
+    if bwrap and _works([*bwrap_args(bwrap, workspace, workspace, cut), "--", "true"]):
+        network = "network: cut (own empty network namespace)" if cut else "network: open"
+        return Confinement(
+            "bubblewrap",
+            (
+                network,
+                "filesystem: only the workspace and a private /tmp are writable; the rest of "
+                "the system is read-only, and anything your user can read stays readable",
+                "processes: own PID namespace, all killed at timeout or cancel",
+            ),
+            bwrap,
+            cut,
+        )
+    if bwrap:
+        log.warning("bubblewrap is installed but cannot create its sandbox here")
+    unshare = shutil.which("unshare") if cut else None
+    if unshare and _works([unshare, "--user", "--map-root-user", "--net", "--", "true"]):
+        network = "network: cut (own empty network namespace, via unshare)"
+        return Confinement("local", (network, NOT_ISOLATED, KILL_NOTE), unshare, True)
+    return plain()
+
+
+def _works(argv: list[str]) -> bool:
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT_SECONDS)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    if done.returncode:
+        reason = done.stderr[-300:].decode(errors="replace")
+        log.info("sandbox probe failed", extra={"fields": {"argv0": argv[0], "stderr": reason}})
+    return done.returncode == 0
+
+
+class ResourceLimits:
+    """setrlimit in the child, plus a pids cgroup for root (whom RLIMIT_NPROC does not bind)."""
+
+    def __init__(self, options: LocalSandboxSettings) -> None:
+        self.options = options
+        self.cgroup_root = find_pids_cgroup() if os.geteuid() == 0 else None
+
+    def describe(self) -> str:
+        """One line for the isolation list."""
+        o = self.options
+        if os.geteuid() != 0 or self.cgroup_root is not None:
+            processes = f"at most {o.processes} more processes"
+        else:
+            processes = "processes not limited (running as root without a writable pids cgroup)"
+        return (
+            f"limits: {o.cpu_seconds} s CPU and {o.memory_mb} MB of address space per process, "
+            f"files up to {o.file_size_mb} MB, {processes}"
+        )
+
+    @contextlib.contextmanager
+    def applied(self) -> Iterator[Callable[[], None]]:
+        """A preexec function for one command; the command's cgroup is removed afterwards."""
+        group = PidsCgroup.create(self.cgroup_root, self.options.processes)
+        limits = self._rlimits()
+        procs_file = None if group is None else str(group.path / "cgroup.procs")
+
+        def preexec() -> None:
+            # Runs in the forked child: only system calls, no locks, no logging.
+            if procs_file is not None:
+                fd = os.open(procs_file, os.O_WRONLY)
+                os.write(fd, str(os.getpid()).encode())
+                os.close(fd)
+            for which, value in limits:
+                resource.setrlimit(which, value)
+
+        try:
+            yield preexec
+        finally:
+            if group is not None:
+                group.remove()
+
+    def _rlimits(self) -> list[tuple[int, tuple[int, int]]]:
+        o = self.options
+        wanted = [
+            (resource.RLIMIT_CPU, o.cpu_seconds, o.cpu_seconds + 5),
+            (resource.RLIMIT_AS, o.memory_mb * MB, o.memory_mb * MB),
+            (resource.RLIMIT_FSIZE, o.file_size_mb * MB, o.file_size_mb * MB),
+        ]
+        tasks = user_tasks(os.getuid()) if os.geteuid() != 0 else None
+        if tasks is not None:
+            # RLIMIT_NPROC counts every task of the user, so the cap is relative to now.
+            cap = tasks + o.processes
+            wanted.append((resource.RLIMIT_NPROC, cap, cap))
+        limits = []
+        for which, soft, hard in wanted:
+            _, current_hard = resource.getrlimit(which)
+            if current_hard != resource.RLIM_INFINITY:
+                soft, hard = min(soft, current_hard), min(hard, current_hard)
+            limits.append((which, (soft, hard)))
+        return limits
+
+
+def user_tasks(uid: int) -> int | None:
+    """Processes and threads that `uid` runs right now (Linux /proc), else None."""
+    try:
+        entries = list(os.scandir("/proc"))
+    except OSError:
+        return None
+    total = 0
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if entry.stat().st_uid == uid:
+                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+                total += int(fields[17])  # num_threads, the 20th field of /proc/PID/stat
+    return total
+
+
+def find_pids_cgroup() -> Path | None:
+    """A writable cgroup directory with the pids controller (v1 hierarchy or v2 root)."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fstype, _, options = [*right.split(), "", "", ""][:3]
+        mountpoint = Path(left.split()[4])
+        v1 = fstype == "cgroup" and "pids" in options.split(",")
+        v2 = fstype == "cgroup2" and _v2_delegates_pids(mountpoint)
+        if (v1 or v2) and os.access(mountpoint, os.W_OK):
+            return mountpoint
+    return None
+
+
+def _v2_delegates_pids(mountpoint: Path) -> bool:
+    try:
+        return "pids" in (mountpoint / "cgroup.subtree_control").read_text().split()
+    except OSError:
+        return False
+
+
+class PidsCgroup:
+    """One command's pids cgroup: caps its processes, kills stragglers, then goes away."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def create(cls, root: Path | None, limit: int) -> PidsCgroup | None:
+        """A fresh cgroup under `root` limited to `limit` tasks, or None when impossible."""
+        if root is None:
+            return None
+        path = root / f"workspace-agent-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            path.mkdir()
+            (path / "pids.max").write_text(str(limit))
+        except OSError as exc:
+            log.warning("could not create a pids cgroup", extra={"fields": {"error": str(exc)}})
+            with contextlib.suppress(OSError):
+                path.rmdir()
+            return None
+        return cls(path)
+
+    def members(self) -> list[int]:
+        """Pids still in the cgroup."""
+        with contextlib.suppress(OSError, ValueError):
+            return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+        return []
+
+    def remove(self) -> None:
+        """Kill whatever is left in the cgroup and delete it."""
+        deadline = time.monotonic() + CGROUP_EMPTY_WAIT_SECONDS
+        while members := self.members():
+            for pid in members:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        try:
+            self.path.rmdir()
+        except OSError as exc:
+            log.warning(
+                "could not remove a pids cgroup",
+                extra={"fields": {"path": str(self.path), "error": str(exc)}},
+            )

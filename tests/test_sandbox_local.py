@@ -1,0 +1,275 @@
+"""The local sandbox: bubblewrap confinement when it works, and resource limits always."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.cancel import CancelToken, TaskCancelled
+from modules.local_sandbox import find_pids_cgroup
+from modules.sandbox import CommandResult, CommandRunner, LocalRunner, build_runner
+from tests.test_paths import call, make_ctx
+from utils.settings import Settings
+
+FORK_200 = """
+import os, time
+n = 0
+try:
+    for _ in range(200):
+        if os.fork() == 0:
+            time.sleep(3)
+            os._exit(0)
+        n += 1
+except OSError as exc:
+    print("stopped after", n, exc)
+"""
+# As root, drops to `nobody` and runs FORK_200 plain and confined (RLIMIT_NPROC's own case).
+AS_NOBODY = """
+import os, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from core.cancel import CancelToken
+from modules.sandbox import LocalRunner, build_runner
+from utils.settings import Settings
+from tests.test_sandbox_local import FORK_200
+ws = Path(sys.argv[2])
+os.setgroups([]); os.setgid(65534); os.setuid(65534)
+options = {"processes": 40}
+settings = Settings(workspace=ws, data_dir=ws / "data", sandbox="local", local_sandbox=options)
+for runner in (LocalRunner(settings), build_runner(settings)):
+    result = runner.run([sys.argv[3], "-"], cwd=ws, timeout=20, cancel=CancelToken(),
+                        on_output=lambda _: None, stdin=FORK_200)
+    print(runner.kind, result.output.strip())
+"""
+CONNECT = """
+import socket, sys
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2).close()
+    print("connected")
+except OSError as exc:
+    print("refused:", exc)
+"""
+
+
+def local_settings(tmp_path: Path, **local: Any) -> Settings:
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    return Settings(workspace=ws, data_dir=tmp_path / "data", sandbox="local", local_sandbox=local)
+
+
+def run(
+    runner: CommandRunner, command: str, *, timeout: float = 20, cancel: CancelToken | None = None
+) -> CommandResult:
+    """Run a bash command in the runner's workspace, collecting nothing on the side."""
+    return runner.run(
+        ["bash", "-c", command],
+        cwd=runner.settings.workspace,  # type: ignore[attr-defined]
+        timeout=timeout,
+        cancel=cancel or CancelToken(),
+        on_output=lambda _: None,
+    )
+
+
+def bubblewrap(tmp_path: Path, **local: Any) -> CommandRunner:
+    runner = build_runner(local_settings(tmp_path, **local))
+    if runner.kind != "bubblewrap":
+        pytest.skip("bubblewrap is not installed or cannot create a sandbox here")
+    return runner
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    """A TCP port on 127.0.0.1 that accepts connections."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                server.accept()[0].close()
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield port
+    stop.set()
+    thread.join()
+    server.close()
+
+
+def connect(runner: CommandRunner, port: int) -> str:
+    result = runner.run(
+        [runner.python, "-", str(port)],
+        cwd=runner.settings.workspace,  # type: ignore[attr-defined]
+        timeout=20,
+        cancel=CancelToken(),
+        on_output=lambda _: None,
+        stdin=CONNECT,
+    )
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_plain_runner_says_it_is_not_isolated(tmp_path: Path) -> None:
+    runner = LocalRunner(local_settings(tmp_path))
+    assert runner.kind == "local"
+    assert any(line.startswith("not isolated") for line in runner.isolation)
+    assert any(line.startswith("limits: 600 s CPU") for line in runner.isolation)
+
+
+def test_bubblewrap_is_chosen_and_described(tmp_path: Path) -> None:
+    runner = bubblewrap(tmp_path)
+    assert "network: cut (own empty network namespace)" in runner.isolation
+    assert any(line.startswith("filesystem: only the workspace") for line in runner.isolation)
+    assert not any(line.startswith("not isolated") for line in runner.isolation)
+
+
+def test_bubblewrap_cuts_the_network(tmp_path: Path, listener: int) -> None:
+    assert "connected" in connect(LocalRunner(local_settings(tmp_path)), listener)
+    assert "refused" in connect(bubblewrap(tmp_path), listener)
+
+
+def test_network_setting_leaves_it_open(tmp_path: Path, listener: int) -> None:
+    runner = bubblewrap(tmp_path, network=True)
+    assert "network: open" in runner.isolation
+    assert "connected" in connect(runner, listener)
+
+
+def test_unshare_fallback_cuts_the_network(tmp_path: Path, listener: int) -> None:
+    runner = build_runner(local_settings(tmp_path, bubblewrap=False))
+    assert runner.kind == "local"
+    if "network: open" in runner.isolation:
+        pytest.skip("unshare cannot create a network namespace here")
+    assert "refused" in connect(runner, listener)
+
+
+def test_bubblewrap_only_the_workspace_is_writable(tmp_path: Path) -> None:
+    runner = bubblewrap(tmp_path)
+    sentinel = tmp_path / "sentinel"
+    sentinel.mkdir()
+    (sentinel / "keep.txt").write_text("original")
+    home_file = Path.home() / f".sandbox-probe-{os.getpid()}"
+    host_tmp_file = Path("/tmp") / f"sandbox-probe-{os.getpid()}"
+    script = (
+        f"echo changed > {sentinel}/keep.txt; touch {sentinel}/new.txt; touch {home_file}; "
+        f"touch {host_tmp_file} && echo private-tmp-ok; echo inside > inside.txt && echo ws-ok"
+    )
+    try:
+        result = run(runner, script)
+        assert "ws-ok" in result.output and "private-tmp-ok" in result.output
+        assert (runner.settings.workspace / "inside.txt").read_text() == "inside\n"  # type: ignore[attr-defined]
+        assert (sentinel / "keep.txt").read_text() == "original"
+        assert sorted(p.name for p in sentinel.iterdir()) == ["keep.txt"]
+        assert not home_file.exists() and not host_tmp_file.exists()
+        assert "Read-only file system" in result.output
+    finally:
+        home_file.unlink(missing_ok=True)
+        host_tmp_file.unlink(missing_ok=True)
+
+
+def test_bubblewrap_runs_python_tool(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    ctx.runner = bubblewrap(tmp_path)
+    result = call(ctx, "run_python", code="import sys, os\nprint(sys.prefix, os.getcwd())")
+    assert result.ok, result.output
+    assert str(ctx.workspace.root) in result.output
+
+
+def test_bubblewrap_timeout_kills_background_work(tmp_path: Path) -> None:
+    runner = bubblewrap(tmp_path)
+    started = time.monotonic()
+    result = run(runner, "(sleep 1; touch late.txt) & sleep 60", timeout=0.5)
+    assert result.timed_out and time.monotonic() - started < 3
+    time.sleep(1.5)
+    assert not (runner.settings.workspace / "late.txt").exists()  # type: ignore[attr-defined]
+
+
+def test_bubblewrap_cancel_is_quick(tmp_path: Path) -> None:
+    runner = bubblewrap(tmp_path)
+    cancel = CancelToken()
+    threading.Timer(0.3, cancel.cancel).start()
+    started = time.monotonic()
+    with pytest.raises(TaskCancelled):
+        run(runner, "sleep 60", cancel=cancel)
+    assert time.monotonic() - started < 1.3
+
+
+@pytest.fixture(params=["plain", "bubblewrap"])
+def limited(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A factory of runners with the given local limits, plain and under bubblewrap."""
+
+    def make(**local: Any) -> CommandRunner:
+        if request.param == "plain":
+            return LocalRunner(local_settings(tmp_path, **local))
+        return bubblewrap(tmp_path, **local)
+
+    return make
+
+
+def test_allocating_4_gb_fails_cleanly(limited: Any) -> None:
+    runner = limited()
+    result = run(runner, f"{runner.python} -c 'b = bytearray(4 * 1024**3); print(len(b))'")
+    assert result.exit_code == 1 and "MemoryError" in result.output, result.output
+
+
+def test_file_over_the_size_limit_fails(limited: Any) -> None:
+    runner = limited(file_size_mb=1)
+    result = run(runner, "head -c 3M /dev/zero > big.bin")
+    assert result.exit_code != 0 and "File size limit exceeded" in result.output
+    big = runner.settings.workspace / "big.bin"  # type: ignore[attr-defined]
+    assert big.stat().st_size == 1024 * 1024
+
+
+def test_process_limit_stops_forking(limited: Any) -> None:
+    runner = limited(processes=40)
+    result = runner.run(
+        [runner.python, "-"],
+        cwd=runner.settings.workspace,  # type: ignore[attr-defined]
+        timeout=20,
+        cancel=CancelToken(),
+        on_output=lambda _: None,
+        stdin=FORK_200,
+    )
+    assert "stopped after" in result.output, result.output
+    assert int(result.output.split("stopped after")[1].split()[0]) <= 40
+    root = find_pids_cgroup() if os.geteuid() == 0 else None
+    if root is not None:
+        assert not list(root.glob(f"workspace-agent-{os.getpid()}-*"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the test above already runs unprivileged")
+def test_process_limit_for_an_unprivileged_user() -> None:
+    system_python = shutil.which("python3", path="/usr/bin:/bin")
+    if system_python is None:
+        pytest.skip("no system python3 that `nobody` may run")
+    repo = Path(__file__).resolve().parent.parent
+    ws = Path(tempfile.mkdtemp(prefix="sandbox-nobody-"))
+    try:
+        os.chown(ws, 65534, 65534)
+        ws.chmod(0o755)
+        done = subprocess.run(
+            [sys.executable, "-c", AS_NOBODY, str(repo), str(ws), system_python],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2, done.stdout + done.stderr
+    for line in lines:
+        assert "stopped after" in line, line
+        assert int(line.split("stopped after")[1].split()[0]) <= 40
