@@ -6,12 +6,16 @@ import threading
 from typing import Any
 
 from core.cancel import CancelToken
+from modules.file_manager import EDIT_LIMIT_BYTES, read_text
 from modules.paths import Workspace
+from modules.proposals import unified_diff
 from modules.registry import ToolError
 from utils.settings import Approval
+from utils.text import cap_text
 
 ASKING_TOOLS = frozenset({"run_command", "run_python", "delete_file", "rename_file"})
 OVERWRITING_TOOLS = frozenset({"create_file", "modify_file"})
+PREVIEW_LIMIT_CHARS = 20_000
 
 
 class ApprovalGate:
@@ -77,9 +81,44 @@ def _overwrites(tool: str, arguments: dict[str, Any], workspace: Workspace) -> b
         return False
 
 
-def preview(arguments: dict[str, Any]) -> str:
-    """What the user is shown before approving: the command or code, else the arguments."""
+def preview(tool: str, arguments: dict[str, Any], workspace: Workspace) -> str:
+    """What the user is shown before approving: the command or code, a diff, else the arguments."""
     command = arguments.get("command") or arguments.get("code")
     if command:
         return str(command)
+    diff = _write_diff(tool, arguments, workspace)
+    if diff is not None:
+        return cap_text(diff, PREVIEW_LIMIT_CHARS)
     return "\n".join(f"{key}: {value}" for key, value in arguments.items())
+
+
+def _write_diff(tool: str, arguments: dict[str, Any], workspace: Workspace) -> str | None:
+    """The unified diff a create_file or modify_file call would make; None when unknown."""
+    if tool not in OVERWRITING_TOOLS:
+        return None
+    try:
+        target = workspace.resolve(arguments["path"])
+        rel = workspace.relative(target)
+        old = read_text(target, rel, EDIT_LIMIT_BYTES, strict=True) if target.exists() else None
+    except (ToolError, KeyError, OSError):
+        return None
+    new = _written_text(tool, arguments, old)
+    if new is None:
+        return None
+    return unified_diff(old, new, rel) or f"(no change to {rel})"
+
+
+def _written_text(tool: str, arguments: dict[str, Any], old: str | None) -> str | None:
+    if tool == "create_file":
+        return str(arguments.get("content") or "")
+    if old is None:
+        return None
+    operation = arguments.get("operation")
+    if operation == "clear":
+        return ""
+    if operation == "append":
+        return old + str(arguments.get("content") or "")
+    old_text, new_text = arguments.get("old_text"), arguments.get("new_text")
+    if operation != "replace" or not old_text or new_text is None or old.count(old_text) != 1:
+        return None
+    return old.replace(old_text, new_text, 1)

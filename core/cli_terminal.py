@@ -24,6 +24,7 @@ HELP = """\
 /focus PATH             keep a file's current content in every model call (at most 3)
 /unfocus PATH           stop doing so
 /memory                 show the main and this conversation's memory
+/undo [MESSAGE_ID]      put back the files the last task (or that message's task) changed
 /help                   this list
 /quit                   leave (Ctrl-D too); Ctrl-C stops a running task"""
 
@@ -217,8 +218,17 @@ def _memory(t: CliTerminal, _: str) -> str:
     return f"main memory:\n{main}\n\nthis conversation's memory:\n{task or '(empty)'}"
 
 
+def _undo(t: CliTerminal, arg: str) -> str:
+    result = t.undo(arg or None)
+    lines = [result.message]
+    lines += [f"  restored {path}" for path in result.restored]
+    lines += [f"  skipped  {reason}" for reason in result.skipped]
+    return "\n".join(lines)
+
+
 COMMANDS = {
     "status": _status, "mode": _mode, "approval": _approval, "new": _new,
     "history": _history, "focus": _focus, "unfocus": _unfocus, "memory": _memory,
+    "undo": _undo,
     "help": lambda t, a: HELP,
 }

@@ -28,6 +28,7 @@ from modules.context import ToolContext
 from modules.file_tree import describe_tree
 from modules.focus import FocusFiles
 from modules.registry import ToolError, ToolResult
+from modules.undo import TaskJournal, UndoResult
 from utils.api_client import (
     ApiError,
     Completion,
@@ -38,6 +39,7 @@ from utils.api_client import (
     StreamItem,
 )
 from utils.context_manager import ContextBuilder, Conversation
+from utils.conversation_store import LEAF
 from utils.logger import log_context
 from utils.prompts import render_system_prompt
 from utils.settings import Approval, Mode
@@ -98,6 +100,7 @@ class MainTerminal:
         self._running = False
         self._cancel = CancelToken()
         self._repeat: tuple[str, int] = ("", 0)
+        self._journal: TaskJournal | None = None
         if conversation_id is not None:
             self.open_conversation(conversation_id)
 
@@ -152,22 +155,32 @@ class MainTerminal:
         """Answer a call waiting for approval; False when no such call waits."""
         return self.gate.answer(call_id, approved, always=always)
 
-    def handle_task(self, text: str, *, parent_id: str | None = None) -> DoneReason:
+    def undo(self, message_id: str | None = None) -> UndoResult:
+        """Put back what a task changed in the workspace (default: the last); raises TaskBusy."""
+        with self._task_lock:
+            if self._running:
+                raise TaskBusy("a task is running in this conversation; undo when it ends")
+            return self.services.journal.undo(self.conversation_id or "", message_id)
+
+    def handle_task(self, text: str, *, parent_id: str | None = LEAF) -> DoneReason:
         """Record the user's message and run the task to its end."""
         return self.run_task(self.begin_task(text, parent_id=parent_id))
 
-    def begin_task(self, text: str, *, parent_id: str | None = None) -> dict[str, Any]:
-        """Claim the conversation and record the user message; raises TaskBusy."""
+    def begin_task(self, text: str, *, parent_id: str | None = LEAF) -> dict[str, Any]:
+        """Record the user message under `parent_id` (None: a new root; default: the leaf).
+
+        Claims the conversation for the task; raises TaskBusy, or KeyError for an unknown parent.
+        """
         with self._task_lock:
             if self._running:
                 raise TaskBusy("a task is already running in this conversation")
             if self._conversation is None:
                 self._conversation = self.services.store.create()
             conversation = self._conversation
-            parent = parent_id if parent_id is not None else conversation.leaf_id
-            if parent is not None and parent not in conversation.index:
-                raise KeyError(f"no message {parent!r} in this conversation")
-            record = conversation.append("user", text, parent_id=parent)
+            if parent_id not in (LEAF, None) and parent_id not in conversation.index:
+                raise KeyError(f"no message {parent_id!r} in this conversation")
+            record = conversation.append("user", text, parent_id=parent_id)
+            self._journal = self.services.journal.task(conversation.id, record["id"])
             self._running = True
             self._cancel = CancelToken()
         return record
@@ -319,7 +332,8 @@ class MainTerminal:
             self._report(ToolEvent(call.id, call.name, "end", arguments=call.arguments))
             self._finish_tool(call, ToolResult(False, str(exc)))
             return
-        self._report(ToolEvent(call.id, call.name, "end", arguments=args.model_dump()))
+        sent = args.model_dump(exclude_unset=True)
+        self._report(ToolEvent(call.id, call.name, "end", arguments=sent))
         if self.approval == "read-only" and not tool.read_only:
             message = f"{call.name} is not available: the conversation is in read-only mode."
             self._finish_tool(call, ToolResult(False, message))
@@ -335,7 +349,8 @@ class MainTerminal:
         if not self.gate.needs_approval(self.approval, call.name, arguments, workspace):
             return True
         self.gate.open(call.id, call.name)
-        self._report(ToolEvent(call.id, call.name, "approval", preview=preview(arguments)))
+        shown = preview(call.name, arguments, workspace)
+        self._report(ToolEvent(call.id, call.name, "approval", preview=shown))
         return self.gate.wait(call.id, self._cancel)
 
     def _tool_context(self, call: ToolCall) -> ToolContext:
@@ -348,16 +363,17 @@ class MainTerminal:
             settings=self.settings, workspace=services.workspace, runner=services.runner,
             memory=services.memory, annotations=services.annotations, focus=self.focus,
             conversation_id=self._require_conversation().id, cancel=self._cancel,
-            on_output=on_output,
+            on_output=on_output, journal=self._journal, proposals=services.proposals,
         )
 
     def _finish_tool(self, call: ToolCall, result: ToolResult) -> None:
         output = result.output + self._repeat_warning(call.name)
         self._report(ToolEvent(call.id, call.name, "result", ok=result.ok, output=output,
-                               duration_ms=result.duration_ms))
+                               duration_ms=result.duration_ms, details=result.details or None))
         if result.changes:
             self._report(FileTree(result.changes))
-        self._record_tool(call, ToolResult(result.ok, output, result.duration_ms))
+        self._record_tool(call, ToolResult(result.ok, output, result.duration_ms,
+                                           details=result.details))
 
     def _repeat_warning(self, name: str) -> str:
         last, count = self._repeat
@@ -371,7 +387,7 @@ class MainTerminal:
     def _record_tool(self, call: ToolCall, result: ToolResult) -> None:
         self._require_conversation().append(
             "tool", result.output, tool_call_id=call.id, name=call.name,
-            meta={"ok": result.ok, "duration_ms": result.duration_ms},
+            meta={"ok": result.ok, "duration_ms": result.duration_ms, **result.details},
         )
 
     # --- events -----------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from core.cancel import CancelToken
 from modules.annotations import AnnotationStore
@@ -12,6 +13,10 @@ from modules.memory_manager import MemoryStore
 from modules.paths import Workspace
 from modules.sandbox import CommandRunner
 from utils.settings import Settings
+
+if TYPE_CHECKING:
+    from modules.proposals import ProposalStore
+    from modules.undo import TaskJournal
 
 
 def _ignore_output(_: str) -> None:
@@ -29,3 +34,5 @@ class ToolContext:
     conversation_id: str
     cancel: CancelToken = field(default_factory=CancelToken)
     on_output: Callable[[str], None] = _ignore_output
+    journal: TaskJournal | None = None
+    proposals: ProposalStore | None = None

@@ -38,6 +38,12 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
+def _before_change(ctx: ToolContext, path: Path) -> None:
+    """Let the task's undo journal keep what is at `path` before it changes."""
+    if ctx.journal is not None:
+        ctx.journal.before_change(path)
+
+
 def _new_folders(ctx: ToolContext, folder: Path) -> list[FileChange]:
     """Create `folder` and its missing parents; one `created` change per new folder."""
     missing = []
@@ -46,12 +52,13 @@ def _new_folders(ctx: ToolContext, folder: Path) -> list[FileChange]:
         folder = folder.parent
     changes = []
     for path in reversed(missing):
+        _before_change(ctx, path)
         path.mkdir()
         changes.append(FileChange("created", ctx.workspace.relative(path), is_dir=True))
     return changes
 
 
-def _read_text(path: Path, shown: str, limit: int, *, strict: bool = False) -> str:
+def read_text(path: Path, shown: str, limit: int, *, strict: bool = False) -> str:
     """The whole text of an existing, not too large, not binary file.
 
     With `strict`, text that is not valid UTF-8 is refused rather than patched over, so an
@@ -95,6 +102,7 @@ def create_file(ctx: ToolContext, args: CreateFileArgs) -> ToolOutput:
         raise ToolError(f"{rel} is an existing folder; choose a file path.")
     existed = target.exists()
     changes = _new_folders(ctx, target.parent)
+    _before_change(ctx, target)
     atomic_write(target, args.content)
     if args.annotation is not None:
         ctx.annotations.set(rel, args.annotation)
@@ -137,7 +145,7 @@ def read_file(ctx: ToolContext, args: ReadFileArgs) -> str:
     if end is not None and end < start:
         raise ToolError(f"end_line ({end}) is before start_line ({start}).")
     limit = READ_LIMIT_BYTES if args.start_line is None and end is None else EDIT_LIMIT_BYTES
-    lines = split_lines(_read_text(path, rel, limit))
+    lines = split_lines(read_text(path, rel, limit))
     total = len(lines)
     if start > max(total, 1):
         raise ToolError(f"start_line {start} is past the end of {rel} ({total} lines).")
@@ -179,7 +187,7 @@ def modify_file(ctx: ToolContext, args: ModifyFileArgs) -> ToolOutput:
     """Change an existing file: append text, replace one unique piece of text, or clear it."""
     path = ctx.workspace.resolve(args.path, for_write=True)
     rel = ctx.workspace.relative(path)
-    text = _read_text(path, rel, EDIT_LIMIT_BYTES, strict=True)
+    text = read_text(path, rel, EDIT_LIMIT_BYTES, strict=True)
     if args.operation == "append":
         if args.content is None:
             raise ToolError("append needs 'content': the text to add at the end of the file.")
@@ -188,6 +196,7 @@ def modify_file(ctx: ToolContext, args: ModifyFileArgs) -> ToolOutput:
         new, summary = "", f"Cleared {rel}."
     else:
         new, summary = _replace(text, rel, args.old_text, args.new_text)
+    _before_change(ctx, path)
     atomic_write(path, new)
     return ToolOutput(summary, [FileChange("modified", rel)])
 
@@ -223,6 +232,7 @@ def delete_file(ctx: ToolContext, args: DeleteFileArgs) -> ToolOutput:
     if not os.path.lexists(path):
         raise ToolError(f"No such file or folder: {rel}.")
     is_dir = path.is_dir() and not path.is_symlink()
+    _before_change(ctx, path)
     if is_dir:
         shutil.rmtree(path)
     else:
@@ -252,6 +262,8 @@ def rename_file(ctx: ToolContext, args: RenameFileArgs) -> ToolOutput:
     if is_dir and dest.is_relative_to(source):
         raise ToolError(f"Cannot move folder {old} into itself ({new}).")
     changes = _new_folders(ctx, dest.parent)
+    if ctx.journal is not None:
+        ctx.journal.before_move(source, dest)
     os.rename(source, dest)
     ctx.annotations.move(old, new)
     ctx.focus.move(old, new)

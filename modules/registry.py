@@ -32,6 +32,7 @@ class ToolOutput:
 
     text: str
     changes: list[FileChange] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)  # structured extras for the fronts
 
 
 @dataclass
@@ -40,7 +41,7 @@ class ToolResult:
     output: str
     duration_ms: int = 0
     changes: list[FileChange] = field(default_factory=list)
-    arguments: dict[str, Any] | None = None
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 ToolFunction = Callable[["ToolContext", Any], "str | ToolOutput"]
@@ -136,19 +137,18 @@ class ToolRegistry:
         started = time.monotonic()
         try:
             result = tool.function(ctx, args)
-            ok, text, changes = True, result, []
-            if isinstance(result, ToolOutput):
-                text, changes = result.text, result.changes
+            output = result if isinstance(result, ToolOutput) else ToolOutput(result)
+            ok = True
         except TaskCancelled:
             raise
         except ToolError as exc:
-            ok, text, changes = False, str(exc), []
+            ok, output = False, ToolOutput(str(exc))
         except Exception as exc:
             log.exception("tool %s crashed", tool.name)
-            ok, text, changes = False, f"{tool.name} failed: {type(exc).__name__}: {exc}", []
+            ok, output = False, ToolOutput(f"{tool.name} failed: {type(exc).__name__}: {exc}")
         duration_ms = int((time.monotonic() - started) * 1000)
-        output = cap_text(text, ctx.settings.output_limit_chars)
-        return ToolResult(ok, output, duration_ms, changes, args.model_dump())
+        text = cap_text(output.text, ctx.settings.output_limit_chars)
+        return ToolResult(ok, text, duration_ms, output.changes, output.details)
 
     def dispatch(self, name: str, arguments: str, ctx: ToolContext) -> ToolResult:
         """Parse and run one call given as the model sent it."""

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from modules import file_manager, search_engine, terminal_ops
+from modules import file_manager, proposals, search_engine, terminal_ops
 from modules.context import ToolContext
 from modules.registry import ToolError, ToolRegistry
 
@@ -61,7 +61,7 @@ def update_memory(ctx: ToolContext, args: UpdateMemoryArgs) -> str:
 
 
 def build_registry() -> ToolRegistry:
-    """Every tool of PROTOCOL §6 except propose_edit; reading tools are marked read-only."""
+    """Every tool of PROTOCOL §6; reading tools are marked read-only."""
     registry = ToolRegistry()
     registry.register("create_file", file_manager.create_file)
     registry.register("create_folder", file_manager.create_folder)
@@ -69,6 +69,7 @@ def build_registry() -> ToolRegistry:
     registry.register("modify_file", file_manager.modify_file)
     registry.register("delete_file", file_manager.delete_file)
     registry.register("rename_file", file_manager.rename_file)
+    registry.register("propose_edit", proposals.propose_edit)
     registry.register("list_files", file_manager.list_files, read_only=True)
     registry.register("search_code", search_engine.search_code, read_only=True)
     registry.register("run_python", terminal_ops.run_python)

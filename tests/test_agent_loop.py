@@ -190,6 +190,40 @@ def test_logs_are_structured_and_redacted_on_request(fake, tmp_path):
     call = next(r for r in records if r["message"] == "model call ok")
     assert call["prompt_tokens"] == 321 and call["message_id"]
     assert call["completion_tokens"] == 45 and "latency_ms" in call and call["model"]
-    stream_lines = (logs / "debug_stream.log").read_text().splitlines()
-    assert len(stream_lines) >= 5
+    deadline = time.monotonic() + 2  # the stream log is flushed every 0.2 s
+    while len((logs / "debug_stream.log").read_text().splitlines()) < 5:
+        assert time.monotonic() < deadline, "the raw deltas never reached debug_stream.log"
+        time.sleep(0.05)
     assert "a private reply" not in (logs / "debug_stream.log").read_text()
+
+
+def test_editing_the_first_message_branches_from_the_root(fake, tmp_path):
+    terminal = make_terminal(fake, tmp_path)
+    fake.script(Reply(content="first answer"), Reply(content="second answer"))
+    terminal.handle_task("one")
+    terminal.handle_task("one, reworded", parent_id=None)
+    records = terminal.services.store.get(terminal.conversation_id).records
+    roots = [r for r in records if r["parent_id"] is None]
+    assert [(r["content"], r["version"]) for r in roots] == [("one", 1), ("one, reworded", 2)]
+    sent = fake.chat_requests[1].messages
+    assert [m["role"] for m in sent] == ["system", "user"]
+    assert sent[1]["content"] == "one, reworded"
+
+
+def test_a_proposed_edit_reaches_the_fronts_with_its_id_and_diff(fake, tmp_path):
+    terminal = make_terminal(fake, tmp_path)
+    (tmp_path / "ws" / "app.py").write_text("print('old')\n")
+    fake.script(
+        Reply(tool_calls=[Call("propose_edit", {"path": "app.py",
+                                                "new_content": "print('new')\n"})]),
+        Reply(content="Review it, please."),
+    )
+    terminal.handle_task("improve app.py")
+    result = terminal.wait_for("tool", phase="result", name="propose_edit")
+    proposal = result["details"]["proposal"]
+    assert proposal["path"] == "app.py" and "+print('new')" in proposal["diff"]
+    assert (tmp_path / "ws" / "app.py").read_text() == "print('old')\n"
+    record = terminal.services.store.get(terminal.conversation_id).records[-2]
+    assert record["role"] == "tool" and record["meta"]["proposal"]["id"] == proposal["id"]
+    terminal.services.proposals.apply_proposal(proposal["id"])
+    assert (tmp_path / "ws" / "app.py").read_text() == "print('new')\n"

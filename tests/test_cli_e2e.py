@@ -98,33 +98,39 @@ def test_multi_step_task_then_continue_the_conversation(fake: FakeLLM, dirs: tup
 
 def test_cancel_during_a_long_command_kills_it(fake: FakeLLM, dirs: tuple[Path, Path]):
     workspace, _ = dirs
+    marker = f"{time.time_ns() % 10**6}.5"  # a unique sleep length names our processes
     fake.script(Reply(tool_calls=[Call("run_command", {
-        "command": "echo $$ > pid.txt; sleep 120 & echo $! > child.txt; wait", "timeout": 300})]))
+        "command": f"sleep {marker} & sleep {marker}; wait", "timeout": 300})]))
     process = subprocess.Popen(_argv(dirs, "-p", "run something long"), env=_env(fake),
                                cwd=workspace.parent, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20
-    while not (workspace / "child.txt").exists() or not (workspace / "child.txt").read_text():
+    while len(_processes_running(f"sleep {marker}")) < 2:
         assert time.monotonic() < deadline, "the command never started"
         time.sleep(0.05)
-    pids = [int((workspace / name).read_text()) for name in ("pid.txt", "child.txt")]
     started = time.monotonic()
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=20)
     assert time.monotonic() - started < 5
     assert process.returncode == 130, stderr
     assert "cancelled" in stderr
-    for pid in pids:
-        assert not _alive(pid), f"process {pid} survived the cancel"
+    assert _processes_running(f"sleep {marker}") == []
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/status")
-    return status.exists() and "State:\tZ" not in status.read_text()
+def _processes_running(command_line: str) -> list[int]:
+    """Live (not zombie) processes whose command line is exactly `command_line`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            state = (proc / "status").read_text()
+        except OSError:
+            continue
+        if argv == command_line and "State:\tZ" not in state:
+            found.append(int(proc.name))
+    return found
 
 
 def test_rate_limit_is_retried(fake: FakeLLM, dirs: tuple[Path, Path]):

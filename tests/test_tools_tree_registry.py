@@ -20,6 +20,7 @@ PROTOCOL_TOOLS = {
     "modify_file": {"path", "operation", "content", "old_text", "new_text"},
     "delete_file": {"path"},
     "rename_file": {"old_path", "new_path"},
+    "propose_edit": {"path", "new_content", "start_line", "end_line"},
     "list_files": {"directory", "pattern"},
     "search_code": {"query", "max_results"},
     "run_python": {"code", "timeout"},

@@ -29,7 +29,7 @@ TITLE_LIMIT = 60
 # long (an atomic replace costs ~0.2-1 ms on ext4, far more than appending a record).
 META_SAVE_INTERVAL = 1.0
 _ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_LEAF: Any = object()  # default for append(parent_id=...): hang the record under the current leaf
+LEAF: Any = object()  # parent_id default: hang the record under the current leaf
 
 
 class _NotFound(KeyError):
@@ -164,7 +164,7 @@ class Conversation:
         return record
 
     def append(
-        self, role: str, content: str | None = "", *, parent_id: str | None = _LEAF, **fields: Any
+        self, role: str, content: str | None = "", *, parent_id: str | None = LEAF, **fields: Any
     ) -> dict[str, Any]:
         """Record a message under `parent_id` (default: the leaf); `id=` may fix its id."""
         if role not in ROLES:
@@ -175,7 +175,7 @@ class Conversation:
         if clash:
             raise ValueError(f"append() sets these fields itself: {sorted(clash)}")
         with self._lock:
-            if parent_id is _LEAF:
+            if parent_id is LEAF:
                 parent_id = self._records[-1]["id"] if self._records else None
             depth = 0 if parent_id is None else self.get(parent_id).get("depth", 0) + 1
             record: dict[str, Any] = {

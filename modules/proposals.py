@@ -1,0 +1,278 @@
+"""Proposed edits: a unified diff now, the write only when the user applies it.
+
+Proposals are kept in `DATA_DIR/proposals/ID.json` until applied or discarded, so they
+survive a restart. Applying records undo state in the journal of the task that proposed the
+edit (or, without one, in a journal `proposal-ID` of its own), so undoing that task also
+takes back the edits the user applied from it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from core.events import FileChange
+from modules.blob_store import sha256_file
+from modules.context import ToolContext
+from modules.file_manager import EDIT_LIMIT_BYTES, read_text
+from modules.paths import Workspace, atomic_write
+from modules.registry import ToolError, ToolOutput
+from modules.undo import UndoJournal
+
+MAX_KEPT = 200
+NO_NEWLINE = "\\ No newline at end of file\n"
+
+
+class ProposalError(ToolError):
+    """A proposal that cannot be made, found or applied; `code` says which."""
+
+    def __init__(self, message: str, code: str = "invalid") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Proposal:
+    id: str
+    conversation_id: str
+    task_id: str | None
+    path: str
+    new_content: str
+    base_sha256: str | None
+    diff: str
+    created_at: float
+
+
+def split_keep_ends(text: str) -> list[str]:
+    """Lines split on newline only, each keeping its newline."""
+    lines = text.split("\n")
+    last = lines.pop()
+    return [line + "\n" for line in lines] + ([last] if last else [])
+
+
+def unified_diff(old: str | None, new: str | None, path: str) -> str:
+    """A unified diff with `a/PATH` `b/PATH` headers; None stands for no file (/dev/null)."""
+    before = f"a/{path}" if old is not None else "/dev/null"
+    after = f"b/{path}" if new is not None else "/dev/null"
+    lines = difflib.unified_diff(
+        split_keep_ends(old or ""), split_keep_ends(new or ""), before, after
+    )
+    return "".join(_terminated(lines))
+
+
+def _terminated(lines: Iterator[str]) -> Iterator[str]:
+    for line in lines:
+        yield line if line.endswith("\n") else line + "\n" + NO_NEWLINE
+
+
+def replace_lines(text: str, new: str, start: int | None, end: int | None, shown: str) -> str:
+    """`text` with lines start..end (1-based, inclusive) replaced by `new`; whole without start."""
+    if start is None:
+        if end is not None:
+            raise ProposalError("end_line needs start_line; omit both to replace the whole file.")
+        return new
+    lines = split_keep_ends(text)
+    end = start if end is None else end
+    if start > len(lines) + 1:
+        raise ProposalError(f"start_line {start} is past the end of {shown} ({len(lines)} lines).")
+    if end < start - 1 or end > len(lines):
+        raise ProposalError(
+            f"end_line {end} does not fit start_line {start} in {shown} ({len(lines)} lines): "
+            "it must be between start_line - 1 (insert) and the last line."
+        )
+    head, removed, tail = lines[: start - 1], lines[start - 1 : end], lines[end:]
+    if head and not head[-1].endswith("\n"):
+        head[-1] += "\n"
+    ends_line = bool(tail) or "".join(removed).endswith("\n")
+    if new and not new.endswith("\n") and ends_line:
+        new += "\n"
+    return "".join(head) + new + "".join(tail)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class ProposalStore:
+    """Pending proposals of every conversation; apply or discard them by id. Thread-safe."""
+
+    def __init__(self, data_dir: Path, workspace: Workspace, journal: UndoJournal) -> None:
+        self.root = Path(data_dir) / "proposals"
+        self.workspace = workspace
+        self.journal = journal
+        self._lock = threading.Lock()
+
+    def propose(
+        self,
+        *,
+        conversation_id: str,
+        task_id: str | None,
+        path: str,
+        new_content: str,
+        start_line: int | None = None,
+        end_line: int | None = None,
+    ) -> Proposal:
+        """Work out the change and its diff, keep it, write nothing to the workspace."""
+        target = self.workspace.resolve(path, for_write=True)
+        rel = self.workspace.relative(target)
+        if target.is_dir():
+            raise ProposalError(f"{rel} is a folder; propose_edit changes a file.")
+        old: str | None = None
+        if target.exists():
+            old = read_text(target, rel, EDIT_LIMIT_BYTES, strict=True)
+        elif start_line is not None or end_line is not None:
+            raise ProposalError(
+                f"{rel} does not exist yet; omit start_line and end_line to "
+                "propose it as a new file."
+            )
+        new = replace_lines(old or "", new_content, start_line, end_line, rel)
+        if new == old:
+            raise ProposalError(f"The proposed text is what {rel} already holds; no change.")
+        base = None if old is None else _sha256(old.encode("utf-8"))
+        proposal = Proposal(
+            secrets.token_hex(6),
+            conversation_id,
+            task_id,
+            rel,
+            new,
+            base,
+            unified_diff(old, new, rel),
+            time.time(),
+        )
+        with self._lock:
+            self._save(proposal)
+            self._trim()
+        return proposal
+
+    def get(self, proposal_id: str) -> Proposal | None:
+        """A pending proposal, or None."""
+        where = self._where(proposal_id)
+        try:
+            return Proposal(**json.loads(where.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            return None
+
+    def pending(self, conversation_id: str) -> list[Proposal]:
+        """The conversation's pending proposals, oldest first."""
+        found = [self.get(p.stem) for p in self._files()]
+        mine = [p for p in found if p is not None and p.conversation_id == conversation_id]
+        return sorted(mine, key=lambda p: p.created_at)
+
+    def apply_proposal(self, proposal_id: str) -> FileChange:
+        """Write the proposed content (refused if the file changed since); undoable."""
+        with self._lock:
+            proposal = self._require(proposal_id)
+            try:
+                target = self.workspace.resolve(proposal.path, for_write=True)
+            except ToolError as exc:
+                raise ProposalError(str(exc)) from None
+            current = sha256_file(target) if target.is_file() else None
+            if (target.exists() and current is None) or current != proposal.base_sha256:
+                raise ProposalError(
+                    f"{proposal.path} changed since this edit was proposed; nothing was "
+                    "written. Discard it and ask for a new proposal.",
+                    "conflict",
+                )
+            task_id = proposal.task_id or f"proposal-{proposal.id}"
+            journal = self.journal.task(proposal.conversation_id, task_id)
+            for folder in _missing_folders(target.parent, self.workspace.root):
+                journal.before_change(folder)
+                folder.mkdir()
+            journal.before_change(target)
+            atomic_write(target, proposal.new_content)
+            self._where(proposal_id).unlink(missing_ok=True)
+        event = "created" if proposal.base_sha256 is None else "modified"
+        return FileChange(event, proposal.path)
+
+    def discard_proposal(self, proposal_id: str) -> None:
+        """Forget a pending proposal without writing anything."""
+        with self._lock:
+            self._require(proposal_id)
+            self._where(proposal_id).unlink(missing_ok=True)
+
+    def _require(self, proposal_id: str) -> Proposal:
+        proposal = self.get(proposal_id)
+        if proposal is None:
+            raise ProposalError(
+                f"No pending proposal {proposal_id!r}: it was applied, discarded, or never made.",
+                "not_found",
+            )
+        return proposal
+
+    def _where(self, proposal_id: str) -> Path:
+        if not proposal_id.isalnum():
+            raise ProposalError(f"Not a proposal id: {proposal_id!r}", "not_found")
+        return self.root / f"{proposal_id}.json"
+
+    def _files(self) -> list[Path]:
+        try:
+            return list(self.root.glob("*.json"))
+        except FileNotFoundError:
+            return []
+
+    def _save(self, proposal: Proposal) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        atomic_write(self._where(proposal.id), json.dumps(asdict(proposal)))
+
+    def _trim(self) -> None:
+        files = sorted(self._files(), key=lambda p: p.stat().st_mtime_ns)
+        for path in files[: max(0, len(files) - MAX_KEPT)]:
+            path.unlink(missing_ok=True)
+
+
+def _missing_folders(folder: Path, root: Path) -> list[Path]:
+    """`folder` and its missing parents, outermost first."""
+    missing = []
+    while not folder.exists() and folder != root:
+        missing.append(folder)
+        folder = folder.parent
+    return missing[::-1]
+
+
+class ProposeEditArgs(BaseModel):
+    path: str = Field(description="File to change, or to create, relative to the workspace.")
+    new_content: str = Field(
+        description="The new text: the whole file, or the lines that replace start_line..end_line."
+    )
+    start_line: int | None = Field(
+        None, ge=1, description="First line to replace (1-based); omit to replace the whole file."
+    )
+    end_line: int | None = Field(
+        None,
+        ge=0,
+        description="Last line to replace, inclusive (default: start_line). "
+        "start_line - 1 inserts before start_line without replacing anything.",
+    )
+
+
+def propose_edit(ctx: ToolContext, args: ProposeEditArgs) -> ToolOutput:
+    """Propose a change to a text file for the user to review; nothing is written now.
+
+    Returns the unified diff. The user applies or discards it, so do not make the same
+    change with other tools. Replace the whole file, or lines start_line..end_line.
+    """
+    if ctx.proposals is None:
+        raise ToolError("propose_edit is not available here; use modify_file or create_file.")
+    proposal = ctx.proposals.propose(
+        conversation_id=ctx.conversation_id,
+        task_id=ctx.journal.task_id if ctx.journal else None,
+        path=args.path,
+        new_content=args.new_content,
+        start_line=args.start_line,
+        end_line=args.end_line,
+    )
+    text = (
+        f"Proposal {proposal.id} for {proposal.path} (nothing written; the user will "
+        f"apply or discard it):\n{proposal.diff}"
+    )
+    details = {"proposal": {"id": proposal.id, "path": proposal.path, "diff": proposal.diff}}
+    return ToolOutput(text, details=details)

@@ -1,0 +1,398 @@
+"""Undo: before a task first changes a path, keep what was there; undoing puts it back.
+
+A task is one user message's run; its id is that message's id. Layout:
+`DATA_DIR/undo/tasks/CONVERSATION_ID/NANOSECONDS_TASK_ID.json` is one task's manifest
+(`entries`: workspace-relative path -> its state before the task, see blob_store), replaced
+atomically whenever it grows; file contents live once, by SHA-256, in `DATA_DIR/undo/blobs/`.
+The newest KEEP_TASKS journals of a conversation are kept; blobs nothing refers to then go.
+
+File tools call `before_change` / `before_move`. Commands cannot say what they touch, so the
+workspace is scanned before and after each one; `.git` folders (git keeps its own history) and
+folders that tools regenerate (virtualenvs, node_modules, caches) are left out of those scans,
+and files over the size limit are reported, not kept. Undo
+removes folders the task created only when they are empty again, so files the user put there
+stay; it never follows a link out of the workspace.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import chain
+from pathlib import Path
+
+from core.events import FileChange
+from modules.blob_store import (
+    BLOB_LIMIT_BYTES,
+    MISSING,
+    RACY_NS,
+    BlobStore,
+    Stat,
+    State,
+    scan,
+    sha256_file,
+)
+from modules.paths import Workspace, atomic_write
+
+log = logging.getLogger(__name__)
+
+KEEP_TASKS = 50
+SKIP_NAMES = frozenset({
+    ".git", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".pytest_cache",
+    ".ruff_cache", ".tox", ".nox",
+})
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+
+
+@dataclass
+class UndoResult:
+    """What an undo did: the paths put back, the ones it could not (`path: why`), a summary."""
+
+    task_id: str | None
+    restored: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    message: str = ""
+    changes: list[FileChange] = field(default_factory=list)
+
+
+@dataclass
+class Snapshot:
+    """The workspace before a command: each path's Stat and its kept state."""
+
+    stats: dict[str, Stat]
+    states: dict[str, State]
+    racy: set[str]
+
+
+class TaskJournal:
+    """The undo record of one task (one user message's run); safe to use from any thread."""
+
+    def __init__(self, owner: UndoJournal, conversation_id: str, task_id: str) -> None:
+        self._owner = owner
+        self.conversation_id = conversation_id
+        self.task_id = task_id
+
+    def before_change(self, path: Path) -> None:
+        """Keep the state of `path` (and all under a folder) unless this task already did."""
+        self._owner._keep(self, path)
+
+    def before_move(self, source: Path, dest: Path) -> None:
+        """Keep both sides of a rename: the source tree and its future place under `dest`."""
+        self._owner._keep(self, source, mirror=dest)
+
+    def snapshot(self) -> Snapshot:
+        """Scan the workspace and keep every file's content, before a command runs."""
+        return self._owner._snapshot()
+
+    def record_changes_since(self, snapshot: Snapshot) -> list[str]:
+        """Keep the earlier state of every path changed since `snapshot`; returns them."""
+        return self._owner._record_since(self, snapshot)
+
+
+class UndoJournal:
+    """Every task's undo record, for all conversations of one workspace."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        workspace: Workspace,
+        *,
+        keep_tasks: int = KEEP_TASKS,
+        max_file_bytes: int = BLOB_LIMIT_BYTES,
+    ) -> None:
+        self.workspace = workspace
+        self.root = Path(data_dir) / "undo"
+        self.blobs = BlobStore(self.root / "blobs", max_bytes=max_file_bytes)
+        self.keep_tasks = keep_tasks
+        self._skip_paths = frozenset({os.path.realpath(data_dir)})
+        self._lock = threading.RLock()
+        self._pending: dict[int, set[str]] = {}
+
+    def task(self, conversation_id: str, task_id: str) -> TaskJournal:
+        """The journal of one task; nothing is written until its first change."""
+        for value in (conversation_id, task_id):
+            if not _ID.match(value):
+                raise ValueError(f"not a valid id for an undo journal: {value!r}")
+        return TaskJournal(self, conversation_id, task_id)
+
+    def tasks(self, conversation_id: str) -> list[str]:
+        """Ids of the conversation's tasks that have a journal, newest first."""
+        with self._lock:
+            return [_task_of(path) for path in reversed(self._manifests(conversation_id))]
+
+    def undo(self, conversation_id: str, task_id: str | None = None) -> UndoResult:
+        """Put back every path the task changed (default: the newest task with a journal)."""
+        with self._lock:
+            manifests = self._manifests(conversation_id)
+            if task_id is not None:
+                manifests = [p for p in manifests if _task_of(p) == task_id]
+            if not manifests:
+                what = f"message {task_id}" if task_id else "this conversation"
+                return UndoResult(
+                    task_id, message=f"Nothing to undo: no file changes are recorded for {what}."
+                )
+            where = manifests[-1]
+            manifest = _load(where)
+            tid = manifest["task_id"]
+            if manifest.get("undone_ns"):
+                return UndoResult(tid, message=f"Task {tid} was already undone; nothing changed.")
+            result = _Restore(self.workspace, self.blobs, manifest["entries"]).run(tid)
+            manifest["undone_ns"] = time.time_ns()
+            atomic_write(where, json.dumps(manifest))
+        log.info(
+            "task undone",
+            extra={
+                "fields": {
+                    "conversation_id": conversation_id,
+                    "task_id": tid,
+                    "restored": len(result.restored),
+                    "skipped": len(result.skipped),
+                }
+            },
+        )
+        return result
+
+    # --- what TaskJournal calls -----------------------------------------------------------
+
+    def _keep(self, journal: TaskJournal, path: Path, mirror: Path | None = None) -> None:
+        ws = self.workspace
+        source = ws.relative(path)
+
+        def fill(entries: dict[str, State]) -> None:
+            tree = [source]
+            if path.is_dir() and not path.is_symlink():
+                tree += [f"{source}/{sub}" for sub in scan(path, (), ())]
+            for rel in tree:
+                if rel not in entries:
+                    entries[rel] = self.blobs.state_of(ws.root / rel)
+            if mirror is not None:
+                dest = ws.relative(mirror)
+                for rel in tree:
+                    moved = dest + rel[len(source) :]
+                    if moved not in entries:
+                        entries[moved] = self.blobs.state_of(ws.root / moved)
+
+        self._update(journal, fill)
+
+    def _snapshot(self) -> Snapshot:
+        with self._lock:
+            now = time.time_ns()
+            root = self.workspace.root
+            stats = scan(root, SKIP_NAMES, self._skip_paths)
+            states = {rel: self.blobs.keep(root / rel, info) for rel, info in stats.items()}
+            racy = {
+                rel
+                for rel, info in stats.items()
+                if info.kind == "file" and now - info.mtime_ns < RACY_NS
+            }
+            snap = Snapshot(stats, states, racy)
+            self._pending[id(snap)] = {s["blob"] for s in states.values() if "blob" in s}
+            return snap
+
+    def _record_since(self, journal: TaskJournal, snap: Snapshot) -> list[str]:
+        with self._lock:
+            try:
+                after = scan(self.workspace.root, SKIP_NAMES, self._skip_paths)
+                changed = sorted(
+                    r for r in snap.stats.keys() | after.keys() if self._changed(r, snap, after)
+                )
+
+                def fill(entries: dict[str, State]) -> None:
+                    for rel in changed:
+                        entries.setdefault(rel, snap.states.get(rel, dict(MISSING)))
+
+                self._update(journal, fill)
+            finally:
+                self._pending.pop(id(snap), None)
+        return changed
+
+    def _changed(self, rel: str, snap: Snapshot, after: dict[str, Stat]) -> bool:
+        before, now = snap.stats.get(rel), after.get(rel)
+        if before is None or now is None or not before.same_as(now):
+            return True
+        if rel not in snap.racy:
+            return False
+        try:
+            return sha256_file(self.workspace.root / rel) != snap.states[rel].get("blob")
+        except OSError:
+            return True
+
+    # --- manifests ------------------------------------------------------------------------
+
+    def _update(self, journal: TaskJournal, fill: Callable[[dict[str, State]], None]) -> None:
+        """Add entries through `fill`; write the manifest only when it grew."""
+        cid, tid = journal.conversation_id, journal.task_id
+        with self._lock:
+            found = [p for p in self._manifests(cid) if _task_of(p) == tid]
+            where = found[-1] if found else self._folder(cid) / f"{time.time_ns():020d}_{tid}.json"
+            manifest = _load(where) if found else {}
+            if not manifest or manifest.get("undone_ns"):
+                manifest = {"version": 1, "conversation_id": cid, "task_id": tid, "entries": {}}
+            entries = manifest["entries"]
+            count = len(entries)
+            fill(entries)
+            if len(entries) == count:
+                return
+            atomic_write(where, json.dumps(manifest))
+            if not found:
+                self._prune(cid)
+
+    def _folder(self, conversation_id: str) -> Path:
+        return self.root / "tasks" / conversation_id
+
+    def _manifests(self, conversation_id: str) -> list[Path]:
+        """The conversation's manifests, oldest first."""
+        if not _ID.match(conversation_id):
+            return []
+        folder = self._folder(conversation_id)
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
+        except FileNotFoundError:
+            return []
+        return [folder / name for name in names]
+
+    def _prune(self, conversation_id: str) -> None:
+        """Drop journals beyond the newest `keep_tasks`, then blobs nothing refers to."""
+        manifests = self._manifests(conversation_id)
+        excess = manifests[: max(0, len(manifests) - self.keep_tasks)]
+        if not excess:
+            return
+        for path in excess:
+            path.unlink(missing_ok=True)
+        live = set(chain.from_iterable(self._pending.values()))
+        for path in (self.root / "tasks").glob("*/*.json"):
+            try:
+                entries = _load(path)["entries"].values()
+            except (OSError, ValueError, KeyError):
+                continue
+            live.update(e["blob"] for e in entries if "blob" in e)
+        removed = self.blobs.collect(live)
+        log.info(
+            "undo journals pruned",
+            extra={
+                "fields": {
+                    "conversation_id": conversation_id,
+                    "journals": len(excess),
+                    "blobs": removed,
+                }
+            },
+        )
+
+
+def _task_of(manifest: Path) -> str:
+    return manifest.stem.partition("_")[2]
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _kind(path: Path) -> str:
+    try:
+        info = Stat.of(path.lstat())
+    except FileNotFoundError:
+        return "missing"
+    return info.kind if info else "other"
+
+
+class _Restore:
+    """One undo run: clear the way deepest first, recreate shallowest first, then modes."""
+
+    def __init__(self, workspace: Workspace, blobs: BlobStore, entries: dict[str, State]) -> None:
+        self.root = workspace.root
+        self.blobs = blobs
+        self.entries = entries
+        self.order = sorted(entries, key=lambda rel: (rel.count("/"), rel))
+        self.skipped: dict[str, str] = {}
+        self.changes: list[FileChange] = []
+
+    def run(self, task_id: str) -> UndoResult:
+        for rel in reversed(self.order):
+            self._guarded(rel, self._clear)
+        for rel in self.order:
+            if rel not in self.skipped:
+                self._guarded(rel, self._create)
+        for rel in reversed(self.order):
+            if rel not in self.skipped and self.entries[rel]["kind"] == "dir":
+                self._guarded(rel, self._folder_mode)
+        restored = sorted({change.path for change in self.changes})
+        skipped = [f"{rel}: {why}" for rel, why in sorted(self.skipped.items())]
+        message = f"Undid task {task_id}: restored {len(restored)} path(s)"
+        if skipped:
+            message += f"; {len(skipped)} could not be restored"
+        return UndoResult(task_id, restored, skipped, message + ".", self.changes)
+
+    def _guarded(self, rel: str, step: Callable[[str, Path, State], None]) -> None:
+        state = self.entries[rel]
+        if state["kind"] == "lost":
+            self.skipped[rel] = f"not kept before the change ({state['reason']})"
+            return
+        path = self.root / rel
+        parent = os.path.realpath(path.parent)
+        if parent != str(self.root) and not parent.startswith(f"{self.root}{os.sep}"):
+            self.skipped[rel] = "a folder on its way now leads outside the workspace"
+            return
+        try:
+            step(rel, path, state)
+        except (OSError, ValueError) as exc:
+            self.skipped[rel] = f"could not be restored: {exc}"
+
+    def _clear(self, rel: str, path: Path, state: State) -> None:
+        now = _kind(path)
+        if now in ("missing", state["kind"]):
+            return
+        if now == "dir":
+            try:
+                path.rmdir()
+            except OSError:
+                self.skipped[rel] = "folder is not empty: it holds files this task did not make"
+                return
+        else:
+            path.unlink()
+        self.changes.append(FileChange("deleted", rel, is_dir=now == "dir"))
+
+    def _create(self, rel: str, path: Path, state: State) -> None:
+        kind, now = state["kind"], _kind(path)
+        if kind == "missing":
+            return
+        event = "created" if now == "missing" else "modified"
+        if kind == "dir":
+            if now == "dir":
+                return
+            path.mkdir(parents=True)
+        elif kind == "symlink":
+            if now == "symlink" and os.readlink(path) == state["target"]:
+                return
+            if now != "missing":
+                path.unlink()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(state["target"], path)
+        elif not self._put_file(path, state, now):
+            return
+        self.changes.append(FileChange(event, rel, is_dir=kind == "dir"))
+
+    def _put_file(self, path: Path, state: State, now: str) -> bool:
+        """Write the kept file back; False when it is already there as it was."""
+        info = path.lstat() if now == "file" else None
+        if info and info.st_size == state["size"] and sha256_file(path) == state["blob"]:
+            if (info.st_mode & 0o7777) == state["mode"]:
+                return False
+            os.chmod(path, state["mode"])
+            return True
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.blobs.path(state["blob"]).exists():
+            raise ValueError("its kept copy is missing from the data folder")
+        self.blobs.restore(state["blob"], path, state["mode"])
+        return True
+
+    def _folder_mode(self, rel: str, path: Path, state: State) -> None:
+        if _kind(path) == "dir" and (path.stat().st_mode & 0o7777) != state["mode"]:
+            os.chmod(path, state["mode"])
+            if not any(change.path == rel for change in self.changes):
+                self.changes.append(FileChange("modified", rel, is_dir=True))
