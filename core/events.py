@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, ClassVar, Literal
 
 
@@ -13,7 +13,17 @@ class Event:
     name: ClassVar[str] = ""
 
     def payload(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        """The JSON-ready fields without the None ones; shallow, as a deep copy per token costs."""
+        data: dict[str, Any] = {}
+        for key, value in vars(self).items():
+            if value is None:
+                continue
+            if is_dataclass(value):
+                value = asdict(value)  # type: ignore[arg-type]
+            elif isinstance(value, list):
+                value = [asdict(v) if is_dataclass(v) else v for v in value]  # type: ignore[arg-type]
+            data[key] = value
+        return data
 
 
 @dataclass
@@ -45,6 +55,7 @@ class ToolEvent(Event):
     ok: bool | None = None
     output: str | None = None
     duration_ms: int | None = None
+    details: dict[str, Any] | None = None
 
     def payload(self) -> dict[str, Any]:
         data = super().payload()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 
 from utils.logger import log_context, setup_logging
@@ -35,7 +36,17 @@ def test_redaction_keeps_only_a_head_and_a_digest(tmp_path: Path) -> None:
     secret = "x" * 70 + "TAIL-SECRET"
     logging.getLogger("tests.logger").info("task", extra={"fields": {"prompt": secret}})
     stream('{"choices": [{"delta": {"content": "TAIL-SECRET"}}]}')
+    stream.flush()
     record = _records(tmp_path / "agent.jsonl")[-1]
     assert record["prompt"]["head"] == secret[:64] and len(record["prompt"]["sha256"]) == 64
     assert "TAIL-SECRET" not in (tmp_path / "agent.jsonl").read_text()
     assert "TAIL-SECRET" not in (tmp_path / "debug_stream.log").read_text()
+
+
+def test_the_stream_log_reaches_the_disk_without_an_explicit_flush(tmp_path: Path) -> None:
+    stream = setup_logging(tmp_path, redact_content=False)
+    stream('{"choices": []}')
+    deadline = time.monotonic() + 2
+    while "choices" not in (tmp_path / "debug_stream.log").read_text():
+        assert time.monotonic() < deadline, "the delta never reached the file"
+        time.sleep(0.05)

@@ -86,7 +86,13 @@ class JsonLinesHandler(logging.Handler):
 
 
 class DebugStreamLog:
-    """Appends every raw model delta, one JSON line each, tagged with the task's context."""
+    """Appends every raw model delta, one JSON line each, tagged with the task's context.
+
+    Lines are flushed by a background thread at most FLUSH_SECONDS apart: a flush per delta
+    cost more than everything else the stream does.
+    """
+
+    FLUSH_SECONDS = 0.2
 
     def __init__(self, path: Path, *, redact_content: bool) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -94,6 +100,9 @@ class DebugStreamLog:
         self._file = path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
         self._redact = redact_content
+        self._dirty = threading.Event()
+        self._closed = False
+        threading.Thread(target=self._flush_loop, name="debug-stream-flush", daemon=True).start()
 
     def __call__(self, raw: str) -> None:
         ctx = _context.get() or {}
@@ -108,12 +117,27 @@ class DebugStreamLog:
             entry["raw"] = raw
         line = json.dumps(entry, ensure_ascii=False) + "\n"
         with self._lock:
-            self._file.write(line)
-            self._file.flush()
+            if not self._closed:
+                self._file.write(line)
+        self._dirty.set()
+
+    def flush(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._file.flush()
+
+    def _flush_loop(self) -> None:
+        while not self._closed:
+            self._dirty.wait()
+            time.sleep(self.FLUSH_SECONDS)
+            self._dirty.clear()
+            self.flush()
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._file.close()
+        self._dirty.set()
 
 
 def setup_logging(logs_dir: Path, *, redact_content: bool) -> DebugStreamLog:
