@@ -18,6 +18,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--workspace", help="the only folder the agent may change (./workspace)")
         p.add_argument("--data-dir", help="history, memory, annotations and logs (./data)")
         p.add_argument("--mode", choices=["fast", "thinking"], help="thinking policy")
+        p.add_argument("--approval", choices=["auto", "ask", "read-only"],
+                       help="run every tool / ask before commands and overwrites / read only")
 
     web = sub.add_parser("web", help="serve the browser workspace")
     common(web)
@@ -39,20 +41,32 @@ def main(argv: list[str] | None = None) -> int:
         import eventlet  # patched before anything else imports socket or threading
 
         eventlet.monkey_patch()
+    from pydantic import ValidationError
+
+    from modules.sandbox import SandboxUnavailable
     from utils.settings import load_settings
 
-    settings = load_settings(workspace=args.workspace, data_dir=args.data_dir, mode=args.mode)
-    if args.front == "web":
-        from web_server import serve
+    try:
+        settings = load_settings(workspace=args.workspace, data_dir=args.data_dir,
+                                 mode=args.mode, approval=args.approval)
+        if args.front == "web":
+            from web_server import serve
 
-        return serve(settings, host=args.host, port=args.port, async_mode=args.async_mode)
-    return _run_cli(settings, args)
+            return serve(settings, host=args.host, port=args.port, async_mode=args.async_mode)
+        return _run_cli(settings, args)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        print(f"error: bad configuration: {problems}", file=sys.stderr)
+    except SandboxUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    return 2
 
 
 def _run_cli(settings: Settings, args: argparse.Namespace) -> int:
     from core.cli_terminal import CliTerminal, repl, run_once
     from core.services import build_services
     from utils.context_manager import ConversationNotFound
+
     services = build_services(settings)
     try:
         terminal = CliTerminal(services, args.conversation, json_mode=args.json)

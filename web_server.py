@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import hmac
 import ipaddress
 import logging
@@ -18,16 +17,24 @@ from typing import Any, Literal
 
 from flask import Flask, request
 from flask_socketio import SocketIO, join_room
-from pydantic import BaseModel, Field, ValidationError
 
-from core.main_terminal import TaskBusy
 from core.services import AgentServices, build_services
 from core.web_terminal import TerminalHub
 from modules.file_tree import file_tree
 from modules.file_watcher import WorkspaceWatcher
-from utils.context_manager import ConversationNotFound
 from utils.conversation_store import LEAF
-from utils.settings import Approval, Mode, Settings
+from utils.settings import Settings
+from web_events import (
+    Approve,
+    Cancel,
+    ConversationRef,
+    Empty,
+    Join,
+    SendMessage,
+    acked,
+    failure,
+    register_review_handlers,
+)
 from web_routes import public_record, routes, status_payload
 
 log = logging.getLogger(__name__)
@@ -107,6 +114,7 @@ def create_app(settings: Settings, *, async_mode: AsyncMode = "threading") -> Fl
     app.register_blueprint(routes)
     _register_task_handlers(socketio, state)
     _register_reading_handlers(socketio, state)
+    register_review_handlers(socketio, state)
     return app
 
 
@@ -131,71 +139,6 @@ def origin_checker(allowed: list[str]) -> Callable[[str | None, dict[str, Any]],
     return origin_allowed
 
 
-class SendMessage(BaseModel):
-    conversation_id: str | None = None
-    text: str = Field(min_length=1, max_length=200_000)
-    mode: Mode | None = None
-    parent_id: str | None = None
-    approval: Approval | None = None
-
-
-class ConversationRef(BaseModel):
-    conversation_id: str
-
-
-class Cancel(ConversationRef):
-    pass
-
-
-class Approve(ConversationRef):
-    call_id: str
-    approved: bool
-    always: bool = False
-
-
-class Join(ConversationRef):
-    after_seq: int = 0
-
-
-class Empty(BaseModel):
-    pass
-
-
-def _failure(code: str, message: str) -> dict[str, Any]:
-    return {"ok": False, "error": {"code": code, "message": message}}
-
-
-def _handler(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, Any]]]:
-    """Validate the payload, turn every failure into an `{ok: false}` ack, never crash."""
-
-    def decorate(function: Callable[[Any], dict[str, Any]]) -> Callable[..., dict[str, Any]]:
-        @functools.wraps(function)
-        def wrapper(*args: Any) -> dict[str, Any]:
-            try:
-                if len(args) > 1:
-                    return _failure("bad_request", "send one payload object")
-                data = args[0] if args and args[0] is not None else {}
-                return function(model.model_validate(data))
-            except ValidationError as exc:
-                problems = "; ".join(
-                    f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors()
-                )
-                return _failure("bad_request", problems)
-            except ConversationNotFound as exc:
-                return _failure("not_found", str(exc))
-            except TaskBusy as exc:
-                return _failure("busy", str(exc))
-            except KeyError as exc:
-                return _failure("not_found", str(exc.args[0] if exc.args else exc))
-            except Exception as exc:
-                log.exception("socket handler %s failed", function.__name__)
-                return _failure("internal_error", f"{type(exc).__name__}: {exc}")
-
-        return wrapper
-
-    return decorate
-
-
 def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
     hub, services = state.hub, state.services
 
@@ -208,11 +151,11 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
         return True
 
     @socketio.on("send_message")
-    @_handler(SendMessage)
+    @acked(SendMessage)
     def on_send(msg: SendMessage) -> dict[str, Any]:
         problem = services.provider.problem
         if problem is not None:
-            return _failure("not_configured", problem)
+            return failure("not_configured", problem)
         terminal = hub.get(msg.conversation_id) if msg.conversation_id else hub.new()
 
         def enter(record: dict[str, Any]) -> None:
@@ -236,21 +179,21 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
         }
 
     @socketio.on("cancel")
-    @_handler(Cancel)
+    @acked(Cancel)
     def on_cancel(msg: Cancel) -> dict[str, Any]:
         if hub.get(msg.conversation_id).cancel():
             return {"ok": True}
-        return _failure("not_running", "no task is running in this conversation")
+        return failure("not_running", "no task is running in this conversation")
 
     @socketio.on("approve")
-    @_handler(Approve)
+    @acked(Approve)
     def on_approve(msg: Approve) -> dict[str, Any]:
         if hub.get(msg.conversation_id).approve(msg.call_id, msg.approved, always=msg.always):
             return {"ok": True}
-        return _failure("not_waiting", f"no call {msg.call_id!r} is waiting for approval")
+        return failure("not_waiting", f"no call {msg.call_id!r} is waiting for approval")
 
     @socketio.on("join")
-    @_handler(Join)
+    @acked(Join)
     def on_join(msg: Join) -> dict[str, Any]:
         terminal = hub.get(msg.conversation_id)
         sid = request.sid  # type: ignore[attr-defined]
@@ -266,29 +209,30 @@ def _register_reading_handlers(socketio: SocketIO, state: WebState) -> None:
     services = state.services
 
     @socketio.on("list_conversations")
-    @_handler(Empty)
+    @acked(Empty)
     def on_list(_: Empty) -> dict[str, Any]:
         keys = ("id", "title", "created_at", "updated_at")
         rows = [{k: meta.get(k) for k in keys} for meta in services.store.list()]
         return {"ok": True, "conversations": rows}
 
     @socketio.on("get_conversation")
-    @_handler(ConversationRef)
+    @acked(ConversationRef)
     def on_get(msg: ConversationRef) -> dict[str, Any]:
         conversation = services.store.get(msg.conversation_id)
         return {
             "ok": True,
             "conversation": conversation.meta,
             "messages": [public_record(r) for r in conversation.records],
+            "undoable": services.journal.undoable(conversation.id),
         }
 
     @socketio.on("get_file_tree")
-    @_handler(Empty)
+    @acked(Empty)
     def on_tree(_: Empty) -> dict[str, Any]:
         return {"ok": True, "tree": file_tree(services.workspace, services.annotations)}
 
     @socketio.on("get_status")
-    @_handler(Empty)
+    @acked(Empty)
     def on_status(_: Empty) -> dict[str, Any]:
         return status_payload(state)
 

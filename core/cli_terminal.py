@@ -157,9 +157,12 @@ def run_command(terminal: CliTerminal, line: str) -> bool:
 def _status(t: CliTerminal, _: str) -> str:
     p, usage = t.services.provider, t.context_usage
     focus = ", ".join(t.focus.paths()) or "none"
+    runner = t.services.runner
+    isolation = "".join(f"\n  {line}" for line in runner.isolation)
     return (f"provider {p.name} · model {p.model} · mode {t.mode} · approval {t.approval}\n"
             f"conversation {t.conversation_id or '(new)'} · iteration {t.iteration}\n"
-            f"context {usage.used_tokens:,} / {usage.limit_tokens:,} tokens · focus: {focus}")
+            f"context {usage.used_tokens:,} / {usage.limit_tokens:,} tokens · focus: {focus}\n"
+            f"sandbox {runner.kind}:{isolation}")
 
 
 def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:

@@ -9,6 +9,7 @@ import resource
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -52,8 +53,17 @@ def bwrap_args(bwrap: str, workspace: Path, cwd: Path, cut_network: bool) -> lis
     if cut_network:
         args.append("--unshare-net")
     args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for prefix in _interpreter_dirs_in_tmp():  # the private /tmp would hide them
+        args += ["--ro-bind", prefix, prefix]
     args += ["--bind", str(workspace), str(workspace), "--chdir", str(cwd)]
     return args
+
+
+def _interpreter_dirs_in_tmp() -> list[str]:
+    """The Python installation's folders that live under /tmp (a virtualenv, say)."""
+    tmp = Path("/tmp").resolve()
+    dirs = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    return sorted(str(d) for d in dirs if d == tmp or tmp in d.parents)
 
 
 def plain() -> Confinement:

@@ -126,6 +126,12 @@ class UndoJournal:
         with self._lock:
             return [_task_of(path) for path in reversed(self._manifests(conversation_id))]
 
+    def undoable(self, conversation_id: str) -> list[str]:
+        """Ids of the conversation's tasks whose changes are not undone yet, newest first."""
+        with self._lock:
+            manifests = reversed(self._manifests(conversation_id))
+            return [_task_of(p) for p in manifests if not _load(p).get("undone_ns")]
+
     def undo(self, conversation_id: str, task_id: str | None = None) -> UndoResult:
         """Put back every path the task changed (default: the newest task with a journal)."""
         with self._lock:

@@ -55,7 +55,7 @@ def make_terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> Recorder:
     settings = Settings(
         provider="deepseek", base_url=fake.base_url, api_key=fake.api_key,
         workspace=tmp_path / "ws", data_dir=tmp_path / "data", retry_base_delay=0.01,
-        **overrides,
+        **{"approval": "auto", **overrides},
     )
     return Recorder(build_services(settings))
 

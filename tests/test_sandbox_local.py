@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from core.cancel import CancelToken, TaskCancelled
-from modules.local_sandbox import find_pids_cgroup
+from modules.local_sandbox import bwrap_args, find_pids_cgroup
 from modules.sandbox import CommandResult, CommandRunner, LocalRunner, build_runner
 from tests.test_paths import call, make_ctx
 from utils.settings import Settings
@@ -273,3 +273,15 @@ def test_process_limit_for_an_unprivileged_user() -> None:
     for line in lines:
         assert "stopped after" in line, line
         assert int(line.split("stopped after")[1].split()[0]) <= 40
+
+
+def test_an_interpreter_under_tmp_stays_visible_inside_bubblewrap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    args = bwrap_args("bwrap", tmp_path / "ws", tmp_path / "ws", cut_network=True)
+    tmpfs_at = args.index("--tmpfs")
+    rebound = args.index(str(venv.resolve()))
+    assert args[rebound - 1] == "--ro-bind" and rebound > tmpfs_at

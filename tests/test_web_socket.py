@@ -11,108 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flask import Flask
-from flask.testing import FlaskClient
-from flask_socketio import SocketIO, SocketIOTestClient
 
 from modules.file_watcher import MAX_BATCH, WorkspaceWatcher
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.web_helpers import TOKEN
-from utils.settings import load_settings
+from tests.web_helpers import TOKEN, Web
 from web_routes import LOG_CHUNK_BYTES, PREVIEW_LIMIT_BYTES
-from web_server import WebState, create_app
-
-Event = tuple[str, dict[str, Any]]
-
-
-class Recorder:
-    """A Socket.IO test client that keeps every event it received."""
-
-    def __init__(self, client: SocketIOTestClient) -> None:
-        self.client = client
-        self.events: list[Event] = []
-
-    def call(self, event: str, *args: Any) -> Any:
-        return self.client.emit(event, *args, callback=True)
-
-    def poll(self) -> list[Event]:
-        self.events += [
-            (e["name"], e["args"][0] if e["args"] else None) for e in self.client.get_received()
-        ]
-        return self.events
-
-    def wait_for(self, predicate: Callable[[Event], bool], timeout: float = 10) -> Event:
-        deadline = time.monotonic() + timeout
-        while True:
-            found = next((e for e in self.poll() if predicate(e)), None)
-            if found is not None:
-                return found
-            assert time.monotonic() < deadline, f"not received; got {[n for n, _ in self.events]}"
-            time.sleep(0.01)
-
-    def done(self, conversation_id: str, timeout: float = 10) -> list[dict[str, Any]]:
-        """Wait for the conversation's `done`; return its event payloads with their names."""
-        self.wait_for(
-            lambda e: e[0] == "done" and e[1]["conversation_id"] == conversation_id, timeout
-        )
-        return [
-            {"event": name, **payload}
-            for name, payload in self.events
-            if isinstance(payload, dict) and payload.get("conversation_id") == conversation_id
-        ]
-
-    def send(self, text: str, conversation_id: str | None = None, **extra: Any) -> str:
-        """Start a task (forgetting the events received so far); return the conversation id."""
-        self.poll()
-        self.events.clear()
-        ack = self.call("send_message", {"conversation_id": conversation_id, "text": text, **extra})
-        assert ack["ok"], ack
-        return str(ack["conversation_id"])
-
-
-class Web:
-    """One app built on temporary folders, with helpers to connect to it."""
-
-    def __init__(self, app: Flask) -> None:
-        self.app = app
-        self.socketio: SocketIO = app.extensions["socketio"]
-        self.state: WebState = app.extensions["agent"]
-        self.workspace = self.state.services.workspace.root
-        self.data_dir = self.state.settings.data_dir
-
-    def connect(self, token: str | None = TOKEN) -> Recorder:
-        auth = {"token": token} if token is not None else None
-        return Recorder(self.socketio.test_client(self.app, auth=auth))
-
-    def http(self) -> FlaskClient:
-        return self.app.test_client()
-
-
-@pytest.fixture
-def make_web(tmp_path: Path, fake_llm: FakeLLM) -> Callable[..., Web]:
-    def make(**overrides: Any) -> Web:
-        settings = load_settings(
-            **{
-                "provider": "deepseek",
-                "base_url": fake_llm.base_url,
-                "api_key": fake_llm.api_key,
-                "workspace": tmp_path / "ws",
-                "data_dir": tmp_path / "data",
-                "web_token": TOKEN,
-                "approval": "auto",
-                "mode": "fast",
-                "retry_base_delay": 0.01,
-                **overrides,
-            }
-        )
-        return Web(create_app(settings, async_mode="threading"))
-
-    return make
-
-
-@pytest.fixture
-def web(make_web: Callable[..., Web]) -> Web:
-    return make_web()
 
 
 def names(events: list[dict[str, Any]]) -> list[str]:

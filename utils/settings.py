@@ -106,7 +106,7 @@ class Settings(BaseSettings):
     workspace: Path = Field(Path("workspace"), validation_alias=_env("AGENT_WORKSPACE"))
     data_dir: Path = Field(Path("data"), validation_alias=_env("AGENT_DATA_DIR"))
     mode: Mode = Field("fast", validation_alias=_env("AGENT_MODE"))
-    approval: Approval = Field("auto", validation_alias=_env("AGENT_APPROVAL"))
+    approval: Approval = Field("ask", validation_alias=_env("AGENT_APPROVAL"))
     sandbox: SandboxKind = Field("auto", validation_alias=_env("AGENT_SANDBOX"))
     docker: DockerSettings = Field(
         default_factory=DockerSettings, validation_alias=_env("AGENT_DOCKER")
