@@ -254,3 +254,36 @@ def test_workspace_root_given_through_a_symlink(tmp_path: Path) -> None:
     assert ws.resolve(str(tmp_path / "ws-link" / "a.txt")) == real / "a.txt"
     with pytest.raises(PathOutsideWorkspace):
         ws.resolve("../ws-link/../x")
+
+
+def test_hard_links_to_outside_files_are_never_written_through(setup, tmp_path: Path) -> None:
+    ctx, ws, outside = setup
+    os.link(outside / "secret.txt", ws / "hard.txt")
+    before = snapshot(tmp_path / "outside")
+    calls = [
+        ("modify_file", {"path": "hard.txt", "operation": "append", "content": "pwned"}),
+        ("modify_file", {"path": "hard.txt", "operation": "replace", "old_text": "secret",
+                         "new_text": "pwned"}),
+        ("create_file", {"path": "hard.txt", "content": "pwned"}),
+        ("modify_file", {"path": "hard.txt", "operation": "clear"}),
+        ("rename_file", {"old_path": "hard.txt", "new_path": "hard2.txt"}),
+        ("delete_file", {"path": "hard2.txt"}),
+    ]
+    for name, args in calls:
+        assert call(ctx, name, **args).ok, name
+    assert snapshot(tmp_path / "outside") == before
+    assert (outside / "secret.txt").read_text() == "secret"
+
+
+@pytest.mark.parametrize("name", [
+    "%2e%2e/x.txt", "..%2fx.txt", "．．/x.txt", "\u2024\u2024/x.txt", "OUTSIDE/x.txt",
+    "..x/y.txt", "x../y.txt", "...", "....//x.txt", " ../x.txt",
+])
+def test_lookalike_names_stay_inside_the_workspace(setup, tmp_path: Path, name: str) -> None:
+    ctx, ws, _ = setup
+    before = snapshot(tmp_path / "outside")
+    result = call(ctx, "create_file", path=name, content="here")
+    if result.ok:
+        created = ctx.workspace.resolve(name)
+        assert ws in created.parents and created.read_text() == "here"
+    assert snapshot(tmp_path / "outside") == before
