@@ -77,7 +77,7 @@ def test_thinking_mode_thinks_first_and_resends_reasoning_with_tool_calls(fake, 
     first, second = fake.chat_requests
     assert first.body["thinking"] == {"type": "enabled"}
     assert second.body["thinking"] == {"type": "disabled"}
-    resent = [m for m in second.messages if m["role"] == "assistant"][0]
+    resent = next(m for m in second.messages if m["role"] == "assistant")
     assert resent["reasoning_content"] == "I should look at the files first."
     thought = "".join(p["text"] for p in terminal.named("thinking"))
     assert thought == "I should look at the files first."

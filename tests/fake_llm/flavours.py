@@ -66,7 +66,8 @@ class Flavour:
         if self.name == "deepseek":
             return not disabled
         if self.name == "kimi":
-            return model.startswith("kimi-k2.7-code") or (model.startswith("kimi-k2.") and not disabled)
+            always_thinks = model.startswith("kimi-k2.7-code")
+            return always_thinks or (model.startswith("kimi-k2.") and not disabled)
         return False
 
     def tool_call_id(self, name: str, index: int, earlier_calls: int) -> str:
