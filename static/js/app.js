@@ -40,7 +40,7 @@ class App {
     rememberConversation(this.initialConversation);
     const request = (event, payload, timeoutMs) => this.conn.request(event, payload, timeoutMs);
     this.#buildSidebar(request);
-    this.#buildMain();
+    this.#buildMain(request);
     this.session = new Session({
       conn: { request },
       chat: this.chat,
@@ -87,12 +87,13 @@ class App {
     };
   }
 
-  #buildMain() {
+  #buildMain(request) {
     this.chat = new ChatView($("#conversation"), $("#chat-scroll"), {
       onEdit: (record, text) => this.session.edit(record, text),
       onSwitch: (id) => this.session.switchBranch(id),
       onApprove: (callId, approved, always) => this.session.approve(callId, approved, always),
       onExample: (text) => this.composer.fill(text),
+      ...this.#safetyHandlers(request),
     });
     const jump = $("#jump-latest");
     this.chat.onScrollState = (atBottom) => { jump.hidden = atBottom; };
@@ -104,6 +105,25 @@ class App {
       },
       { onSend: (text) => this.session.send(text), onStop: () => this.session.cancel() },
     );
+  }
+
+  /** Apply / Discard a proposed edit, undo a task: the ack (errors as acks), the file tree kept current. */
+  #safetyHandlers(request) {
+    const ask = (event, payload, timeoutMs) => request(event, { conversation_id: this.session.cid, ...payload }, timeoutMs)
+      .catch((error) => ({ ok: false, error: { code: "timeout", message: error?.message ?? String(error) } }));
+    return {
+      onApplyEdit: async (proposalId) => {
+        const ack = await ask("apply_edit", { proposal_id: proposalId });
+        if (ack?.ok && ack.change) this.tree.apply([ack.change]);
+        return ack;
+      },
+      onDiscardEdit: (proposalId) => ask("discard_edit", { proposal_id: proposalId }),
+      onUndo: async (messageId) => {
+        const ack = await ask("undo_task", { message_id: messageId }, 30_000);
+        if (ack?.ok) this.tree.refresh();
+        return ack;
+      },
+    };
   }
 
   #bindControls() {

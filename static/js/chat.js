@@ -2,6 +2,7 @@
 import { formatCount, h, icon } from "./dom.js";
 import { pathTo, siblingsOf } from "./history.js";
 import { AssistantView, UserMessage } from "./messages.js";
+import { SafetyView } from "./safety.js";
 import { ToolCard } from "./toolcard.js";
 
 const EXAMPLES = [
@@ -21,9 +22,11 @@ function resultFromRecord(record) {
 }
 
 export class ChatView {
-  /** handlers: onEdit(record, text), onSwitch(recordId), onApprove(callId, approved, always), onExample(text). */
+  /** handlers: onEdit(record, text), onSwitch(recordId), onApprove(callId, approved, always), onExample(text),
+   * onApplyEdit(proposalId), onDiscardEdit(proposalId), onUndo(messageId). */
   constructor(root, scroller, handlers) {
     this.root = root;
+    this.safety = new SafetyView(this, handlers);
     this.scroller = scroller;
     this.handlers = handlers;
     this.views = [];
@@ -100,6 +103,7 @@ export class ChatView {
       else if (record.role === "assistant") this.#appendAssistantRecord(index, record);
     }
     this.decorate(index);
+    this.safety.place();
     this.scrollToBottom();
   }
 
@@ -120,8 +124,10 @@ export class ChatView {
       const card = this.#newCard(call.id, call.function?.name, view);
       card.setArguments(call.function?.arguments ?? "");
       const result = index.toolResults.get(call.id);
-      if (result) card.setResult(resultFromRecord(result));
-      else card.interrupt("no result");
+      if (result) {
+        card.setResult(resultFromRecord(result));
+        this.safety.attachProposal(card, result.meta?.proposal, false);
+      } else card.interrupt("no result");
     }
     this.root.append(view.el);
     this.views.push(view);
@@ -235,7 +241,10 @@ export class ChatView {
       case "end": card.setArguments(payload.arguments); break;
       case "approval": card.showApproval(payload.preview); break;
       case "output": card.appendOutput(payload.delta); break;
-      case "result": card.setResult(payload); break;
+      case "result":
+        card.setResult(payload);
+        this.safety.attachProposal(card, payload.details?.proposal, true);
+        break;
       default: break;
     }
   }
@@ -272,5 +281,6 @@ export class ChatView {
       text ? h("span", { class: "task-end-text", text }) : null,
       tokens ? h("span", { class: "task-usage", title: "Tokens used by this task", text: tokens }) : null,
     ));
+    this.safety.taskEnded(this.cards.values());
   }
 }

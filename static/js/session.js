@@ -2,6 +2,7 @@
 import { buildIndex, newestLeafUnder } from "./history.js";
 
 const REPLAY_WINDOW_MS = 1500;
+const LIST_EDITS_TIMEOUT_MS = 5000;
 const RUNNING_EVENTS = new Set(["token", "thinking", "tool"]);
 
 function failure(error, code = "request_failed") {
@@ -128,7 +129,10 @@ export class Session {
     this.chat.showLoading();
     this.statusBar.resetTask();
     this.#runningChanged(cid);
-    const res = await this.#request("get_conversation", { conversation_id: cid });
+    const [res, edits] = await Promise.all([
+      this.#request("get_conversation", { conversation_id: cid }),
+      this.#request("list_edits", { conversation_id: cid }, LIST_EDITS_TIMEOUT_MS),
+    ]);
     if (this.cid !== cid) return;
     if (!res.ok) {
       this.chat.reset();
@@ -138,6 +142,8 @@ export class Session {
     this.index = buildIndex(res.messages ?? []);
     this.viewLeaf = this.index.latestLeaf;
     this.chat.setEditable(!this.running.has(cid));
+    this.chat.safety.setPendingEdits(edits.ok ? (edits.edits ?? []).map((edit) => edit.id) : null);
+    this.chat.safety.setUndoable(res.undoable);
     this.chat.renderHistory(this.index, this.viewLeaf);
     await this.#join(cid, 0);
   }
@@ -221,6 +227,7 @@ export class Session {
     this.index = buildIndex(res.messages ?? []);
     this.viewLeaf = this.index.latestLeaf;
     this.chat.decorate(this.index);
+    this.chat.safety.setUndoable(res.undoable);
   }
 
   // ---- user actions ----------------------------------------------------------------------
@@ -251,6 +258,7 @@ export class Session {
     }
     message.setPending(false);
     if (ack.message_id) message.el.dataset.messageId = ack.message_id;
+    this.chat.safety.place();
     this.conversations.refresh();
     // A task so short that its `done` beat the ack is not running any more.
     if (this.cid === ack.conversation_id && !this.running.has(this.cid) && this.doneCount === doneBefore) {

@@ -1,5 +1,5 @@
 // The status bar: connection, task state, context meter, provider/model/mode/approval/sandbox.
-import { formatCount } from "./dom.js";
+import { formatCount, h, icon } from "./dom.js";
 
 const CONNECTION_TEXT = {
   connecting: "Connecting…",
@@ -9,14 +9,35 @@ const CONNECTION_TEXT = {
   refused: "Not authorised",
 };
 const TASK_TEXT = { idle: "Idle", thinking: "Thinking", streaming: "Writing", tool: "Running tool" };
+const NOT_ISOLATED = /^not isolated/i;
 
 export class StatusBar {
   constructor(root) {
     this.root = root;
     this.part = (role) => root.querySelector(`[data-role="${role}"]`);
     this.meter = root.querySelector("#context-meter");
+    this.sandboxDetails = document.getElementById("sandbox-details");
+    this.#bindSandbox();
     this.setConnection("connecting");
     this.resetTask();
+  }
+
+  /** The isolation list shows while the pointer is over the sandbox item, or until a second click. */
+  #bindSandbox() {
+    const item = this.part("sandbox-item");
+    const button = this.part("sandbox");
+    const details = this.sandboxDetails;
+    let pinned = false;
+    const show = (open) => {
+      details.hidden = !open;
+      button.setAttribute("aria-expanded", String(open));
+    };
+    button.addEventListener("click", () => show((pinned = !pinned)));
+    item.addEventListener("mouseenter", () => show(true));
+    item.addEventListener("mouseleave", () => show(pinned));
+    document.addEventListener("click", (event) => {
+      if (pinned && !item.contains(event.target) && !details.contains(event.target)) show((pinned = false));
+    });
   }
 
   setConnection(state) {
@@ -66,10 +87,20 @@ export class StatusBar {
     this.part("model").title = status.api?.base_url ? `Endpoint: ${status.api.base_url}` : "";
     this.part("mode").textContent = status.mode ?? "—";
     this.part("approval").textContent = status.approval ?? "—";
-    const sandbox = status.sandbox ?? {};
-    this.part("sandbox").textContent = sandbox.kind ?? "—";
-    this.part("sandbox").title = sandbox.isolation?.length ? `Isolation: ${sandbox.isolation.join(", ")}` : "";
+    this.setSandbox(status.sandbox ?? {});
     this.part("api").hidden = status.api?.configured !== false;
     if (status.context) this.setContext(status.context);
+  }
+
+  /** Kind of sandbox, in a warning style when some part of the machine is not isolated from commands. */
+  setSandbox({ kind, isolation }) {
+    const lines = Array.isArray(isolation) ? isolation.map(String) : [];
+    const exposed = lines.some((line) => NOT_ISOLATED.test(line));
+    const button = this.part("sandbox");
+    button.replaceChildren(exposed ? icon("alert") : icon("shield"), kind ?? "—", exposed ? " · not isolated" : "");
+    button.dataset.level = exposed ? "warn" : "ok";
+    this.sandboxDetails.querySelector("[data-role=isolation]").replaceChildren(
+      ...(lines.length ? lines : ["No details reported."]).map((line) => h("li", { class: NOT_ISOLATED.test(line) ? "warn" : null }, line)),
+    );
   }
 }

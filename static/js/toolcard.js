@@ -1,4 +1,5 @@
 // One card per tool call: live arguments, approval, live output, result.
+import { isDiff, renderDiff } from "./diffview.js";
 import { formatDuration, h, icon } from "./dom.js";
 import { highlight, languageForPath } from "./markdown.js";
 
@@ -7,25 +8,8 @@ const SUMMARY_KEYS = ["path", "command", "query", "old_path", "directory", "patt
 const BLOCK_LANGUAGES = { command: "bash", code: "python" };
 const CODE_KEYS = new Set(["content", "new_content", "old_text", "new_text"]);
 const OPEN_OUTPUT_LINES = 12;
-
-/** True when text looks like a unified diff. */
-export function isDiff(text) {
-  return /^@@ .* @@/m.test(text) && /^(---|\+\+\+) /m.test(text);
-}
-
-/** A unified diff with added, removed, hunk and header lines coloured. */
-export function renderDiff(text) {
-  const pre = h("pre", { class: "diff" });
-  for (const line of String(text).split("\n")) {
-    let kind = "ctx";
-    if (line.startsWith("+++") || line.startsWith("---") || line.startsWith("diff ") || line.startsWith("index ")) kind = "meta";
-    else if (line.startsWith("@@")) kind = "hunk";
-    else if (line.startsWith("+")) kind = "add";
-    else if (line.startsWith("-")) kind = "del";
-    pre.append(h("span", { class: `diff-line diff-${kind}` }, `${line}\n`));
-  }
-  return pre;
-}
+const TIMED_TOOLS = new Set(["run_command", "run_python"]);
+const CLOCK_TICK_MS = 100;
 
 function codeBlock(text, language) {
   const code = h("code", { class: "hljs" });
@@ -128,18 +112,37 @@ export class ToolCard {
       }
     }
     this.liveArgs = null;
+    if (this.state === "running") this.#startClock();
     this.summary.textContent = summaryOf(parsed);
     this.summary.title = this.summary.textContent;
     this.args.replaceChildren(renderArguments(parsed));
   }
 
+  /** Elapsed time while a command runs, from now until its result or an interruption. */
+  #startClock() {
+    if (!TIMED_TOOLS.has(this.name) || this.clock) return;
+    const started = performance.now();
+    const tick = () => { this.duration.textContent = formatDuration(performance.now() - started); };
+    tick();
+    this.clock = setInterval(tick, CLOCK_TICK_MS);
+    this.el.classList.add("timing");
+  }
+
+  #stopClock() {
+    clearInterval(this.clock);
+    this.clock = null;
+    this.el.classList.remove("timing");
+  }
+
   showApproval(preview) {
+    this.#stopClock();
+    this.duration.textContent = "";
     this.setState("approval");
     this.toggle(true);
-    const always = h("input", { type: "checkbox", class: "approval-always" });
+    const always = h("input", { type: "checkbox", class: "approval-always", "data-testid": "approve-always" });
     const error = h("p", { class: "approval-error", role: "alert", hidden: true });
-    const approve = h("button", { type: "button", class: "btn btn-primary btn-sm approve-button" }, icon("check"), "Approve");
-    const reject = h("button", { type: "button", class: "btn btn-danger-outline btn-sm reject-button" }, icon("close"), "Reject");
+    const approve = h("button", { type: "button", class: "btn btn-primary btn-sm approve-button", "data-testid": "approve" }, icon("check"), "Approve");
+    const reject = h("button", { type: "button", class: "btn btn-danger-outline btn-sm reject-button", "data-testid": "reject" }, icon("close"), "Reject");
     const actions = h(
       "div",
       { class: "approval-actions" },
@@ -148,11 +151,13 @@ export class ToolCard {
       h("label", { class: "approval-always-label" }, always, `Always allow ${this.name} in this conversation`),
     );
     const text = String(preview ?? "");
+    const diff = isDiff(text);
     const box = h(
       "section",
       { class: "tool-approval", "aria-label": `Approval for ${this.name}` },
-      h("p", { class: "approval-title" }, icon("alert"), "The agent wants to run this. Allow it?"),
-      isDiff(text) ? renderDiff(text) : codeBlock(text, this.name === "run_python" ? "python" : "bash"),
+      h("p", { class: "approval-title" }, icon("alert"),
+        diff ? "The agent wants to make this change. Allow it?" : "The agent wants to run this. Allow it?"),
+      diff ? renderDiff(text) : codeBlock(text, this.name === "run_python" ? "python" : "bash"),
       actions,
       error,
     );
@@ -170,6 +175,7 @@ export class ToolCard {
       actions.replaceChildren(h("span", { class: `approval-decision ${approved ? "approved" : "rejected"}` },
         approved ? `Approved${always.checked ? " (always for this tool)" : ""}` : "Rejected"));
       if (this.state === "approval") this.setState("running");
+      if (approved && this.state === "running") this.#startClock();
     };
     approve.addEventListener("click", () => decide(true));
     reject.addEventListener("click", () => decide(false));
@@ -191,6 +197,7 @@ export class ToolCard {
   }
 
   setResult({ ok, output, duration_ms: durationMs }) {
+    this.#stopClock();
     this.liveOutput?.remove();
     this.liveOutput = null;
     this.setState(ok === false ? "failed" : "ok");
@@ -208,8 +215,19 @@ export class ToolCard {
     if (ok !== false) this.toggle(false);
   }
 
+  /** Put a box (a proposed edit) above the output; open the card when the box needs the user. */
+  attach(el, open) {
+    this.extra?.remove();
+    this.extra = el;
+    const output = this.body.querySelector(".tool-output");
+    if (output) output.open = false;
+    this.body.insertBefore(el, output);
+    if (open) this.toggle(true);
+  }
+
   /** The task ended while this call was still running or waiting. */
   interrupt(label) {
+    this.#stopClock();
     if (this.state === "running" || this.state === "approval") {
       this.approval?.querySelectorAll("button, input").forEach((control) => { control.disabled = true; });
       this.approval?.classList.add("decided");

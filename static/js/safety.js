@@ -1,0 +1,136 @@
+// Safe execution in the conversation: Apply / Discard on proposed edits, "Undo this task" after tasks.
+import { h, icon } from "./dom.js";
+import { ProposalBox } from "./proposal.js";
+
+const CHANGING_TOOLS = new Set([
+  "create_file", "create_folder", "modify_file", "rename_file", "delete_file", "run_command", "run_python",
+]);
+
+function follows(earlier, later) {
+  return Boolean(earlier.compareDocumentPosition(later) & Node.DOCUMENT_POSITION_FOLLOWING);
+}
+
+function pathList(label, paths) {
+  if (!paths?.length) return null;
+  return h("span", { class: "undo-paths" }, `${label}: `, paths.map((path) => h("code", { text: path })));
+}
+
+/** The "Undo this task" button at the end of a task, and what it restored. */
+class UndoRow {
+  constructor(messageId, onUndo, undone) {
+    this.messageId = messageId;
+    this.onUndo = onUndo;
+    this.button = h("button", { type: "button", class: "btn btn-sm undo-button", "data-testid": "undo-task", title: "Put back every file this task created, changed, renamed or deleted", onclick: () => this.#run() }, icon("undo"), "Undo this task");
+    this.notice = h("div", { class: "undo-notice", role: "status", "data-testid": "undo-notice", hidden: true });
+    this.el = h("div", { class: "task-undo", "data-message-id": messageId }, this.button, this.notice);
+    if (undone) this.#setUndone();
+  }
+
+  #setUndone() {
+    this.button.disabled = true;
+    this.button.replaceChildren(icon("check"), "Undone");
+  }
+
+  async #run() {
+    this.button.disabled = true;
+    this.notice.hidden = true;
+    const ack = await this.onUndo(this.messageId);
+    this.notice.hidden = false;
+    if (!ack?.ok) {
+      this.button.disabled = false;
+      this.notice.className = "undo-notice error";
+      this.notice.textContent = `Could not undo: ${ack?.error?.message ?? "unknown error"}`;
+      return;
+    }
+    this.#setUndone();
+    this.notice.className = "undo-notice";
+    const restored = pathList("Restored", ack.restored);
+    const skipped = pathList("Skipped", ack.skipped);
+    const parts = restored || skipped ? [restored, skipped] : [h("span", { text: ack.message || "Nothing to undo." })];
+    this.notice.replaceChildren(...parts.filter(Boolean));
+    this.onUndone?.();
+  }
+}
+
+export class SafetyView {
+  /** chat: the ChatView (root, views, editable: false while a task runs); handlers: onApplyEdit(id), onDiscardEdit(id), onUndo(messageId). */
+  constructor(chat, handlers) {
+    this.chat = chat;
+    this.handlers = handlers;
+    this.pendingEdits = null;
+    this.outcomes = new Map();
+    this.undoable = new Set();
+    this.undone = new Set();
+    this.changed = new WeakSet();
+  }
+
+  /** Ids of the proposals still pending (list_edits); null when unknown. */
+  setPendingEdits(ids) {
+    this.pendingEdits = Array.isArray(ids) ? new Set(ids) : null;
+  }
+
+  /** User message ids whose task has something to undo (get_conversation's `undoable`). */
+  setUndoable(ids) {
+    if (!Array.isArray(ids)) return;
+    this.undoable = new Set(ids);
+    this.place();
+  }
+
+  /** Show a propose_edit result's diff with Apply / Discard (live: always pending). */
+  attachProposal(card, proposal, live) {
+    if (!proposal?.id) return;
+    const { id } = proposal;
+    const pending = live || !this.pendingEdits || this.pendingEdits.has(id);
+    const box = new ProposalBox(proposal, this.outcomes.get(id) ?? (pending ? "pending" : "closed"), {
+      apply: (pid) => this.handlers.onApplyEdit(pid),
+      discard: (pid) => this.handlers.onDiscardEdit(pid),
+    });
+    box.onDecided = (outcome) => {
+      this.outcomes.set(id, outcome);
+      this.pendingEdits?.delete(id);
+      if (outcome !== "applied") return;
+      const user = this.#userBefore(card.el);
+      if (user) this.changed.add(user);
+      this.place();
+    };
+    card.attach(box.el, box.pending);
+  }
+
+  /** The last task ended: offer Undo when one of its calls changed files. */
+  taskEnded(cards) {
+    const user = this.#userBefore(null);
+    if (!user) return;
+    for (const card of cards) {
+      if (!card.el.isConnected || !follows(user.el, card.el)) continue;
+      const applied = card.el.querySelector('.proposal[data-state="applied"]');
+      if (applied || (CHANGING_TOOLS.has(card.name) && card.state === "ok")) this.changed.add(user);
+    }
+    this.place();
+  }
+
+  /** Put an Undo row at the end of every shown task that can be undone (not the one running). */
+  place() {
+    const users = this.#users();
+    users.forEach((view, position) => {
+      const id = view.messageId;
+      const last = position === users.length - 1;
+      if (!id || (last && !this.chat.editable)) return;
+      if (!this.undoable.has(id) && !this.changed.has(view) && !this.undone.has(id)) return;
+      if (this.chat.root.querySelector(`.task-undo[data-message-id="${CSS.escape(id)}"]`)) return;
+      const row = new UndoRow(id, (mid) => this.handlers.onUndo(mid), this.undone.has(id));
+      row.onUndone = () => this.undone.add(id);
+      this.chat.root.insertBefore(row.el, users[position + 1]?.el ?? null);
+    });
+  }
+
+  #users() {
+    return this.chat.views.filter((view) => view.el.classList.contains("user-message"));
+  }
+
+  /** The user message whose task holds el (null: the last task). */
+  #userBefore(el) {
+    const users = this.#users();
+    if (!el) return users.at(-1) ?? null;
+    return users.findLast((view) => follows(view.el, el)) ?? null;
+  }
+}

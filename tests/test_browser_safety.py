@@ -1,0 +1,273 @@
+"""Safe execution in a real headless Chromium: approvals, reviewed edits, undo, stop, sandbox."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fake_llm import Call, FakeLLM, Reply
+from tests.web_helpers import TOKEN, ServerProcess, connected
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+if CHROMIUM is None:
+    pytest.skip(
+        "no Chromium on this machine (make test installs Debian's chromium where "
+        "apt-get is allowed)",
+        allow_module_level=True,
+    )
+
+playwright = pytest.importorskip("playwright.sync_api")
+
+Served = tuple[ServerProcess, FakeLLM, Path]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("safety")
+    workspace = root / "ws"
+    workspace.mkdir()
+    (workspace / "README.md").write_text("# demo\n")
+    with (
+        FakeLLM("deepseek") as fake,
+        ServerProcess(
+            workspace,
+            root / "data",
+            base_url=fake.base_url,
+            api_key=fake.api_key,
+            env={"AGENT_APPROVAL": "ask"},
+        ) as server,
+    ):
+        yield server, fake, workspace
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any, served: Served) -> Iterator[Any]:
+    server, fake, _ = served
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    errors: list[str] = []
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server.url}/?token={TOKEN}")
+    page.wait_for_selector('#file-tree [data-path="README.md"]')
+    page.wait_for_selector("#status-bar [data-role=approval]:has-text('ask')")
+    yield page
+    context.close()
+    assert errors == []
+    assert fake.pending == 0, "a scripted reply was left unused"
+
+
+def send(page: Any, text: str) -> None:
+    page.fill("#message-input", text)
+    page.press("#message-input", "Enter")
+
+
+def wait_tasks_ended(page: Any, count: int) -> None:
+    page.wait_for_function("n => document.querySelectorAll('.task-end').length >= n", arg=count)
+
+
+def test_approve_runs_the_command_and_its_clock_ticks(page: Any, served: Served) -> None:
+    _, fake, workspace = served
+    fake.script(
+        Reply(tool_calls=[Call("run_command", {"command": "sleep 1; echo hi > made.txt"})]),
+        Reply(content="Made it."),
+    )
+    send(page, "make a file with a command")
+    approval = page.locator(".tool-card[data-state=approval] .tool-approval")
+    assert "echo hi > made.txt" in approval.inner_text()
+    page.click("[data-testid=approve]")
+    clock = page.locator(".tool-card.timing .tool-duration")
+    first = clock.inner_text()
+    page.wait_for_timeout(350)
+    assert clock.inner_text() != first, "the elapsed time does not tick"
+    page.wait_for_selector('#file-tree [data-path="made.txt"]')
+    wait_tasks_ended(page, 1)
+    card = page.locator(".tool-card[data-tool=run_command]")
+    assert card.get_attribute("data-state") == "ok"
+    assert "timing" not in (card.get_attribute("class") or "")
+    assert card.locator(".tool-duration").inner_text().endswith("s")
+    assert (workspace / "made.txt").read_text() == "hi\n"
+    page.wait_for_selector("[data-testid=undo-task]")
+
+
+def test_reject_reaches_the_model(page: Any, served: Served) -> None:
+    _, fake, workspace = served
+    fake.script(
+        Reply(tool_calls=[Call("delete_file", {"path": "README.md"})]),
+        Reply(content="All right, I left it."),
+    )
+    send(page, "delete the readme")
+    page.click("[data-testid=reject]")
+    page.wait_for_selector(".approval-decision.rejected")
+    wait_tasks_ended(page, 1)
+    tool_messages = [m for m in fake.chat_requests[-1].messages if m.get("role") == "tool"]
+    assert "declined" in tool_messages[-1]["content"]
+    assert (workspace / "README.md").exists()
+    assert page.locator("[data-testid=undo-task]").count() == 0
+
+
+def test_always_allow_skips_the_second_approval(page: Any, served: Served) -> None:
+    _, fake, _ = served
+    fake.script(
+        Reply(tool_calls=[Call("run_command", {"command": "echo one"})]),
+        Reply(content="First."),
+    )
+    send(page, "run one")
+    page.check("[data-testid=approve-always]")
+    page.click("[data-testid=approve]")
+    wait_tasks_ended(page, 1)
+    fake.script(
+        Reply(tool_calls=[Call("run_command", {"command": "echo two"})]),
+        Reply(content="Second."),
+    )
+    send(page, "run two")
+    wait_tasks_ended(page, 2)
+    cards = page.locator(".tool-card[data-tool=run_command]")
+    assert cards.count() == 2
+    assert cards.nth(1).get_attribute("data-state") == "ok"
+    assert cards.nth(1).locator(".tool-approval").count() == 0
+
+
+def propose(page: Any, fake: FakeLLM, content: str, ended: int) -> Any:
+    """One task that proposes `content` for notes.txt; returns its proposal box."""
+    fake.script(
+        Reply(tool_calls=[Call("propose_edit", {"path": "notes.txt", "new_content": content})]),
+        Reply(content="Proposed."),
+    )
+    send(page, f"propose {content.strip()}")
+    wait_tasks_ended(page, ended)
+    box = page.locator(".proposal").nth(ended - 1)
+    box.wait_for()
+    assert box.get_attribute("data-state") == "pending"
+    return box
+
+
+def test_reviewed_edits_apply_discard_and_conflict(page: Any, served: Served) -> None:
+    _, fake, workspace = served
+    notes = workspace / "notes.txt"
+    box = propose(page, fake, "hello\n", 1)
+    assert box.locator(".diff-add").inner_text().strip() == "+hello"
+    box.locator("[data-testid=diff-toggle]").click()
+    assert box.locator(".diff-split .split-text.diff-add").inner_text() == "hello"
+    assert not notes.exists()
+    box.locator("[data-testid=apply-edit]").click()
+    box.locator("[data-testid=proposal-outcome]:has-text('Applied')").wait_for()
+    assert notes.read_text() == "hello\n"
+    page.wait_for_selector('#file-tree [data-path="notes.txt"]')
+
+    box = propose(page, fake, "discard me\n", 2)
+    box.locator("[data-testid=discard-edit]").click()
+    box.locator("[data-testid=proposal-outcome]:has-text('Discarded')").wait_for()
+    assert notes.read_text() == "hello\n"
+
+    box = propose(page, fake, "too late\n", 3)
+    notes.write_text("changed by hand\n")
+    box.locator("[data-testid=apply-edit]").click()
+    box.locator(".proposal-error:has-text('changed since')").wait_for()
+    assert box.locator("[data-testid=apply-edit]").is_disabled()
+    assert notes.read_text() == "changed by hand\n"
+    box.locator("[data-testid=discard-edit]").click()
+    box.locator("[data-testid=proposal-outcome]:has-text('Discarded')").wait_for()
+
+    page.reload()
+    page.locator(".proposal").nth(2).wait_for(state="attached")
+    assert page.locator("[data-testid=apply-edit]").count() == 0
+    assert page.locator(".proposal[data-state=closed]").count() == 3
+    page.wait_for_selector("[data-testid=undo-task]")  # the applied edit's task
+
+
+def test_undo_this_task_restores_the_workspace(page: Any, served: Served) -> None:
+    _, fake, workspace = served
+    fake.script(
+        Reply(
+            tool_calls=[
+                Call("create_file", {"path": "fresh.txt", "content": "new\n"}),
+                Call(
+                    "modify_file",
+                    {
+                        "path": "README.md",
+                        "operation": "replace",
+                        "old_text": "# demo",
+                        "new_text": "# changed",
+                    },
+                ),
+            ]
+        ),
+        Reply(content="Changed both."),
+    )
+    send(page, "change things")
+    approval = page.locator(".tool-card[data-state=approval] .tool-approval")
+    assert approval.locator(".diff-del").inner_text().strip() == "-# demo"
+    assert approval.locator(".diff-add").inner_text().strip() == "+# changed"
+    page.click("[data-testid=approve]")
+    wait_tasks_ended(page, 1)
+    page.wait_for_selector('#file-tree [data-path="fresh.txt"]')
+    assert (workspace / "README.md").read_text() == "# changed\n"
+
+    page.click("[data-testid=undo-task]")
+    notice = page.locator("[data-testid=undo-notice]")
+    notice.locator("code:has-text('fresh.txt')").wait_for()
+    assert "README.md" in notice.inner_text()
+    assert page.locator("[data-testid=undo-task]").is_disabled()
+    page.wait_for_selector('#file-tree [data-path="fresh.txt"]', state="detached")
+    assert not (workspace / "fresh.txt").exists()
+    assert (workspace / "README.md").read_text() == "# demo\n"
+
+    page.wait_for_selector('#file-tree [data-path$=".undo"]', state="detached")
+    page.click(".tool-card[data-tool=modify_file] .tool-head")
+    page.click("[data-testid=sandbox-status]")
+    page.wait_for_selector("[data-testid=sandbox-details] li")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "safety.png"))
+
+
+def test_stop_while_waiting_for_approval_ends_the_task(page: Any, served: Served) -> None:
+    _, fake, workspace = served
+    fake.script(Reply(tool_calls=[Call("run_command", {"command": "echo no > never.txt"})]))
+    send(page, "wait for me")
+    page.wait_for_selector("[data-testid=approve]")
+    page.click("#stop-button")
+    page.wait_for_selector('.task-end[data-reason="cancelled"]')
+    assert page.locator("[data-testid=approve]").is_disabled()
+    assert page.locator("#stop-button").is_hidden()
+    assert not (workspace / "never.txt").exists()
+
+
+def test_status_bar_shows_the_sandbox(page: Any, served: Served) -> None:
+    server, _, _ = served
+    with connected(server.url) as client:
+        sandbox = client.call("get_status")["sandbox"]
+    button = page.locator("[data-testid=sandbox-status]")
+    assert sandbox["kind"] in button.inner_text()
+    exposed = any(line.startswith("not isolated") for line in sandbox["isolation"])
+    assert button.get_attribute("data-level") == ("warn" if exposed else "ok")
+    button.hover()
+    details = page.locator("[data-testid=sandbox-details]")
+    details.wait_for()
+    assert details.locator("li").all_inner_texts() == sandbox["isolation"]
