@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from modules.paths import temp_sibling
+
 State = dict[str, Any]
 MISSING: State = {"kind": "missing"}
 BLOB_LIMIT_BYTES = 50 * 1024 * 1024
@@ -202,7 +204,7 @@ class BlobStore:
     def restore(self, digest: str, dest: Path, mode: int) -> None:
         """Put the blob's bytes at `dest` (atomically, with `mode`); ValueError if damaged."""
         hasher = hashlib.sha256()
-        tmp = dest.with_name(f".{dest.name[:200]}.{secrets.token_hex(4)}.undo")
+        tmp = temp_sibling(dest)
         try:
             with open(self.path(digest), "rb") as source, open(tmp, "xb") as out:
                 while chunk := source.read(_CHUNK):

@@ -13,8 +13,13 @@ IGNORED_NAMES = frozenset({".git", "__pycache__", "4913"})  # 4913: vim's write-
 
 
 def is_ignored(name: str) -> bool:
-    """True for names no listing shows: git internals, caches, editor swap files."""
-    return name in IGNORED_NAMES or name.endswith(("~", ".swp", ".swo")) or name.startswith(".#")
+    """True for names no listing shows: git internals, caches, editor swap and temp files."""
+    return (
+        name in IGNORED_NAMES
+        or name.endswith(("~", ".swp", ".swo", ".swx"))
+        or name.startswith(".#")
+        or (name.startswith(".") and name.endswith(".tmp"))  # atomic writes in progress
+    )
 
 
 def scan_dir(path: str) -> list[tuple[str, bool]]:

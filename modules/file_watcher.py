@@ -19,26 +19,18 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from modules.file_tree import is_ignored as is_ignored_name
+
 log = logging.getLogger(__name__)
 
 BATCH_SECONDS = 0.1
 MAX_BATCH = 1000  # changes per line (and per `file_tree` event)
-SWAP_SUFFIXES = (".swp", ".swx", ".swo", "~", ".tmp", ".crdownload", ".part")
-IGNORED_DIRS = ("__pycache__", "node_modules")
 
 
 def is_ignored(relative: str) -> bool:
-    """Paths whose changes nobody wants to see: git internals, caches, editor swap files."""
+    """Changes nobody wants to see: those the file tree does not show either."""
     parts = PurePosixPath(relative).parts
-    if not parts or parts[0] == ".git" or any(p in IGNORED_DIRS for p in parts):
-        return True
-    name = parts[-1]
-    return (
-        name.endswith(SWAP_SUFFIXES)
-        or name.startswith(".#")
-        or name == "4913"
-        or (name.startswith(".") and name.endswith(".tmp"))
-    )
+    return not parts or any(is_ignored_name(part) for part in parts)
 
 
 class _Batcher:

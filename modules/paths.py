@@ -119,6 +119,12 @@ def _outside_message(path: str, candidate: Path, real: Path) -> str:
     return f"Path {path!r} is outside the workspace: {why}"
 
 
+def temp_sibling(path: Path) -> Path:
+    """A fresh hidden name beside `path` for writing before an atomic rename (the live tree
+    ignores such `.NAME.HEX.tmp` files)."""
+    return path.with_name(f".{path.name[:200]}.{secrets.token_hex(4)}.tmp")
+
+
 def atomic_write(path: Path, data: str | bytes) -> None:
     """Replace `path` whole through a temporary file in its folder, keeping its mode."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
@@ -127,7 +133,7 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         mode: int | None = path.stat().st_mode & 0o7777
     except FileNotFoundError:
         mode = None
-    tmp = path.with_name(f".{path.name[:200]}.{secrets.token_hex(4)}.tmp")
+    tmp = temp_sibling(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as handle:

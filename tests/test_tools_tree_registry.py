@@ -8,8 +8,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 from modules.context import ToolContext
 from modules.file_tree import describe_tree, file_tree
+from modules.file_tree import is_ignored as hidden_in_listing
+from modules.file_watcher import is_ignored as ignored_by_watcher
 from modules.tools import build_registry
 from tests.test_paths import make_ctx
 
@@ -129,3 +133,21 @@ def test_registry_matches_protocol(tmp_path: Path) -> None:
             assert prop.get("description"), function["name"]
     read_only = {s["function"]["name"] for s in registry.schemas(read_only=True)}
     assert read_only == READ_ONLY
+
+
+@pytest.mark.parametrize(("relative", "hidden"), [
+    ("notes/.plan.md.1a2b3c4d.tmp", True),
+    (".git/index", True),
+    ("src/__pycache__/m.pyc", True),
+    ("src/.main.py.swp", True),
+    ("src/main.py~", True),
+    (".#draft.md", True),
+    ("4913", True),
+    ("data.tmp", False),
+    ("node_modules/left-pad/index.js", False),
+    ("src/main.py", False),
+    (".env.example", False),
+])
+def test_the_live_tree_ignores_exactly_what_the_listing_hides(relative: str, hidden: bool):
+    assert ignored_by_watcher(relative) is hidden
+    assert any(hidden_in_listing(part) for part in relative.split("/")) is hidden
