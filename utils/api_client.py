@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import queue
 import random
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +17,7 @@ from core.cancel import CancelToken, TaskCancelled
 from core.events import Usage
 from utils.providers import ProviderConfig, prepare_messages
 from utils.settings import Settings
+from utils.sse_pump import ChunkPump
 from utils.tool_calls import (
     ToolCall,
     ToolCallArgs,
@@ -32,8 +28,6 @@ from utils.tool_calls import (
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_CAP = 60.0
-YIELD_SECONDS = 0.005  # CPython's own thread switch interval
-OpenResponse = Callable[[], AbstractContextManager[Any]]  # the SDK's streaming response
 
 
 @dataclass
@@ -134,78 +128,6 @@ class _Retry(Exception):
         self.retry_after = retry_after
 
 
-_END = object()
-_CLOSED = object()
-
-
-class _ChunkPump:
-    """Reads one streamed response in a worker thread, so a cancel never waits on the network.
-
-    It hands over each SSE `data:` payload as received; parsing it with `json` costs a fifth
-    of what building the SDK's typed chunk objects does.
-    """
-
-    def __init__(self, open_response: OpenResponse) -> None:
-        self._queue: queue.Queue[Any] = queue.Queue()
-        self._lock = threading.Lock()
-        self._response: httpx2.Response | None = None
-        self._closed = False
-        threading.Thread(
-            target=self._run, args=(open_response,), name="model-stream", daemon=True
-        ).start()
-
-    def __iter__(self) -> Iterator[str]:
-        while (item := self._queue.get()) is not _END and item is not _CLOSED:
-            if isinstance(item, Exception):
-                raise item
-            yield item
-
-    def close(self) -> None:
-        """Stop now (safe from any thread): the iteration ends and the connection is cut."""
-        with self._lock:
-            self._closed = True
-            response = self._response
-        self._queue.put(_CLOSED)
-        if response is not None:
-            _abort(response)
-
-    def _run(self, open_response: OpenResponse) -> None:
-        try:
-            with open_response() as response:
-                with self._lock:
-                    self._response = response.http_response
-                    closed = self._closed
-                if closed:
-                    _abort(response.http_response)
-                    return
-                yielded = time.monotonic()
-                for line in response.iter_lines():
-                    if not line.startswith("data:"):
-                        continue  # blank separators, `: keep-alive` comments, `event:` lines
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
-                    self._queue.put(data)
-                    if time.monotonic() - yielded > YIELD_SECONDS:
-                        time.sleep(0)  # under eventlet, the consumer runs while chunks pour in
-                        yielded = time.monotonic()
-            self._queue.put(_END)
-        except Exception as err:
-            self._queue.put(err)
-
-
-def _abort(response: httpx2.Response) -> None:
-    """Cut a response still being read: shutting the socket wakes a blocked read at once."""
-    if not response.is_closed:
-        network = response.extensions.get("network_stream")
-        sock = network.get_extra_info("socket") if network is not None else None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-    with contextlib.suppress(Exception):
-        response.close()
-
-
 class ApiClient:
     """Streams chat completions from the configured provider, with retries and cancel."""
 
@@ -296,7 +218,7 @@ class ApiClient:
         cancel.raise_if_cancelled()
         assert self._sdk is not None
         sdk = self._sdk
-        pump = _ChunkPump(lambda: sdk.chat.completions.with_streaming_response.create(**request))
+        pump = ChunkPump(lambda: sdk.chat.completions.with_streaming_response.create(**request))
         unregister = cancel.on_cancel(pump.close)
         error: Exception | None = None
         try:
