@@ -10,9 +10,10 @@ from flask import Blueprint, Response, current_app, jsonify, redirect, render_te
 
 from modules.file_tree import file_tree
 from modules.registry import ToolError
-from utils.context_manager import ConversationNotFound
+from utils.conversation_store import ConversationNotFound
 
 if TYPE_CHECKING:
+    from core.services import AgentServices
     from web_server import WebState
 
 TOKEN_COOKIE = "agent_token"
@@ -79,30 +80,20 @@ def debug() -> str:
 
 @routes.get("/api/conversations")
 def conversations() -> Response:
-    keys = ("id", "title", "created_at", "updated_at")
-    rows = [{k: meta.get(k) for k in keys} for meta in _state().services.store.list()]
-    return jsonify({"ok": True, "conversations": rows})
+    return jsonify(conversations_payload(_state().services))
 
 
 @routes.get("/api/conversations/<conversation_id>")
 def conversation(conversation_id: str) -> Any:
     try:
-        found = _state().services.store.get(conversation_id)
+        return jsonify(conversation_payload(_state().services, conversation_id))
     except ConversationNotFound as exc:
         return _error(404, "not_found", str(exc))
-    return jsonify(
-        {
-            "ok": True,
-            "conversation": found.meta,
-            "messages": [public_record(r) for r in found.records],
-        }
-    )
 
 
 @routes.get("/api/tree")
 def tree() -> Response:
-    services = _state().services
-    return jsonify({"ok": True, "tree": file_tree(services.workspace, services.annotations)})
+    return jsonify(tree_payload(_state().services))
 
 
 @routes.get("/api/file")
@@ -201,6 +192,31 @@ def _mentions(line: str, conversation_id: str) -> bool:
 def public_record(record: dict[str, Any]) -> dict[str, Any]:
     """A message record as PROTOCOL §5 gives it, without in-memory helpers."""
     return {k: v for k, v in record.items() if not k.startswith("_")}
+
+
+def conversations_payload(services: AgentServices) -> dict[str, Any]:
+    """The `list_conversations` answer, also served at /api/conversations."""
+    keys = ("id", "title", "created_at", "updated_at")
+    return {
+        "ok": True,
+        "conversations": [{k: m.get(k) for k in keys} for m in services.store.list()],
+    }
+
+
+def conversation_payload(services: AgentServices, conversation_id: str) -> dict[str, Any]:
+    """The `get_conversation` answer (raises ConversationNotFound)."""
+    found = services.store.get(conversation_id)
+    return {
+        "ok": True,
+        "conversation": found.meta,
+        "messages": [public_record(r) for r in found.records],
+        "undoable": services.journal.undoable(found.id),
+    }
+
+
+def tree_payload(services: AgentServices) -> dict[str, Any]:
+    """The `get_file_tree` answer, also served at /api/tree."""
+    return {"ok": True, "tree": file_tree(services.workspace, services.annotations)}
 
 
 def status_payload(state: WebState) -> dict[str, Any]:

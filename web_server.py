@@ -20,7 +20,6 @@ from flask_socketio import SocketIO, join_room
 
 from core.services import AgentServices, build_services
 from core.web_terminal import TerminalHub
-from modules.file_tree import file_tree
 from modules.file_watcher import WorkspaceWatcher
 from utils.conversation_store import LEAF
 from utils.settings import Settings
@@ -35,7 +34,13 @@ from web_events import (
     failure,
     register_review_handlers,
 )
-from web_routes import public_record, routes, status_payload
+from web_routes import (
+    conversation_payload,
+    conversations_payload,
+    routes,
+    status_payload,
+    tree_payload,
+)
 
 log = logging.getLogger(__name__)
 AsyncMode = Literal["threading", "eventlet"]
@@ -211,25 +216,17 @@ def _register_reading_handlers(socketio: SocketIO, state: WebState) -> None:
     @socketio.on("list_conversations")
     @acked(Empty)
     def on_list(_: Empty) -> dict[str, Any]:
-        keys = ("id", "title", "created_at", "updated_at")
-        rows = [{k: meta.get(k) for k in keys} for meta in services.store.list()]
-        return {"ok": True, "conversations": rows}
+        return conversations_payload(services)
 
     @socketio.on("get_conversation")
     @acked(ConversationRef)
     def on_get(msg: ConversationRef) -> dict[str, Any]:
-        conversation = services.store.get(msg.conversation_id)
-        return {
-            "ok": True,
-            "conversation": conversation.meta,
-            "messages": [public_record(r) for r in conversation.records],
-            "undoable": services.journal.undoable(conversation.id),
-        }
+        return conversation_payload(services, msg.conversation_id)
 
     @socketio.on("get_file_tree")
     @acked(Empty)
     def on_tree(_: Empty) -> dict[str, Any]:
-        return {"ok": True, "tree": file_tree(services.workspace, services.annotations)}
+        return tree_payload(services)
 
     @socketio.on("get_status")
     @acked(Empty)
