@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run_cli(settings: Settings, args: argparse.Namespace) -> int:
     from core.cli_terminal import CliTerminal, repl, run_once
     from core.services import build_services
-    from utils.context_manager import ConversationNotFound
+    from utils.conversation_store import ConversationNotFound
 
     services = build_services(settings)
     try:

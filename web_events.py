@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, ValidationError
 from core.events import FileChange, FileTree
 from core.main_terminal import TaskBusy
 from modules.proposals import ProposalError
-from utils.context_manager import ConversationNotFound
+from utils.conversation_store import ConversationNotFound
 from utils.settings import Approval, Mode
 
 if TYPE_CHECKING:

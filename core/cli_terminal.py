@@ -13,7 +13,7 @@ from core.events import DoneReason
 from core.main_terminal import MainTerminal
 from core.services import AgentServices
 from modules.registry import ToolError
-from utils.context_manager import ConversationNotFound
+from utils.conversation_store import ConversationNotFound
 
 HELP = """\
 /status                 model, mode, approval, iteration, context used/limit, focus files

@@ -69,10 +69,13 @@ class ContextUsage:
     limit_tokens: int
 
 
+TaskState = Literal["idle", "thinking", "streaming", "tool"]
+
+
 @dataclass
 class Status(Event):
     name: ClassVar[str] = "status"
-    state: Literal["idle", "thinking", "streaming", "tool"]
+    state: TaskState
     iteration: int
     context: ContextUsage
 

@@ -18,6 +18,7 @@ from core.events import (
     Event,
     FileTree,
     Status,
+    TaskState,
     Thinking,
     Token,
     ToolEvent,
@@ -38,8 +39,8 @@ from utils.api_client import (
     StreamInterrupted,
     StreamItem,
 )
-from utils.context_manager import ContextBuilder, Conversation
-from utils.conversation_store import LEAF
+from utils.context_manager import ContextBuilder
+from utils.conversation_store import LEAF, Conversation
 from utils.logger import log_context
 from utils.prompts import render_system_prompt
 from utils.settings import Approval, Mode
@@ -90,7 +91,7 @@ class MainTerminal:
         self.context = ContextBuilder(services.provider.context_window)
         self.gate = ApprovalGate()
         self.iteration = 0
-        self.state = "idle"
+        self.state: TaskState = "idle"
         self.context_usage = ContextUsage(0, self.context.limit_tokens)
         self._conversation: Conversation | None = None
         self.focus = FocusFiles()
@@ -399,11 +400,11 @@ class MainTerminal:
                        **event.payload()}
             self.emit(event.name, payload)
 
-    def _set_state(self, state: str, *, force: bool = False) -> None:
+    def _set_state(self, state: TaskState, *, force: bool = False) -> None:
         if state == self.state and not force:
             return
         self.state = state
-        self._report(Status(state, self.iteration, self.context_usage))  # type: ignore[arg-type]
+        self._report(Status(state, self.iteration, self.context_usage))
 
     def _require_conversation(self) -> Conversation:
         if self._conversation is None:

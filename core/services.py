@@ -16,7 +16,7 @@ from modules.sandbox import CommandRunner, build_runner
 from modules.tools import build_registry
 from modules.undo import UndoJournal
 from utils.api_client import ApiClient, StreamItem
-from utils.context_manager import ConversationStore
+from utils.conversation_store import ConversationStore
 from utils.logger import setup_logging
 from utils.providers import ProviderConfig, resolve_provider
 from utils.settings import Settings

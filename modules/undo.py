@@ -121,11 +121,6 @@ class UndoJournal:
                 raise ValueError(f"not a valid id for an undo journal: {value!r}")
         return TaskJournal(self, conversation_id, task_id)
 
-    def tasks(self, conversation_id: str) -> list[str]:
-        """Ids of the conversation's tasks that have a journal, newest first."""
-        with self._lock:
-            return [_task_of(path) for path in reversed(self._manifests(conversation_id))]
-
     def undoable(self, conversation_id: str) -> list[str]:
         """Ids of the conversation's tasks whose changes are not undone yet, newest first."""
         with self._lock:

@@ -128,7 +128,7 @@ def test_apply_without_a_task_has_a_journal_of_its_own(ctx: ToolContext) -> None
     ctx.journal = None
     pid, _ = propose(ctx, path="notes.txt", new_content="solo\n")
     ctx.proposals.apply_proposal(pid)
-    assert ctx.proposals.journal.tasks("conv-1") == [f"proposal-{pid}"]
+    assert ctx.proposals.journal.undoable("conv-1") == [f"proposal-{pid}"]
     ctx.proposals.journal.undo("conv-1")
     assert (ctx.workspace.root / "notes.txt").read_text() == TEXT
 

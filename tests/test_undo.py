@@ -138,7 +138,7 @@ def test_nothing_to_undo(tmp_path: Path) -> None:
     journal = UndoJournal(tmp_path / "data", Workspace(tmp_path))
     assert "Nothing to undo" in journal.undo("conv-1").message
     assert "message nope" in journal.undo("conv-1", "nope").message
-    assert journal.tasks("conv-1") == []
+    assert journal.undoable("conv-1") == []
 
 
 def test_undo_of_command_changes(setup) -> None:
@@ -228,7 +228,7 @@ def test_tasks_newest_first_and_undo_by_id(setup) -> None:
     ok(ctx, "read_file", path="first.txt")
     ctx.journal = journal.task("conv-1", "task-3")
     ok(ctx, "create_file", path="third.txt", content="3")
-    assert journal.tasks("conv-1") == ["task-3", "task-1"]  # task-2 changed nothing
+    assert journal.undoable("conv-1") == ["task-3", "task-1"]  # task-2 changed nothing
     assert journal.undo("conv-1", "task-1").restored == ["first.txt"]
     assert (ctx.workspace.root / "third.txt").exists()
     assert journal.undo("conv-1").restored == ["third.txt"]
@@ -250,7 +250,7 @@ def test_old_journals_and_their_blobs_are_collected(tmp_path: Path) -> None:
     for i in range(1, 6):
         ctx.journal = journal.task("conv-1", f"t{i}")
         ok(ctx, "create_file", path="f.txt", content=f"content {i}")
-    assert journal.tasks("conv-1") == ["t5", "t4", "t3"]
+    assert journal.undoable("conv-1") == ["t5", "t4", "t3"]
     blobs = {p.name for p in (tmp_path / "data/undo/blobs").glob("*/*")}
     kept = [json.loads(p.read_text()) for p in (tmp_path / "data/undo/tasks/conv-1").iterdir()]
     assert blobs == {m["entries"]["f.txt"]["blob"] for m in kept}

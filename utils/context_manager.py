@@ -1,7 +1,6 @@
 """What the model sees: the system prompt plus as much of the history path as the window holds.
 
-The store (conversation trees on disk) lives in utils/conversation_store.py and is re-exported
-here, so callers can import everything history-related from this module.
+The conversation trees on disk are utils/conversation_store.py's.
 """
 
 from __future__ import annotations
@@ -12,24 +11,6 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
-
-from utils.conversation_store import (
-    Conversation,
-    ConversationNotFound,
-    ConversationStore,
-    MessageNotFound,
-)
-
-__all__ = [
-    "BuiltContext",
-    "ContextBuilder",
-    "Conversation",
-    "ConversationNotFound",
-    "ConversationStore",
-    "MessageNotFound",
-    "estimate_message_tokens",
-    "estimate_text_tokens",
-]
 
 CHARS_PER_TOKEN = 3.5
 MESSAGE_OVERHEAD = 4.0  # role, separators and framing the chat template adds per message

@@ -33,10 +33,6 @@ def log_context(**fields: Any) -> Iterator[None]:
         _context.reset(token)
 
 
-def current_context() -> dict[str, Any]:
-    return dict(_context.get() or {})
-
-
 def redact(text: str) -> dict[str, Any]:
     """The first 64 characters and a SHA-256 of `text`."""
     digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
