@@ -1,23 +1,24 @@
-"""Socket.IO payloads and acknowledgements: validated in, `{ok, ...}` out, never a crash."""
+"""Every Socket.IO handler: payloads validated in, `{ok, ...}` acks out, never a crash."""
 
 from __future__ import annotations
 
 import functools
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from flask_socketio import SocketIO
+from flask import request
+from flask_socketio import SocketIO, join_room
 from pydantic import BaseModel, Field, ValidationError
 
-from core.events import FileChange, FileTree
+from core.events import FileTree
 from core.main_terminal import TaskBusy
 from modules.proposals import ProposalError
-from utils.conversation_store import ConversationNotFound
+from modules.results import FileChange
+from utils.conversation_store import LEAF, ConversationNotFound
 from utils.settings import Approval, Mode
-
-if TYPE_CHECKING:
-    from web_server import WebState
+from web_payloads import conversation_payload, conversations_payload, status_payload, tree_payload
+from web_state import WebState
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,102 @@ def acked(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, Any]]
     return decorate
 
 
-def register_review_handlers(socketio: SocketIO, state: WebState) -> None:
+def register_socket_handlers(socketio: SocketIO, state: WebState) -> None:
+    """Every Socket.IO event of PROTOCOL §4 and its extensions."""
+    _register_task_handlers(socketio, state)
+    _register_reading_handlers(socketio, state)
+    _register_review_handlers(socketio, state)
+
+
+def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
+    hub, services = state.hub, state.services
+
+    @socketio.on("connect")
+    def on_connect(auth: Any = None) -> bool:
+        token = auth.get("token") if isinstance(auth, dict) else None
+        if not state.token_ok(token):
+            log.warning("socket refused: missing or wrong token")
+            return False
+        return True
+
+    @socketio.on("send_message")
+    @acked(SendMessage)
+    def on_send(msg: SendMessage) -> dict[str, Any]:
+        problem = services.provider.problem
+        if problem is not None:
+            return failure("not_configured", problem)
+        terminal = hub.get(msg.conversation_id) if msg.conversation_id else hub.new()
+
+        def enter(record: dict[str, Any]) -> None:
+            hub.register(terminal)
+            join_room(record["conversation_id"])
+
+        # Absent: under the current leaf; an explicit null: a new root (editing the first message).
+        parent = msg.parent_id if "parent_id" in msg.model_fields_set else LEAF
+        record = terminal.start(
+            msg.text,
+            parent_id=parent,
+            mode=msg.mode,
+            approval=msg.approval,
+            on_begun=enter,
+            run_in_background=socketio.start_background_task,
+        )
+        return {
+            "ok": True,
+            "conversation_id": record["conversation_id"],
+            "message_id": record["id"],
+        }
+
+    @socketio.on("cancel")
+    @acked(Cancel)
+    def on_cancel(msg: Cancel) -> dict[str, Any]:
+        if hub.get(msg.conversation_id).cancel():
+            return {"ok": True}
+        return failure("not_running", "no task is running in this conversation")
+
+    @socketio.on("approve")
+    @acked(Approve)
+    def on_approve(msg: Approve) -> dict[str, Any]:
+        if hub.get(msg.conversation_id).approve(msg.call_id, msg.approved, always=msg.always):
+            return {"ok": True}
+        return failure("not_waiting", f"no call {msg.call_id!r} is waiting for approval")
+
+    @socketio.on("join")
+    @acked(Join)
+    def on_join(msg: Join) -> dict[str, Any]:
+        terminal = hub.get(msg.conversation_id)
+        sid = request.sid  # type: ignore[attr-defined]
+
+        def deliver(event: str, payload: dict[str, Any]) -> None:
+            socketio.emit(event, payload, to=sid)
+
+        terminal.replay(msg.after_seq, deliver, subscribe=lambda: join_room(msg.conversation_id))
+        return {"ok": True, "running": terminal.running, "last_seq": terminal.last_seq}
+
+
+def _register_reading_handlers(socketio: SocketIO, state: WebState) -> None:
+    @socketio.on("list_conversations")
+    @acked(Empty)
+    def on_list(_: Empty) -> dict[str, Any]:
+        return conversations_payload(state)
+
+    @socketio.on("get_conversation")
+    @acked(ConversationRef)
+    def on_get(msg: ConversationRef) -> dict[str, Any]:
+        return conversation_payload(state, msg.conversation_id)
+
+    @socketio.on("get_file_tree")
+    @acked(Empty)
+    def on_tree(_: Empty) -> dict[str, Any]:
+        return tree_payload(state)
+
+    @socketio.on("get_status")
+    @acked(Empty)
+    def on_status(_: Empty) -> dict[str, Any]:
+        return status_payload(state)
+
+
+def _register_review_handlers(socketio: SocketIO, state: WebState) -> None:
     """Undo a task; apply, discard and list the edits the agent proposed."""
     hub, services = state.hub, state.services
 

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request
 
-from modules.file_tree import file_tree
-from modules.registry import ToolError
+from modules.results import ToolError
 from utils.conversation_store import ConversationNotFound
-
-if TYPE_CHECKING:
-    from core.services import AgentServices
-    from web_server import WebState
+from web_payloads import conversation_payload, conversations_payload, status_payload, tree_payload
+from web_state import WebState
 
 TOKEN_COOKIE = "agent_token"
 PREVIEW_LIMIT_BYTES = 512 * 1024
@@ -80,20 +77,20 @@ def debug() -> str:
 
 @routes.get("/api/conversations")
 def conversations() -> Response:
-    return jsonify(conversations_payload(_state().services))
+    return jsonify(conversations_payload(_state()))
 
 
 @routes.get("/api/conversations/<conversation_id>")
 def conversation(conversation_id: str) -> Any:
     try:
-        return jsonify(conversation_payload(_state().services, conversation_id))
+        return jsonify(conversation_payload(_state(), conversation_id))
     except ConversationNotFound as exc:
         return _error(404, "not_found", str(exc))
 
 
 @routes.get("/api/tree")
 def tree() -> Response:
-    return jsonify(tree_payload(_state().services))
+    return jsonify(tree_payload(_state()))
 
 
 @routes.get("/api/file")
@@ -187,53 +184,3 @@ def _mentions(line: str, conversation_id: str) -> bool:
         return json.loads(line).get("conversation_id") == conversation_id
     except (ValueError, AttributeError):
         return False
-
-
-def public_record(record: dict[str, Any]) -> dict[str, Any]:
-    """A message record as PROTOCOL §5 gives it, without in-memory helpers."""
-    return {k: v for k, v in record.items() if not k.startswith("_")}
-
-
-def conversations_payload(services: AgentServices) -> dict[str, Any]:
-    """The `list_conversations` answer, also served at /api/conversations."""
-    keys = ("id", "title", "created_at", "updated_at")
-    return {
-        "ok": True,
-        "conversations": [{k: m.get(k) for k in keys} for m in services.store.list()],
-    }
-
-
-def conversation_payload(services: AgentServices, conversation_id: str) -> dict[str, Any]:
-    """The `get_conversation` answer (raises ConversationNotFound)."""
-    found = services.store.get(conversation_id)
-    return {
-        "ok": True,
-        "conversation": found.meta,
-        "messages": [public_record(r) for r in found.records],
-        "undoable": services.journal.undoable(found.id),
-    }
-
-
-def tree_payload(services: AgentServices) -> dict[str, Any]:
-    """The `get_file_tree` answer, also served at /api/tree."""
-    return {"ok": True, "tree": file_tree(services.workspace, services.annotations)}
-
-
-def status_payload(state: WebState) -> dict[str, Any]:
-    """The `get_status` answer (PROTOCOL §4), plus whether the model API is configured."""
-    provider, settings, runner = state.services.provider, state.settings, state.services.runner
-    return {
-        "ok": True,
-        "provider": provider.name,
-        "model": provider.model,
-        "mode": settings.mode,
-        "approval": settings.approval,
-        "async_mode": state.async_mode,
-        "sandbox": {"kind": runner.kind, "isolation": list(runner.isolation)},
-        "api": {
-            "configured": provider.configured,
-            "key_env": provider.key_env,
-            "base_url": provider.base_url,
-            "message": provider.problem,
-        },
-    }

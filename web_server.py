@@ -1,8 +1,7 @@
-"""The web workspace: Flask app factory, access control, Socket.IO events (PROTOCOL §3, §4)."""
+"""The web workspace: the Flask app factory, start-up and shutdown (PROTOCOL §1, §3)."""
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 import logging
 import os
@@ -11,77 +10,22 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Literal
+from typing import Any
 
-from flask import Flask, request
-from flask_socketio import SocketIO, join_room
+from flask import Flask
+from flask_socketio import SocketIO
 
-from core.services import AgentServices, build_services
+from core.services import build_services
 from core.web_terminal import TerminalHub
-from modules.file_watcher import WorkspaceWatcher
-from utils.conversation_store import LEAF
 from utils.settings import Settings
-from web_events import (
-    Approve,
-    Cancel,
-    ConversationRef,
-    Empty,
-    Join,
-    SendMessage,
-    acked,
-    failure,
-    register_review_handlers,
-)
-from web_routes import (
-    conversation_payload,
-    conversations_payload,
-    routes,
-    status_payload,
-    tree_payload,
-)
+from web_events import register_socket_handlers
+from web_routes import routes
+from web_state import AsyncMode, WebState
 
 log = logging.getLogger(__name__)
-AsyncMode = Literal["threading", "eventlet"]
 SHUTDOWN_GRACE_SECONDS = 3.0
 SIGNAL_POLL_SECONDS = 0.2
-
-
-@dataclass
-class WebState:
-    """What the request and event handlers share; one per app."""
-
-    settings: Settings
-    services: AgentServices
-    socketio: SocketIO
-    hub: TerminalHub
-    token: str
-    async_mode: AsyncMode
-    watcher: WorkspaceWatcher | None = None
-    stopping: bool = False
-
-    def token_ok(self, candidate: object) -> bool:
-        """Constant-time check; any string is safe to pass (compare_digest refuses non-ASCII)."""
-        if not isinstance(candidate, str):
-            return False
-        given = candidate.encode("utf-8", "surrogatepass")
-        return hmac.compare_digest(given, self.token.encode("utf-8", "surrogatepass"))
-
-    def start_watcher(self) -> None:
-        """Push `file_tree` events to every client whenever the workspace changes."""
-
-        def broadcast(changes: list[dict[str, Any]]) -> None:
-            self.socketio.emit("file_tree", {"changes": changes})
-            self.socketio.sleep(0)
-
-        self.watcher = WorkspaceWatcher(
-            self.services.workspace.root,
-            ignore=[self.settings.data_dir],
-            on_changes=broadcast,
-            start_background_task=self.socketio.start_background_task,
-        )
-        self.watcher.start()
 
 
 def create_app(settings: Settings, *, async_mode: AsyncMode = "threading") -> Flask:
@@ -117,9 +61,7 @@ def create_app(settings: Settings, *, async_mode: AsyncMode = "threading") -> Fl
     )
     app.extensions["agent"] = state
     app.register_blueprint(routes)
-    _register_task_handlers(socketio, state)
-    _register_reading_handlers(socketio, state)
-    register_review_handlers(socketio, state)
+    register_socket_handlers(socketio, state)
     return app
 
 
@@ -142,96 +84,6 @@ def origin_checker(allowed: list[str]) -> Callable[[str | None, dict[str, Any]],
         return allowed_here
 
     return origin_allowed
-
-
-def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
-    hub, services = state.hub, state.services
-
-    @socketio.on("connect")
-    def on_connect(auth: Any = None) -> bool:
-        token = auth.get("token") if isinstance(auth, dict) else None
-        if not state.token_ok(token):
-            log.warning("socket refused: missing or wrong token")
-            return False
-        return True
-
-    @socketio.on("send_message")
-    @acked(SendMessage)
-    def on_send(msg: SendMessage) -> dict[str, Any]:
-        problem = services.provider.problem
-        if problem is not None:
-            return failure("not_configured", problem)
-        terminal = hub.get(msg.conversation_id) if msg.conversation_id else hub.new()
-
-        def enter(record: dict[str, Any]) -> None:
-            hub.register(terminal)
-            join_room(record["conversation_id"])
-
-        # Absent: under the current leaf; an explicit null: a new root (editing the first message).
-        parent = msg.parent_id if "parent_id" in msg.model_fields_set else LEAF
-        record = terminal.start(
-            msg.text,
-            parent_id=parent,
-            mode=msg.mode,
-            approval=msg.approval,
-            on_begun=enter,
-            run_in_background=socketio.start_background_task,
-        )
-        return {
-            "ok": True,
-            "conversation_id": record["conversation_id"],
-            "message_id": record["id"],
-        }
-
-    @socketio.on("cancel")
-    @acked(Cancel)
-    def on_cancel(msg: Cancel) -> dict[str, Any]:
-        if hub.get(msg.conversation_id).cancel():
-            return {"ok": True}
-        return failure("not_running", "no task is running in this conversation")
-
-    @socketio.on("approve")
-    @acked(Approve)
-    def on_approve(msg: Approve) -> dict[str, Any]:
-        if hub.get(msg.conversation_id).approve(msg.call_id, msg.approved, always=msg.always):
-            return {"ok": True}
-        return failure("not_waiting", f"no call {msg.call_id!r} is waiting for approval")
-
-    @socketio.on("join")
-    @acked(Join)
-    def on_join(msg: Join) -> dict[str, Any]:
-        terminal = hub.get(msg.conversation_id)
-        sid = request.sid  # type: ignore[attr-defined]
-
-        def deliver(event: str, payload: dict[str, Any]) -> None:
-            socketio.emit(event, payload, to=sid)
-
-        terminal.replay(msg.after_seq, deliver, subscribe=lambda: join_room(msg.conversation_id))
-        return {"ok": True, "running": terminal.running, "last_seq": terminal.last_seq}
-
-
-def _register_reading_handlers(socketio: SocketIO, state: WebState) -> None:
-    services = state.services
-
-    @socketio.on("list_conversations")
-    @acked(Empty)
-    def on_list(_: Empty) -> dict[str, Any]:
-        return conversations_payload(services)
-
-    @socketio.on("get_conversation")
-    @acked(ConversationRef)
-    def on_get(msg: ConversationRef) -> dict[str, Any]:
-        return conversation_payload(services, msg.conversation_id)
-
-    @socketio.on("get_file_tree")
-    @acked(Empty)
-    def on_tree(_: Empty) -> dict[str, Any]:
-        return tree_payload(services)
-
-    @socketio.on("get_status")
-    @acked(Empty)
-    def on_status(_: Empty) -> dict[str, Any]:
-        return status_payload(state)
 
 
 def _is_loopback(host: str) -> bool:

@@ -22,10 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from modules.annotations import AnnotationStore
 from modules.context import ToolContext
 from modules.focus import FocusFiles
+from modules.local_runner import LocalRunner
 from modules.memory_manager import MemoryStore
 from modules.paths import Workspace
 from modules.registry import ToolRegistry
-from modules.sandbox import CommandRunner, LocalRunner, build_runner
+from modules.sandbox import CommandRunner
+from modules.sandbox_factory import build_runner
 from modules.tools import build_registry
 from utils.settings import Settings
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from core.cancel import CancelToken
 from modules.file_manager import EDIT_LIMIT_BYTES, read_text
 from modules.paths import Workspace
 from modules.proposals import unified_diff
-from modules.registry import ToolError
+from modules.results import ToolError
+from utils.cancel import CancelToken
 from utils.settings import Approval
 from utils.text import cap_text
 

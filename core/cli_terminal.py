@@ -12,7 +12,7 @@ from core.cli_printer import YELLOW, EventPrinter, json_line, use_color
 from core.events import DoneReason
 from core.main_terminal import MainTerminal
 from core.services import AgentServices
-from modules.registry import ToolError
+from modules.results import ToolError
 from utils.conversation_store import ConversationNotFound
 
 HELP = """\

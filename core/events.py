@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, ClassVar, Literal
 
+from modules.results import FileChange
+from utils.completion import Usage
+
 
 @dataclass
 class Event:
@@ -87,16 +90,6 @@ class Error(Event):
     message: str
 
 
-@dataclass
-class Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    def add(self, other: Usage) -> None:
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-
-
 DoneReason = Literal["complete", "cancelled", "max_iterations", "error"]
 
 
@@ -105,14 +98,6 @@ class Done(Event):
     name: ClassVar[str] = "done"
     reason: DoneReason
     usage: Usage = field(default_factory=Usage)
-
-
-@dataclass
-class FileChange:
-    event: Literal["created", "modified", "deleted", "moved"]
-    path: str
-    is_dir: bool = False
-    dest_path: str | None = None
 
 
 @dataclass

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from core.approval import ApprovalGate, preview
-from core.cancel import CancelToken, TaskCancelled
 from core.events import (
     ContextUsage,
     Done,
@@ -22,22 +21,22 @@ from core.events import (
     Thinking,
     Token,
     ToolEvent,
-    Usage,
 )
 from core.services import AgentServices
 from modules.context import ToolContext
 from modules.file_tree import describe_tree
 from modules.focus import FocusFiles
-from modules.registry import ToolError, ToolResult
+from modules.results import ToolError, ToolResult
 from modules.undo import TaskJournal, UndoResult
-from utils.api_client import (
-    ApiError,
+from utils.api_client import ApiError, StreamInterrupted
+from utils.cancel import CancelToken, TaskCancelled
+from utils.completion import (
     Completion,
     ContentDelta,
     ReasoningDelta,
     StreamEnd,
-    StreamInterrupted,
     StreamItem,
+    Usage,
 )
 from utils.context_manager import ContextBuilder
 from utils.conversation_store import LEAF, Conversation

@@ -6,16 +6,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from core.cancel import CancelToken
 from modules.annotations import AnnotationStore
 from modules.memory_manager import MemoryStore
 from modules.paths import Workspace
 from modules.proposals import ProposalStore
 from modules.registry import ToolRegistry
-from modules.sandbox import CommandRunner, build_runner
+from modules.sandbox import CommandRunner
+from modules.sandbox_factory import build_runner
 from modules.tools import build_registry
 from modules.undo import UndoJournal
-from utils.api_client import ApiClient, StreamItem
+from utils.api_client import ApiClient
+from utils.cancel import CancelToken
+from utils.completion import StreamItem
 from utils.conversation_store import ConversationStore
 from utils.logger import setup_logging
 from utils.providers import ProviderConfig, resolve_provider

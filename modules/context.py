@@ -6,12 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from core.cancel import CancelToken
 from modules.annotations import AnnotationStore
 from modules.focus import FocusFiles
 from modules.memory_manager import MemoryStore
 from modules.paths import Workspace
 from modules.sandbox import CommandRunner
+from utils.cancel import CancelToken
 from utils.settings import Settings
 
 if TYPE_CHECKING:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import atexit
-import codecs
 import contextlib
 import logging
 import os
-import selectors
 import socket
 import stat
 import struct
@@ -20,9 +18,10 @@ from typing import Any
 import docker
 from docker.errors import DockerException, ImageNotFound
 
-from core.cancel import CancelToken, TaskCancelled
+from modules.command_output import OutputReader
 from modules.docker_pool import API_TIMEOUT_SECONDS, WORKDIR, ContainerPool, reap_orphans
-from modules.sandbox import CommandResult, OutputBuffer, SandboxUnavailable
+from modules.sandbox import CommandResult, SandboxUnavailable
+from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import DockerSettings, Settings
 
 log = logging.getLogger(__name__)
@@ -30,8 +29,6 @@ log = logging.getLogger(__name__)
 PING_TIMEOUT_SECONDS = 3
 DRAIN_SECONDS = 1.0  # after a kill, how long the stream may take to end
 EXIT_CODE_WAIT_SECONDS = 2.0
-_POLL_SECONDS = 0.05
-_READ_SIZE = 65536
 # Runs the command once the client has sent one line (so no output can arrive before the
 # client reads it), then kills whatever the command left behind (PID 1 belongs to root).
 _WRAPPER = [
@@ -81,19 +78,33 @@ def container_user(options: DockerSettings, workspace: Path) -> str:
     return f"{st.st_uid}:{st.st_gid}" if st.st_uid != 0 else "1000:1000"
 
 
+class _Frames:
+    """Strips the 8-byte headers (stream type, size) of an attached exec's multiplexed output."""
+
+    def __init__(self) -> None:
+        self.pending = b""
+
+    def __call__(self, chunk: bytes) -> bytes:
+        self.pending += chunk
+        out = []
+        while len(self.pending) >= 8:
+            size = struct.unpack(">I", self.pending[4:8])[0]
+            if len(self.pending) < 8 + size:
+                break
+            out.append(self.pending[8 : 8 + size])
+            self.pending = self.pending[8 + size :]
+        return b"".join(out)
+
+
 class _ExecStream:
-    """The attached socket of one exec: stdin in, multiplexed stdout/stderr frames out."""
+    """The attached socket of one exec: stdin in, the command's output read as it comes."""
 
     def __init__(self, sock: Any, limit: int, on_output: Callable[[str], None]) -> None:
         self.handle = sock
         self.sock = getattr(sock, "_sock", sock)
-        self.buffer = OutputBuffer(limit)
-        self.on_output = on_output
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(self.sock.fileno(), selectors.EVENT_READ)
-        self.pending = b""
-        self.eof = False
+        self.output = OutputReader(
+            self.sock.fileno(), self.sock.recv, limit, on_output, unframe=_Frames()
+        )
 
     def send_stdin(self, text: str | None) -> None:
         """Send the start line and stdin from a thread, then close our writing side."""
@@ -107,50 +118,8 @@ class _ExecStream:
 
         threading.Thread(target=write, name="sandbox-stdin", daemon=True).start()
 
-    def pump(self, wait: float) -> None:
-        """Wait up to `wait` seconds for output and pass on what arrived."""
-        if self.eof or not self.selector.select(wait):
-            return
-        try:
-            chunk = self.sock.recv(_READ_SIZE)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            chunk = b""
-        if not chunk:
-            self.eof = True
-            return
-        self._emit(self.decoder.decode(self._payload(chunk)))
-
-    def until(self, deadline: float, done: Callable[[], bool]) -> bool:
-        """Pump until `done()` or the deadline; True when done."""
-        while not done():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self.pump(min(left, _POLL_SECONDS))
-        return True
-
-    def _payload(self, chunk: bytes) -> bytes:
-        """Strip the 8-byte frame headers (stream type, size) from what has arrived."""
-        self.pending += chunk
-        out = []
-        while len(self.pending) >= 8:
-            size = struct.unpack(">I", self.pending[4:8])[0]
-            if len(self.pending) < 8 + size:
-                break
-            out.append(self.pending[8 : 8 + size])
-            self.pending = self.pending[8 + size :]
-        return b"".join(out)
-
-    def _emit(self, text: str) -> None:
-        if text:
-            self.buffer.add(text)
-            self.on_output(text)
-
     def close(self) -> None:
-        self._emit(self.decoder.decode(b"", final=True))
-        self.selector.close()
+        self.output.close()
         with contextlib.suppress(OSError):
             self.handle.close()
 
@@ -208,7 +177,7 @@ class DockerRunner:
         log.info("command finished", extra={"fields": fields})
         if cancel.cancelled:
             raise TaskCancelled()
-        buffer = stream.buffer
+        buffer = stream.output.buffer
         return CommandResult(exit_code, buffer.text(), timed_out, buffer.omitted, duration_ms)
 
     def _start(
@@ -246,11 +215,12 @@ class DockerRunner:
     ) -> tuple[int | None, bool]:
         """Pump output to the end, or kill the container at the deadline or on cancel;
         returns the exit code (None when killed) and whether time ran out."""
-        finished = stream.until(deadline, lambda: stream.eof or cancel.cancelled)
+        output = stream.output
+        finished = output.until(deadline, lambda: output.eof or cancel.cancelled)
         if finished and not cancel.cancelled:
             return self._exit_code(exec_id), False
         self._kill_soon(container)
-        stream.until(time.monotonic() + DRAIN_SECONDS, lambda: stream.eof)
+        output.until(time.monotonic() + DRAIN_SECONDS, lambda: output.eof)
         return None, not finished
 
     def _workdir(self, cwd: Path) -> PurePosixPath:

@@ -13,11 +13,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from core.events import FileChange
 from modules.context import ToolContext
 from modules.file_tree import scan_dir
 from modules.paths import atomic_write
-from modules.registry import ToolError, ToolOutput
+from modules.results import FileChange, ToolError, ToolOutput
 
 READ_LIMIT_BYTES = 2_000_000
 EDIT_LIMIT_BYTES = 10_000_000

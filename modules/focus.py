@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from modules.paths import Workspace
-from modules.registry import ToolError
+from modules.results import ToolError
 from utils.text import cap_text
 
 FOCUS_CHARS_PER_FILE = 20_000

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from modules.paths import atomic_write
-from modules.registry import ToolError
+from modules.results import ToolError
 
 MEMORY_LIMIT_CHARS = 20_000
 Scope = Literal["main", "task"]

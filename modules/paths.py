@@ -7,7 +7,7 @@ import re
 import secrets
 from pathlib import Path
 
-from modules.registry import ToolError
+from modules.results import ToolError
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _NAME_MAX = 255

@@ -20,12 +20,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from core.events import FileChange
 from modules.blob_store import sha256_file
 from modules.context import ToolContext
 from modules.file_manager import EDIT_LIMIT_BYTES, read_text
 from modules.paths import Workspace, atomic_write
-from modules.registry import ToolError, ToolOutput
+from modules.results import FileChange, ToolError, ToolOutput
 from modules.undo import UndoJournal
 
 MAX_KEPT = 200

@@ -7,41 +7,19 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_type_hints
 
 from pydantic import BaseModel, ValidationError
 
-from core.cancel import TaskCancelled
-from core.events import FileChange
+from modules.results import ToolError, ToolOutput, ToolResult
+from utils.cancel import TaskCancelled
 from utils.text import cap_text
 
 if TYPE_CHECKING:
     from modules.context import ToolContext
 
 log = logging.getLogger(__name__)
-
-
-class ToolError(Exception):
-    """A failure the model should read and can act on."""
-
-
-@dataclass
-class ToolOutput:
-    """What a tool returns when it changed the workspace."""
-
-    text: str
-    changes: list[FileChange] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)  # structured extras for the fronts
-
-
-@dataclass
-class ToolResult:
-    ok: bool
-    output: str
-    duration_ms: int = 0
-    changes: list[FileChange] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
 
 
 ToolFunction = Callable[["ToolContext", Any], "str | ToolOutput"]

@@ -14,7 +14,7 @@ from tavily import TavilyClient
 
 from modules.context import ToolContext
 from modules.file_tree import is_ignored
-from modules.registry import ToolError
+from modules.results import ToolError
 
 SEARCH_SKIP_DIRS = frozenset(
     {"node_modules", ".venv", "venv", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"}

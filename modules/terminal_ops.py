@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from modules.context import ToolContext
-from modules.registry import ToolError
+from modules.results import ToolError
 from modules.sandbox import CommandResult
 
 MAX_TIMEOUT_SECONDS = 600

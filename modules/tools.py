@@ -8,7 +8,8 @@ from pydantic import BaseModel, Field
 
 from modules import file_manager, proposals, search_engine, terminal_ops
 from modules.context import ToolContext
-from modules.registry import ToolError, ToolRegistry
+from modules.registry import ToolRegistry
+from modules.results import ToolError
 
 
 class FocusFileArgs(BaseModel):

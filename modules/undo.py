@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 
-from core.events import FileChange
 from modules.blob_store import (
     BLOB_LIMIT_BYTES,
     MISSING,
@@ -39,6 +38,7 @@ from modules.blob_store import (
     sha256_file,
 )
 from modules.paths import Workspace, atomic_write
+from modules.results import FileChange
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ import pytest
 
 from modules.context import ToolContext
 from modules.docker_sandbox import DockerRunner
-from modules.sandbox import LocalRunner, build_runner
+from modules.local_runner import LocalRunner
+from modules.sandbox_factory import build_runner
 from tests.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
 from tests.test_paths import call, make_ctx, snapshot
 

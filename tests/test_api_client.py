@@ -13,22 +13,18 @@ from typing import Any
 
 import pytest
 
-from core.cancel import CancelToken, TaskCancelled
 from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
 from utils.api_client import (
     ApiClient,
     AuthError,
-    Completion,
-    ContentDelta,
     NetworkError,
     RateLimitError,
-    ReasoningDelta,
     RequestRejected,
     ServerError,
-    StreamEnd,
     StreamInterrupted,
-    StreamItem,
 )
+from utils.cancel import CancelToken, TaskCancelled
+from utils.completion import Completion, ContentDelta, ReasoningDelta, StreamEnd, StreamItem
 from utils.providers import prepare_messages, resolve_provider
 from utils.settings import Settings
 from utils.tool_calls import ToolCallArgs, ToolCallStarted

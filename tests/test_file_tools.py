@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.events import FileChange
 from modules.context import ToolContext
+from modules.results import FileChange
 from tests.test_paths import call, make_ctx
 
 

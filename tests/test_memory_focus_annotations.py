@@ -12,7 +12,7 @@ from modules.annotations import AnnotationStore
 from modules.context import ToolContext
 from modules.focus import FocusFiles
 from modules.memory_manager import MemoryStore
-from modules.registry import ToolError
+from modules.results import ToolError
 from tests.test_paths import call, make_ctx
 
 

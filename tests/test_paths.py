@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from core.cancel import CancelToken
 from modules.annotations import AnnotationStore
 from modules.context import ToolContext
 from modules.focus import FocusFiles
+from modules.local_runner import LocalRunner
 from modules.memory_manager import MemoryStore
 from modules.paths import PathOutsideWorkspace, Workspace
-from modules.registry import ToolResult
-from modules.sandbox import LocalRunner
+from modules.results import ToolResult
 from modules.tools import build_registry
+from utils.cancel import CancelToken
 from utils.settings import Settings
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from core.approval import ApprovalGate
-from core.events import FileChange
 from modules.context import ToolContext
 from modules.proposals import ProposalError, ProposalStore, replace_lines, unified_diff
+from modules.results import FileChange
 from modules.undo import UndoJournal
 from tests.test_paths import call, make_ctx
 from tests.test_undo import state

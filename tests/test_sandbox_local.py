@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 
-from core.cancel import CancelToken, TaskCancelled
+from modules.local_runner import LocalRunner
 from modules.local_sandbox import bwrap_args, find_pids_cgroup
-from modules.sandbox import CommandResult, CommandRunner, LocalRunner, build_runner
+from modules.sandbox import CommandResult, CommandRunner
+from modules.sandbox_factory import build_runner
 from tests.test_paths import call, make_ctx
+from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import Settings
 
 FORK_200 = """
@@ -39,8 +41,9 @@ AS_NOBODY = """
 import os, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from core.cancel import CancelToken
-from modules.sandbox import LocalRunner, build_runner
+from utils.cancel import CancelToken
+from modules.local_runner import LocalRunner
+from modules.sandbox_factory import build_runner
 from utils.settings import Settings
 from tests.test_sandbox_local import FORK_200
 ws = Path(sys.argv[2])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from modules.context import ToolContext
-from modules.registry import ToolError
+from modules.results import ToolError
 from modules.search_engine import tavily_search
 from tests.test_paths import call, make_ctx
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from core.cancel import CancelToken, TaskCancelled
 from modules.context import ToolContext
-from modules.sandbox import LocalRunner
+from modules.local_runner import LocalRunner
 from tests.test_paths import call, make_ctx
+from utils.cancel import CancelToken, TaskCancelled
 
 
 def process_gone(pid: int, within: float = 0.5) -> bool:

@@ -23,7 +23,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from flask_socketio import SocketIO, SocketIOTestClient
 
-from web_server import WebState
+from web_state import WebState
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "web-test-token-0123456789"

@@ -13,49 +13,23 @@ from typing import Any
 import httpx2
 import openai
 
-from core.cancel import CancelToken, TaskCancelled
-from core.events import Usage
+from utils.cancel import CancelToken, TaskCancelled
+from utils.completion import (
+    Completion,
+    ContentDelta,
+    ReasoningDelta,
+    StreamEnd,
+    StreamItem,
+    Usage,
+)
 from utils.providers import ProviderConfig, prepare_messages
 from utils.settings import Settings
 from utils.sse_pump import ChunkPump
-from utils.tool_calls import (
-    ToolCall,
-    ToolCallArgs,
-    ToolCallAssembler,
-    ToolCallStarted,
-)
+from utils.tool_calls import ToolCallAssembler
 
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_CAP = 60.0
-
-
-@dataclass
-class Completion:
-    content: str = ""
-    reasoning_content: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    finish_reason: str | None = None
-
-
-# Items yielded by ApiClient.stream, in arrival order; the last one is always StreamEnd.
-@dataclass
-class ContentDelta:
-    text: str
-
-
-@dataclass
-class ReasoningDelta:
-    text: str
-
-
-@dataclass
-class StreamEnd:
-    completion: Completion
-
-
-StreamItem = ContentDelta | ReasoningDelta | ToolCallStarted | ToolCallArgs | StreamEnd
 
 
 class ApiError(Exception):

@@ -1,0 +1,36 @@
+"""What tools report: a failure the model can act on, their output and the changes they made."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+class ToolError(Exception):
+    """A failure the model should read and can act on."""
+
+
+@dataclass
+class FileChange:
+    event: Literal["created", "modified", "deleted", "moved"]
+    path: str
+    is_dir: bool = False
+    dest_path: str | None = None
+
+
+@dataclass
+class ToolOutput:
+    """What a tool returns when it changed the workspace."""
+
+    text: str
+    changes: list[FileChange] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)  # structured extras for the fronts
+
+
+@dataclass
+class ToolResult:
+    ok: bool
+    output: str
+    duration_ms: int = 0
+    changes: list[FileChange] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)

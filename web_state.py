@@ -1,0 +1,52 @@
+"""What the web workspace's HTTP routes and Socket.IO handlers share: one WebState per app."""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from flask_socketio import SocketIO
+
+from core.services import AgentServices
+from core.web_terminal import TerminalHub
+from modules.file_watcher import WorkspaceWatcher
+from utils.settings import Settings
+
+AsyncMode = Literal["threading", "eventlet"]
+
+
+@dataclass
+class WebState:
+    """The app's services, its Socket.IO server, the terminals and the access token."""
+
+    settings: Settings
+    services: AgentServices
+    socketio: SocketIO
+    hub: TerminalHub
+    token: str
+    async_mode: AsyncMode
+    watcher: WorkspaceWatcher | None = None
+    stopping: bool = False
+
+    def token_ok(self, candidate: object) -> bool:
+        """Constant-time check; any string is safe to pass (compare_digest refuses non-ASCII)."""
+        if not isinstance(candidate, str):
+            return False
+        given = candidate.encode("utf-8", "surrogatepass")
+        return hmac.compare_digest(given, self.token.encode("utf-8", "surrogatepass"))
+
+    def start_watcher(self) -> None:
+        """Push `file_tree` events to every client whenever the workspace changes."""
+
+        def broadcast(changes: list[dict[str, Any]]) -> None:
+            self.socketio.emit("file_tree", {"changes": changes})
+            self.socketio.sleep(0)
+
+        self.watcher = WorkspaceWatcher(
+            self.services.workspace.root,
+            ignore=[self.settings.data_dir],
+            on_changes=broadcast,
+            start_background_task=self.socketio.start_background_task,
+        )
+        self.watcher.start()
