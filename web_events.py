@@ -11,7 +11,7 @@ from flask import request
 from flask_socketio import SocketIO, join_room
 from pydantic import BaseModel, Field, ValidationError
 
-from core.events import FileTree
+from core.events import Event, FileTree
 from core.main_terminal import TaskBusy
 from modules.proposals import ProposalError
 from modules.results import FileChange
@@ -164,11 +164,11 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
         terminal = hub.get(msg.conversation_id)
         sid = request.sid  # type: ignore[attr-defined]
 
-        def deliver(event: str, payload: dict[str, Any]) -> None:
-            socketio.emit(event, payload, to=sid)
+        def deliver(event: Event) -> None:
+            socketio.emit(event.name, event.to_wire(), to=sid)
 
-        terminal.replay(msg.after_seq, deliver, subscribe=lambda: join_room(msg.conversation_id))
-        return {"ok": True, "running": terminal.running, "last_seq": terminal.last_seq}
+        subscribe = functools.partial(join_room, msg.conversation_id)
+        return {"ok": True, **terminal.replay(msg.after_seq, deliver, subscribe=subscribe)}
 
 
 def _register_reading_handlers(socketio: SocketIO, state: WebState) -> None:
@@ -199,7 +199,7 @@ def _register_review_handlers(socketio: SocketIO, state: WebState) -> None:
 
     def broadcast_changes(changes: list[FileChange]) -> None:
         if changes:
-            socketio.emit("file_tree", FileTree(changes).payload())
+            socketio.emit("file_tree", FileTree(changes).to_wire())
 
     @socketio.on("undo_task")
     @acked(UndoTask)
@@ -224,7 +224,7 @@ def _register_review_handlers(socketio: SocketIO, state: WebState) -> None:
     def on_apply_edit(msg: EditRef) -> dict[str, Any]:
         change = services.proposals.apply_proposal(own_proposal(msg))
         broadcast_changes([change])
-        return {"ok": True, "change": FileTree([change]).payload()["changes"][0]}
+        return {"ok": True, "change": FileTree([change]).to_wire()["changes"][0]}
 
     @socketio.on("discard_edit")
     @acked(EditRef)

@@ -23,14 +23,19 @@ def conversations_payload(state: WebState) -> dict[str, Any]:
 
 
 def conversation_payload(state: WebState, conversation_id: str) -> dict[str, Any]:
-    """The `get_conversation` answer (raises ConversationNotFound)."""
-    services = state.services
-    found = services.store.get(conversation_id)
+    """The `get_conversation` answer (raises ConversationNotFound).
+
+    `seq` is what the messages cover: join with `after_seq: seq` for exactly the rest.
+    """
+    terminal = state.hub.get(conversation_id)
+    records, seq = terminal.snapshot()
     return {
         "ok": True,
-        "conversation": found.meta,
-        "messages": [public_record(r) for r in found.records],
-        "undoable": services.journal.undoable(found.id),
+        "conversation": state.services.store.get(conversation_id).meta,
+        "messages": [public_record(r) for r in records],
+        "seq": seq,
+        "running": terminal.running,
+        "undoable": state.services.journal.undoable(conversation_id),
     }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from flask import Flask
 from flask_socketio import SocketIO
 
+from core.events import Event
 from core.services import build_services
 from core.web_terminal import TerminalHub
 from utils.settings import Settings
@@ -46,8 +47,8 @@ def create_app(settings: Settings, *, async_mode: AsyncMode = "threading") -> Fl
 
     green = async_mode == "eventlet"
 
-    def send(event: str, payload: dict[str, Any], room: str) -> None:
-        socketio.emit(event, payload, to=room)
+    def send(event: Event) -> None:
+        socketio.emit(event.name, event.to_wire(), to=event.conversation_id)
         if green:  # let the emit leave now rather than at the stream's end
             socketio.sleep(0)
 

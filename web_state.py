@@ -8,9 +8,11 @@ from typing import Any, Literal
 
 from flask_socketio import SocketIO
 
+from core.events import FileTree
 from core.services import AgentServices
 from core.web_terminal import TerminalHub
 from modules.file_watcher import WorkspaceWatcher
+from modules.results import FileChange
 from utils.settings import Settings
 
 AsyncMode = Literal["threading", "eventlet"]
@@ -40,7 +42,8 @@ class WebState:
         """Push `file_tree` events to every client whenever the workspace changes."""
 
         def broadcast(changes: list[dict[str, Any]]) -> None:
-            self.socketio.emit("file_tree", {"changes": changes})
+            event = FileTree([FileChange(**change) for change in changes])
+            self.socketio.emit(event.name, event.to_wire())
             self.socketio.sleep(0)
 
         self.watcher = WorkspaceWatcher(

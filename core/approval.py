@@ -1,20 +1,18 @@
-"""Which calls wait for the user, and the wait itself."""
+"""Which calls wait for the user, what they are shown, and the wait itself."""
 
 from __future__ import annotations
 
 import threading
 from typing import Any
 
-from modules.file_manager import EDIT_LIMIT_BYTES, read_text
 from modules.paths import Workspace
-from modules.proposals import unified_diff
-from modules.results import ToolError
+from modules.registry import Tool
+from modules.results import PlannedWrite, ToolError
+from modules.text_files import unified_diff
 from utils.cancel import CancelToken
 from utils.settings import Approval
 from utils.text import cap_text
 
-ASKING_TOOLS = frozenset({"run_command", "run_python", "delete_file", "rename_file"})
-OVERWRITING_TOOLS = frozenset({"create_file", "modify_file"})
 PREVIEW_LIMIT_CHARS = 20_000
 
 
@@ -27,14 +25,13 @@ class ApprovalGate:
         self._answers: dict[str, bool] = {}
         self.always_allowed: set[str] = set()
 
-    def needs_approval(
-        self, mode: Approval, tool: str, arguments: dict[str, Any], workspace: Workspace
-    ) -> bool:
-        if mode != "ask" or tool in self.always_allowed:
+    def needs_approval(self, mode: Approval, tool: Tool, plan: PlannedWrite | None) -> bool:
+        """Whether this call waits for the user, by the policy its tool was registered with."""
+        if mode != "ask" or tool.name in self.always_allowed:
             return False
-        if tool in ASKING_TOOLS:
-            return True
-        return tool in OVERWRITING_TOOLS and _overwrites(tool, arguments, workspace)
+        if tool.asks == "on_overwrite":
+            return plan is not None and plan.overwrites
+        return tool.asks == "always"
 
     def open(self, call_id: str, tool: str) -> None:
         """Register the call before the approval event goes out, so no answer is missed."""
@@ -70,55 +67,24 @@ class ApprovalGate:
         return True
 
 
-
-def _overwrites(tool: str, arguments: dict[str, Any], workspace: Workspace) -> bool:
-    """Whether the call replaces content that exists now."""
-    if tool == "modify_file":
-        return arguments.get("operation") != "append"
+def planned_write(tool: Tool, args: Any, workspace: Workspace) -> PlannedWrite | None:
+    """What a writing call would change; None for other tools and for calls that will fail."""
+    if tool.plan is None:
+        return None
     try:
-        return workspace.resolve(arguments["path"]).exists()
-    except ToolError:
-        return False
+        return tool.plan(workspace, args)
+    except (ToolError, OSError):
+        return None
 
 
-def preview(tool: str, arguments: dict[str, Any], workspace: Workspace) -> str:
+def preview(arguments: dict[str, Any], plan: PlannedWrite | None) -> str:
     """What the user is shown before approving: the command or code, a diff, else the arguments."""
     command = arguments.get("command") or arguments.get("code")
     if command:
         return str(command)
-    diff = _write_diff(tool, arguments, workspace)
-    if diff is not None:
+    if plan is not None:
+        if plan.existed and plan.old is None:
+            return f"(replaces {plan.rel}, which is binary or too large to show)"
+        diff = unified_diff(plan.old, plan.new, plan.rel) or f"(no change to {plan.rel})"
         return cap_text(diff, PREVIEW_LIMIT_CHARS)
     return "\n".join(f"{key}: {value}" for key, value in arguments.items())
-
-
-def _write_diff(tool: str, arguments: dict[str, Any], workspace: Workspace) -> str | None:
-    """The unified diff a create_file or modify_file call would make; None when unknown."""
-    if tool not in OVERWRITING_TOOLS:
-        return None
-    try:
-        target = workspace.resolve(arguments["path"])
-        rel = workspace.relative(target)
-        old = read_text(target, rel, EDIT_LIMIT_BYTES, strict=True) if target.exists() else None
-    except (ToolError, KeyError, OSError):
-        return None
-    new = _written_text(tool, arguments, old)
-    if new is None:
-        return None
-    return unified_diff(old, new, rel) or f"(no change to {rel})"
-
-
-def _written_text(tool: str, arguments: dict[str, Any], old: str | None) -> str | None:
-    if tool == "create_file":
-        return str(arguments.get("content") or "")
-    if old is None:
-        return None
-    operation = arguments.get("operation")
-    if operation == "clear":
-        return ""
-    if operation == "append":
-        return old + str(arguments.get("content") or "")
-    old_text, new_text = arguments.get("old_text"), arguments.get("new_text")
-    if operation != "replace" or not old_text or new_text is None or old.count(old_text) != 1:
-        return None
-    return old.replace(old_text, new_text, 1)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, TextIO
+from typing import TextIO
+
+from core.events import Done, Error, Event, Thinking, Token, ToolEvent
 
 DIM, BOLD, RESET = "\033[2m", "\033[1m", "\033[0m"
 RED, GREEN, CYAN, YELLOW = "\033[31m", "\033[32m", "\033[36m", "\033[33m"
@@ -25,11 +27,23 @@ class EventPrinter:
     def paint(self, text: str, *styles: str) -> str:
         return "".join(styles) + text + RESET if self.color and styles else text
 
-    def render(self, event: str, payload: dict[str, Any]) -> None:
-        handler = getattr(self, f"_on_{event}", None)
-        if handler is not None:
-            handler(payload)
-            self.out.flush()
+    def render(self, event: Event) -> None:
+        match event:
+            case Thinking(text=text):
+                self._enter("thinking")
+                self.out.write(self.paint(text, DIM))
+            case Token(text=text):
+                self._enter("answer")
+                self.out.write(text)
+            case ToolEvent():
+                self._on_tool(event)
+            case Error(code=code, message=message):
+                self._enter("")
+                self.err.write(self.paint(f"error ({code}): {message}", RED) + "\n")
+                self.err.flush()
+            case Done(reason=reason):
+                self._on_done(reason)
+        self.out.flush()
 
     def _enter(self, section: str) -> None:
         if self._section and self._section != section:
@@ -38,58 +52,40 @@ class EventPrinter:
             self.out.write(self.paint("thinking: ", DIM))
         self._section = section
 
-    def _on_thinking(self, payload: dict[str, Any]) -> None:
-        self._enter("thinking")
-        self.out.write(self.paint(payload["text"], DIM))
-
-    def _on_token(self, payload: dict[str, Any]) -> None:
-        self._enter("answer")
-        self.out.write(payload["text"])
-
-    def _on_tool(self, payload: dict[str, Any]) -> None:
-        phase, name = payload["phase"], payload.get("name", "")
-        if phase == "start":
+    def _on_tool(self, event: ToolEvent) -> None:
+        if event.phase == "start":
             self._enter("args")
-            self.out.write(self.paint(f"⚙ {name} ", CYAN, BOLD))
-        elif phase == "args":
+            self.out.write(self.paint(f"⚙ {event.tool} ", CYAN, BOLD))
+        elif event.phase == "args":
             self._enter("args")
-            self.out.write(self.paint(payload.get("delta", ""), DIM))
-        elif phase == "approval":
+            self.out.write(self.paint(event.delta or "", DIM))
+        elif event.phase == "approval":
             self._enter("")
-        elif phase == "output":
+        elif event.phase == "output":
             self._enter("output")
-            self.out.write(self.paint(payload.get("delta", ""), DIM))
-        elif phase == "result":
-            self._print_result(name, payload)
+            self.out.write(self.paint(event.delta or "", DIM))
+        elif event.phase == "result":
+            self._print_result(event)
 
-    def _print_result(self, name: str, payload: dict[str, Any]) -> None:
+    def _print_result(self, event: ToolEvent) -> None:
         self._enter("")
-        ok = payload.get("ok", False)
-        mark = self.paint("✓", GREEN) if ok else self.paint("✗", RED)
-        self.out.write(f"{mark} {name} ({payload.get('duration_ms', 0)} ms)\n")
-        lines = (payload.get("output") or "").splitlines()
+        mark = self.paint("✓", GREEN) if event.ok else self.paint("✗", RED)
+        self.out.write(f"{mark} {event.tool} ({event.duration_ms or 0} ms)\n")
+        lines = (event.output or "").splitlines()
         shown = lines[:RESULT_PREVIEW_LINES]
         for line in shown:
             self.out.write(self.paint(f"  {line}", DIM) + "\n")
         if len(lines) > len(shown):
             self.out.write(self.paint(f"  … {len(lines) - len(shown)} more lines", DIM) + "\n")
 
-    def _on_file_tree(self, payload: dict[str, Any]) -> None:
-        return None
-
-    def _on_error(self, payload: dict[str, Any]) -> None:
+    def _on_done(self, reason: str) -> None:
         self._enter("")
-        self.err.write(self.paint(f"error ({payload['code']}): {payload['message']}", RED) + "\n")
-        self.err.flush()
-
-    def _on_done(self, payload: dict[str, Any]) -> None:
-        self._enter("")
-        reason = payload["reason"]
         if reason == "cancelled":
             self.out.write(self.paint("stopped.", YELLOW) + "\n")
         elif reason == "max_iterations":
             self.out.write(self.paint("stopped: too many model calls in one task.", YELLOW) + "\n")
 
 
-def json_line(event: str, payload: dict[str, Any]) -> str:
-    return json.dumps({"event": event, **payload}, ensure_ascii=False)
+def json_line(event: Event) -> str:
+    """One event as the CLI's `--json` prints it: `{"event": NAME, ...payload}`."""
+    return json.dumps({"event": event.name, **event.to_wire()}, ensure_ascii=False)

@@ -6,10 +6,10 @@ import contextlib
 import queue
 import sys
 import threading
-from typing import Any, TextIO
+from typing import TextIO
 
 from core.cli_printer import YELLOW, EventPrinter, json_line, use_color
-from core.events import DoneReason
+from core.events import DoneReason, Error, Event, ToolEvent
 from core.main_terminal import MainTerminal
 from core.services import AgentServices
 from modules.results import ToolError
@@ -41,30 +41,30 @@ class CliTerminal(MainTerminal):
         json_mode: bool = False, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
         stdin: TextIO = sys.stdin,
     ) -> None:
-        super().__init__(services, conversation_id)
         self.json_mode = json_mode
         self.out, self.err, self.stdin = out, err, stdin
         self.printer = EventPrinter(out, err, color=use_color(out))
         self.last_error = ""
-        self._approvals: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._approvals: queue.Queue[ToolEvent] = queue.Queue()
+        super().__init__(services, conversation_id, sink=self._show)
 
-    def emit(self, event: str, payload: dict[str, Any]) -> None:
-        if event == "error":
-            self.last_error = f"{payload['code']}: {payload['message']}"
-        if event == "tool" and payload["phase"] == "approval":
-            self._approvals.put(payload)
+    def _show(self, event: Event) -> None:
+        if isinstance(event, Error):
+            self.last_error = f"{event.code}: {event.message}"
+        if isinstance(event, ToolEvent) and event.phase == "approval":
+            self._approvals.put(event)
         if self.json_mode:
-            self.out.write(json_line(event, payload) + "\n")
+            self.out.write(json_line(event) + "\n")
             self.out.flush()
         else:
-            self.printer.render(event, payload)
+            self.printer.render(event)
 
     def run_foreground(self, text: str) -> DoneReason:
         """Run one task in a worker thread; Ctrl-C stops it, approvals are asked here."""
         self.last_error = ""
-        record = self.begin_task(text)
+        task = self.begin_task(text)
         outcome: list[DoneReason] = []
-        worker = threading.Thread(target=lambda: outcome.append(self.run_task(record)),
+        worker = threading.Thread(target=lambda: outcome.append(self.run_task(task)),
                                   name="agent-task", daemon=True)
         worker.start()
         while worker.is_alive():
@@ -79,18 +79,19 @@ class CliTerminal(MainTerminal):
         worker.join()
         return outcome[0]
 
-    def _ask(self, request: dict[str, Any]) -> None:
-        call_id, name = request["call_id"], request["name"]
+    def _ask(self, request: ToolEvent) -> None:
         if not self.stdin.isatty():
-            self.err.write(f"{name} needs approval but there is no terminal to ask: declined.\n")
-            self.approve(call_id, False)
+            self.err.write(
+                f"{request.tool} needs approval but there is no terminal to ask: declined.\n"
+            )
+            self.approve(request.call_id, False)
             return
-        self.err.write(self.printer.paint(f"\n{name} wants to run:\n", YELLOW))
-        self.err.write(f"{request.get('preview', '')}\n")
+        self.err.write(self.printer.paint(f"\n{request.tool} wants to run:\n", YELLOW))
+        self.err.write(f"{request.preview or ''}\n")
         self.err.write("Allow? [y]es / [n]o / [a]lways for this tool: ")
         self.err.flush()
         answer = self.stdin.readline().strip().lower()
-        self.approve(call_id, answer in ("y", "yes", "a", "always"),
+        self.approve(request.call_id, answer in ("y", "yes", "a", "always"),
                      always=answer in ("a", "always"))
 
 

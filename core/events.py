@@ -1,7 +1,12 @@
-"""The events a task reports (PROTOCOL §4), as plain dataclasses the fronts consume."""
+"""The events a task reports (PROTOCOL §4), as plain dataclasses the fronts consume.
+
+The core stamps each event with its conversation and `seq` and hands it to the sink it was
+given; it becomes a dict only at a transport (`to_wire`: Socket.IO, the CLI's `--json`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, ClassVar, Literal
 
@@ -9,13 +14,19 @@ from modules.results import FileChange
 from utils.completion import Usage
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Event:
-    """Base of every event; `name` is the Socket.IO event name."""
+    """Base of every event; `name` is the Socket.IO event name.
+
+    `conversation_id` and `seq` are stamped by the core when it reports the event; a
+    `file_tree` event from the watcher, outside any task, has neither.
+    """
 
     name: ClassVar[str] = ""
+    conversation_id: str | None = None
+    seq: int | None = None
 
-    def payload(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, Any]:
         """The JSON-ready fields without the None ones; shallow, as a deep copy per token costs."""
         data: dict[str, Any] = {}
         for key, value in vars(self).items():
@@ -60,8 +71,8 @@ class ToolEvent(Event):
     duration_ms: int | None = None
     details: dict[str, Any] | None = None
 
-    def payload(self) -> dict[str, Any]:
-        data = super().payload()
+    def to_wire(self) -> dict[str, Any]:
+        data = super().to_wire()
         data["name"] = data.pop("tool")
         return data
 
@@ -104,3 +115,6 @@ class Done(Event):
 class FileTree(Event):
     name: ClassVar[str] = "file_tree"
     changes: list[FileChange]
+
+
+EventSink = Callable[[Event], None]

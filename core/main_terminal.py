@@ -5,16 +5,18 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from core.approval import ApprovalGate, preview
+from core.approval import ApprovalGate, planned_write, preview
 from core.events import (
     ContextUsage,
     Done,
     DoneReason,
     Error,
     Event,
+    EventSink,
     FileTree,
     Status,
     TaskState,
@@ -23,20 +25,21 @@ from core.events import (
     ToolEvent,
 )
 from core.services import AgentServices
+from core.task import StreamProgress, Task
 from modules.context import ToolContext
 from modules.file_tree import describe_tree
 from modules.focus import FocusFiles
+from modules.registry import Tool
 from modules.results import ToolError, ToolResult
-from modules.undo import TaskJournal, UndoResult
+from modules.undo import UndoResult
 from utils.api_client import ApiError, StreamInterrupted
-from utils.cancel import CancelToken, TaskCancelled
+from utils.cancel import TaskCancelled
 from utils.completion import (
     Completion,
     ContentDelta,
     ReasoningDelta,
     StreamEnd,
     StreamItem,
-    Usage,
 )
 from utils.context_manager import ContextBuilder
 from utils.conversation_store import LEAF, Conversation
@@ -47,7 +50,6 @@ from utils.tool_calls import ToolCall, ToolCallArgs, ToolCallStarted
 
 log = logging.getLogger(__name__)
 
-REPEAT_WARNING_AFTER = 8
 CANCELLED_TOOL_OUTPUT = "Cancelled: the user stopped the task before this call finished."
 
 
@@ -55,59 +57,41 @@ class TaskBusy(Exception):
     """A task is already running in this conversation."""
 
 
-def thinking_for(mode: Mode, iteration: int) -> bool:
-    """Seed policy: `thinking` thinks on the first model call of a task only."""
-    return mode == "thinking" and iteration == 1
-
-
-class _StreamState:
-    """What one model call has produced so far, kept for an interrupted answer."""
-
-    def __init__(self) -> None:
-        self.content: list[str] = []
-        self.reasoning: list[str] = []
-        self.tool_names: dict[str, str] = {}
-
-    def partial(self) -> Completion:
-        return Completion(content="".join(self.content), reasoning_content="".join(self.reasoning))
-
-
 class MainTerminal:
-    """Runs tasks in one conversation and reports every step through `emit`."""
+    """Runs tasks in one conversation and reports every step to the sink it is given.
+
+    Every event gets the conversation's next `seq`, and every history record the `seq` of the
+    last event before it, so a history snapshot and the events after its seq never overlap.
+    """
 
     def __init__(
         self,
         services: AgentServices,
         conversation_id: str | None = None,
         *,
+        sink: EventSink,
         mode: Mode | None = None,
         approval: Approval | None = None,
     ) -> None:
         self.services = services
         self.settings = services.settings
+        self.sink = sink
         self.mode: Mode = mode or self.settings.mode
         self.approval: Approval = approval or self.settings.approval
         self.context = ContextBuilder(services.provider.context_window)
         self.gate = ApprovalGate()
-        self.iteration = 0
         self.state: TaskState = "idle"
         self.context_usage = ContextUsage(0, self.context.limit_tokens)
-        self._conversation: Conversation | None = None
         self.focus = FocusFiles()
+        self.task: Task | None = None
+        self.iteration = 0  # of the running or last task
+        self._conversation: Conversation | None = None
         self._seq = 0
-        self._emit_lock = threading.Lock()
-        self._task_lock = threading.Lock()
-        self._running = False
-        self._cancel = CancelToken()
-        self._repeat: tuple[str, int] = ("", 0)
-        self._journal: TaskJournal | None = None
+        self._lock = threading.RLock()  # orders events, records and the task's start and end
         if conversation_id is not None:
             self.open_conversation(conversation_id)
 
-    # --- what fronts override and call -------------------------------------------------
-
-    def emit(self, event: str, payload: dict[str, Any]) -> None:
-        """Deliver one event; fronts override this."""
+    # --- what fronts call ---------------------------------------------------------------
 
     @property
     def conversation_id(self) -> str | None:
@@ -119,7 +103,7 @@ class MainTerminal:
 
     @property
     def running(self) -> bool:
-        return self._running
+        return self.task is not None
 
     @property
     def last_seq(self) -> int:
@@ -129,9 +113,11 @@ class MainTerminal:
         """Switch to a stored conversation (raises ConversationNotFound)."""
         conversation = self.services.store.get(conversation_id)
         stored = conversation.meta.get("meta", {})
+        records = conversation.records
+        newest = int(records[-1].get("seq") or 0) if records else 0
         self._conversation = conversation
         self.focus = FocusFiles(list(stored.get("focus", [])))
-        self._seq = int(stored.get("last_seq", 0))
+        self._seq = max(int(stored.get("last_seq", 0)), newest)  # a crashed task saved no end
 
     def new_conversation(self) -> None:
         """Start afresh; the conversation is created by the next task."""
@@ -144,11 +130,24 @@ class MainTerminal:
         if self._conversation is not None:
             self._conversation.update_meta(focus=self.focus.paths())
 
+    def snapshot(self) -> tuple[list[dict[str, Any]], int]:
+        """The records and the seq they cover: render them, then apply only events after it.
+
+        While a task runs that is the seq of its newest record, so what streams after it (an
+        answer being written, a call waiting for approval) comes as events; otherwise the last.
+        """
+        with self._lock:
+            records = self._conversation.records if self._conversation else []
+            if self.task is None or not records:
+                return records, self._seq
+            return records, int(records[-1].get("seq") or 0)
+
     def cancel(self) -> bool:
         """Stop the running task at once; False when nothing runs."""
-        if not self._running:
+        task = self.task
+        if task is None:
             return False
-        self._cancel.cancel()
+        task.cancel.cancel()
         return True
 
     def approve(self, call_id: str, approved: bool, *, always: bool = False) -> bool:
@@ -157,8 +156,8 @@ class MainTerminal:
 
     def undo(self, message_id: str | None = None) -> UndoResult:
         """Put back what a task changed in the workspace (default: the last); raises TaskBusy."""
-        with self._task_lock:
-            if self._running:
+        with self._lock:
+            if self.task is not None:
                 raise TaskBusy("a task is running in this conversation; undo when it ends")
             return self.services.journal.undo(self.conversation_id or "", message_id)
 
@@ -166,43 +165,43 @@ class MainTerminal:
         """Record the user's message and run the task to its end."""
         return self.run_task(self.begin_task(text, parent_id=parent_id))
 
-    def begin_task(self, text: str, *, parent_id: str | None = LEAF) -> dict[str, Any]:
+    def begin_task(self, text: str, *, parent_id: str | None = LEAF) -> Task:
         """Record the user message under `parent_id` (None: a new root; default: the leaf).
 
         Claims the conversation for the task; raises TaskBusy, or KeyError for an unknown parent.
         """
-        with self._task_lock:
-            if self._running:
+        with self._lock:
+            if self.task is not None:
                 raise TaskBusy("a task is already running in this conversation")
             if self._conversation is None:
                 self._conversation = self.services.store.create()
             conversation = self._conversation
             if parent_id not in (LEAF, None) and parent_id not in conversation.index:
                 raise KeyError(f"no message {parent_id!r} in this conversation")
-            record = conversation.append("user", text, parent_id=parent_id)
-            self._journal = self.services.journal.task(conversation.id, record["id"])
-            self._running = True
-            self._cancel = CancelToken()
-        return record
+            record = self._record("user", text, parent_id=parent_id)
+            journal = self.services.journal.task(conversation.id, record["id"])
+            self.task = Task(conversation, record, journal, self.mode, self.approval)
+            self.iteration = 0
+            return self.task
 
-    def run_task(self, user_record: dict[str, Any]) -> DoneReason:
+    def run_task(self, task: Task) -> DoneReason:
         """Run the loop for a task begun with `begin_task`; always ends with a `done` event."""
-        usage = Usage()
-        fields = {"trace_id": uuid.uuid4().hex, "conversation_id": self.conversation_id,
-                  "provider": self.services.provider.name, "model": self.services.provider.model}
+        provider = self.services.provider
+        fields = {"trace_id": task.trace_id, "conversation_id": task.conversation.id,
+                  "provider": provider.name, "model": provider.model}
         with log_context(**fields):
-            log.info("task started", extra={"fields": {"prompt": user_record["content"],
-                                                        "message_id": user_record["id"]}})
-            reason = self._run_guarded(usage)
-            log.info("task ended", extra={"fields": {"reason": reason, **vars(usage)}})
-        self._finish(reason, usage)
+            log.info("task started", extra={"fields": {
+                "prompt": task.user_record["content"], "message_id": task.user_record["id"]}})
+            reason = self._run_guarded(task)
+            log.info("task ended", extra={"fields": {"reason": reason, **vars(task.usage)}})
+        self._finish(task, reason)
         return reason
 
     # --- the loop ---------------------------------------------------------------------
 
-    def _run_guarded(self, usage: Usage) -> DoneReason:
+    def _run_guarded(self, task: Task) -> DoneReason:
         try:
-            return self._loop(usage)
+            return self._loop(task)
         except TaskCancelled:
             return "cancelled"
         except ApiError as exc:
@@ -213,89 +212,82 @@ class MainTerminal:
             self._report(Error("internal_error", f"{type(exc).__name__}: {exc}"))
             return "error"
 
-    def _loop(self, usage: Usage) -> DoneReason:
-        self._repeat = ("", 0)
+    def _loop(self, task: Task) -> DoneReason:
         for iteration in range(1, self.settings.max_iterations + 1):
-            self.iteration = iteration
-            self._cancel.raise_if_cancelled()
-            completion = self._call_model(thinking_for(self.mode, iteration), usage)
+            task.iteration = self.iteration = iteration
+            task.cancel.raise_if_cancelled()
+            completion = self._call_model(task)
             if not completion.tool_calls:
                 return "complete"
-            self._run_tools(completion.tool_calls)
+            self._run_tools(task, completion.tool_calls)
         return "max_iterations"
 
-    def _finish(self, reason: DoneReason, usage: Usage) -> None:
-        with self._task_lock:
-            self._running = False
-        self._set_state("idle", force=True)
-        self._report(Done(reason, usage))
-        self._require_conversation().update_meta(focus=self.focus.paths(), last_seq=self._seq)
+    def _finish(self, task: Task, reason: DoneReason) -> None:
+        with self._lock:  # no new task can start before this one's `done` went out
+            self.task = None
+            self._set_state("idle", force=True)
+            self._report(Done(reason, task.usage))
+        task.conversation.update_meta(focus=self.focus.paths(), last_seq=self._seq)
 
     # --- the model call ---------------------------------------------------------------
 
-    def _call_model(self, thinking: bool, usage: Usage) -> Completion:
-        messages, estimated = self._build_context()
+    def _call_model(self, task: Task) -> Completion:
+        messages, tools, estimated = self._build_context(task)
         self._set_state("thinking")
         message_id = uuid.uuid4().hex
-        state = _StreamState()
+        progress = StreamProgress()
         with log_context(message_id=message_id):
             try:
                 stream = self.services.model.stream(
-                    messages, self._tool_schemas(), thinking=thinking, cancel=self._cancel
+                    messages, tools, thinking=task.thinks(), cancel=task.cancel
                 )
-                completion = self._consume(stream, message_id, state)
+                completion = self._consume(stream, message_id, progress)
             except (TaskCancelled, StreamInterrupted) as exc:
                 reason = "cancelled" if isinstance(exc, TaskCancelled) else "stream_cut"
-                self._record_partial(message_id, state.partial(), reason)
+                self._record_partial(message_id, progress.partial(), reason)
                 raise
-        usage.add(completion.usage)
+        task.usage.add(completion.usage)
         if completion.usage.prompt_tokens:
             self.context.observe_usage(estimated, completion.usage.prompt_tokens)
         log.info("model reply", extra={"fields": {
             "message_id": message_id, "reply": completion.content,
             "tool_calls": len(completion.tool_calls)}})
-        self._require_conversation().append(
-            "assistant", completion.content, id=message_id, **_assistant_fields(completion)
-        )
+        self._record("assistant", completion.content, id=message_id,
+                     **_assistant_fields(completion))
         return completion
 
-    def _consume(self, stream: Any, message_id: str, state: _StreamState) -> Completion:
+    def _consume(
+        self, stream: Iterable[StreamItem], message_id: str, progress: StreamProgress
+    ) -> Completion:
         for item in stream:
-            completion = self._on_stream_item(item, message_id, state)
-            if completion is not None:
-                return completion
-        raise StreamInterrupted("the model stream ended without a final chunk", state.partial())
-
-    def _on_stream_item(
-        self, item: StreamItem, message_id: str, state: _StreamState
-    ) -> Completion | None:
-        if isinstance(item, ContentDelta):
-            state.content.append(item.text)
-            self._set_state("streaming")
-            self._report(Token(message_id, item.text))
-        elif isinstance(item, ReasoningDelta):
-            state.reasoning.append(item.text)
-            self._report(Thinking(message_id, item.text))
-        elif isinstance(item, ToolCallStarted):
-            state.tool_names[item.call_id] = item.name
-            self._report(ToolEvent(item.call_id, item.name, "start"))
-        elif isinstance(item, ToolCallArgs):
-            name = state.tool_names.get(item.call_id, "")
-            self._report(ToolEvent(item.call_id, name, "args", delta=item.delta))
-        elif isinstance(item, StreamEnd):
-            return item.completion
-        return None
+            if isinstance(item, ContentDelta):
+                progress.content.append(item.text)
+                self._set_state("streaming")
+                self._report(Token(message_id, item.text))
+            elif isinstance(item, ReasoningDelta):
+                progress.reasoning.append(item.text)
+                self._report(Thinking(message_id, item.text))
+            elif isinstance(item, ToolCallStarted):
+                progress.tool_names[item.call_id] = item.name
+                self._report(ToolEvent(item.call_id, item.name, "start"))
+            elif isinstance(item, ToolCallArgs):
+                name = progress.tool_names.get(item.call_id, "")
+                self._report(ToolEvent(item.call_id, name, "args", delta=item.delta))
+            elif isinstance(item, StreamEnd):
+                return item.completion
+        raise StreamInterrupted("the model stream ended without a final chunk", progress.partial())
 
     def _record_partial(self, message_id: str, partial: Completion, reason: str) -> None:
         if not (partial.content or partial.reasoning_content):
             return
-        self._require_conversation().append(
-            "assistant", partial.content, id=message_id,
-            reasoning_content=partial.reasoning_content or None, meta={"interrupted": reason},
-        )
+        self._record("assistant", partial.content, id=message_id,
+                     reasoning_content=partial.reasoning_content or None,
+                     meta={"interrupted": reason})
 
-    def _build_context(self) -> tuple[list[dict[str, Any]], int]:
-        services, conversation = self.services, self._require_conversation()
+    def _build_context(
+        self, task: Task
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+        services, conversation = self.services, task.conversation
         prompt = render_system_prompt(
             workspace_root=str(services.workspace.root),
             tree=describe_tree(services.workspace, services.annotations),
@@ -304,56 +296,54 @@ class MainTerminal:
             focus=self.focus.contents(services.workspace),
             now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         )
-        built = self.context.build(prompt, conversation.path())
+        tools = services.tools.schemas(read_only=task.approval == "read-only")
+        built = self.context.build(prompt, conversation.path(), tools=tools)
         self.context_usage = ContextUsage(built.estimated_tokens, self.context.limit_tokens)
-        return built.messages, built.estimated_tokens
-
-    def _tool_schemas(self) -> list[dict[str, Any]]:
-        return self.services.tools.schemas(read_only=self.approval == "read-only")
+        return built.messages, tools, built.estimated_tokens
 
     # --- tools ------------------------------------------------------------------------
 
-    def _run_tools(self, calls: list[ToolCall]) -> None:
+    def _run_tools(self, task: Task, calls: list[ToolCall]) -> None:
         for position, call in enumerate(calls):
             try:
-                self._cancel.raise_if_cancelled()
-                self._run_tool(call)
+                task.cancel.raise_if_cancelled()
+                self._run_tool(task, call)
             except TaskCancelled:
                 for unanswered in calls[position:]:
                     self._record_tool(unanswered, ToolResult(False, CANCELLED_TOOL_OUTPUT))
                 raise
 
-    def _run_tool(self, call: ToolCall) -> None:
+    def _run_tool(self, task: Task, call: ToolCall) -> None:
         self._set_state("tool")
         registry = self.services.tools
         try:
             tool, args = registry.parse_arguments(call.name, call.arguments)
         except ToolError as exc:
             self._report(ToolEvent(call.id, call.name, "end", arguments=call.arguments))
-            self._finish_tool(call, ToolResult(False, str(exc)))
+            self._finish_tool(task, call, ToolResult(False, str(exc)))
             return
-        sent = args.model_dump(exclude_unset=True)
-        self._report(ToolEvent(call.id, call.name, "end", arguments=sent))
-        if self.approval == "read-only" and not tool.read_only:
+        self._report(ToolEvent(call.id, call.name, "end",
+                               arguments=args.model_dump(exclude_unset=True)))
+        if task.approval == "read-only" and not tool.read_only:
             message = f"{call.name} is not available: the conversation is in read-only mode."
-            self._finish_tool(call, ToolResult(False, message))
+            self._finish_tool(task, call, ToolResult(False, message))
             return
-        if not self._approved(call, args.model_dump()):
+        if not self._approved(task, call, tool, args):
             declined = f"The user declined this {call.name} call. Do not retry it as is."
-            self._finish_tool(call, ToolResult(False, declined))
+            self._finish_tool(task, call, ToolResult(False, declined))
             return
-        self._finish_tool(call, registry.run(tool, args, self._tool_context(call)))
+        self._finish_tool(task, call, registry.run(tool, args, self._tool_context(task, call)))
 
-    def _approved(self, call: ToolCall, arguments: dict[str, Any]) -> bool:
-        workspace = self.services.workspace
-        if not self.gate.needs_approval(self.approval, call.name, arguments, workspace):
+    def _approved(self, task: Task, call: ToolCall, tool: Tool, args: Any) -> bool:
+        plan = planned_write(tool, args, self.services.workspace)
+        if not self.gate.needs_approval(task.approval, tool, plan):
             return True
         self.gate.open(call.id, call.name)
-        shown = preview(call.name, arguments, workspace)
+        shown = preview(args.model_dump(), plan)
         self._report(ToolEvent(call.id, call.name, "approval", preview=shown))
-        return self.gate.wait(call.id, self._cancel)
+        return self.gate.wait(call.id, task.cancel)
 
-    def _tool_context(self, call: ToolCall) -> ToolContext:
+    def _tool_context(self, task: Task, call: ToolCall) -> ToolContext:
         services = self.services
 
         def on_output(delta: str) -> None:
@@ -362,12 +352,12 @@ class MainTerminal:
         return ToolContext(
             settings=self.settings, workspace=services.workspace, runner=services.runner,
             memory=services.memory, annotations=services.annotations, focus=self.focus,
-            conversation_id=self._require_conversation().id, cancel=self._cancel,
-            on_output=on_output, journal=self._journal, proposals=services.proposals,
+            conversation_id=task.conversation.id, cancel=task.cancel,
+            on_output=on_output, journal=task.journal, proposals=services.proposals,
         )
 
-    def _finish_tool(self, call: ToolCall, result: ToolResult) -> None:
-        output = result.output + self._repeat_warning(call.name)
+    def _finish_tool(self, task: Task, call: ToolCall, result: ToolResult) -> None:
+        output = result.output + task.repeat_warning(call.name)
         self._report(ToolEvent(call.id, call.name, "result", ok=result.ok, output=output,
                                duration_ms=result.duration_ms, details=result.details or None))
         if result.changes:
@@ -375,40 +365,30 @@ class MainTerminal:
         self._record_tool(call, ToolResult(result.ok, output, result.duration_ms,
                                            details=result.details))
 
-    def _repeat_warning(self, name: str) -> str:
-        last, count = self._repeat
-        count = count + 1 if name == last else 1
-        self._repeat = (name, count)
-        if count < REPEAT_WARNING_AFTER:
-            return ""
-        return (f"\n\n[warning] {name} has now been called {count} times in a row. "
-                "If this is not making progress, change approach or finish the task.")
-
     def _record_tool(self, call: ToolCall, result: ToolResult) -> None:
-        self._require_conversation().append(
-            "tool", result.output, tool_call_id=call.id, name=call.name,
-            meta={"ok": result.ok, "duration_ms": result.duration_ms, **result.details},
-        )
+        self._record("tool", result.output, tool_call_id=call.id, name=call.name,
+                     meta={"ok": result.ok, "duration_ms": result.duration_ms, **result.details})
 
-    # --- events -----------------------------------------------------------------------
+    # --- events and records -----------------------------------------------------------
 
     def _report(self, event: Event) -> None:
-        with self._emit_lock:
+        with self._lock:
             self._seq += 1
-            payload = {"conversation_id": self.conversation_id, "seq": self._seq,
-                       **event.payload()}
-            self.emit(event.name, payload)
+            event.conversation_id, event.seq = self.conversation_id, self._seq
+            self.sink(event)
+
+    def _record(self, role: str, content: str, **fields: Any) -> dict[str, Any]:
+        """Append a history record stamped with the seq of the last event before it."""
+        with self._lock:
+            if self._conversation is None:
+                raise RuntimeError("no conversation: begin_task first")
+            return self._conversation.append(role, content, seq=self._seq, **fields)
 
     def _set_state(self, state: TaskState, *, force: bool = False) -> None:
         if state == self.state and not force:
             return
         self.state = state
         self._report(Status(state, self.iteration, self.context_usage))
-
-    def _require_conversation(self) -> Conversation:
-        if self._conversation is None:
-            raise RuntimeError("no conversation: begin_task first")
-        return self._conversation
 
 
 def _assistant_fields(completion: Completion) -> dict[str, Any]:

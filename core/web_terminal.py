@@ -6,33 +6,37 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from core.events import Event
 from core.main_terminal import MainTerminal, TaskBusy
 from core.services import AgentServices
+from core.task import Task
 from utils.conversation_store import LEAF
 from utils.settings import Approval, Mode
 
-Send = Callable[[str, dict[str, Any], str], None]  # (event, payload, room)
-Deliver = Callable[[str, dict[str, Any]], None]  # (event, payload) to one client
+Send = Callable[[Event], None]  # to the room of the event's conversation
+Deliver = Callable[[Event], None]  # to one client
 
 
 class WebTerminal(MainTerminal):
-    """One per conversation; keeps the events of its running or last task for `join`."""
+    """One per conversation; keeps every event of its running or last task for `join`."""
 
     def __init__(self, services: AgentServices, conversation_id: str | None, *, send: Send) -> None:
-        super().__init__(services, conversation_id)
         self._send = send
-        self._log: list[tuple[str, dict[str, Any]]] = []
+        self._log: list[Event] = []
+        super().__init__(services, conversation_id, sink=self._relay)
+        self._replays_after = self.last_seq  # the log holds every event after this seq
 
-    def emit(self, event: str, payload: dict[str, Any]) -> None:
-        # Called by the core with its emit lock held, so the log and the room see one order.
-        self._log.append((event, payload))
-        self._send(event, payload, payload["conversation_id"])
+    def _relay(self, event: Event) -> None:
+        # Called with the core's lock held, so the log and the room see one order.
+        self._log.append(event)
+        self._send(event)
 
-    def begin_task(self, text: str, *, parent_id: str | None = LEAF) -> dict[str, Any]:
-        record = super().begin_task(text, parent_id=parent_id)
-        with self._emit_lock:
+    def begin_task(self, text: str, *, parent_id: str | None = LEAF) -> Task:
+        with self._lock:
+            task = super().begin_task(text, parent_id=parent_id)
             self._log = []
-        return record
+            self._replays_after = self.last_seq
+            return task
 
     def start(
         self,
@@ -51,30 +55,37 @@ class WebTerminal(MainTerminal):
         `on_begun(user_record)` runs after the conversation exists and before the first event,
         so the sender can join the room without missing anything.
         """
-        if self.running:
-            raise TaskBusy("a task is already running in this conversation")
-        record = self.begin_task(text, parent_id=parent_id)
-        self.mode = mode or self.mode
-        self.approval = approval or self.approval
+        with self._lock:
+            if self.running:
+                raise TaskBusy("a task is already running in this conversation")
+            self.mode = mode or self.mode
+            self.approval = approval or self.approval
+            task = self.begin_task(text, parent_id=parent_id)
         if on_begun is not None:
-            on_begun(record)
-        run_in_background(self.run_task, record)
-        return record
+            on_begun(task.user_record)
+        run_in_background(self.run_task, task)
+        return task.user_record
 
     def replay(
-        self, after_seq: int, deliver: Deliver, *, subscribe: Callable[[], None] | None = None
-    ) -> None:
+        self, after_seq: int, deliver: Deliver, *, subscribe: Callable[[], None]
+    ) -> dict[str, Any]:
         """Hand every logged event with seq > after_seq to `deliver`, with no live event between.
 
         `subscribe` (joining the room) runs under the same lock, so every later event reaches
         the client live and every earlier one through `deliver`: no gap and no duplicate.
+        Returns what the `join` ack reports: whether a task runs, the last seq, and the seq
+        after which the log is whole (an older `after_seq` must reload the history first).
         """
-        with self._emit_lock:
-            if subscribe is not None:
-                subscribe()
-            for event, payload in self._log:
-                if payload["seq"] > after_seq:
-                    deliver(event, payload)
+        with self._lock:
+            subscribe()
+            for event in self._log:
+                if event.seq is not None and event.seq > after_seq:
+                    deliver(event)
+            return {
+                "running": self.running,
+                "last_seq": self.last_seq,
+                "replays_after": self._replays_after,
+            }
 
 
 class TerminalHub:

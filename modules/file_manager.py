@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections import deque
@@ -15,26 +16,19 @@ from pydantic import BaseModel, Field
 
 from modules.context import ToolContext
 from modules.file_tree import scan_dir
-from modules.paths import atomic_write
-from modules.results import FileChange, ToolError, ToolOutput
+from modules.paths import Workspace, atomic_write
+from modules.results import FileChange, PlannedWrite, ToolError, ToolOutput
+from modules.text_files import (
+    EDIT_LIMIT_BYTES,
+    line_count,
+    modified_text,
+    read_text,
+    split_lines,
+)
 
 READ_LIMIT_BYTES = 2_000_000
-EDIT_LIMIT_BYTES = 10_000_000
 LIST_LIMIT = 500
-_SNIFF_BYTES = 8192
 CR = "\r"
-
-
-def _line_count(text: str) -> int:
-    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines split on newline only, as editors and grep number them."""
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
 
 
 def _before_change(ctx: ToolContext, path: Path) -> None:
@@ -57,31 +51,6 @@ def _new_folders(ctx: ToolContext, folder: Path) -> list[FileChange]:
     return changes
 
 
-def read_text(path: Path, shown: str, limit: int, *, strict: bool = False) -> str:
-    """The whole text of an existing, not too large, not binary file.
-
-    With `strict`, text that is not valid UTF-8 is refused rather than patched over, so an
-    edit never rewrites bytes it could not read.
-    """
-    if not path.exists():
-        raise ToolError(f"No such file: {shown}. Use list_files to see what exists.")
-    if path.is_dir():
-        raise ToolError(f"{shown} is a folder, not a file. Use list_files to see inside it.")
-    size = path.stat().st_size
-    if size > limit:
-        raise ToolError(f"{shown} is {size:,} bytes, over the {limit:,} byte limit for this tool.")
-    data = path.read_bytes()
-    if b"\x00" in data[:_SNIFF_BYTES]:
-        raise ToolError(f"{shown} looks like a binary file ({size:,} bytes); it is not text.")
-    try:
-        return data.decode("utf-8", errors="strict" if strict else "replace")
-    except UnicodeDecodeError as exc:
-        raise ToolError(
-            f"{shown} is not valid UTF-8 (byte {exc.start}); modify_file only edits UTF-8 "
-            "text. Use run_python to edit files in other encodings."
-        ) from None
-
-
 class CreateFileArgs(BaseModel):
     path: str = Field(description="File path relative to the workspace, e.g. 'src/app.py'.")
     content: str = Field("", description="The complete text to write into the file.")
@@ -90,25 +59,35 @@ class CreateFileArgs(BaseModel):
     )
 
 
+def plan_create(workspace: Workspace, args: CreateFileArgs) -> PlannedWrite:
+    """What create_file would write, and over what (raises ToolError when it cannot)."""
+    target = workspace.resolve(args.path, for_write=True)
+    rel = workspace.relative(target)
+    if target.is_dir():
+        raise ToolError(f"{rel} is an existing folder; choose a file path.")
+    existed = target.exists()
+    old = None
+    if existed:
+        with contextlib.suppress(ToolError):  # binary or too large: replaced unseen
+            old = read_text(target, rel, EDIT_LIMIT_BYTES, strict=True)
+    verb = "Overwrote existing file" if existed else "Created"
+    size = f"{line_count(args.content)} lines, {len(args.content)} characters"
+    return PlannedWrite(target, rel, existed, old, args.content, f"{verb} {rel} ({size}).")
+
+
 def create_file(ctx: ToolContext, args: CreateFileArgs) -> ToolOutput:
     """Create a file with the given content (missing folders are created too).
 
     If the file already exists it is overwritten with the new content; the result says so.
     """
-    target = ctx.workspace.resolve(args.path, for_write=True)
-    rel = ctx.workspace.relative(target)
-    if target.is_dir():
-        raise ToolError(f"{rel} is an existing folder; choose a file path.")
-    existed = target.exists()
-    changes = _new_folders(ctx, target.parent)
-    _before_change(ctx, target)
-    atomic_write(target, args.content)
+    plan = plan_create(ctx.workspace, args)
+    changes = _new_folders(ctx, plan.path.parent)
+    _before_change(ctx, plan.path)
+    atomic_write(plan.path, plan.new)
     if args.annotation is not None:
-        ctx.annotations.set(rel, args.annotation)
-    changes.append(FileChange("modified" if existed else "created", rel))
-    verb = "Overwrote existing file" if existed else "Created"
-    size = f"{_line_count(args.content)} lines, {len(args.content)} characters"
-    return ToolOutput(f"{verb} {rel} ({size}).", changes)
+        ctx.annotations.set(plan.rel, args.annotation)
+    changes.append(FileChange("modified" if plan.existed else "created", plan.rel))
+    return ToolOutput(plan.summary, changes)
 
 
 class CreateFolderArgs(BaseModel):
@@ -182,42 +161,24 @@ class ModifyFileArgs(BaseModel):
     new_text: str | None = Field(None, description="For 'replace': the text to put in its place.")
 
 
+def plan_modify(workspace: Workspace, args: ModifyFileArgs) -> PlannedWrite:
+    """What modify_file would write, and over what (raises ToolError when it cannot)."""
+    path = workspace.resolve(args.path, for_write=True)
+    rel = workspace.relative(path)
+    text = read_text(path, rel, EDIT_LIMIT_BYTES, strict=True)
+    new, summary = modified_text(
+        text, rel, args.operation,
+        content=args.content, old_text=args.old_text, new_text=args.new_text,
+    )
+    return PlannedWrite(path, rel, True, text, new, summary)
+
+
 def modify_file(ctx: ToolContext, args: ModifyFileArgs) -> ToolOutput:
     """Change an existing file: append text, replace one unique piece of text, or clear it."""
-    path = ctx.workspace.resolve(args.path, for_write=True)
-    rel = ctx.workspace.relative(path)
-    text = read_text(path, rel, EDIT_LIMIT_BYTES, strict=True)
-    if args.operation == "append":
-        if args.content is None:
-            raise ToolError("append needs 'content': the text to add at the end of the file.")
-        new, summary = text + args.content, f"Appended {len(args.content)} characters to {rel}."
-    elif args.operation == "clear":
-        new, summary = "", f"Cleared {rel}."
-    else:
-        new, summary = _replace(text, rel, args.old_text, args.new_text)
-    _before_change(ctx, path)
-    atomic_write(path, new)
-    return ToolOutput(summary, [FileChange("modified", rel)])
-
-
-def _replace(text: str, rel: str, old: str | None, new: str | None) -> tuple[str, str]:
-    if not old:
-        raise ToolError("replace needs 'old_text': the exact text to change (not empty).")
-    if new is None:
-        raise ToolError("replace needs 'new_text' (use \"\" to delete old_text).")
-    count = text.count(old)
-    if count == 0:
-        raise ToolError(
-            f"old_text was not found in {rel}. It must match exactly, including spaces, "
-            "indentation and line breaks; read_file the part you want to change and copy it."
-        )
-    if count > 1:
-        raise ToolError(
-            f"old_text occurs {count} times in {rel}; it must occur exactly once. "
-            "Include more surrounding lines so it is unique."
-        )
-    line = text[: text.index(old)].count("\n") + 1
-    return text.replace(old, new, 1), f"Replaced 1 occurrence in {rel} at line {line}."
+    plan = plan_modify(ctx.workspace, args)
+    _before_change(ctx, plan.path)
+    atomic_write(plan.path, plan.new)
+    return ToolOutput(plan.summary, [FileChange("modified", plan.rel)])
 
 
 class DeleteFileArgs(BaseModel):

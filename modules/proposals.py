@@ -8,27 +8,21 @@ takes back the edits the user applied from it.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import secrets
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, Field
-
 from modules.blob_store import sha256_file
-from modules.context import ToolContext
-from modules.file_manager import EDIT_LIMIT_BYTES, read_text
 from modules.paths import Workspace, atomic_write
-from modules.results import FileChange, ToolError, ToolOutput
+from modules.results import FileChange, ToolError
+from modules.text_files import EDIT_LIMIT_BYTES, read_text, split_keep_ends, unified_diff
 from modules.undo import UndoJournal
 
 MAX_KEPT = 200
-NO_NEWLINE = "\\ No newline at end of file\n"
 
 
 class ProposalError(ToolError):
@@ -49,28 +43,6 @@ class Proposal:
     base_sha256: str | None
     diff: str
     created_at: float
-
-
-def split_keep_ends(text: str) -> list[str]:
-    """Lines split on newline only, each keeping its newline."""
-    lines = text.split("\n")
-    last = lines.pop()
-    return [line + "\n" for line in lines] + ([last] if last else [])
-
-
-def unified_diff(old: str | None, new: str | None, path: str) -> str:
-    """A unified diff with `a/PATH` `b/PATH` headers; None stands for no file (/dev/null)."""
-    before = f"a/{path}" if old is not None else "/dev/null"
-    after = f"b/{path}" if new is not None else "/dev/null"
-    lines = difflib.unified_diff(
-        split_keep_ends(old or ""), split_keep_ends(new or ""), before, after
-    )
-    return "".join(_terminated(lines))
-
-
-def _terminated(lines: Iterator[str]) -> Iterator[str]:
-    for line in lines:
-        yield line if line.endswith("\n") else line + "\n" + NO_NEWLINE
 
 
 def replace_lines(text: str, new: str, start: int | None, end: int | None, shown: str) -> str:
@@ -235,43 +207,3 @@ def _missing_folders(folder: Path, root: Path) -> list[Path]:
         missing.append(folder)
         folder = folder.parent
     return missing[::-1]
-
-
-class ProposeEditArgs(BaseModel):
-    path: str = Field(description="File to change, or to create, relative to the workspace.")
-    new_content: str = Field(
-        description="The new text: the whole file, or the lines that replace start_line..end_line."
-    )
-    start_line: int | None = Field(
-        None, ge=1, description="First line to replace (1-based); omit to replace the whole file."
-    )
-    end_line: int | None = Field(
-        None,
-        ge=0,
-        description="Last line to replace, inclusive (default: start_line). "
-        "start_line - 1 inserts before start_line without replacing anything.",
-    )
-
-
-def propose_edit(ctx: ToolContext, args: ProposeEditArgs) -> ToolOutput:
-    """Propose a change to a text file for the user to review; nothing is written now.
-
-    Returns the unified diff. The user applies or discards it, so do not make the same
-    change with other tools. Replace the whole file, or lines start_line..end_line.
-    """
-    if ctx.proposals is None:
-        raise ToolError("propose_edit is not available here; use modify_file or create_file.")
-    proposal = ctx.proposals.propose(
-        conversation_id=ctx.conversation_id,
-        task_id=ctx.journal.task_id if ctx.journal else None,
-        path=args.path,
-        new_content=args.new_content,
-        start_line=args.start_line,
-        end_line=args.end_line,
-    )
-    text = (
-        f"Proposal {proposal.id} for {proposal.path} (nothing written; the user will "
-        f"apply or discard it):\n{proposal.diff}"
-    )
-    details = {"proposal": {"id": proposal.id, "path": proposal.path, "diff": proposal.diff}}
-    return ToolOutput(text, details=details)

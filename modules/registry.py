@@ -8,11 +8,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ValidationError
 
-from modules.results import ToolError, ToolOutput, ToolResult
+from modules.paths import Workspace
+from modules.results import PlannedWrite, ToolError, ToolOutput, ToolResult
 from utils.cancel import TaskCancelled
 from utils.text import cap_text
 
@@ -23,6 +24,10 @@ log = logging.getLogger(__name__)
 
 
 ToolFunction = Callable[["ToolContext", Any], "str | ToolOutput"]
+WritePlanner = Callable[[Workspace, Any], PlannedWrite]
+# When a call waits for the user in `ask` mode: every time, only when it would lose content
+# that exists now (judged by the tool's planner), or never.
+Asks = Literal["always", "on_overwrite", "never"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,8 @@ class Tool:
     function: ToolFunction
     args_model: type[BaseModel]
     read_only: bool
+    asks: Asks = "never"
+    plan: WritePlanner | None = None  # what a writing call would change, for approvals
 
     @property
     def description(self) -> str:
@@ -73,13 +80,26 @@ class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
 
-    def register(self, name: str, function: ToolFunction, *, read_only: bool = False) -> None:
+    def register(
+        self,
+        name: str,
+        function: ToolFunction,
+        *,
+        read_only: bool = False,
+        asks: Asks = "never",
+        plan: WritePlanner | None = None,
+    ) -> None:
+        """Offer `function` as `name`; a reading tool never asks, a writing one says when."""
         hints = get_type_hints(function)
         params = list(inspect.signature(function).parameters)
         args_model = hints[params[1]]
         if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
             raise TypeError(f"tool {name}: second parameter must be a pydantic model")
-        self._tools[name] = Tool(name, function, args_model, read_only)
+        if read_only and asks != "never":
+            raise ValueError(f"tool {name}: a read-only tool never asks")
+        if (asks == "on_overwrite") != (plan is not None):
+            raise ValueError(f"tool {name}: asks='on_overwrite' goes with a write planner")
+        self._tools[name] = Tool(name, function, args_model, read_only, asks, plan)
 
     def names(self) -> list[str]:
         return list(self._tools)

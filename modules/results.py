@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 
@@ -34,3 +35,20 @@ class ToolResult:
     duration_ms: int = 0
     changes: list[FileChange] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PlannedWrite:
+    """A write a tool is about to make: the text before (None: unseen or absent) and after."""
+
+    path: Path
+    rel: str
+    existed: bool
+    old: str | None
+    new: str
+    summary: str
+
+    @property
+    def overwrites(self) -> bool:
+        """Whether content that exists now would be lost (appending loses nothing)."""
+        return self.existed and (self.old is None or not self.new.startswith(self.old))

@@ -1,4 +1,5 @@
-"""The registry of every tool the model is offered (PROTOCOL §6), plus focus and memory tools."""
+"""The registry of every tool the model is offered (PROTOCOL §6), plus the tools that only
+wrap a store: proposed edits, focus and memory."""
 
 from __future__ import annotations
 
@@ -6,10 +7,50 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from modules import file_manager, proposals, search_engine, terminal_ops
+from modules import file_manager, search_engine, terminal_ops
 from modules.context import ToolContext
 from modules.registry import ToolRegistry
-from modules.results import ToolError
+from modules.results import ToolError, ToolOutput
+
+
+class ProposeEditArgs(BaseModel):
+    path: str = Field(description="File to change, or to create, relative to the workspace.")
+    new_content: str = Field(
+        description="The new text: the whole file, or the lines that replace start_line..end_line."
+    )
+    start_line: int | None = Field(
+        None, ge=1, description="First line to replace (1-based); omit to replace the whole file."
+    )
+    end_line: int | None = Field(
+        None,
+        ge=0,
+        description="Last line to replace, inclusive (default: start_line). "
+        "start_line - 1 inserts before start_line without replacing anything.",
+    )
+
+
+def propose_edit(ctx: ToolContext, args: ProposeEditArgs) -> ToolOutput:
+    """Propose a change to a text file for the user to review; nothing is written now.
+
+    Returns the unified diff. The user applies or discards it, so do not make the same
+    change with other tools. Replace the whole file, or lines start_line..end_line.
+    """
+    if ctx.proposals is None:
+        raise ToolError("propose_edit is not available here; use modify_file or create_file.")
+    proposal = ctx.proposals.propose(
+        conversation_id=ctx.conversation_id,
+        task_id=ctx.journal.task_id if ctx.journal else None,
+        path=args.path,
+        new_content=args.new_content,
+        start_line=args.start_line,
+        end_line=args.end_line,
+    )
+    text = (
+        f"Proposal {proposal.id} for {proposal.path} (nothing written; the user will "
+        f"apply or discard it):\n{proposal.diff}"
+    )
+    details = {"proposal": {"id": proposal.id, "path": proposal.path, "diff": proposal.diff}}
+    return ToolOutput(text, details=details)
 
 
 class FocusFileArgs(BaseModel):
@@ -62,19 +103,25 @@ def update_memory(ctx: ToolContext, args: UpdateMemoryArgs) -> str:
 
 
 def build_registry() -> ToolRegistry:
-    """Every tool of PROTOCOL §6; reading tools are marked read-only."""
+    """Every tool of PROTOCOL §6, each with when it asks for approval in `ask` mode."""
     registry = ToolRegistry()
-    registry.register("create_file", file_manager.create_file)
+    registry.register(
+        "create_file", file_manager.create_file,
+        asks="on_overwrite", plan=file_manager.plan_create,
+    )
     registry.register("create_folder", file_manager.create_folder)
     registry.register("read_file", file_manager.read_file, read_only=True)
-    registry.register("modify_file", file_manager.modify_file)
-    registry.register("delete_file", file_manager.delete_file)
-    registry.register("rename_file", file_manager.rename_file)
-    registry.register("propose_edit", proposals.propose_edit)
+    registry.register(
+        "modify_file", file_manager.modify_file,
+        asks="on_overwrite", plan=file_manager.plan_modify,
+    )
+    registry.register("delete_file", file_manager.delete_file, asks="always")
+    registry.register("rename_file", file_manager.rename_file, asks="always")
+    registry.register("propose_edit", propose_edit)
     registry.register("list_files", file_manager.list_files, read_only=True)
     registry.register("search_code", search_engine.search_code, read_only=True)
-    registry.register("run_python", terminal_ops.run_python)
-    registry.register("run_command", terminal_ops.run_command)
+    registry.register("run_python", terminal_ops.run_python, asks="always")
+    registry.register("run_command", terminal_ops.run_command, asks="always")
     registry.register("web_search", search_engine.web_search, read_only=True)
     registry.register("focus_file", focus_file, read_only=True)
     registry.register("unfocus_file", unfocus_file, read_only=True)

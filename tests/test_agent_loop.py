@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from core.events import Event
 from core.main_terminal import MainTerminal
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
@@ -23,11 +24,11 @@ class Recorder(MainTerminal):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.events: list[tuple[str, dict[str, Any]]] = []
         self._arrived = threading.Condition()
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, sink=self.collect, **kwargs)
 
-    def emit(self, event: str, payload: dict[str, Any]) -> None:
+    def collect(self, event: Event) -> None:
         with self._arrived:
-            self.events.append((event, payload))
+            self.events.append((event.name, event.to_wire()))
             self._arrived.notify_all()
 
     def wait_for(self, event: str, timeout: float = 10, **match: Any) -> dict[str, Any]:

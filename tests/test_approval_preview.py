@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from core.approval import preview
+from core.approval import planned_write, preview
 from modules.paths import Workspace
+from modules.tools import build_registry
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.test_agent_loop import make_terminal, run_in_thread
 
@@ -18,8 +21,14 @@ def ws(tmp_path: Path) -> Workspace:
     return Workspace(tmp_path)
 
 
+def shown_for(name: str, arguments: dict[str, Any], ws: Workspace) -> str:
+    """The approval preview of a call as the loop computes it."""
+    tool, args = build_registry().parse_arguments(name, json.dumps(arguments))
+    return preview(args.model_dump(), planned_write(tool, args, ws))
+
+
 def test_create_file_overwrite_is_a_diff(ws: Workspace) -> None:
-    shown = preview("create_file", {"path": "app.py", "content": "print('bye')\n"}, ws)
+    shown = shown_for("create_file", {"path": "app.py", "content": "print('bye')\n"}, ws)
     assert shown == (
         "--- a/app.py\n+++ b/app.py\n@@ -1,3 +1 @@\n-import os\n-\n-print('hello')\n+print('bye')\n"
     )
@@ -32,25 +41,25 @@ def test_modify_file_replace_is_a_diff(ws: Workspace) -> None:
         "old_text": "'hello'",
         "new_text": "'hi'",
     }
-    shown = preview("modify_file", arguments, ws)
+    shown = shown_for("modify_file", arguments, ws)
     assert shown.startswith("--- a/app.py\n+++ b/app.py\n")
     assert shown.endswith(" import os\n \n-print('hello')\n+print('hi')\n")
 
 
 def test_modify_file_clear_is_a_diff(ws: Workspace) -> None:
-    shown = preview("modify_file", {"path": "app.py", "operation": "clear"}, ws)
+    shown = shown_for("modify_file", {"path": "app.py", "operation": "clear"}, ws)
     assert shown.endswith("@@ -1,3 +0,0 @@\n-import os\n-\n-print('hello')\n")
 
 
 def test_commands_and_unknowable_writes_keep_the_old_preview(ws: Workspace) -> None:
-    assert preview("run_command", {"command": "ls -la"}, ws) == "ls -la"
-    assert preview("run_python", {"code": "print(1)"}, ws) == "print(1)"
+    assert shown_for("run_command", {"command": "ls -la"}, ws) == "ls -la"
+    assert shown_for("run_python", {"code": "print(1)"}, ws) == "print(1)"
     missing = {"path": "app.py", "operation": "replace", "old_text": "nowhere", "new_text": "x"}
-    assert preview("modify_file", missing, ws).startswith("path: app.py\noperation: replace")
+    assert shown_for("modify_file", missing, ws).startswith("path: app.py\noperation: replace")
     (ws.root / "blob.bin").write_bytes(b"\x00\x01binary")
-    shown = preview("create_file", {"path": "blob.bin", "content": "text"}, ws)
-    assert shown == "path: blob.bin\ncontent: text"
-    assert preview("delete_file", {"path": "app.py"}, ws) == "path: app.py"
+    shown = shown_for("create_file", {"path": "blob.bin", "content": "text"}, ws)
+    assert shown == "(replaces blob.bin, which is binary or too large to show)"
+    assert shown_for("delete_file", {"path": "app.py"}, ws) == "path: app.py"
 
 
 def test_the_agent_loop_sends_the_diff(fake_llm: FakeLLM, tmp_path: Path) -> None:

@@ -9,8 +9,10 @@ import pytest
 
 from core.approval import ApprovalGate
 from modules.context import ToolContext
-from modules.proposals import ProposalError, ProposalStore, replace_lines, unified_diff
+from modules.proposals import ProposalError, ProposalStore, replace_lines
 from modules.results import FileChange
+from modules.text_files import unified_diff
+from modules.tools import build_registry
 from modules.undo import UndoJournal
 from tests.test_paths import call, make_ctx
 from tests.test_undo import state
@@ -134,8 +136,9 @@ def test_apply_without_a_task_has_a_journal_of_its_own(ctx: ToolContext) -> None
 
 
 def test_ask_mode_does_not_ask_for_a_proposal(ctx: ToolContext) -> None:
-    arguments = {"path": "notes.txt", "new_content": "x"}
-    assert not ApprovalGate().needs_approval("ask", "propose_edit", arguments, ctx.workspace)
+    tool = build_registry().get("propose_edit")
+    assert tool is not None and tool.asks == "never"
+    assert not ApprovalGate().needs_approval("ask", tool, None)
 
 
 def test_helpers() -> None:
