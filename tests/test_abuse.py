@@ -20,8 +20,8 @@ from modules.context import ToolContext
 from modules.docker_sandbox import DockerRunner
 from modules.local_runner import LocalRunner
 from modules.sandbox_factory import build_runner
+from tests.helpers import call, make_ctx, snapshot
 from tests.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
-from tests.test_paths import call, make_ctx, snapshot
 
 TIMEOUT = 5
 SLACK_SECONDS = 4.0  # kill grace, container kill and output drain on top of the timeout

@@ -10,7 +10,7 @@ import pytest
 
 from modules.context import ToolContext
 from modules.results import FileChange
-from tests.test_paths import call, make_ctx
+from tests.helpers import call, make_ctx
 
 
 @pytest.fixture

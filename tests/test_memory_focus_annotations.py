@@ -13,7 +13,7 @@ from modules.context import ToolContext
 from modules.focus import FocusFiles
 from modules.memory_manager import MemoryStore
 from modules.results import ToolError
-from tests.test_paths import call, make_ctx
+from tests.helpers import call, make_ctx
 
 
 @pytest.fixture

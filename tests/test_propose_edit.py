@@ -14,7 +14,7 @@ from modules.results import FileChange
 from modules.text_files import unified_diff
 from modules.tools import build_registry
 from modules.undo import UndoJournal
-from tests.test_paths import call, make_ctx
+from tests.helpers import call, make_ctx
 from tests.test_undo import state
 
 TEXT = "alpha\nbeta\ngamma\ndelta\n"

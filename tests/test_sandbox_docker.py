@@ -16,8 +16,8 @@ from modules.docker_pool import LABEL
 from modules.docker_sandbox import DockerRunner
 from modules.sandbox import CommandResult, SandboxUnavailable
 from modules.sandbox_factory import build_runner
+from tests.helpers import call, make_ctx
 from tests.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
-from tests.test_paths import call, make_ctx
 from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import Settings
 

@@ -20,7 +20,7 @@ from modules.local_runner import LocalRunner
 from modules.local_sandbox import bwrap_args, find_pids_cgroup
 from modules.sandbox import CommandResult, CommandRunner
 from modules.sandbox_factory import build_runner
-from tests.test_paths import call, make_ctx
+from tests.helpers import call, make_ctx
 from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import Settings
 

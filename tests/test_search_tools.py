@@ -13,7 +13,7 @@ import pytest
 from modules.context import ToolContext
 from modules.results import ToolError
 from modules.search_engine import tavily_search
-from tests.test_paths import call, make_ctx
+from tests.helpers import call, make_ctx
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 
 from modules.context import ToolContext
 from modules.local_runner import LocalRunner
-from tests.test_paths import call, make_ctx
+from tests.helpers import call, make_ctx
 from utils.cancel import CancelToken, TaskCancelled
 
 

@@ -15,7 +15,7 @@ from modules.file_tree import describe_tree, file_tree
 from modules.file_tree import is_ignored as hidden_in_listing
 from modules.file_watcher import is_ignored as ignored_by_watcher
 from modules.tools import build_registry
-from tests.test_paths import make_ctx
+from tests.helpers import make_ctx
 
 PROTOCOL_TOOLS = {
     "create_file": {"path", "content", "annotation"},

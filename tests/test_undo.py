@@ -21,8 +21,8 @@ from modules.context import ToolContext
 from modules.paths import Workspace
 from modules.undo import UndoJournal
 from tests.fake_llm import Call, FakeLLM, Reply
+from tests.helpers import call, make_ctx
 from tests.test_agent_loop import make_terminal, run_in_thread
-from tests.test_paths import call, make_ctx
 from utils.settings import Settings
 
 BINARY = bytes(range(256)) * 40
