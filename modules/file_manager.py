@@ -16,7 +16,8 @@ from pydantic import BaseModel, Field
 
 from modules.context import ToolContext
 from modules.file_tree import scan_dir
-from modules.paths import Workspace, atomic_write
+from modules.ignore import WorkspaceIgnore
+from modules.paths import Workspace
 from modules.results import FileChange, PlannedWrite, ToolError, ToolOutput
 from modules.text_files import (
     EDIT_LIMIT_BYTES,
@@ -25,6 +26,7 @@ from modules.text_files import (
     read_text,
     split_lines,
 )
+from utils.files import atomic_write
 
 READ_LIMIT_BYTES = 2_000_000
 LIST_LIMIT = 500
@@ -243,18 +245,20 @@ class ListFilesArgs(BaseModel):
 def list_files(ctx: ToolContext, args: ListFilesArgs) -> str:
     """List files and folders under a folder, recursively, as workspace-relative paths.
 
-    Folders end with '/'. Git internals, __pycache__ and editor swap files are skipped;
-    symbolic links are shown but not followed; annotations are shown after ' — '.
+    Folders end with '/'. Files and folders matched by the workspace's .gitignore files are
+    left out, and so are .git, node_modules, virtualenvs, __pycache__ and other caches, and
+    editor swap files, unless you name such a folder as `directory`; symbolic links are shown
+    but not followed; annotations are shown after ' — '.
     """
     base = ctx.workspace.resolve(args.directory)
     rel_base = ctx.workspace.relative(base)
     if not base.is_dir():
         raise ToolError(f"{args.directory} is not a folder.")
     notes = ctx.annotations.all()
-    entries = list(islice(_walk(base, args.pattern), LIST_LIMIT + 1))
+    walk = _walk(WorkspaceIgnore(ctx.workspace.root), rel_base, args.pattern)
+    entries = list(islice(walk, LIST_LIMIT + 1))
     lines = []
-    for rel, is_dir in entries[:LIST_LIMIT]:
-        path = f"{rel_base}/{rel}" if rel_base else rel
+    for path, is_dir in entries[:LIST_LIMIT]:
         shown = path + "/" if is_dir else path
         lines.append(f"{shown}  — {notes[path]}" if path in notes else shown)
     where = rel_base or "the workspace"
@@ -265,15 +269,16 @@ def list_files(ctx: ToolContext, args: ListFilesArgs) -> str:
     return f"{where}:\n" + "\n".join(lines)
 
 
-def _walk(base: Path, pattern: str | None) -> Iterator[tuple[str, bool]]:
-    """(path relative to `base`, is_dir) for everything under it, breadth-first."""
+def _walk(ignore: WorkspaceIgnore, base: str, pattern: str | None) -> Iterator[tuple[str, bool]]:
+    """(workspace path, is_dir) for everything shown under the folder `base`, breadth-first."""
     glob = pattern.removeprefix("**/") if pattern else None
-    queue = deque([""])
+    cut = len(base) + 1 if base else 0
+    queue = deque([base])
     while queue:
-        rel_dir = queue.popleft()
-        for name, is_dir in scan_dir(os.path.join(base, rel_dir)):
-            rel = f"{rel_dir}/{name}" if rel_dir else name
+        folder = queue.popleft()
+        for name, is_dir in scan_dir(ignore, folder):
+            path = f"{folder}/{name}" if folder else name
             if is_dir:
-                queue.append(rel)
-            if glob is None or fnmatch(name, glob) or fnmatch(rel, glob):
-                yield rel, is_dir
+                queue.append(path)
+            if glob is None or fnmatch(name, glob) or fnmatch(path[cut:], glob):
+                yield path, is_dir

@@ -7,30 +7,19 @@ from collections import deque
 from typing import Any
 
 from modules.annotations import AnnotationStore
+from modules.ignore import WorkspaceIgnore
 from modules.paths import Workspace
 
-IGNORED_NAMES = frozenset({".git", "__pycache__", "4913"})  # 4913: vim's write-test file
 
-
-def is_ignored(name: str) -> bool:
-    """True for names no listing shows: git internals, caches, editor swap and temp files."""
-    return (
-        name in IGNORED_NAMES
-        or name.endswith(("~", ".swp", ".swo", ".swx"))
-        or name.startswith(".#")
-        or (name.startswith(".") and name.endswith(".tmp"))  # atomic writes in progress
-    )
-
-
-def scan_dir(path: str) -> list[tuple[str, bool]]:
-    """The visible entries of one folder as (name, is_dir), folders first, then by name."""
+def scan_dir(ignore: WorkspaceIgnore, rel_dir: str) -> list[tuple[str, bool]]:
+    """The shown entries of one workspace folder as (name, is_dir), folders first, then by name."""
+    rules = ignore.folder(rel_dir)
     try:
-        with os.scandir(path) as entries:
-            items = [
-                (e.name, e.is_dir(follow_symlinks=False)) for e in entries if not is_ignored(e.name)
-            ]
+        with os.scandir(os.path.join(ignore.root, rel_dir)) as entries:
+            found = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
     except OSError:
         return []
+    items = [(name, is_dir) for name, is_dir in found if not rules.hides(name, is_dir)]
     items.sort(key=lambda item: (not item[1], item[0].lower(), item[0]))
     return items
 
@@ -40,18 +29,21 @@ def file_tree(
 ) -> dict[str, Any]:
     """Nested {name, path, is_dir, children?, annotation?}; `truncated: true` on the root if cut.
 
-    Folders are filled breadth-first, so a cut keeps the upper levels whole. Symbolic links
-    are listed as leaves and never followed. Notes on paths that no longer exist are pruned.
+    Folders are filled breadth-first, so a cut keeps the upper levels whole. What
+    modules.ignore leaves out (.gitignore'd paths, node_modules, virtualenvs, caches) is not
+    shown. Symbolic links are listed as leaves and never followed. Notes on paths that no
+    longer exist are pruned.
     """
     notes = annotations.all()
     annotations.prune({p for p in notes if os.path.lexists(workspace.root / p)})
     root: dict[str, Any] = {"name": workspace.root.name, "path": "", "is_dir": True}
     root["children"] = []
+    ignore = WorkspaceIgnore(workspace.root)
     queue: deque[tuple[str, dict[str, Any]]] = deque([("", root)])
     count = 0
     while queue:
         rel_dir, node = queue.popleft()
-        for name, is_dir in scan_dir(os.path.join(workspace.root, rel_dir)):
+        for name, is_dir in scan_dir(ignore, rel_dir):
             if count >= max_entries:
                 root["truncated"] = True
                 return root

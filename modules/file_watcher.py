@@ -16,10 +16,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
-from modules.file_tree import is_ignored as is_ignored_name
+from modules.ignore import WorkspaceIgnore
 
 log = logging.getLogger(__name__)
 
@@ -27,21 +27,19 @@ BATCH_SECONDS = 0.1
 MAX_BATCH = 1000  # changes per line (and per `file_tree` event)
 
 
-def is_ignored(relative: str) -> bool:
-    """Changes nobody wants to see: those the file tree does not show either."""
-    parts = PurePosixPath(relative).parts
-    return not parts or any(is_ignored_name(part) for part in parts)
-
-
 class _Batcher:
-    """Collects changes and writes them as one JSON line at most every BATCH_SECONDS."""
+    """Collects changes and writes them as one JSON line at most every BATCH_SECONDS.
+
+    Changes to what the file tree does not show (modules.ignore) are dropped.
+    """
 
     def __init__(self, root: Path, ignore: list[Path]) -> None:
         self.root, self.ignore = root, ignore
+        self.hidden = WorkspaceIgnore(root)
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, str, str | None], dict[str, Any]] = {}
 
-    def relative(self, path: str) -> str | None:
+    def relative(self, path: str, is_dir: bool) -> str | None:
         candidate = Path(path)
         if any(candidate == i or i in candidate.parents for i in self.ignore):
             return None
@@ -49,11 +47,11 @@ class _Batcher:
             rel = candidate.relative_to(self.root).as_posix()
         except ValueError:
             return None
-        return None if rel == "." or is_ignored(rel) else rel
+        return None if rel == "." or self.hidden.hides(rel, is_dir) else rel
 
     def add(self, kind: str, src: str, dest: str | None, is_dir: bool) -> None:
-        path = self.relative(src)
-        dest_path = self.relative(dest) if dest else None
+        path = self.relative(src, is_dir)
+        dest_path = self.relative(dest, is_dir) if dest else None
         if kind == "moved":
             if path is None and dest_path is None:
                 return

@@ -13,12 +13,9 @@ from pydantic import BaseModel, Field
 from tavily import TavilyClient
 
 from modules.context import ToolContext
-from modules.file_tree import is_ignored
+from modules.ignore import WorkspaceIgnore
 from modules.results import ToolError
 
-SEARCH_SKIP_DIRS = frozenset(
-    {"node_modules", ".venv", "venv", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"}
-)
 SEARCH_FILE_LIMIT_BYTES = 1_000_000
 LINE_CHARS = 200
 WEB_TIMEOUT_SECONDS = 30
@@ -31,22 +28,24 @@ class SearchCodeArgs(BaseModel):
 
 
 def _text_files(root: Path) -> Iterator[tuple[str, str]]:
-    """(relative path, absolute path) of regular files worth searching, breadth-first."""
+    """(relative path, absolute path) of the shown regular files, breadth-first."""
+    ignore = WorkspaceIgnore(root)
     queue = deque([""])
     while queue:
         rel_dir = queue.popleft()
+        rules = ignore.folder(rel_dir)
         try:
             with os.scandir(os.path.join(root, rel_dir)) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError:
             continue
         for entry in entries:
-            if is_ignored(entry.name):
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if rules.hides(entry.name, is_dir):
                 continue
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-            if entry.is_dir(follow_symlinks=False):
-                if entry.name not in SEARCH_SKIP_DIRS:
-                    queue.append(rel)
+            if is_dir:
+                queue.append(rel)
             elif entry.is_file(follow_symlinks=False):
                 yield rel, entry.path
 
@@ -74,7 +73,8 @@ def search_code(ctx: ToolContext, args: SearchCodeArgs) -> str:
     """Find lines containing some text in the workspace's files; answers 'path:line: text'.
 
     Plain text, case-insensitive (not a regular expression). Skips binary files, files over
-    1 MB, .git, __pycache__, node_modules and virtualenvs.
+    1 MB, files and folders matched by the workspace's .gitignore files, and .git,
+    node_modules, virtualenvs, __pycache__ and other caches.
     """
     needle = args.query.lower()
     hits: list[str] = []

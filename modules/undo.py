@@ -7,9 +7,10 @@ atomically whenever it grows; file contents live once, by SHA-256, in `DATA_DIR/
 The newest KEEP_TASKS journals of a conversation are kept; blobs nothing refers to then go.
 
 File tools call `before_change` / `before_move`. Commands cannot say what they touch, so the
-workspace is scanned before and after each one; `.git` folders (git keeps its own history) and
-folders that tools regenerate (virtualenvs, node_modules, caches) are left out of those scans,
-and files over the size limit are reported, not kept. Undo
+workspace is scanned before and after each one; the built-in skipped folders of modules.ignore
+(`.git`: git keeps its own history; virtualenvs, node_modules, caches: tools regenerate them)
+are left out of those scans, but .gitignore'd paths are not (a command may delete build
+outputs), and files over the size limit are reported, not kept. Undo
 removes folders the task created only when they are empty again, so files the user put there
 stay; it never follows a link out of the workspace.
 """
@@ -37,16 +38,14 @@ from modules.blob_store import (
     scan,
     sha256_file,
 )
-from modules.paths import Workspace, atomic_write
+from modules.ignore import SKIPPED_DIRS
+from modules.paths import Workspace
 from modules.results import FileChange
+from utils.files import atomic_write
 
 log = logging.getLogger(__name__)
 
 KEEP_TASKS = 50
-SKIP_NAMES = frozenset({
-    ".git", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".pytest_cache",
-    ".ruff_cache", ".tox", ".nox",
-})
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 
 
@@ -185,7 +184,7 @@ class UndoJournal:
         with self._lock:
             now = time.time_ns()
             root = self.workspace.root
-            stats = scan(root, SKIP_NAMES, self._skip_paths)
+            stats = scan(root, SKIPPED_DIRS, self._skip_paths)
             states = {rel: self.blobs.keep(root / rel, info) for rel, info in stats.items()}
             racy = {
                 rel
@@ -199,7 +198,7 @@ class UndoJournal:
     def _record_since(self, journal: TaskJournal, snap: Snapshot) -> list[str]:
         with self._lock:
             try:
-                after = scan(self.workspace.root, SKIP_NAMES, self._skip_paths)
+                after = scan(self.workspace.root, SKIPPED_DIRS, self._skip_paths)
                 changed = sorted(
                     r for r in snap.stats.keys() | after.keys() if self._changed(r, snap, after)
                 )

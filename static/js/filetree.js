@@ -128,7 +128,9 @@ export class FileTree {
   apply(changes) {
     for (const change of changes) this.onChange?.(change);
     if (!this.nodes.size) return;
-    if (changes.length > MAX_INCREMENTAL_CHANGES) return void this.refresh();
+    // A changed .gitignore changes what the whole tree shows.
+    const rules = changes.some((change) => [change?.path, change?.dest_path].some((p) => /(^|\/)\.gitignore$/.test(p ?? "")));
+    if (rules || changes.length > MAX_INCREMENTAL_CHANGES) return void this.refresh();
     for (const change of changes) {
       if (change?.path === "") continue;
       if (!change?.path || !this.#applyOne(change)) this.refresh();
