@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from modules.sandbox import SandboxUnavailable
     from utils.settings import load_settings
+    from utils.validation import describe_validation_error
 
     try:
         settings = load_settings(workspace=args.workspace, data_dir=args.data_dir,
@@ -55,8 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             return serve(settings, host=args.host, port=args.port, async_mode=args.async_mode)
         return _run_cli(settings, args)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        print(f"error: bad configuration: {problems}", file=sys.stderr)
+        print(f"error: bad configuration: {describe_validation_error(exc)}", file=sys.stderr)
     except SandboxUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
     return 2

@@ -17,6 +17,7 @@ from modules.proposals import ProposalError
 from modules.results import FileChange
 from utils.conversation_store import LEAF, ConversationNotFound
 from utils.settings import Approval, Mode
+from utils.validation import describe_validation_error
 from web_payloads import conversation_payload, conversations_payload, status_payload, tree_payload
 from web_state import WebState
 
@@ -77,10 +78,7 @@ def acked(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, Any]]
                 data = args[0] if args and args[0] is not None else {}
                 return function(model.model_validate(data))
             except ValidationError as exc:
-                problems = "; ".join(
-                    f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors()
-                )
-                return failure("bad_request", problems)
+                return failure("bad_request", describe_validation_error(exc))
             except ProposalError as exc:
                 return failure(exc.code, str(exc))
             except ConversationNotFound as exc:

@@ -7,7 +7,7 @@ import logging
 import threading
 from pathlib import Path
 
-from modules.paths import atomic_write
+from utils.files import atomic_write
 
 log = logging.getLogger(__name__)
 

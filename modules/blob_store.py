@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from modules.paths import temp_sibling
+from utils.files import temp_sibling
 
 State = dict[str, Any]
 MISSING: State = {"kind": "missing"}

@@ -7,8 +7,8 @@ import threading
 from pathlib import Path
 from typing import Literal
 
-from modules.paths import atomic_write
 from modules.results import ToolError
+from utils.files import atomic_write
 
 MEMORY_LIMIT_CHARS = 20_000
 Scope = Literal["main", "task"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 from pathlib import Path
 
 from modules.results import ToolError
@@ -117,31 +116,3 @@ def _outside_message(path: str, candidate: Path, real: Path) -> str:
     else:
         why = f"it leads to {str(real)!r} through a symbolic link"
     return f"Path {path!r} is outside the workspace: {why}"
-
-
-def temp_sibling(path: Path) -> Path:
-    """A fresh hidden name beside `path` for writing before an atomic rename (the live tree
-    ignores such `.NAME.HEX.tmp` files)."""
-    return path.with_name(f".{path.name[:200]}.{secrets.token_hex(4)}.tmp")
-
-
-def atomic_write(path: Path, data: str | bytes) -> None:
-    """Replace `path` whole through a temporary file in its folder, keeping its mode."""
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode: int | None = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = None
-    tmp = temp_sibling(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(raw)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

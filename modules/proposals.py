@@ -17,10 +17,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from modules.blob_store import sha256_file
-from modules.paths import Workspace, atomic_write
+from modules.paths import Workspace
 from modules.results import FileChange, ToolError
 from modules.text_files import EDIT_LIMIT_BYTES, read_text, split_keep_ends, unified_diff
 from modules.undo import UndoJournal
+from utils.files import atomic_write
 
 MAX_KEPT = 200
 

@@ -16,6 +16,7 @@ from modules.paths import Workspace
 from modules.results import PlannedWrite, ToolError, ToolOutput, ToolResult
 from utils.cancel import TaskCancelled
 from utils.text import cap_text
+from utils.validation import describe_validation_error
 
 if TYPE_CHECKING:
     from modules.context import ToolContext
@@ -64,14 +65,6 @@ def _drop_titles(node: Any) -> None:
     elif isinstance(node, list):
         for value in node:
             _drop_titles(value)
-
-
-def _format_validation_error(name: str, error: ValidationError) -> str:
-    problems = []
-    for item in error.errors():
-        where = ".".join(str(p) for p in item["loc"]) or "arguments"
-        problems.append(f"{where}: {item['msg']}")
-    return f"Invalid arguments for {name}: " + "; ".join(problems)
 
 
 class ToolRegistry:
@@ -128,7 +121,9 @@ class ToolRegistry:
         try:
             return tool, tool.args_model.model_validate(raw)
         except ValidationError as exc:
-            raise ToolError(_format_validation_error(name, exc)) from None
+            raise ToolError(
+                f"Invalid arguments for {name}: {describe_validation_error(exc, 'arguments')}"
+            ) from None
 
     def run(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> ToolResult:
         """Run a parsed call; every failure but cancellation becomes a failed result."""

@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 import uuid
@@ -16,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+
+from utils.files import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -68,17 +69,8 @@ def title_from(text: str) -> str:
     return line[: TITLE_LIMIT - 1].rstrip() + "…"
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Replace `path` with `data` as JSON so readers see the old or the new file, never half."""
-    payload = json.dumps(data, ensure_ascii=False).encode()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def _write_meta(directory: Path, meta: dict[str, Any]) -> None:
+    atomic_write(directory / "meta.json", json.dumps(meta, ensure_ascii=False))
 
 
 def _read_records(path: Path, conversation_id: str) -> tuple[list[dict[str, Any]], bool]:
@@ -302,7 +294,7 @@ class Conversation:
         if not force and now - self._meta_saved_at < META_SAVE_INTERVAL:
             self._meta_dirty = True
             return
-        write_json_atomic(self._dir / "meta.json", self._meta)
+        _write_meta(self._dir, self._meta)
         self._meta_saved_at, self._meta_dirty = now, False
 
 
@@ -333,7 +325,7 @@ class ConversationStore:
         directory = self._root / data["id"]
         directory.mkdir(parents=True)
         (directory / "messages.jsonl").touch()
-        write_json_atomic(directory / "meta.json", data)
+        _write_meta(directory, data)
         conversation = Conversation(directory, data, [])
         with self._lock:
             self._cache[conversation.id] = conversation
@@ -404,7 +396,7 @@ class ConversationStore:
                 "rebuilt meta.json from the messages", extra={"fields": {"id": conversation_id}}
             )
             meta = _recovered_meta(conversation_id, records)
-            write_json_atomic(directory / "meta.json", meta)
+            _write_meta(directory, meta)
         meta["id"] = conversation_id
         meta.setdefault("meta", {})
         if records and str(records[-1].get("created_at", "")) > str(meta.get("updated_at", "")):

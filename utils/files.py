@@ -1,0 +1,36 @@
+"""The one way files are replaced: whole, through a temporary sibling and an atomic rename."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+
+def temp_sibling(path: Path) -> Path:
+    """A fresh hidden name beside `path` for writing before an atomic rename (the live tree
+    ignores such `.NAME.HEX.tmp` files)."""
+    return path.with_name(f".{path.name[:200]}.{secrets.token_hex(4)}.tmp")
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    """Replace `path` whole, so readers see the old or the new content, never half; keeps its
+    mode, and the new content is on disk before the rename."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode: int | None = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None
+    tmp = temp_sibling(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
