@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,4 +85,35 @@ def test_a_task_streams_into_the_page_and_stop_ends_a_slow_one(served, page):
 
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "workspace.png"))
+    assert page.console_errors == []  # type: ignore[attr-defined]
+
+
+def test_reload_mid_task_shows_each_token_once_and_the_approval_still_waits(served, page):
+    server, fake = served
+    words = " ".join(f"w{n:03d}" for n in range(120))
+    fake.script(
+        Reply(content=words, chunk_size=5, delay=0.02,
+              tool_calls=[Call("run_command", {"command": "echo approved-and-ran"})]),
+        Reply(content="All done."),
+    )
+    page.goto(f"{server.url}/?token={TOKEN}")
+    page.fill("#message-input", "count slowly, then run a command")
+    page.press("#message-input", "Enter")
+    page.wait_for_selector(".assistant-message:has-text('w010')")
+    page.reload()
+    page.wait_for_selector(".tool-card[data-state=approval] .tool-approval", timeout=20_000)
+    answer = page.locator(".assistant-message").first.inner_text()
+    assert answer.count("w000") == 1 and answer.count("w119") == 1
+    assert " ".join(re.findall(r"\bw\d{3}\b", answer)) == words
+
+    page.reload()
+    page.wait_for_selector(".tool-card[data-state=approval] .tool-approval")
+    assert page.locator(".tool-card").count() == 1
+    page.click(".tool-card [data-testid=approve]")
+    page.wait_for_selector('.task-end[data-reason="complete"]')
+    assert "approved-and-ran" in page.inner_text(".tool-card")
+    page.reload()
+    page.wait_for_selector(".assistant-message:has-text('All done.')")
+    text = page.inner_text("#conversation")
+    assert text.count("w119") == 1 and text.count("All done.") == 1
     assert page.console_errors == []  # type: ignore[attr-defined]

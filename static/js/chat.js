@@ -95,12 +95,15 @@ export class ChatView {
     this.editable = editable;
   }
 
-  /** Render the path from the root to leafId. */
-  renderHistory(index, leafId) {
+  /** Render the path from the root to leafId; while a task runs, the newest answer's calls without
+   * a result are still under way (their events follow), not interrupted. */
+  renderHistory(index, leafId, { running = false } = {}) {
     this.reset();
-    for (const record of pathTo(index, leafId)) {
+    const path = pathTo(index, leafId);
+    const newest = path.findLast((record) => record.role === "assistant");
+    for (const record of path) {
       if (record.role === "user") this.#appendUser(record.content ?? "", record);
-      else if (record.role === "assistant") this.#appendAssistantRecord(index, record);
+      else if (record.role === "assistant") this.#appendAssistantRecord(index, record, running && record === newest);
     }
     this.decorate(index);
     this.safety.place();
@@ -115,7 +118,7 @@ export class ChatView {
     return message;
   }
 
-  #appendAssistantRecord(index, record) {
+  #appendAssistantRecord(index, record, underWay) {
     const view = new AssistantView(record.id);
     view.setRecord(record);
     view.setThinking(record.reasoning_content);
@@ -127,7 +130,7 @@ export class ChatView {
       if (result) {
         card.setResult(resultFromRecord(result));
         this.safety.attachProposal(card, result.meta?.proposal, false);
-      } else card.interrupt("no result");
+      } else if (!underWay) card.interrupt("no result");
     }
     this.root.append(view.el);
     this.views.push(view);
@@ -143,12 +146,6 @@ export class ChatView {
       view.setSiblings(siblingsOf(index, record), (target) => this.handlers.onSwitch(target), !this.editable);
       view.setEditable?.(this.editable);
     }
-  }
-
-  /** Drop everything after the last user message (its task is about to be replayed from events). */
-  truncateToLastUser() {
-    const last = this.views.findLastIndex((view) => view instanceof UserMessage);
-    this.#removeFrom(last + 1);
   }
 
   /** Remove a message and everything after it (before sending its edited text as a branch). */

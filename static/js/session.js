@@ -1,7 +1,6 @@
 // Which conversation is open, its task events (seq tracking, replay on join/reconnect), sending and branching.
 import { buildIndex, newestLeafUnder } from "./history.js";
 
-const REPLAY_WINDOW_MS = 1500;
 const LIST_EDITS_TIMEOUT_MS = 5000;
 const RUNNING_EVENTS = new Set(["token", "thinking", "tool"]);
 
@@ -19,8 +18,6 @@ export class Session {
     this.seqs = new Map();
     this.running = new Set();
     this.joining = null;
-    this.replay = null;
-    this.replayedFiles = null;
     this.pendingNew = null;
     this.doneCount = 0;
   }
@@ -50,17 +47,8 @@ export class Session {
       this.seqs.set(cid, seq);
     }
     this.#trackRunning(cid, name, payload);
-    if (name === "file_tree") {
-      const replayed = this.replayedFiles?.cid === cid && seq !== null && seq <= this.replayedFiles.seq;
-      if (!replayed) this.tree.apply(payload.changes ?? []);
-      return;
-    }
+    if (name === "file_tree") return void this.tree.apply(payload.changes ?? []);
     if (cid !== this.cid) return;
-    if (this.replay?.cid === cid && seq !== null) {
-      // The first replayed event of the last task: the events, not the history, now show that task.
-      if (Date.now() <= this.replay.until) this.chat.truncateToLastUser();
-      this.replay = null;
-    }
     this.#dispatch(name, payload);
   }
 
@@ -112,7 +100,6 @@ export class Session {
     this.index = null;
     this.viewLeaf = null;
     this.joining = null;
-    this.replay = null;
     this.chat.showWelcome();
     this.statusBar.resetTask();
     this.composer.setRunning(false);
@@ -123,8 +110,6 @@ export class Session {
     this.cid = cid;
     this.index = null;
     this.joining = null;
-    this.replay = null;
-    this.replayedFiles = null;
     this.onOpen(cid);
     this.chat.showLoading();
     this.statusBar.resetTask();
@@ -141,59 +126,48 @@ export class Session {
     }
     this.index = buildIndex(res.messages ?? []);
     this.viewLeaf = this.index.latestLeaf;
-    this.chat.setEditable(!this.running.has(cid));
+    const running = res.running === true;
+    if (running) this.running.add(cid);
+    else this.running.delete(cid);
+    this.chat.setEditable(!running);
     this.chat.safety.setPendingEdits(edits.ok ? (edits.edits ?? []).map((edit) => edit.id) : null);
     this.chat.safety.setUndoable(res.undoable);
-    this.chat.renderHistory(this.index, this.viewLeaf);
-    await this.#join(cid, 0);
+    // The messages cover every event up to res.seq; the join replays exactly the ones after it.
+    this.chat.renderHistory(this.index, this.viewLeaf, { running });
+    this.#runningChanged(cid);
+    await this.#join(cid, Number.isInteger(res.seq) ? res.seq : 0);
   }
 
   async #join(cid, afterSeq) {
     const joining = { cid, buffer: [] };
     this.joining = joining;
     this.seqs.set(cid, afterSeq);
+    const wasRunning = this.running.has(cid);
     const ack = await this.#request("join", { conversation_id: cid, after_seq: afterSeq });
     if (this.joining !== joining) return;
     this.joining = null;
-    const lastSeq = Number.isInteger(ack.last_seq) ? ack.last_seq : null;
-    const unknown = lastSeq === null && ack.running === undefined;
-    if (afterSeq > 0 && (unknown || (lastSeq !== null && lastSeq < afterSeq))) {
-      // The server started over (its seq is behind ours), or cannot tell: reload from history.
+    if (ack.ok === false) {
+      this.chat.showNotice(`Live updates unavailable: ${ack.error?.message ?? "join failed"}`);
+      return;
+    }
+    const ended = joining.buffer.some(([name]) => name === "done");
+    // The server started over (its seq is behind ours), no longer holds every event after ours,
+    // or says the task we were following ended without its `done` reaching us: reload.
+    const restarted = ack.last_seq < afterSeq;
+    const gap = afterSeq < ack.replays_after;
+    if (restarted || gap || (wasRunning && !ack.running && !ended)) {
       this.open(cid);
       return;
     }
-    if (ack.ok === false) this.chat.showNotice(`Live updates unavailable: ${ack.error?.message ?? "join failed"}`);
-    if (afterSeq === 0) this.#afterFirstJoin(cid, ack, lastSeq);
-    else if (ack.running === false && this.running.has(cid)) this.#checkStale(cid);
+    this.#setRunning(cid, ack.running === true || (wasRunning && !ended));
     for (const [name, payload] of joining.buffer) this.handleEvent(name, payload);
   }
 
-  /** History is rendered; decide whether the replay of the last task is shown or skipped. */
-  #afterFirstJoin(cid, ack, lastSeq) {
-    if (ack.running === false && lastSeq !== null) {
-      this.seqs.set(cid, lastSeq);
-    } else if (ack.running === true) {
-      this.chat.truncateToLastUser();
-      this.replayedFiles = lastSeq !== null ? { cid, seq: lastSeq } : null;
-    } else {
-      this.replay = { cid, until: Date.now() + REPLAY_WINDOW_MS };
-    }
-    const wasRunning = this.running.has(cid);
-    // Unknown: assume idle; replayed events of a running task mark it running again.
-    if (ack.running === true) this.running.add(cid);
+  #setRunning(cid, running) {
+    if (running === this.running.has(cid)) return;
+    if (running) this.running.add(cid);
     else this.running.delete(cid);
-    if (wasRunning !== this.running.has(cid)) this.#runningChanged(cid);
-  }
-
-  /** After a reconnect the server says nothing runs; if no `done` arrives, reload from history. */
-  #checkStale(cid) {
-    setTimeout(() => {
-      if (this.cid === cid && this.running.has(cid)) {
-        this.running.delete(cid);
-        this.#runningChanged(cid);
-        this.open(cid);
-      }
-    }, REPLAY_WINDOW_MS);
+    this.#runningChanged(cid);
   }
 
   /** Called on every (re)connection after the first: catch up on what was missed. */
@@ -215,10 +189,9 @@ export class Session {
   async #rejoinInBackground(cid) {
     const ours = this.seqs.get(cid) ?? 0;
     const ack = await this.#request("join", { conversation_id: cid, after_seq: ours });
-    const behind = Number.isInteger(ack.last_seq) && ack.last_seq < ours;
-    if (ack.running === true && !behind) return;
+    if (ack.running === true && ack.last_seq >= ours && ours >= ack.replays_after) return;
     this.seqs.delete(cid);
-    if (this.running.delete(cid)) this.#runningChanged(cid);
+    this.#setRunning(cid, false);
   }
 
   async #refreshModel(cid) {
@@ -238,7 +211,6 @@ export class Session {
     const payload = { conversation_id: cid, text, mode: this.composer.mode, approval: this.composer.approval };
     if (parentId !== undefined) payload.parent_id = parentId;
     else if (this.index && this.viewLeaf && this.viewLeaf !== this.index.latestLeaf) payload.parent_id = this.viewLeaf;
-    this.replay = null;
     const message = this.chat.addUserMessage(text);
     if (!cid) this.pendingNew = [];
     const doneBefore = this.doneCount;
