@@ -97,6 +97,7 @@ def test_reload_mid_task_shows_each_token_once_and_the_approval_still_waits(serv
         Reply(content="All done."),
     )
     page.goto(f"{server.url}/?token={TOKEN}")
+    page.select_option("#approval-select", "ask")
     page.fill("#message-input", "count slowly, then run a command")
     page.press("#message-input", "Enter")
     page.wait_for_selector(".assistant-message:has-text('w010')")
