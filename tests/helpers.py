@@ -1,12 +1,19 @@
-"""Helpers the test modules share: a real tool context, calls as the loop makes them."""
+"""Helpers the test modules share: a real tool context, calls as the loop makes them, a
+terminal that records its events, and snapshots of files on disk."""
 
 from __future__ import annotations
 
 import json
 import os
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from core.events import Event
+from core.main_terminal import MainTerminal
+from core.services import build_services
 from modules.annotations import AnnotationStore
 from modules.context import ToolContext
 from modules.focus import FocusFiles
@@ -15,6 +22,7 @@ from modules.memory_manager import MemoryStore
 from modules.paths import Workspace
 from modules.results import ToolResult
 from modules.tools import build_registry
+from tests.fake_llm import FakeLLM
 from utils.cancel import CancelToken
 from utils.settings import Settings
 
@@ -54,3 +62,89 @@ def snapshot(tmp_path: Path) -> dict[str, Any]:
             content = path.read_bytes() if path.is_file() and not path.is_symlink() else None
             state[str(path)] = (st.st_mode, content)
     return state
+
+
+def state(root: Path) -> dict[str, Any]:
+    """Every path under `root` with its kind, mode and bytes (or link target)."""
+    found: dict[str, Any] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath, name)
+            rel = path.relative_to(root).as_posix()
+            info = path.lstat()
+            if path.is_symlink():
+                found[rel] = ("link", os.readlink(path))
+            elif path.is_dir():
+                found[rel] = ("dir", info.st_mode & 0o7777)
+            else:
+                found[rel] = ("file", info.st_mode & 0o7777, path.read_bytes())
+    return found
+
+
+class Recorder(MainTerminal):
+    """Collects every event; `wait_for` blocks until one matching event arrived."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self._arrived = threading.Condition()
+        super().__init__(*args, sink=self.collect, **kwargs)
+
+    def collect(self, event: Event) -> None:
+        with self._arrived:
+            self.events.append((event.name, event.to_wire()))
+            self._arrived.notify_all()
+
+    def wait_for(self, event: str, timeout: float = 10, **match: Any) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        with self._arrived:
+            while True:
+                for name, payload in self.events:
+                    if name == event and all(payload.get(k) == v for k, v in match.items()):
+                        return payload
+                remaining = deadline - time.monotonic()
+                assert remaining > 0, f"no {event} {match} in {[e for e, _ in self.events]}"
+                self._arrived.wait(remaining)
+
+    def named(self, event: str) -> list[dict[str, Any]]:
+        return [p for e, p in self.events if e == event]
+
+
+def make_terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> Recorder:
+    """A recording terminal on the fake model, workspace and data under tmp_path."""
+    settings = Settings(
+        provider="deepseek", base_url=fake.base_url, api_key=fake.api_key,
+        workspace=tmp_path / "ws", data_dir=tmp_path / "data", retry_base_delay=0.01,
+        **{"approval": "auto", **overrides},
+    )
+    return Recorder(build_services(settings))
+
+
+def run_in_thread(terminal: MainTerminal, text: str) -> threading.Thread:
+    thread = threading.Thread(target=terminal.handle_task, args=(text,), daemon=True)
+    thread.start()
+    return thread
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll `condition` until it is truthy and return it; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
+        time.sleep(0.02)
+    return found
+
+
+def live_command_lines() -> dict[int, str]:
+    """The command line of every live (not zombie) process on the machine, by pid."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            status = (proc / "status").read_text()
+        except OSError:
+            continue
+        if "State:\tZ" not in status:
+            found[int(proc.name)] = argv
+    return found

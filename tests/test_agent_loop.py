@@ -3,79 +3,21 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
-import pytest
-
-from core.events import Event
-from core.main_terminal import MainTerminal
-from core.services import build_services
-from tests.fake_llm import Call, FakeLLM, Reply
-from utils.settings import Settings
+from tests.fake_llm import Call, Reply
+from tests.helpers import make_terminal, run_in_thread
 
 
-class Recorder(MainTerminal):
-    """Collects every event; `wait_for` blocks until one matching event arrived."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-        self._arrived = threading.Condition()
-        super().__init__(*args, sink=self.collect, **kwargs)
-
-    def collect(self, event: Event) -> None:
-        with self._arrived:
-            self.events.append((event.name, event.to_wire()))
-            self._arrived.notify_all()
-
-    def wait_for(self, event: str, timeout: float = 10, **match: Any) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        with self._arrived:
-            while True:
-                for name, payload in self.events:
-                    if name == event and all(payload.get(k) == v for k, v in match.items()):
-                        return payload
-                remaining = deadline - time.monotonic()
-                assert remaining > 0, f"no {event} {match} in {[e for e, _ in self.events]}"
-                self._arrived.wait(remaining)
-
-    def named(self, event: str) -> list[dict[str, Any]]:
-        return [p for e, p in self.events if e == event]
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM("deepseek") as server:
-        yield server
-
-
-def make_terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> Recorder:
-    settings = Settings(
-        provider="deepseek", base_url=fake.base_url, api_key=fake.api_key,
-        workspace=tmp_path / "ws", data_dir=tmp_path / "data", retry_base_delay=0.01,
-        **{"approval": "auto", **overrides},
-    )
-    return Recorder(build_services(settings))
-
-
-def run_in_thread(terminal: MainTerminal, text: str) -> threading.Thread:
-    thread = threading.Thread(target=terminal.handle_task, args=(text,), daemon=True)
-    thread.start()
-    return thread
-
-
-def test_thinking_mode_thinks_first_and_resends_reasoning_with_tool_calls(fake, tmp_path):
-    terminal = make_terminal(fake, tmp_path, mode="thinking")
-    fake.script(
+def test_thinking_mode_thinks_first_and_resends_reasoning_with_tool_calls(fake_llm, tmp_path):
+    terminal = make_terminal(fake_llm, tmp_path, mode="thinking")
+    fake_llm.script(
         Reply(reasoning="I should look at the files first.",
               tool_calls=[Call("list_files", {})]),
         Reply(content="The workspace is empty."),
     )
     assert terminal.handle_task("what is here?") == "complete"
-    first, second = fake.chat_requests
+    first, second = fake_llm.chat_requests
     assert first.body["thinking"] == {"type": "enabled"}
     assert second.body["thinking"] == {"type": "disabled"}
     resent = next(m for m in second.messages if m["role"] == "assistant")
@@ -86,9 +28,9 @@ def test_thinking_mode_thinks_first_and_resends_reasoning_with_tool_calls(fake, 
     assert seqs == list(range(1, len(seqs) + 1))
 
 
-def test_malformed_arguments_and_unknown_tools_reach_the_model(fake, tmp_path):
-    terminal = make_terminal(fake, tmp_path)
-    fake.script(
+def test_malformed_arguments_and_unknown_tools_reach_the_model(fake_llm, tmp_path):
+    terminal = make_terminal(fake_llm, tmp_path)
+    fake_llm.script(
         Reply(tool_calls=[Call("create_file", raw='{"path": "a.txt", "content": '),
                           Call("summon_dragon", {"size": "large"})]),
         Reply(content="Sorry, retrying is pointless."),
@@ -98,14 +40,14 @@ def test_malformed_arguments_and_unknown_tools_reach_the_model(fake, tmp_path):
     assert [r["ok"] for r in results] == [False, False]
     assert "not valid JSON" in results[0]["output"]
     assert "Unknown tool" in results[1]["output"] and "create_file" in results[1]["output"]
-    tool_messages = [m for m in fake.chat_requests[1].messages if m["role"] == "tool"]
+    tool_messages = [m for m in fake_llm.chat_requests[1].messages if m["role"] == "tool"]
     assert [m["content"] for m in tool_messages] == [r["output"] for r in results]
     assert not (tmp_path / "ws" / "a.txt").exists()
 
 
-def test_cancel_stops_the_stream_at_once_and_keeps_the_partial_answer(fake, tmp_path):
-    terminal = make_terminal(fake, tmp_path)
-    fake.script(Reply(content="word " * 400, chunk_size=5, delay=0.02))
+def test_cancel_stops_the_stream_at_once_and_keeps_the_partial_answer(fake_llm, tmp_path):
+    terminal = make_terminal(fake_llm, tmp_path)
+    fake_llm.script(Reply(content="word " * 400, chunk_size=5, delay=0.02))
     thread = run_in_thread(terminal, "talk slowly")
     terminal.wait_for("token")
     started = time.monotonic()
@@ -118,9 +60,9 @@ def test_cancel_stops_the_stream_at_once_and_keeps_the_partial_answer(fake, tmp_
     assert last["content"].startswith("word")
 
 
-def test_ask_mode_waits_for_approval_and_reports_a_rejection(fake, tmp_path):
-    terminal = make_terminal(fake, tmp_path, approval="ask")
-    fake.script(
+def test_ask_mode_waits_for_approval_and_reports_a_rejection(fake_llm, tmp_path):
+    terminal = make_terminal(fake_llm, tmp_path, approval="ask")
+    fake_llm.script(
         Reply(tool_calls=[Call("run_command", {"command": "echo approved > yes.txt"}),
                           Call("delete_file", {"path": "yes.txt"})]),
         Reply(content="ok"),
@@ -134,13 +76,13 @@ def test_ask_mode_waits_for_approval_and_reports_a_rejection(fake, tmp_path):
     assert terminal.approve(second["call_id"], False)
     thread.join(10)
     assert (tmp_path / "ws" / "yes.txt").read_text() == "approved\n"
-    declined = [m for m in fake.chat_requests[1].messages if m["role"] == "tool"][1]
+    declined = [m for m in fake_llm.chat_requests[1].messages if m["role"] == "tool"][1]
     assert "declined" in declined["content"]
 
 
-def test_cancel_while_waiting_for_approval(fake, tmp_path):
-    terminal = make_terminal(fake, tmp_path, approval="ask")
-    fake.script(Reply(tool_calls=[Call("run_command", {"command": "true"})]))
+def test_cancel_while_waiting_for_approval(fake_llm, tmp_path):
+    terminal = make_terminal(fake_llm, tmp_path, approval="ask")
+    fake_llm.script(Reply(tool_calls=[Call("run_command", {"command": "true"})]))
     thread = run_in_thread(terminal, "do it")
     terminal.wait_for("tool", phase="approval")
     terminal.cancel()
@@ -150,37 +92,37 @@ def test_cancel_while_waiting_for_approval(fake, tmp_path):
     assert records[-1]["role"] == "tool" and "Cancelled" in records[-1]["content"]
 
 
-def test_read_only_offers_only_reading_tools(fake, tmp_path):
-    terminal = make_terminal(fake, tmp_path, approval="read-only")
-    fake.script(Reply(tool_calls=[Call("create_file", {"path": "x.txt"})]), Reply(content="ok"))
+def test_read_only_offers_only_reading_tools(fake_llm, tmp_path):
+    terminal = make_terminal(fake_llm, tmp_path, approval="read-only")
+    fake_llm.script(Reply(tool_calls=[Call("create_file", {"path": "x.txt"})]), Reply(content="ok"))
     terminal.handle_task("write")
-    offered = {t["function"]["name"] for t in fake.chat_requests[0].body["tools"]}
+    offered = {t["function"]["name"] for t in fake_llm.chat_requests[0].body["tools"]}
     assert "read_file" in offered and "create_file" not in offered
     assert "run_command" not in offered
     assert not (tmp_path / "ws" / "x.txt").exists()
 
 
-def test_focus_files_reach_every_call_and_follow_renames(fake, tmp_path):
-    terminal = make_terminal(fake, tmp_path)
+def test_focus_files_reach_every_call_and_follow_renames(fake_llm, tmp_path):
+    terminal = make_terminal(fake_llm, tmp_path)
     (tmp_path / "ws").mkdir(exist_ok=True)
     (tmp_path / "ws" / "plan.md").write_text("SECRET-PLAN-CONTENT")
-    fake.script(
+    fake_llm.script(
         Reply(tool_calls=[Call("focus_file", {"path": "plan.md"})]),
         Reply(tool_calls=[Call("rename_file", {"old_path": "plan.md", "new_path": "p2.md"})]),
         Reply(content="done"),
     )
     terminal.handle_task("focus")
-    assert "SECRET-PLAN-CONTENT" in fake.chat_requests[1].messages[0]["content"]
-    assert "p2.md" in fake.chat_requests[2].messages[0]["content"]
+    assert "SECRET-PLAN-CONTENT" in fake_llm.chat_requests[1].messages[0]["content"]
+    assert "p2.md" in fake_llm.chat_requests[2].messages[0]["content"]
     assert terminal.focus.paths() == ["p2.md"]
     stored = terminal.services.store.get(terminal.conversation_id).meta["meta"]
     assert stored["focus"] == ["p2.md"]
 
 
-def test_logs_are_structured_and_redacted_on_request(fake, tmp_path):
-    terminal = make_terminal(fake, tmp_path, log_redact_content=True)
+def test_logs_are_structured_and_redacted_on_request(fake_llm, tmp_path):
+    terminal = make_terminal(fake_llm, tmp_path, log_redact_content=True)
     prompt = "p" * 100 + " my private prompt"
-    fake.script(Reply(content="a private reply " * 10, usage=(321, 45)))
+    fake_llm.script(Reply(content="a private reply " * 10, usage=(321, 45)))
     terminal.handle_task(prompt)
     logs = tmp_path / "data" / "logs"
     records = [json.loads(x) for x in (logs / "agent.jsonl").read_text().splitlines()]
@@ -198,23 +140,23 @@ def test_logs_are_structured_and_redacted_on_request(fake, tmp_path):
     assert "a private reply" not in (logs / "debug_stream.log").read_text()
 
 
-def test_editing_the_first_message_branches_from_the_root(fake, tmp_path):
-    terminal = make_terminal(fake, tmp_path)
-    fake.script(Reply(content="first answer"), Reply(content="second answer"))
+def test_editing_the_first_message_branches_from_the_root(fake_llm, tmp_path):
+    terminal = make_terminal(fake_llm, tmp_path)
+    fake_llm.script(Reply(content="first answer"), Reply(content="second answer"))
     terminal.handle_task("one")
     terminal.handle_task("one, reworded", parent_id=None)
     records = terminal.services.store.get(terminal.conversation_id).records
     roots = [r for r in records if r["parent_id"] is None]
     assert [(r["content"], r["version"]) for r in roots] == [("one", 1), ("one, reworded", 2)]
-    sent = fake.chat_requests[1].messages
+    sent = fake_llm.chat_requests[1].messages
     assert [m["role"] for m in sent] == ["system", "user"]
     assert sent[1]["content"] == "one, reworded"
 
 
-def test_a_proposed_edit_reaches_the_fronts_with_its_id_and_diff(fake, tmp_path):
-    terminal = make_terminal(fake, tmp_path)
+def test_a_proposed_edit_reaches_the_fronts_with_its_id_and_diff(fake_llm, tmp_path):
+    terminal = make_terminal(fake_llm, tmp_path)
     (tmp_path / "ws" / "app.py").write_text("print('old')\n")
-    fake.script(
+    fake_llm.script(
         Reply(tool_calls=[Call("propose_edit", {"path": "app.py",
                                                 "new_content": "print('new')\n"})]),
         Reply(content="Review it, please."),

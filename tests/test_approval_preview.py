@@ -12,7 +12,7 @@ from core.approval import planned_write, preview
 from modules.paths import Workspace
 from modules.tools import build_registry
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.test_agent_loop import make_terminal, run_in_thread
+from tests.helpers import make_terminal, run_in_thread
 
 
 @pytest.fixture

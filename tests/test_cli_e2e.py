@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
+from tests.helpers import live_command_lines
 
 MAIN = Path(__file__).resolve().parent.parent / "main.py"
 
@@ -119,18 +120,7 @@ def test_cancel_during_a_long_command_kills_it(fake: FakeLLM, dirs: tuple[Path, 
 
 def _processes_running(command_line: str) -> list[int]:
     """Live (not zombie) processes whose command line is exactly `command_line`."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-            state = (proc / "status").read_text()
-        except OSError:
-            continue
-        if argv == command_line and "State:\tZ" not in state:
-            found.append(int(proc.name))
-    return found
+    return [pid for pid, argv in live_command_lines().items() if argv == command_line]
 
 
 def test_rate_limit_is_retried(fake: FakeLLM, dirs: tuple[Path, Path]):

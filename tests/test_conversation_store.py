@@ -199,16 +199,13 @@ def test_bad_append_arguments_are_refused(tmp_path: Path) -> None:
 def test_ten_thousand_messages_append_and_reload(tmp_path: Path) -> None:
     store = ConversationStore(tmp_path)
     conv = store.create()
-    started = time.perf_counter()
     for i in range(10_000):
         conv.append("user" if i % 2 == 0 else "assistant", f"message {i} " + "x" * 40)
-    reloaded = ConversationStore(tmp_path).get(conv.id)
-    elapsed = time.perf_counter() - started
+    reloaded = ConversationStore(tmp_path).get(conv.id)  # the speed of both: bench/history.py
     assert len(reloaded.records) == 10_000
     path = reloaded.path()
     assert len(path) == 10_000 and path[-1]["content"].startswith("message 9999 ")
     assert path[-1]["depth"] == 9_999
-    assert elapsed < 30, f"10,000 appends and a reload took {elapsed:.1f} s: not O(1) per append?"
 
 
 def test_meta_json_is_replaced_without_leftovers(tmp_path: Path) -> None:

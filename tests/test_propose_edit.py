@@ -14,8 +14,7 @@ from modules.results import FileChange
 from modules.text_files import unified_diff
 from modules.tools import build_registry
 from modules.undo import UndoJournal
-from tests.helpers import call, make_ctx
-from tests.test_undo import state
+from tests.helpers import call, make_ctx, state
 
 TEXT = "alpha\nbeta\ngamma\ndelta\n"
 

@@ -21,28 +21,10 @@ from modules.context import ToolContext
 from modules.paths import Workspace
 from modules.undo import UndoJournal
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import call, make_ctx
-from tests.test_agent_loop import make_terminal, run_in_thread
+from tests.helpers import call, make_ctx, make_terminal, run_in_thread, state
 from utils.settings import Settings
 
 BINARY = bytes(range(256)) * 40
-
-
-def state(root: Path) -> dict[str, Any]:
-    """Every path under `root` with its kind, mode and bytes (or link target)."""
-    found: dict[str, Any] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath, name)
-            rel = path.relative_to(root).as_posix()
-            info = path.lstat()
-            if path.is_symlink():
-                found[rel] = ("link", os.readlink(path))
-            elif path.is_dir():
-                found[rel] = ("dir", info.st_mode & 0o7777)
-            else:
-                found[rel] = ("file", info.st_mode & 0o7777, path.read_bytes())
-    return found
 
 
 def populate(root: Path) -> None:
@@ -268,7 +250,7 @@ def test_a_data_dir_inside_the_workspace_is_not_journaled(tmp_path: Path) -> Non
     assert journal.undo("conv-1").restored == ["a.txt"]
 
 
-def test_snapshots_of_a_few_thousand_files_are_fast(tmp_path: Path) -> None:
+def test_a_snapshot_of_a_few_thousand_unchanged_files_finds_no_change(tmp_path: Path) -> None:
     shm = Path("/dev/shm")  # creating thousands of files on a busy disk is slow in itself
     base = Path(tempfile.mkdtemp(dir=shm if shm.is_dir() else tmp_path))
     try:
@@ -290,10 +272,7 @@ def _snapshot_twice(tmp_path: Path) -> None:
     journal = UndoJournal(tmp_path / "data", ctx.workspace)
     task = journal.task("conv-1", "t")
     task.record_changes_since(task.snapshot())  # fills the blob store and the hash cache
-    started = time.monotonic()
-    snap = task.snapshot()
-    assert task.record_changes_since(snap) == []
-    assert time.monotonic() - started < 1.0
+    assert task.record_changes_since(task.snapshot()) == []  # its speed: bench/workspace.py
 
 
 def test_the_agent_loop_undoes_a_task_byte_for_byte(fake_llm: FakeLLM, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import pytest
 import socketio
 
 from tests.fake_llm import Call, FakeLLM, RecordedRequest, Reply, Response
+from tests.helpers import wait_until
 from tests.web_helpers import (
     EventClient,
     Received,
@@ -214,8 +215,9 @@ def test_a_model_call_waiting_on_the_network_does_not_block_the_server(
     fake: FakeLLM, client: EventClient
 ):
     fake.script(Reply(content="late", latency=1.2))
+    asked = len(fake.chat_requests)
     cid = client.start("take your time")
-    time.sleep(0.2)
+    wait_until(lambda: len(fake.chat_requests) > asked, 5, "the model call")
     slowest = max(ack_latency(client) for _ in range(5))
     events = client.wait_done(cid)
     assert text_of(events) == "late"

@@ -231,7 +231,7 @@ def _approval_run(web: Web, fake_llm: FakeLLM, approved: bool) -> list[dict[str,
     cid = client.send("make out.txt")
     _, asked = client.wait_for(lambda e: e[0] == "tool" and e[1]["phase"] == "approval")
     assert asked["name"] == "run_command" and "echo hi" in asked["preview"]
-    time.sleep(0.2)
+    # (The declined run shows after `done` that nothing runs without an answer.)
     assert not (web.workspace / "out.txt").exists()
     wrong = client.call("approve", {"conversation_id": cid, "call_id": "other", "approved": True})
     assert wrong["ok"] is False and wrong["error"]["code"] == "not_waiting"
@@ -531,16 +531,16 @@ class WatcherRun:
 
     def __init__(self, root: Path, ignore: list[Path]) -> None:
         self.batches: list[list[dict[str, Any]]] = []
+        self.reader: threading.Thread | None = None
         self.watcher = WorkspaceWatcher(
-            root,
-            ignore=ignore,
-            on_changes=self.batches.append,
-            start_background_task=lambda target: threading.Thread(
-                target=target, daemon=True
-            ).start(),
+            root, ignore=ignore, on_changes=self.batches.append, start_background_task=self._start
         )
         self.watcher.start()
         assert self.watcher.ready.wait(10), "the watcher child never became ready"
+
+    def _start(self, target: Callable[[], None]) -> None:
+        self.reader = threading.Thread(target=target, daemon=True)
+        self.reader.start()
 
     def changes(self) -> list[dict[str, Any]]:
         return [change for batch in self.batches for change in batch]
@@ -568,9 +568,8 @@ def test_watcher_reports_changes_and_skips_noise(tmp_path: Path):
         (root / "sub" / "a.txt").write_text("a")
         assert run.wait_for("sub/a.txt")["is_dir"] is False
         (root / "sub" / "a.txt").rename(root / "sub" / "b.txt")
-        moved = run.wait_for("sub/b.txt")
+        moved = run.wait_for("sub/b.txt")  # the move came after the noise, so did its change
         assert moved["event"] == "moved" and moved["path"] == "sub/a.txt"
-        time.sleep(0.3)
         paths = {c["path"] for c in run.changes()}
         assert not any(p.startswith((".git", "data")) or p.endswith(".swp") for p in paths)
         assert {"event": "created", "path": "sub", "is_dir": True} in run.changes()
@@ -595,7 +594,9 @@ def test_watcher_batches_keep_the_last_order_and_stay_bounded(tmp_path: Path):
         assert max(len(batch) for batch in run.batches) <= MAX_BATCH
     finally:
         run.watcher.stop()
+    assert run.reader is not None
+    run.reader.join(5)
+    assert not run.reader.is_alive(), "the watcher still reads after stop"
     seen = len(run.batches)
     (root / "after-stop.txt").write_text("x")
-    time.sleep(0.3)
     assert len(run.batches) == seen
