@@ -28,6 +28,10 @@ NOT_ISOLATED = "not isolated: commands can read and write anything your user can
 KILL_NOTE = "processes: run in their own process group, all killed at timeout or cancel"
 
 
+SYSTEM_DIRS = ("/usr", "/etc")  # programs, libraries and system configuration, read-only
+MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # links into /usr, or dirs
+
+
 @dataclass(frozen=True)
 class Confinement:
     """How a local command is wrapped: the kind reported, what it protects, the argv prefix."""
@@ -36,34 +40,49 @@ class Confinement:
     isolation: tuple[str, ...]
     tool: str | None = None  # path to bwrap or unshare
     cut_network: bool = False
+    visible: tuple[str, ...] = ()  # host folders bubblewrap shows read-only besides the system's
 
     def wrap(self, argv: list[str], workspace: Path, cwd: Path) -> list[str]:
         """The argv that runs `argv` inside this confinement."""
         if self.tool is None:
             return argv
         if self.kind == "bubblewrap":
-            return [*bwrap_args(self.tool, workspace, cwd, self.cut_network), "--", *argv]
+            args = bwrap_args(self.tool, workspace, cwd, self.cut_network, self.visible)
+            return [*args, "--", *argv]
         return [self.tool, "--user", "--map-root-user", "--net", "--", *argv]
 
 
-def bwrap_args(bwrap: str, workspace: Path, cwd: Path, cut_network: bool) -> list[str]:
-    """bwrap options: read-only root, writable workspace, private /tmp, own namespaces."""
+def bwrap_args(
+    bwrap: str, workspace: Path, cwd: Path, cut_network: bool, visible: tuple[str, ...] = ()
+) -> list[str]:
+    """bwrap options building the command's view from an allow-list, never from `/`: the
+    system folders and the Python installation read-only, the workspace writable, a private
+    /tmp and /run, its own /dev and /proc, and nothing else of the host (no home folders,
+    /var, /srv, /mnt, and so no host sockets such as Docker's, containerd's or D-Bus's)."""
     args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     args += ["--unshare-cgroup-try", "--die-with-parent", "--new-session"]
     if cut_network:
         args.append("--unshare-net")
-    args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    for prefix in _interpreter_dirs_in_tmp():  # the private /tmp would hide them
-        args += ["--ro-bind", prefix, prefix]
+    for folder in SYSTEM_DIRS:
+        args += ["--ro-bind", folder, folder]
+    for folder in MERGED_USR:
+        if os.path.islink(folder):
+            args += ["--symlink", os.readlink(folder), folder]
+        elif os.path.isdir(folder):
+            args += ["--ro-bind", folder, folder]
+    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+    args += ["--dir", "/var/tmp", "--symlink", "../run", "/var/run", "--setenv", "HOME", "/tmp"]
+    for folder in [*interpreter_dirs(), *visible]:
+        args += ["--ro-bind", folder, folder]
     args += ["--bind", str(workspace), str(workspace), "--chdir", str(cwd)]
     return args
 
 
-def _interpreter_dirs_in_tmp() -> list[str]:
-    """The Python installation's folders that live under /tmp (a virtualenv, say)."""
-    tmp = Path("/tmp").resolve()
+def interpreter_dirs() -> list[str]:
+    """The Python installation's folders (a virtualenv and its base) outside /usr."""
     dirs = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    return sorted(str(d) for d in dirs if d == tmp or tmp in d.parents)
+    usr = Path("/usr")
+    return sorted(str(d) for d in dirs if d != usr and usr not in d.parents)
 
 
 def plain() -> Confinement:
@@ -75,19 +94,10 @@ def detect_confinement(options: LocalSandboxSettings, workspace: Path) -> Confin
     """The strongest confinement that works here: bubblewrap, then unshare, then none."""
     cut = not options.network
     bwrap = shutil.which("bwrap") if options.bubblewrap else None
-    if bwrap and _works([*bwrap_args(bwrap, workspace, workspace, cut), "--", "true"]):
-        network = "network: cut (own empty network namespace)" if cut else "network: open"
-        return Confinement(
-            "bubblewrap",
-            (
-                network,
-                "filesystem: only the workspace and a private /tmp are writable; the rest of "
-                "the system is read-only, and anything your user can read stays readable",
-                "processes: own PID namespace, all killed at timeout or cancel",
-            ),
-            bwrap,
-            cut,
-        )
+    visible = tuple(str(Path(p).expanduser().resolve()) for p in options.visible)
+    probe = [*bwrap_args(bwrap, workspace, workspace, cut, visible), "--", "true"] if bwrap else []
+    if bwrap and _works(probe):
+        return Confinement("bubblewrap", _bubblewrap_isolation(cut, visible), bwrap, cut, visible)
     if bwrap:
         log.warning("bubblewrap is installed but cannot create its sandbox here")
     unshare = shutil.which("unshare") if cut else None
@@ -95,6 +105,24 @@ def detect_confinement(options: LocalSandboxSettings, workspace: Path) -> Confin
         network = "network: cut (own empty network namespace, via unshare)"
         return Confinement("local", (network, NOT_ISOLATED, KILL_NOTE), unshare, True)
     return plain()
+
+
+def _bubblewrap_isolation(cut: bool, visible: tuple[str, ...]) -> tuple[str, ...]:
+    shown = ", ".join([*SYSTEM_DIRS, *interpreter_dirs(), *visible])
+    network = (
+        "network: cut (own empty network namespace)"
+        if cut
+        else "network: open, including the host's abstract Unix sockets"
+    )
+    return (
+        network,
+        "filesystem: only the workspace and a private /tmp and /run are writable; read-only: "
+        f"{shown}; nothing else of this machine is visible (no home folders, /var or host "
+        "sockets)",
+        "still exposed: what your user may read in those read-only folders (system "
+        "configuration in /etc among it), and the kernel, shared with the host",
+        "processes: own PID namespace, all killed at timeout or cancel",
+    )
 
 
 def _works(argv: list[str]) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -20,7 +21,7 @@ from modules.local_runner import LocalRunner
 from modules.local_sandbox import bwrap_args, find_pids_cgroup
 from modules.sandbox import CommandResult, CommandRunner
 from modules.sandbox_factory import build_runner
-from tests.helpers import call, make_ctx
+from tests.helpers import call, live_command_lines, make_ctx, wait_until
 from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import Settings
 
@@ -36,7 +37,8 @@ try:
 except OSError as exc:
     print("stopped after", n, exc)
 """
-# As root, drops to `nobody` and runs FORK_200 plain and confined (RLIMIT_NPROC's own case).
+# As root, drops to `nobody` and runs FORK_200 (argv[4]) plain and confined
+# (RLIMIT_NPROC's own case).
 AS_NOBODY = """
 import os, sys
 from pathlib import Path
@@ -45,14 +47,13 @@ from utils.cancel import CancelToken
 from modules.local_runner import LocalRunner
 from modules.sandbox_factory import build_runner
 from utils.settings import Settings
-from tests.test_sandbox_local import FORK_200
 ws = Path(sys.argv[2])
 os.setgroups([]); os.setgid(65534); os.setuid(65534)
 options = {"processes": 40}
 settings = Settings(workspace=ws, data_dir=ws / "data", sandbox="local", local_sandbox=options)
 for runner in (LocalRunner(settings), build_runner(settings)):
     result = runner.run([sys.argv[3], "-"], cwd=ws, timeout=20, cancel=CancelToken(),
-                        on_output=lambda _: None, stdin=FORK_200)
+                        on_output=lambda _: None, stdin=sys.argv[4])
     print(runner.kind, result.output.strip())
 """
 CONNECT = """
@@ -149,7 +150,7 @@ def test_bubblewrap_cuts_the_network(tmp_path: Path, listener: int) -> None:
 
 def test_network_setting_leaves_it_open(tmp_path: Path, listener: int) -> None:
     runner = bubblewrap(tmp_path, network=True)
-    assert "network: open" in runner.isolation
+    assert any(line.startswith("network: open") for line in runner.isolation)
     assert "connected" in connect(runner, listener)
 
 
@@ -170,7 +171,8 @@ def test_bubblewrap_only_the_workspace_is_writable(tmp_path: Path) -> None:
     host_tmp_file = Path("/tmp") / f"sandbox-probe-{os.getpid()}"
     script = (
         f"echo changed > {sentinel}/keep.txt; touch {sentinel}/new.txt; touch {home_file}; "
-        f"touch {host_tmp_file} && echo private-tmp-ok; echo inside > inside.txt && echo ws-ok"
+        f"touch {host_tmp_file} && echo private-tmp-ok; echo inside > inside.txt && echo ws-ok; "
+        "touch /usr/.sandbox-probe"
     )
     try:
         result = run(runner, script)
@@ -195,10 +197,15 @@ def test_bubblewrap_runs_python_tool(tmp_path: Path) -> None:
 
 def test_bubblewrap_timeout_kills_background_work(tmp_path: Path) -> None:
     runner = bubblewrap(tmp_path)
+    marker = f"sleep 1.{time.time_ns() % 10**6:06d}"  # a unique sleep length names the job
     started = time.monotonic()
-    result = run(runner, "(sleep 1; touch late.txt) & sleep 60", timeout=0.5)
+    result = run(runner, f"({marker}; touch late.txt) & sleep 60", timeout=0.5)
     assert result.timed_out and time.monotonic() - started < 3
-    time.sleep(1.5)
+    wait_until(
+        lambda: not any(marker in argv for argv in live_command_lines().values()),
+        5,
+        "the end of every process of the command",
+    )
     assert not (runner.settings.workspace / "late.txt").exists()  # type: ignore[attr-defined]
 
 
@@ -266,7 +273,7 @@ def test_process_limit_for_an_unprivileged_user() -> None:
         os.chown(ws, 65534, 65534)
         ws.chmod(0o755)
         done = subprocess.run(
-            [sys.executable, "-c", AS_NOBODY, str(repo), str(ws), system_python],
+            [sys.executable, "-c", AS_NOBODY, str(repo), str(ws), system_python, FORK_200],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
     finally:
@@ -288,3 +295,26 @@ def test_an_interpreter_under_tmp_stays_visible_inside_bubblewrap(
     tmpfs_at = args.index("--tmpfs")
     rebound = args.index(str(venv.resolve()))
     assert args[rebound - 1] == "--ro-bind" and rebound > tmpfs_at
+
+
+def test_bubblewrap_shows_no_host_socket(tmp_path: Path) -> None:
+    runner = bubblewrap(tmp_path)
+    where = Path("/run") if os.access("/run", os.W_OK) else tmp_path
+    path = where / f"agent-probe-{os.getpid()}.sock"
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(path))
+        server.listen()
+        probe = f"import socket; socket.socket(socket.AF_UNIX).connect({str(path)!r})"
+        script = (
+            "find / -type s -not -path '/proc/*' 2>/dev/null; echo scanned; "
+            f"python3 -c {shlex.quote(probe)} 2>&1 | tail -1"
+        )
+        result = run(runner, script)
+    finally:
+        server.close()
+        path.unlink(missing_ok=True)
+    lines = result.output.splitlines()
+    assert lines[0] == "scanned", result.output  # no socket of the host anywhere in view
+    assert "FileNotFoundError" in lines[1] or "No such file" in lines[1], result.output
+    assert any(line.startswith("still exposed:") for line in runner.isolation)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -30,11 +31,16 @@ def _overlay_env(prefix: str, model: type[BaseModel], data: Any) -> Any:
     if not isinstance(data, dict):
         return data
     found = {
-        name: os.environ[prefix + name.upper()]
+        name: _env_value(os.environ[prefix + name.upper()])
         for name in model.model_fields
         if prefix + name.upper() in os.environ
     }
     return {**data, **found}
+
+
+def _env_value(raw: str) -> Any:
+    """A list setting comes as JSON (`["/opt/tools"]`); everything else as the text it is."""
+    return json.loads(raw) if raw.lstrip().startswith("[") else raw
 
 
 class DockerSettings(BaseModel):
@@ -72,6 +78,11 @@ class LocalSandboxSettings(BaseModel):
     memory_mb: int = Field(2048, ge=64, description="address space per process")
     file_size_mb: int = Field(1024, ge=1, description="largest file a command may write")
     processes: int = Field(512, ge=16, description="processes and threads a command may add")
+    visible: list[str] = Field(
+        default_factory=list,
+        description="host folders bubblewrap shows read-only besides /usr, /etc and Python's "
+        "(a JSON list in AGENT_LOCAL_SANDBOX_VISIBLE)",
+    )
 
     @model_validator(mode="before")
     @classmethod
