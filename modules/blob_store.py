@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from utils.files import temp_sibling
+from modules.results import ToolError
+from modules.safe_fs import SafeRoot, replace_at
 
 State = dict[str, Any]
 MISSING: State = {"kind": "missing"}
@@ -66,40 +67,47 @@ def lost(reason: str) -> State:
     return {"kind": "lost", "reason": reason}
 
 
-def scan(root: Path, skip_names: Collection[str], skip_paths: Collection[str]) -> dict[str, Stat]:
-    """Every path under `root` (relative POSIX) with its Stat, without following symlinks."""
+def scan(
+    fs: SafeRoot, skip_names: Collection[str], skip_paths: Collection[str], top: str = ""
+) -> dict[str, Stat]:
+    """Every path under the folder `top` of `fs` (workspace POSIX paths) with its Stat.
+
+    Symlinks are listed, never followed; sockets, fifos and devices are left out.
+    """
     found: dict[str, Stat] = {}
-    pending = [(str(root), "")]
+    pending = [top]
     while pending:
-        folder, prefix = pending.pop()
+        folder = pending.pop()
         try:
-            with os.scandir(folder) as entries:
-                items = list(entries)
-        except OSError:
+            items = fs.list_dir(folder)
+        except (OSError, ToolError):
             continue
-        for entry in items:
-            try:
-                info = Stat.of(entry.stat(follow_symlinks=False))
-            except OSError:
-                continue
+        prefix = f"{folder}/" if folder else ""
+        for name, st in items:
+            info = Stat.of(st)
             if info is None:
                 continue
-            rel = prefix + entry.name
+            rel = prefix + name
             if info.kind == "dir":
-                if entry.name in skip_names or entry.path in skip_paths:
+                if name in skip_names or str(fs.root / rel) in skip_paths:
                     continue
-                pending.append((entry.path, rel + "/"))
+                pending.append(rel)
             found[rel] = info
     return found
 
 
-def sha256_file(path: Path) -> str:
-    """The SHA-256 of a file's bytes."""
+def sha256_stream(handle: BinaryIO) -> str:
+    """The SHA-256 of what is left to read in `handle`."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
+    while chunk := handle.read(_CHUNK):
+        digest.update(chunk)
     return digest.hexdigest()
+
+
+def sha256_at(fs: SafeRoot, rel: str) -> str:
+    """The SHA-256 of the regular file `rel` (never through a final link, never a fifo)."""
+    with fs.open_regular(rel, follow=False) as (handle, _):
+        return sha256_stream(handle)
 
 
 class BlobStore:
@@ -118,63 +126,65 @@ class BlobStore:
         """Where the blob with this hash lives."""
         return self.root / digest[:2] / digest
 
-    def state_of(self, path: Path) -> State:
-        """The current state of `path`, its content kept when it is a file."""
+    def state_of(self, fs: SafeRoot, rel: str) -> State:
+        """The current state of the workspace path `rel`, its content kept when it is a file."""
         try:
-            info = Stat.of(path.lstat())
-        except FileNotFoundError:
-            return dict(MISSING)
+            st = fs.lstat(rel)
         except OSError as exc:
             return lost(f"could not be read ({exc.strerror})")
-        return self.keep(path, info)
+        except ToolError as exc:
+            return lost(str(exc))
+        return dict(MISSING) if st is None else self.keep(fs, rel, Stat.of(st))
 
-    def keep(self, path: Path, info: Stat | None) -> State:
-        """The state of `path` as `info` describes it, keeping a file's bytes."""
+    def keep(self, fs: SafeRoot, rel: str, info: Stat | None) -> State:
+        """The state of `rel` as `info` describes it, keeping a file's bytes."""
         if info is None:
             return lost("not a regular file, folder or symbolic link")
         if info.kind == "dir":
             return {"kind": "dir", "mode": info.mode}
         try:
             if info.kind == "symlink":
-                return {"kind": "symlink", "target": os.readlink(path)}
+                return {"kind": "symlink", "target": fs.readlink(rel)}
             if info.size > self.max_bytes:
                 limit = self.max_bytes // (1024 * 1024)
                 return lost(f"{info.size:,} bytes, over the {limit} MB limit for undo copies")
-            digest = self._digest(path, info)
+            digest = self._digest(fs, rel, info)
         except OSError as exc:
             return lost(f"could not be read ({exc.strerror})")
+        except ToolError as exc:
+            return lost(str(exc))
         return {"kind": "file", "blob": digest, "mode": info.mode, "size": info.size}
 
-    def cached(self, path: Path, info: Stat) -> str | None:
+    def cached(self, rel: str, info: Stat) -> str | None:
         """The known hash of a file whose stat has not changed since it was last kept."""
-        hit = self._cache.get(str(path))
+        hit = self._cache.get(rel)
         return hit[1] if hit is not None and hit[0] == info else None
 
-    def _digest(self, path: Path, info: Stat) -> str:
-        digest = self.cached(path, info)
+    def _digest(self, fs: SafeRoot, rel: str, info: Stat) -> str:
+        digest = self.cached(rel, info)
         if digest is not None:
             return digest
-        digest = self._store(path, info.size)
+        digest = self._store(fs, rel)
         if time.time_ns() - info.mtime_ns > RACY_NS:
-            self._cache[str(path)] = (info, digest)
+            self._cache[rel] = (info, digest)
         return digest
 
-    def _store(self, path: Path, size: int) -> str:
-        if size <= _IN_MEMORY_BYTES:
-            data = path.read_bytes()
-            digest = hashlib.sha256(data).hexdigest()
-            if not self.path(digest).exists():
-                self._publish(digest, lambda out: out.write(data))
-            return digest
-        hasher = hashlib.sha256()
+    def _store(self, fs: SafeRoot, rel: str) -> str:
+        with fs.open_regular(rel, follow=False) as (source, st):
+            if st.st_size <= _IN_MEMORY_BYTES:
+                data = source.read()
+                digest = hashlib.sha256(data).hexdigest()
+                if not self.path(digest).exists():
+                    self._publish(digest, lambda out: out.write(data))
+                return digest
+            hasher = hashlib.sha256()
 
-        def copy(out: BinaryIO) -> None:
-            with open(path, "rb") as source:
+            def copy(out: BinaryIO) -> None:
                 while chunk := source.read(_CHUNK):
                     hasher.update(chunk)
                     out.write(chunk)
 
-        tmp = self._write_tmp(copy)
+            tmp = self._write_tmp(copy)
         digest = hasher.hexdigest()
         self._place(tmp, digest)
         return digest
@@ -201,21 +211,20 @@ class BlobStore:
         target.parent.mkdir(exist_ok=True)
         os.replace(tmp, target)
 
-    def restore(self, digest: str, dest: Path, mode: int) -> None:
-        """Put the blob's bytes at `dest` (atomically, with `mode`); ValueError if damaged."""
-        hasher = hashlib.sha256()
-        tmp = temp_sibling(dest)
-        try:
-            with open(self.path(digest), "rb") as source, open(tmp, "xb") as out:
+    def restore(self, digest: str, fs: SafeRoot, rel: str, mode: int) -> None:
+        """Put the blob's bytes at `rel` (atomically, with `mode`); ValueError if damaged."""
+
+        def copy(out: BinaryIO) -> None:
+            hasher = hashlib.sha256()
+            with open(self.path(digest), "rb") as source:
                 while chunk := source.read(_CHUNK):
                     hasher.update(chunk)
                     out.write(chunk)
             if hasher.hexdigest() != digest:
                 raise ValueError("its kept copy is damaged")
-            os.chmod(tmp, mode)
-            os.replace(tmp, dest)
-        finally:
-            tmp.unlink(missing_ok=True)
+
+        with fs.parent_of(rel, follow=False) as (fd, name):
+            replace_at(fd, name, copy, mode)
 
     def collect(self, live: set[str]) -> int:
         """Delete blobs neither in `live` nor in the cache; returns how many went."""

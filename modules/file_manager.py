@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
+import stat
 from collections import deque
 from collections.abc import Iterator
 from fnmatch import fnmatch
@@ -19,6 +18,7 @@ from modules.file_tree import scan_dir
 from modules.ignore import WorkspaceIgnore
 from modules.paths import Workspace
 from modules.results import FileChange, PlannedWrite, ToolError, ToolOutput
+from modules.safe_fs import NotRegular, SafeRoot
 from modules.text_files import (
     EDIT_LIMIT_BYTES,
     line_count,
@@ -26,7 +26,6 @@ from modules.text_files import (
     read_text,
     split_lines,
 )
-from utils.files import atomic_write
 
 READ_LIMIT_BYTES = 2_000_000
 LIST_LIMIT = 500
@@ -39,18 +38,18 @@ def _before_change(ctx: ToolContext, path: Path) -> None:
         ctx.journal.before_change(path)
 
 
-def _new_folders(ctx: ToolContext, folder: Path) -> list[FileChange]:
-    """Create `folder` and its missing parents; one `created` change per new folder."""
-    missing = []
-    while not folder.exists() and folder != ctx.workspace.root:
-        missing.append(folder)
-        folder = folder.parent
+def _new_folders(ctx: ToolContext, folder: str) -> list[FileChange]:
+    """Create the workspace folder `folder` and its missing parents; one change per new one."""
     changes = []
-    for path in reversed(missing):
-        _before_change(ctx, path)
-        path.mkdir()
-        changes.append(FileChange("created", ctx.workspace.relative(path), is_dir=True))
+    for rel in ctx.workspace.missing_folders(folder):
+        _before_change(ctx, ctx.workspace.root / rel)
+        ctx.workspace.mkdir(rel)
+        changes.append(FileChange("created", rel, is_dir=True))
     return changes
+
+
+def _parent(rel: str) -> str:
+    return rel.rpartition("/")[0]
 
 
 class CreateFileArgs(BaseModel):
@@ -65,13 +64,16 @@ def plan_create(workspace: Workspace, args: CreateFileArgs) -> PlannedWrite:
     """What create_file would write, and over what (raises ToolError when it cannot)."""
     target = workspace.resolve(args.path, for_write=True)
     rel = workspace.relative(target)
-    if target.is_dir():
+    info = workspace.lstat(rel, follow=True)
+    if info is not None and stat.S_ISDIR(info.st_mode):
         raise ToolError(f"{rel} is an existing folder; choose a file path.")
-    existed = target.exists()
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        raise NotRegular(rel, info.st_mode)
+    existed = info is not None
     old = None
     if existed:
         with contextlib.suppress(ToolError):  # binary or too large: replaced unseen
-            old = read_text(target, rel, EDIT_LIMIT_BYTES, strict=True)
+            old = read_text(workspace, rel, EDIT_LIMIT_BYTES, strict=True)
     verb = "Overwrote existing file" if existed else "Created"
     size = f"{line_count(args.content)} lines, {len(args.content)} characters"
     return PlannedWrite(target, rel, existed, old, args.content, f"{verb} {rel} ({size}).")
@@ -83,9 +85,9 @@ def create_file(ctx: ToolContext, args: CreateFileArgs) -> ToolOutput:
     If the file already exists it is overwritten with the new content; the result says so.
     """
     plan = plan_create(ctx.workspace, args)
-    changes = _new_folders(ctx, plan.path.parent)
+    changes = _new_folders(ctx, _parent(plan.rel))
     _before_change(ctx, plan.path)
-    atomic_write(plan.path, plan.new)
+    ctx.workspace.write_atomic(plan.rel, plan.new.encode("utf-8"))
     if args.annotation is not None:
         ctx.annotations.set(plan.rel, args.annotation)
     changes.append(FileChange("modified" if plan.existed else "created", plan.rel))
@@ -100,11 +102,12 @@ def create_folder(ctx: ToolContext, args: CreateFolderArgs) -> ToolOutput:
     """Create a folder (and any missing parent folders)."""
     target = ctx.workspace.resolve(args.path, for_write=True)
     rel = ctx.workspace.relative(target)
-    if target.is_dir():
+    info = ctx.workspace.lstat(rel, follow=True)
+    if info is not None and stat.S_ISDIR(info.st_mode):
         return ToolOutput(f"Folder {rel} already exists.")
-    if target.exists():
+    if info is not None:
         raise ToolError(f"{rel} already exists as a file.")
-    return ToolOutput(f"Created folder {rel}.", _new_folders(ctx, target))
+    return ToolOutput(f"Created folder {rel}.", _new_folders(ctx, rel))
 
 
 class ReadFileArgs(BaseModel):
@@ -125,7 +128,7 @@ def read_file(ctx: ToolContext, args: ReadFileArgs) -> str:
     if end is not None and end < start:
         raise ToolError(f"end_line ({end}) is before start_line ({start}).")
     limit = READ_LIMIT_BYTES if args.start_line is None and end is None else EDIT_LIMIT_BYTES
-    lines = split_lines(read_text(path, rel, limit))
+    lines = split_lines(read_text(ctx.workspace, rel, limit))
     total = len(lines)
     if start > max(total, 1):
         raise ToolError(f"start_line {start} is past the end of {rel} ({total} lines).")
@@ -167,7 +170,7 @@ def plan_modify(workspace: Workspace, args: ModifyFileArgs) -> PlannedWrite:
     """What modify_file would write, and over what (raises ToolError when it cannot)."""
     path = workspace.resolve(args.path, for_write=True)
     rel = workspace.relative(path)
-    text = read_text(path, rel, EDIT_LIMIT_BYTES, strict=True)
+    text = read_text(workspace, rel, EDIT_LIMIT_BYTES, strict=True)
     new, summary = modified_text(
         text, rel, args.operation,
         content=args.content, old_text=args.old_text, new_text=args.new_text,
@@ -179,7 +182,7 @@ def modify_file(ctx: ToolContext, args: ModifyFileArgs) -> ToolOutput:
     """Change an existing file: append text, replace one unique piece of text, or clear it."""
     plan = plan_modify(ctx.workspace, args)
     _before_change(ctx, plan.path)
-    atomic_write(plan.path, plan.new)
+    ctx.workspace.write_atomic(plan.rel, plan.new.encode("utf-8"))
     return ToolOutput(plan.summary, [FileChange("modified", plan.rel)])
 
 
@@ -191,14 +194,12 @@ def delete_file(ctx: ToolContext, args: DeleteFileArgs) -> ToolOutput:
     """Delete a file, or a folder with everything in it."""
     path = ctx.workspace.resolve(args.path, for_write=True, follow_symlinks=False)
     rel = ctx.workspace.relative(path)
-    if not os.path.lexists(path):
+    info = ctx.workspace.lstat(rel)
+    if info is None:
         raise ToolError(f"No such file or folder: {rel}.")
-    is_dir = path.is_dir() and not path.is_symlink()
+    is_dir = stat.S_ISDIR(info.st_mode)
     _before_change(ctx, path)
-    if is_dir:
-        shutil.rmtree(path)
-    else:
-        path.unlink()
+    ctx.workspace.remove(rel)
     ctx.annotations.drop(rel)
     ctx.focus.drop(rel)
     kind = "folder" if is_dir else "file"
@@ -216,17 +217,18 @@ def rename_file(ctx: ToolContext, args: RenameFileArgs) -> ToolOutput:
     source = ws.resolve(args.old_path, for_write=True, follow_symlinks=False)
     dest = ws.resolve(args.new_path, for_write=True, follow_symlinks=False)
     old, new = ws.relative(source), ws.relative(dest)
-    if not os.path.lexists(source):
+    info = ws.lstat(old)
+    if info is None:
         raise ToolError(f"No such file or folder: {old}.")
-    if os.path.lexists(dest):
+    if ws.lstat(new) is not None:
         raise ToolError(f"{new} already exists; delete it first or choose another name.")
-    is_dir = source.is_dir() and not source.is_symlink()
+    is_dir = stat.S_ISDIR(info.st_mode)
     if is_dir and dest.is_relative_to(source):
         raise ToolError(f"Cannot move folder {old} into itself ({new}).")
-    changes = _new_folders(ctx, dest.parent)
+    changes = _new_folders(ctx, _parent(new))
     if ctx.journal is not None:
         ctx.journal.before_move(source, dest)
-    os.rename(source, dest)
+    ws.rename(old, new)
     ctx.annotations.move(old, new)
     ctx.focus.move(old, new)
     changes.append(FileChange("moved", old, is_dir=is_dir, dest_path=new))
@@ -252,10 +254,11 @@ def list_files(ctx: ToolContext, args: ListFilesArgs) -> str:
     """
     base = ctx.workspace.resolve(args.directory)
     rel_base = ctx.workspace.relative(base)
-    if not base.is_dir():
+    info = ctx.workspace.lstat(rel_base, follow=True)
+    if info is None or not stat.S_ISDIR(info.st_mode):
         raise ToolError(f"{args.directory} is not a folder.")
     notes = ctx.annotations.all()
-    walk = _walk(WorkspaceIgnore(ctx.workspace.root), rel_base, args.pattern)
+    walk = _walk(ctx.workspace, WorkspaceIgnore(ctx.workspace.root), rel_base, args.pattern)
     entries = list(islice(walk, LIST_LIMIT + 1))
     lines = []
     for path, is_dir in entries[:LIST_LIMIT]:
@@ -269,14 +272,16 @@ def list_files(ctx: ToolContext, args: ListFilesArgs) -> str:
     return f"{where}:\n" + "\n".join(lines)
 
 
-def _walk(ignore: WorkspaceIgnore, base: str, pattern: str | None) -> Iterator[tuple[str, bool]]:
+def _walk(
+    fs: SafeRoot, ignore: WorkspaceIgnore, base: str, pattern: str | None
+) -> Iterator[tuple[str, bool]]:
     """(workspace path, is_dir) for everything shown under the folder `base`, breadth-first."""
     glob = pattern.removeprefix("**/") if pattern else None
     cut = len(base) + 1 if base else 0
     queue = deque([base])
     while queue:
         folder = queue.popleft()
-        for name, is_dir in scan_dir(ignore, folder):
+        for name, is_dir in scan_dir(fs, ignore, folder):
             path = f"{folder}/{name}" if folder else name
             if is_dir:
                 queue.append(path)

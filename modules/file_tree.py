@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import os
+import stat
 from collections import deque
 from typing import Any
 
 from modules.annotations import AnnotationStore
 from modules.ignore import WorkspaceIgnore
 from modules.paths import Workspace
+from modules.results import ToolError
+from modules.safe_fs import SafeRoot
 
 
-def scan_dir(ignore: WorkspaceIgnore, rel_dir: str) -> list[tuple[str, bool]]:
+def scan_dir(fs: SafeRoot, ignore: WorkspaceIgnore, rel_dir: str) -> list[tuple[str, bool]]:
     """The shown entries of one workspace folder as (name, is_dir), folders first, then by name."""
     rules = ignore.folder(rel_dir)
     try:
-        with os.scandir(os.path.join(ignore.root, rel_dir)) as entries:
-            found = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
-    except OSError:
+        found = [(name, stat.S_ISDIR(st.st_mode)) for name, st in fs.list_dir(rel_dir)]
+    except (OSError, ToolError):
         return []
     items = [(name, is_dir) for name, is_dir in found if not rules.hides(name, is_dir)]
     items.sort(key=lambda item: (not item[1], item[0].lower(), item[0]))
@@ -35,7 +36,7 @@ def file_tree(
     longer exist are pruned.
     """
     notes = annotations.all()
-    annotations.prune({p for p in notes if os.path.lexists(workspace.root / p)})
+    annotations.prune({p for p in notes if _exists(workspace, p)})
     root: dict[str, Any] = {"name": workspace.root.name, "path": "", "is_dir": True}
     root["children"] = []
     ignore = WorkspaceIgnore(workspace.root)
@@ -43,7 +44,7 @@ def file_tree(
     count = 0
     while queue:
         rel_dir, node = queue.popleft()
-        for name, is_dir in scan_dir(ignore, rel_dir):
+        for name, is_dir in scan_dir(workspace, ignore, rel_dir):
             if count >= max_entries:
                 root["truncated"] = True
                 return root
@@ -80,3 +81,10 @@ def _render(children: list[dict[str, Any]], depth: int, lines: list[str]) -> Non
         lines.append(f"{'  ' * depth}{name}{note}")
         if child["is_dir"]:
             _render(child["children"], depth + 1, lines)
+
+
+def _exists(workspace: Workspace, rel: str) -> bool:
+    try:
+        return workspace.lstat(rel) is not None
+    except (OSError, ToolError):
+        return False

@@ -57,8 +57,8 @@ class FocusFiles:
         result = []
         for path in self.paths():
             try:
-                real = workspace.resolve(path)
-                data = real.read_bytes()
+                rel = workspace.relative(workspace.resolve(path))
+                data = workspace.read_bytes(rel)
             except (ToolError, OSError):
                 self._paths.remove(path)
                 continue

@@ -6,22 +6,22 @@ import os
 import re
 from pathlib import Path
 
-from modules.results import ToolError
+from modules.safe_fs import PathOutsideWorkspace, SafeRoot
+
+__all__ = ["PathOutsideWorkspace", "Workspace"]
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _NAME_MAX = 255
 _PATH_MAX = 4096
 
 
-class PathOutsideWorkspace(ToolError):
-    """A path argument that is invalid or would reach outside the workspace."""
+class Workspace(SafeRoot):
+    """The folder the agent may read and change.
 
-
-class Workspace:
-    """The folder the agent may read and change; `resolve` is the only way in."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(os.path.realpath(Path(root).expanduser()))
+    `resolve` checks a path argument and names it (for messages and workspace-relative
+    names); every open then goes through the fd walk of SafeRoot, which a swap between the
+    check and the use cannot redirect outside.
+    """
 
     def resolve(self, path: str, *, for_write: bool = False, follow_symlinks: bool = True) -> Path:
         """Map a workspace-relative (or absolute, inside) path to a real path, or raise.
@@ -31,14 +31,14 @@ class Workspace:
         """
         _check_spelling(path)
         candidate = Path(path) if os.path.isabs(path) else self.root / path
-        real = Path(os.path.realpath(candidate))
+        real = _realpath(path, candidate)
         if not self._contains(real):
             raise PathOutsideWorkspace(_outside_message(path, candidate, real))
         name = candidate.name
         if real == self.root or name == "..":
             result = real
         else:
-            parent = Path(os.path.realpath(candidate.parent))
+            parent = _realpath(path, candidate.parent)
             if not self._contains(parent):
                 raise PathOutsideWorkspace(_outside_message(path, candidate.parent, parent))
             result = real if follow_symlinks else parent / name
@@ -71,6 +71,15 @@ class Workspace:
             raise PathOutsideWorkspace(
                 f"Path {path!r} goes through {rel!r}, which is a file, not a folder"
             )
+
+
+def _realpath(path: str, candidate: Path) -> Path:
+    try:
+        return Path(os.path.realpath(candidate))
+    except OSError as exc:  # a symlink on the way changed while it was read
+        raise PathOutsideWorkspace(
+            f"Path {path!r} could not be checked ({exc.strerror}); it changed while being read"
+        ) from None
 
 
 def _check_spelling(path: str) -> None:

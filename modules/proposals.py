@@ -11,12 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import stat
 import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from modules.blob_store import sha256_file
+from modules.blob_store import sha256_at
 from modules.paths import Workspace
 from modules.results import FileChange, ToolError
 from modules.text_files import EDIT_LIMIT_BYTES, read_text, split_keep_ends, unified_diff
@@ -96,11 +97,12 @@ class ProposalStore:
         """Work out the change and its diff, keep it, write nothing to the workspace."""
         target = self.workspace.resolve(path, for_write=True)
         rel = self.workspace.relative(target)
-        if target.is_dir():
+        info = self.workspace.lstat(rel, follow=True)
+        if info is not None and stat.S_ISDIR(info.st_mode):
             raise ProposalError(f"{rel} is a folder; propose_edit changes a file.")
         old: str | None = None
-        if target.exists():
-            old = read_text(target, rel, EDIT_LIMIT_BYTES, strict=True)
+        if info is not None:
+            old = read_text(self.workspace, rel, EDIT_LIMIT_BYTES, strict=True)
         elif start_line is not None or end_line is not None:
             raise ProposalError(
                 f"{rel} does not exist yet; omit start_line and end_line to "
@@ -143,12 +145,16 @@ class ProposalStore:
         """Write the proposed content (refused if the file changed since); undoable."""
         with self._lock:
             proposal = self._require(proposal_id)
+            ws = self.workspace
             try:
-                target = self.workspace.resolve(proposal.path, for_write=True)
+                target = ws.resolve(proposal.path, for_write=True)
+                rel = ws.relative(target)
+                info = ws.lstat(rel, follow=True)
+                regular = info is not None and stat.S_ISREG(info.st_mode)
+                current = sha256_at(ws, rel) if regular else None
             except ToolError as exc:
                 raise ProposalError(str(exc)) from None
-            current = sha256_file(target) if target.is_file() else None
-            if (target.exists() and current is None) or current != proposal.base_sha256:
+            if (info is not None and current is None) or current != proposal.base_sha256:
                 raise ProposalError(
                     f"{proposal.path} changed since this edit was proposed; nothing was "
                     "written. Discard it and ask for a new proposal.",
@@ -156,11 +162,11 @@ class ProposalStore:
                 )
             task_id = proposal.task_id or f"proposal-{proposal.id}"
             journal = self.journal.task(proposal.conversation_id, task_id)
-            for folder in _missing_folders(target.parent, self.workspace.root):
-                journal.before_change(folder)
-                folder.mkdir()
+            for folder in ws.missing_folders(rel.rpartition("/")[0]):
+                journal.before_change(ws.root / folder)
+                ws.mkdir(folder)
             journal.before_change(target)
-            atomic_write(target, proposal.new_content)
+            ws.write_atomic(rel, proposal.new_content.encode("utf-8"))
             self._where(proposal_id).unlink(missing_ok=True)
         event = "created" if proposal.base_sha256 is None else "modified"
         return FileChange(event, proposal.path)
@@ -199,12 +205,3 @@ class ProposalStore:
         files = sorted(self._files(), key=lambda p: p.stat().st_mtime_ns)
         for path in files[: max(0, len(files) - MAX_KEPT)]:
             path.unlink(missing_ok=True)
-
-
-def _missing_folders(folder: Path, root: Path) -> list[Path]:
-    """`folder` and its missing parents, outermost first."""
-    missing = []
-    while not folder.exists() and folder != root:
-        missing.append(folder)
-        folder = folder.parent
-    return missing[::-1]

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
+import stat
 from collections import deque
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import requests
@@ -15,6 +14,7 @@ from tavily import TavilyClient
 from modules.context import ToolContext
 from modules.ignore import WorkspaceIgnore
 from modules.results import ToolError
+from modules.safe_fs import SafeRoot
 
 SEARCH_FILE_LIMIT_BYTES = 1_000_000
 LINE_CHARS = 200
@@ -27,37 +27,36 @@ class SearchCodeArgs(BaseModel):
     max_results: int = Field(50, ge=1, le=500, description="Most matching lines to return.")
 
 
-def _text_files(root: Path) -> Iterator[tuple[str, str]]:
-    """(relative path, absolute path) of the shown regular files, breadth-first."""
-    ignore = WorkspaceIgnore(root)
+def _text_files(fs: SafeRoot) -> Iterator[str]:
+    """Workspace paths of the shown regular files, breadth-first."""
+    ignore = WorkspaceIgnore(fs.root)
     queue = deque([""])
     while queue:
         rel_dir = queue.popleft()
         rules = ignore.folder(rel_dir)
         try:
-            with os.scandir(os.path.join(root, rel_dir)) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError:
+            entries = sorted(fs.list_dir(rel_dir))
+        except (OSError, ToolError):
             continue
-        for entry in entries:
-            is_dir = entry.is_dir(follow_symlinks=False)
-            if rules.hides(entry.name, is_dir):
+        for name, info in entries:
+            is_dir = stat.S_ISDIR(info.st_mode)
+            if rules.hides(name, is_dir):
                 continue
-            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            rel = f"{rel_dir}/{name}" if rel_dir else name
             if is_dir:
                 queue.append(rel)
-            elif entry.is_file(follow_symlinks=False):
-                yield rel, entry.path
+            elif stat.S_ISREG(info.st_mode):
+                yield rel
 
 
-def _matches(path: str, needle: str) -> Iterator[tuple[int, str]]:
+def _matches(fs: SafeRoot, rel: str, needle: str) -> Iterator[tuple[int, str]]:
     """(line number, line) of each line of a text file containing `needle` (lowercase)."""
     try:
-        if os.path.getsize(path) > SEARCH_FILE_LIMIT_BYTES:
-            return
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
+        with fs.open_regular(rel, follow=False) as (handle, info):
+            if info.st_size > SEARCH_FILE_LIMIT_BYTES:
+                return
+            data = handle.read(SEARCH_FILE_LIMIT_BYTES + 1)
+    except (OSError, ToolError):
         return
     if b"\x00" in data[:8192]:
         return
@@ -78,8 +77,8 @@ def search_code(ctx: ToolContext, args: SearchCodeArgs) -> str:
     """
     needle = args.query.lower()
     hits: list[str] = []
-    for rel, path in _text_files(ctx.workspace.root):
-        for number, line in _matches(path, needle):
+    for rel in _text_files(ctx.workspace):
+        for number, line in _matches(ctx.workspace, rel, needle):
             if len(hits) == args.max_results:
                 hits.append(
                     f"… more matches not shown (max_results={args.max_results}); narrow the query."

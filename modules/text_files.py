@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Literal
 
 from modules.results import ToolError
+from modules.safe_fs import SafeRoot
 
 EDIT_LIMIT_BYTES = 10_000_000
 SNIFF_BYTES = 8192
@@ -16,27 +16,31 @@ NO_NEWLINE = "\\ No newline at end of file\n"
 Operation = Literal["append", "replace", "clear"]
 
 
-def read_text(path: Path, shown: str, limit: int, *, strict: bool = False) -> str:
-    """The whole text of an existing, not too large, not binary file.
+def read_text(fs: SafeRoot, rel: str, limit: int, *, strict: bool = False) -> str:
+    """The whole text of an existing, not too large, not binary regular file of `fs`.
 
     With `strict`, text that is not valid UTF-8 is refused rather than patched over, so an
     edit never rewrites bytes it could not read.
     """
-    if not path.exists():
-        raise ToolError(f"No such file: {shown}. Use list_files to see what exists.")
-    if path.is_dir():
-        raise ToolError(f"{shown} is a folder, not a file. Use list_files to see inside it.")
-    size = path.stat().st_size
-    if size > limit:
-        raise ToolError(f"{shown} is {size:,} bytes, over the {limit:,} byte limit for this tool.")
-    data = path.read_bytes()
+    try:
+        with fs.open_regular(rel) as (handle, info):
+            size = info.st_size
+            if size > limit:
+                raise ToolError(
+                    f"{rel} is {size:,} bytes, over the {limit:,} byte limit for this tool."
+                )
+            data = handle.read(limit + 1)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ToolError(f"No such file: {rel}. Use list_files to see what exists.") from None
+    if len(data) > limit:
+        raise ToolError(f"{rel} grew past the {limit:,} byte limit for this tool while read.")
     if b"\x00" in data[:SNIFF_BYTES]:
-        raise ToolError(f"{shown} looks like a binary file ({size:,} bytes); it is not text.")
+        raise ToolError(f"{rel} looks like a binary file ({size:,} bytes); it is not text.")
     try:
         return data.decode("utf-8", errors="strict" if strict else "replace")
     except UnicodeDecodeError as exc:
         raise ToolError(
-            f"{shown} is not valid UTF-8 (byte {exc.start}); modify_file only edits UTF-8 "
+            f"{rel} is not valid UTF-8 (byte {exc.start}); modify_file only edits UTF-8 "
             "text. Use run_python to edit files in other encodings."
         ) from None
 

@@ -3,6 +3,7 @@ wrap a store: proposed edits, focus and memory."""
 
 from __future__ import annotations
 
+import stat
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -64,7 +65,8 @@ def focus_file(ctx: ToolContext, args: FocusFileArgs) -> str:
     """
     path = ctx.workspace.resolve(args.path, follow_symlinks=False)
     rel = ctx.workspace.relative(path)
-    if not path.is_file():
+    info = ctx.workspace.lstat(rel, follow=True)
+    if info is None or not stat.S_ISREG(info.st_mode):
         raise ToolError(f"{rel or args.path} is not an existing file; focus_file takes a file.")
     added = ctx.focus.add(rel)
     current = ", ".join(ctx.focus.paths())

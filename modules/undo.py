@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import re
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -36,11 +37,11 @@ from modules.blob_store import (
     Stat,
     State,
     scan,
-    sha256_file,
+    sha256_at,
 )
 from modules.ignore import SKIPPED_DIRS
-from modules.paths import Workspace
-from modules.results import FileChange
+from modules.paths import PathOutsideWorkspace, Workspace
+from modules.results import FileChange, ToolError
 from utils.files import atomic_write
 
 log = logging.getLogger(__name__)
@@ -166,26 +167,26 @@ class UndoJournal:
 
         def fill(entries: dict[str, State]) -> None:
             tree = [source]
-            if path.is_dir() and not path.is_symlink():
-                tree += [f"{source}/{sub}" for sub in scan(path, (), ())]
+            if _kind(ws, source) == "dir":
+                tree += sorted(scan(ws, (), (), top=source))
             for rel in tree:
                 if rel not in entries:
-                    entries[rel] = self.blobs.state_of(ws.root / rel)
+                    entries[rel] = self.blobs.state_of(ws, rel)
             if mirror is not None:
                 dest = ws.relative(mirror)
                 for rel in tree:
                     moved = dest + rel[len(source) :]
                     if moved not in entries:
-                        entries[moved] = self.blobs.state_of(ws.root / moved)
+                        entries[moved] = self.blobs.state_of(ws, moved)
 
         self._update(journal, fill)
 
     def _snapshot(self) -> Snapshot:
         with self._lock:
             now = time.time_ns()
-            root = self.workspace.root
-            stats = scan(root, SKIPPED_DIRS, self._skip_paths)
-            states = {rel: self.blobs.keep(root / rel, info) for rel, info in stats.items()}
+            ws = self.workspace
+            stats = scan(ws, SKIPPED_DIRS, self._skip_paths)
+            states = {rel: self.blobs.keep(ws, rel, info) for rel, info in stats.items()}
             racy = {
                 rel
                 for rel, info in stats.items()
@@ -198,7 +199,7 @@ class UndoJournal:
     def _record_since(self, journal: TaskJournal, snap: Snapshot) -> list[str]:
         with self._lock:
             try:
-                after = scan(self.workspace.root, SKIPPED_DIRS, self._skip_paths)
+                after = scan(self.workspace, SKIPPED_DIRS, self._skip_paths)
                 changed = sorted(
                     r for r in snap.stats.keys() | after.keys() if self._changed(r, snap, after)
                 )
@@ -219,8 +220,8 @@ class UndoJournal:
         if rel not in snap.racy:
             return False
         try:
-            return sha256_file(self.workspace.root / rel) != snap.states[rel].get("blob")
-        except OSError:
+            return sha256_at(self.workspace, rel) != snap.states[rel].get("blob")
+        except (OSError, ToolError):
             return True
 
     # --- manifests ------------------------------------------------------------------------
@@ -293,11 +294,11 @@ def _load(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _kind(path: Path) -> str:
-    try:
-        info = Stat.of(path.lstat())
-    except FileNotFoundError:
+def _kind(ws: Workspace, rel: str) -> str:
+    st = ws.lstat(rel)
+    if st is None:
         return "missing"
+    info = Stat.of(st)
     return info.kind if info else "other"
 
 
@@ -305,6 +306,7 @@ class _Restore:
     """One undo run: clear the way deepest first, recreate shallowest first, then modes."""
 
     def __init__(self, workspace: Workspace, blobs: BlobStore, entries: dict[str, State]) -> None:
+        self.ws = workspace
         self.root = workspace.root
         self.blobs = blobs
         self.entries = entries
@@ -328,7 +330,7 @@ class _Restore:
             message += f"; {len(skipped)} could not be restored"
         return UndoResult(task_id, restored, skipped, message + ".", self.changes)
 
-    def _guarded(self, rel: str, step: Callable[[str, Path, State], None]) -> None:
+    def _guarded(self, rel: str, step: Callable[[str, State], None]) -> None:
         state = self.entries[rel]
         if state["kind"] == "lost":
             self.skipped[rel] = f"not kept before the change ({state['reason']})"
@@ -339,60 +341,63 @@ class _Restore:
             self.skipped[rel] = "a folder on its way now leads outside the workspace"
             return
         try:
-            step(rel, path, state)
-        except (OSError, ValueError) as exc:
+            step(rel, state)
+        except PathOutsideWorkspace:
+            self.skipped[rel] = "a folder on its way now leads outside the workspace"
+        except (OSError, ValueError, ToolError) as exc:
             self.skipped[rel] = f"could not be restored: {exc}"
 
-    def _clear(self, rel: str, path: Path, state: State) -> None:
-        now = _kind(path)
+    def _clear(self, rel: str, state: State) -> None:
+        now = _kind(self.ws, rel)
         if now in ("missing", state["kind"]):
             return
         if now == "dir":
             try:
-                path.rmdir()
+                self.ws.rmdir(rel)
             except OSError:
                 self.skipped[rel] = "folder is not empty: it holds files this task did not make"
                 return
         else:
-            path.unlink()
+            self.ws.unlink(rel)
         self.changes.append(FileChange("deleted", rel, is_dir=now == "dir"))
 
-    def _create(self, rel: str, path: Path, state: State) -> None:
-        kind, now = state["kind"], _kind(path)
+    def _create(self, rel: str, state: State) -> None:
+        kind, now = state["kind"], _kind(self.ws, rel)
         if kind == "missing":
             return
         event = "created" if now == "missing" else "modified"
         if kind == "dir":
             if now == "dir":
                 return
-            path.mkdir(parents=True)
+            self.ws.makedirs(rel)
         elif kind == "symlink":
-            if now == "symlink" and os.readlink(path) == state["target"]:
+            if now == "symlink" and self.ws.readlink(rel) == state["target"]:
                 return
             if now != "missing":
-                path.unlink()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(state["target"], path)
-        elif not self._put_file(path, state, now):
+                self.ws.unlink(rel)
+            self.ws.makedirs(rel.rpartition("/")[0])
+            self.ws.symlink(state["target"], rel)
+        elif not self._put_file(rel, state, now):
             return
         self.changes.append(FileChange(event, rel, is_dir=kind == "dir"))
 
-    def _put_file(self, path: Path, state: State, now: str) -> bool:
+    def _put_file(self, rel: str, state: State, now: str) -> bool:
         """Write the kept file back; False when it is already there as it was."""
-        info = path.lstat() if now == "file" else None
-        if info and info.st_size == state["size"] and sha256_file(path) == state["blob"]:
+        info = self.ws.lstat(rel) if now == "file" else None
+        if info and info.st_size == state["size"] and sha256_at(self.ws, rel) == state["blob"]:
             if (info.st_mode & 0o7777) == state["mode"]:
                 return False
-            os.chmod(path, state["mode"])
+            self.ws.chmod(rel, state["mode"])
             return True
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.ws.makedirs(rel.rpartition("/")[0])
         if not self.blobs.path(state["blob"]).exists():
             raise ValueError("its kept copy is missing from the data folder")
-        self.blobs.restore(state["blob"], path, state["mode"])
+        self.blobs.restore(state["blob"], self.ws, rel, state["mode"])
         return True
 
-    def _folder_mode(self, rel: str, path: Path, state: State) -> None:
-        if _kind(path) == "dir" and (path.stat().st_mode & 0o7777) != state["mode"]:
-            os.chmod(path, state["mode"])
+    def _folder_mode(self, rel: str, state: State) -> None:
+        info = self.ws.lstat(rel)
+        if info and stat.S_ISDIR(info.st_mode) and stat.S_IMODE(info.st_mode) != state["mode"]:
+            self.ws.chmod(rel, state["mode"])
             if not any(change.path == rel for change in self.changes):
                 self.changes.append(FileChange("modified", rel, is_dir=True))
