@@ -88,6 +88,8 @@ class CliTerminal(MainTerminal):
             return
         self.err.write(self.printer.paint(f"\n{request.tool} wants to run:\n", YELLOW))
         self.err.write(f"{request.preview or ''}\n")
+        for warning in request.warnings or ():
+            self.err.write(self.printer.paint(f"warning: it {warning}\n", YELLOW))
         self.err.write("Allow? [y]es / [n]o / [a]lways for this tool: ")
         self.err.flush()
         answer = self.stdin.readline().strip().lower()

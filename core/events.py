@@ -66,6 +66,7 @@ class ToolEvent(Event):
     delta: str | None = None
     arguments: Any = None
     preview: str | None = None
+    warnings: list[str] | None = None  # with `approval`: what a reader could miss in the preview
     ok: bool | None = None
     output: str | None = None
     duration_ms: int | None = None
@@ -92,6 +93,16 @@ class Status(Event):
     state: TaskState
     iteration: int
     context: ContextUsage
+
+
+@dataclass
+class Notice(Event):
+    """Something the user should know that does not end the task (a retry and its wait)."""
+
+    name: ClassVar[str] = "notice"
+    code: str
+    message: str
+    seconds: float | None = None
 
 
 @dataclass

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from core.approval import ApprovalGate, planned_write, preview
+from core.approval import ApprovalGate
 from core.events import (
     ContextUsage,
     Done,
@@ -17,7 +17,7 @@ from core.events import (
     Error,
     Event,
     EventSink,
-    FileTree,
+    Notice,
     Status,
     TaskState,
     Thinking,
@@ -26,11 +26,9 @@ from core.events import (
 )
 from core.services import AgentServices
 from core.task import StreamProgress, Task
-from modules.context import ToolContext
+from core.tool_step import ToolStep
 from modules.file_tree import describe_tree
 from modules.focus import FocusFiles
-from modules.registry import Tool
-from modules.results import ToolError, ToolResult
 from modules.undo import UndoResult
 from utils.api_client import ApiError, StreamInterrupted
 from utils.cancel import TaskCancelled
@@ -46,11 +44,11 @@ from utils.conversation_store import LEAF, Conversation
 from utils.logger import log_context
 from utils.prompts import render_system_prompt
 from utils.settings import Approval, Mode
-from utils.tool_calls import ToolCall, ToolCallArgs, ToolCallStarted
+from utils.text import shown
+from utils.tool_calls import ToolCallArgs, ToolCallStarted
 
 log = logging.getLogger(__name__)
 
-CANCELLED_TOOL_OUTPUT = "Cancelled: the user stopped the task before this call finished."
 
 
 class TaskBusy(Exception):
@@ -80,6 +78,8 @@ class MainTerminal:
         self.approval: Approval = approval or self.settings.approval
         self.context = ContextBuilder(services.provider.context_window)
         self.gate = ApprovalGate()
+        self.tool_step = ToolStep(services, self.gate, report=self._report, record=self._record,
+                                  set_state=self._set_state, focus=lambda: self.focus)
         self.state: TaskState = "idle"
         self.context_usage = ContextUsage(0, self.context.limit_tokens)
         self.focus = FocusFiles()
@@ -177,7 +177,7 @@ class MainTerminal:
                 self._conversation = self.services.store.create()
             conversation = self._conversation
             if parent_id not in (LEAF, None) and parent_id not in conversation.index:
-                raise KeyError(f"no message {parent_id!r} in this conversation")
+                raise KeyError(f"no message {shown(parent_id)} in this conversation")
             record = self._record("user", text, parent_id=parent_id)
             journal = self.services.journal.task(conversation.id, record["id"])
             self.task = Task(conversation, record, journal, self.mode, self.approval)
@@ -219,7 +219,7 @@ class MainTerminal:
             completion = self._call_model(task)
             if not completion.tool_calls:
                 return "complete"
-            self._run_tools(task, completion.tool_calls)
+            self.tool_step.run(task, completion.tool_calls)
         return "max_iterations"
 
     def _finish(self, task: Task, reason: DoneReason) -> None:
@@ -239,7 +239,8 @@ class MainTerminal:
         with log_context(message_id=message_id):
             try:
                 stream = self.services.model.stream(
-                    messages, tools, thinking=task.thinks(), cancel=task.cancel
+                    messages, tools, thinking=task.thinks(), cancel=task.cancel,
+                    on_wait=lambda seconds, text: self._report(Notice("retrying", text, seconds)),
                 )
                 completion = self._consume(stream, message_id, progress)
             except (TaskCancelled, StreamInterrupted) as exc:
@@ -300,74 +301,6 @@ class MainTerminal:
         built = self.context.build(prompt, conversation.path(), tools=tools)
         self.context_usage = ContextUsage(built.estimated_tokens, self.context.limit_tokens)
         return built.messages, tools, built.estimated_tokens
-
-    # --- tools ------------------------------------------------------------------------
-
-    def _run_tools(self, task: Task, calls: list[ToolCall]) -> None:
-        for position, call in enumerate(calls):
-            try:
-                task.cancel.raise_if_cancelled()
-                self._run_tool(task, call)
-            except TaskCancelled:
-                for unanswered in calls[position:]:
-                    self._record_tool(unanswered, ToolResult(False, CANCELLED_TOOL_OUTPUT))
-                raise
-
-    def _run_tool(self, task: Task, call: ToolCall) -> None:
-        self._set_state("tool")
-        registry = self.services.tools
-        try:
-            tool, args = registry.parse_arguments(call.name, call.arguments)
-        except ToolError as exc:
-            self._report(ToolEvent(call.id, call.name, "end", arguments=call.arguments))
-            self._finish_tool(task, call, ToolResult(False, str(exc)))
-            return
-        self._report(ToolEvent(call.id, call.name, "end",
-                               arguments=args.model_dump(exclude_unset=True)))
-        if task.approval == "read-only" and not tool.read_only:
-            message = f"{call.name} is not available: the conversation is in read-only mode."
-            self._finish_tool(task, call, ToolResult(False, message))
-            return
-        if not self._approved(task, call, tool, args):
-            declined = f"The user declined this {call.name} call. Do not retry it as is."
-            self._finish_tool(task, call, ToolResult(False, declined))
-            return
-        self._finish_tool(task, call, registry.run(tool, args, self._tool_context(task, call)))
-
-    def _approved(self, task: Task, call: ToolCall, tool: Tool, args: Any) -> bool:
-        plan = planned_write(tool, args, self.services.workspace)
-        if not self.gate.needs_approval(task.approval, tool, plan):
-            return True
-        self.gate.open(call.id, call.name)
-        shown = preview(args.model_dump(), plan)
-        self._report(ToolEvent(call.id, call.name, "approval", preview=shown))
-        return self.gate.wait(call.id, task.cancel)
-
-    def _tool_context(self, task: Task, call: ToolCall) -> ToolContext:
-        services = self.services
-
-        def on_output(delta: str) -> None:
-            self._report(ToolEvent(call.id, call.name, "output", delta=delta))
-
-        return ToolContext(
-            settings=self.settings, workspace=services.workspace, runner=services.runner,
-            memory=services.memory, annotations=services.annotations, focus=self.focus,
-            conversation_id=task.conversation.id, cancel=task.cancel,
-            on_output=on_output, journal=task.journal, proposals=services.proposals,
-        )
-
-    def _finish_tool(self, task: Task, call: ToolCall, result: ToolResult) -> None:
-        output = result.output + task.repeat_warning(call.name)
-        self._report(ToolEvent(call.id, call.name, "result", ok=result.ok, output=output,
-                               duration_ms=result.duration_ms, details=result.details or None))
-        if result.changes:
-            self._report(FileTree(result.changes))
-        self._record_tool(call, ToolResult(result.ok, output, result.duration_ms,
-                                           details=result.details))
-
-    def _record_tool(self, call: ToolCall, result: ToolResult) -> None:
-        self._record("tool", result.output, tool_call_id=call.id, name=call.name,
-                     meta={"ok": result.ok, "duration_ms": result.duration_ms, **result.details})
 
     # --- events and records -----------------------------------------------------------
 

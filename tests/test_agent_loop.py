@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 
-from tests.fake_llm import Call, Reply
+from pydantic import BaseModel
+
+from modules.context import ToolContext
+from tests.fake_llm import Call, ErrorReply, Reply
 from tests.helpers import make_terminal, run_in_thread
+
+
+class HangArgs(BaseModel):
+    pass
+
+
+def hang(ctx: ToolContext, args: HangArgs) -> str:
+    """Never return (a tool stuck in the kernel, say)."""
+    threading.Event().wait()
+    return "unreachable"
 
 
 def test_thinking_mode_thinks_first_and_resends_reasoning_with_tool_calls(fake_llm, tmp_path):
@@ -170,3 +184,37 @@ def test_a_proposed_edit_reaches_the_fronts_with_its_id_and_diff(fake_llm, tmp_p
     assert record["role"] == "tool" and record["meta"]["proposal"]["id"] == proposal["id"]
     terminal.services.proposals.apply_proposal(proposal["id"])
     assert (tmp_path / "ws" / "app.py").read_text() == "print('new')\n"
+
+
+def test_a_retry_is_told_before_the_wait(fake_llm, tmp_path):
+    terminal = make_terminal(fake_llm, tmp_path)
+    fake_llm.script(ErrorReply(503, "overloaded"), Reply(content="fine now"))
+    assert terminal.handle_task("hello") == "complete"
+    [notice] = terminal.named("notice")
+    assert notice["code"] == "retrying" and "overloaded" in notice["message"]
+    assert notice["seconds"] >= 0 and "attempt 2 of" in notice["message"]
+    names = [name for name, _ in terminal.events]
+    assert names.index("notice") < names.index("token")
+
+
+def test_a_tool_past_its_limit_is_abandoned_and_the_task_goes_on(fake_llm, tmp_path):
+    terminal = make_terminal(fake_llm, tmp_path, tool_timeout=0.5)
+    terminal.services.tools.register("hang", hang, read_only=True)
+    fake_llm.script(Reply(tool_calls=[Call("hang", {})]), Reply(content="moved on"))
+    assert terminal.handle_task("wait for it") == "complete"
+    result = terminal.wait_for("tool", phase="result", name="hang")
+    assert result["ok"] is False and "abandoned" in result["output"]
+    assert "moved on" in "".join(t["text"] for t in terminal.named("token"))
+
+
+def test_cancel_ends_the_task_even_when_a_tool_never_returns(fake_llm, tmp_path):
+    terminal = make_terminal(fake_llm, tmp_path)
+    terminal.services.tools.register("hang", hang, read_only=True)
+    fake_llm.script(Reply(tool_calls=[Call("hang", {})]))
+    thread = run_in_thread(terminal, "wait for ever")
+    terminal.wait_for("tool", phase="end", name="hang")
+    assert terminal.cancel()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert terminal.wait_for("done")["reason"] == "cancelled"
+    assert not terminal.running

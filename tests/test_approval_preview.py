@@ -24,7 +24,7 @@ def ws(tmp_path: Path) -> Workspace:
 def shown_for(name: str, arguments: dict[str, Any], ws: Workspace) -> str:
     """The approval preview of a call as the loop computes it."""
     tool, args = build_registry().parse_arguments(name, json.dumps(arguments))
-    return preview(args.model_dump(), planned_write(tool, args, ws))
+    return preview(args.model_dump(), planned_write(tool, args, ws))[0]
 
 
 def test_create_file_overwrite_is_a_diff(ws: Workspace) -> None:

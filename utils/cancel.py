@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
+import time
 from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class TaskCancelled(Exception):
@@ -52,3 +57,42 @@ class CancelToken:
     def wait(self, timeout: float) -> bool:
         """Sleep up to `timeout` seconds; True when cancelled meanwhile."""
         return self._event.wait(timeout)
+
+
+def run_bounded(
+    function: Callable[[], T], cancel: CancelToken, limit: float, *, grace: float = 1.0
+) -> T:
+    """Run `function` in a worker thread and wait for it, but no longer than `limit` seconds
+    (TimeoutError) nor `grace` seconds past a cancel (TaskCancelled). A worker given up on
+    finishes unobserved: whatever it still returns or raises is dropped."""
+    outcome: dict[str, Any] = {}
+    done, wake = threading.Event(), threading.Event()
+
+    def work() -> None:
+        try:
+            outcome["value"] = function()
+        except BaseException as exc:  # handed to the waiting thread as it is
+            outcome["error"] = exc
+        finally:
+            done.set()
+            wake.set()
+
+    context = contextvars.copy_context()  # the caller's log context goes along
+    threading.Thread(target=context.run, args=(work,), name="bounded-call", daemon=True).start()
+    unregister = cancel.on_cancel(wake.set)
+    deadline = time.monotonic() + limit
+    try:
+        while not done.is_set():
+            if cancel.cancelled:
+                if not done.wait(grace):
+                    raise TaskCancelled()
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no answer within {limit:g} s")
+            wake.wait(left)
+    finally:
+        unregister()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]  # type: ignore[no-any-return]

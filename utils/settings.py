@@ -130,6 +130,9 @@ class Settings(BaseSettings):
     allowed_origins: list[str] = Field(
         default_factory=list, validation_alias=_env("AGENT_ALLOWED_ORIGINS")
     )
+    allowed_hosts: list[str] = Field(
+        default_factory=list, validation_alias=_env("AGENT_ALLOWED_HOSTS")
+    )
     log_redact_content: bool = Field(False, validation_alias=_env("AGENT_LOG_REDACT_CONTENT"))
     use_proxy: bool = Field(False, validation_alias=_env("AGENT_USE_PROXY"))
 
@@ -137,6 +140,7 @@ class Settings(BaseSettings):
     command_timeout: float = Field(
         60.0, gt=0, le=600, validation_alias=_env("AGENT_COMMAND_TIMEOUT")
     )
+    tool_timeout: float = Field(120.0, gt=0, validation_alias=_env("AGENT_TOOL_TIMEOUT"))
     output_limit_chars: int = Field(
         20_000, ge=1_000, validation_alias=_env("AGENT_OUTPUT_LIMIT_CHARS")
     )

@@ -236,7 +236,7 @@ export class ChatView {
     switch (payload.phase) {
       case "args": card.appendArgs(payload.delta); break;
       case "end": card.setArguments(payload.arguments); break;
-      case "approval": card.showApproval(payload.preview); break;
+      case "approval": card.showApproval(payload.preview, payload.warnings); break;
       case "output": card.appendOutput(payload.delta); break;
       case "result":
         card.setResult(payload);

@@ -10,11 +10,25 @@ const CODE_KEYS = new Set(["content", "new_content", "old_text", "new_text"]);
 const OPEN_OUTPUT_LINES = 12;
 const TIMED_TOOLS = new Set(["run_command", "run_python"]);
 const CLOCK_TICK_MS = 100;
+const PREVIEW_LINES = 30;
+const PREVIEW_SLACK = 5;
 
 function codeBlock(text, language) {
   const code = h("code", { class: "hljs" });
   code.innerHTML = highlight(String(text), language);
   return h("pre", { class: "code-block compact" }, code);
+}
+
+/** The whole preview when it is short; else its first lines and a button naming how many more
+ * there are. Nothing sits out of sight in a scroll box. */
+function previewBlock(text, render) {
+  const lines = text.split("\n");
+  if (lines.length <= PREVIEW_LINES + PREVIEW_SLACK) return h("div", { class: "approval-preview" }, render(text));
+  const more = h("button", { type: "button", class: "btn btn-sm approval-more", "data-testid": "approval-more" },
+    `Show ${lines.length - PREVIEW_LINES} more lines`);
+  const block = h("div", { class: "approval-preview" }, render(lines.slice(0, PREVIEW_LINES).join("\n")), more);
+  more.addEventListener("click", () => block.replaceChildren(render(text)));
+  return block;
 }
 
 function summaryOf(args) {
@@ -134,7 +148,7 @@ export class ToolCard {
     this.el.classList.remove("timing");
   }
 
-  showApproval(preview) {
+  showApproval(preview, warnings) {
     this.#stopClock();
     this.duration.textContent = "";
     this.setState("approval");
@@ -152,12 +166,15 @@ export class ToolCard {
     );
     const text = String(preview ?? "");
     const diff = isDiff(text);
+    const kind = diff ? "change" : "command";
+    const notes = (warnings ?? []).map((warning) => h("li", { text: `This ${kind} ${warning}.` }));
     const box = h(
       "section",
       { class: "tool-approval", "aria-label": `Approval for ${this.name}` },
       h("p", { class: "approval-title" }, icon("alert"),
         diff ? "The agent wants to make this change. Allow it?" : "The agent wants to run this. Allow it?"),
-      diff ? renderDiff(text) : codeBlock(text, this.name === "run_python" ? "python" : "bash"),
+      notes.length ? h("ul", { class: "approval-warnings", role: "alert" }, notes) : null,
+      previewBlock(text, (part) => (diff ? renderDiff(part) : codeBlock(part, this.name === "run_python" ? "python" : "bash"))),
       actions,
       error,
     );
