@@ -6,7 +6,7 @@ import json
 import os
 from typing import TextIO
 
-from core.events import Done, Error, Event, Thinking, Token, ToolEvent
+from core.events import Done, Error, Event, Notice, Thinking, Token, ToolEvent
 
 DIM, BOLD, RESET = "\033[2m", "\033[1m", "\033[0m"
 RED, GREEN, CYAN, YELLOW = "\033[31m", "\033[32m", "\033[36m", "\033[33m"
@@ -40,6 +40,10 @@ class EventPrinter:
             case Error(code=code, message=message):
                 self._enter("")
                 self.err.write(self.paint(f"error ({code}): {message}", RED) + "\n")
+                self.err.flush()
+            case Notice(message=message):
+                self._enter("")
+                self.err.write(self.paint(message, YELLOW) + "\n")
                 self.err.flush()
             case Done(reason=reason):
                 self._on_done(reason)

@@ -15,7 +15,7 @@ from modules.sandbox import CommandRunner
 from modules.sandbox_factory import build_runner
 from modules.tools import build_registry
 from modules.undo import UndoJournal
-from utils.api_client import ApiClient
+from utils.api_client import ApiClient, OnWait
 from utils.cancel import CancelToken
 from utils.completion import StreamItem
 from utils.conversation_store import ConversationStore
@@ -27,7 +27,7 @@ from utils.settings import Settings
 class ModelClient(Protocol):
     def stream(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
-        thinking: bool, cancel: CancelToken,
+        thinking: bool, cancel: CancelToken, on_wait: OnWait | None = None,
     ) -> Iterator[StreamItem]: ...
 
 

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
+from tests.fake_llm import Call, ErrorReply, FakeLLM, RawReply, Reply
 from utils.api_client import (
     ApiClient,
     AuthError,
+    BadResponse,
     NetworkError,
     RateLimitError,
     RequestRejected,
@@ -264,6 +265,44 @@ def test_refused_connection_is_retried_then_network_error() -> None:
     with pytest.raises(NetworkError, match=r"127\.0\.0\.1"):
         run(ApiClient(resolve_provider(settings), settings))
     assert time.monotonic() - started >= 0.01 + 0.02  # two backoff pauses happened
+
+
+@pytest.mark.parametrize(
+    ("reply", "says"),
+    [
+        (RawReply("<html><body>Please log in to the proxy</body></html>"), "text/html page"),
+        (RawReply('{"id": "x", "choices": []}', "application/json"), "whole JSON reply"),
+        (RawReply('data: {"choices": ["oops"]}\n\n', "text/event-stream"), "not an object"),
+        (RawReply('data: {"choices": [{"delta": "hi"}]}\n\n', "text/event-stream"),
+         "'delta' as str, not dict"),
+        (RawReply("data: not json\n\n", "text/event-stream"), "not JSON"),
+    ],
+)
+def test_a_200_that_is_not_a_chat_stream_is_a_clear_error_at_once(
+    fake_llm: FakeLLM, reply: RawReply, says: str
+) -> None:
+    fake_llm.script(reply)
+    with pytest.raises(BadResponse, match=says):
+        run(make_client(fake_llm))
+    assert len(fake_llm.chat_requests) == 1  # not retried: it would answer the same
+
+
+def test_a_long_retry_after_is_told_and_capped(fake_llm: FakeLLM) -> None:
+    fake_llm.script(ErrorReply(429, "Rate limit reached", retry_after=3600))
+    told: list[tuple[float, str]] = []
+    token = CancelToken()
+
+    def on_wait(seconds: float, message: str) -> None:
+        told.append((seconds, message))
+        token.cancel()  # the test need not sit out the wait
+
+    with pytest.raises(TaskCancelled):
+        list(make_client(fake_llm).stream([USER], [], thinking=False, cancel=token,
+                                          on_wait=on_wait))
+    [(seconds, message)] = told
+    assert seconds == 60
+    assert "asked to wait 3600 s" in message and "trying again in 60 s" in message
+    assert "rate_limited" in message and "attempt 2 of" in message
 
 
 def test_401_is_auth_error_without_retry(fake_llm: FakeLLM) -> None:

@@ -24,12 +24,13 @@ from utils.completion import (
 )
 from utils.providers import ProviderConfig, prepare_messages
 from utils.settings import Settings
-from utils.sse_pump import ChunkPump
+from utils.sse_pump import ChunkPump, NotAStream
 from utils.tool_calls import ToolCallAssembler
 
 logger = logging.getLogger(__name__)
 
-RETRY_AFTER_CAP = 60.0
+RETRY_AFTER_CAP = 60.0  # a longer Retry-After is told to the user, and waited only this long
+OnWait = Callable[[float, str], None]  # (seconds, what failed and how long it waits)
 
 
 class ApiError(Exception):
@@ -58,6 +59,17 @@ class RequestRejected(ApiError):
 
 class ServerError(ApiError):
     code = "server_error"
+
+
+class BadResponse(ApiError):
+    """The API answered with something that is not a chat stream: a page, a whole JSON
+    reply, chunks of the wrong shape. Retrying would get the same."""
+
+    code = "bad_response"
+
+
+class MalformedChunk(ValueError):
+    """A stream chunk that is not the JSON object the chat-completions stream promises."""
 
 
 class StreamInterrupted(ApiError):
@@ -142,8 +154,12 @@ class ApiClient:
         *,
         thinking: bool,
         cancel: CancelToken,
+        on_wait: OnWait | None = None,
     ) -> Iterator[StreamItem]:
-        """Stream one model call: every delta as it arrives, then StreamEnd(Completion)."""
+        """Stream one model call: every delta as it arrives, then StreamEnd(Completion).
+
+        Before a retry, `on_wait(seconds, message)` says what failed and how long it waits.
+        """
         if self._sdk is None:
             raise AuthError(self.config.problem or "The model provider is not configured.")
         request = self._request(messages, tools, thinking)
@@ -160,7 +176,7 @@ class ApiClient:
                 self._log(request, state, attempt, retry.error.code)
                 if attempt > self._settings.max_retries:
                     raise retry.error from retry.__cause__
-                self._pause(retry, attempt, cancel)
+                self._pause(retry, attempt, cancel, on_wait)
                 continue
             except TaskCancelled:
                 self._log(request, state, attempt, "cancelled")
@@ -212,29 +228,36 @@ class ApiClient:
     def _read_chunk(self, data: str, state: _CallState) -> Iterator[StreamItem]:
         if self._on_raw_delta is not None:
             self._on_raw_delta(data)
-        chunk = json.loads(data)
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise MalformedChunk(f"a stream chunk is not JSON: {data[:200]}") from None
         if not isinstance(chunk, dict):
-            raise ValueError(f"a stream chunk is not a JSON object: {data[:200]}")
+            raise MalformedChunk(f"a stream chunk is not a JSON object: {data[:200]}")
         if chunk.get("error"):
             error = chunk["error"]
             message = error.get("message") if isinstance(error, dict) else str(error)
             raise ValueError(f"the model API reported an error mid-stream: {message}")
-        usage = chunk.get("usage")
+        usage = _field(chunk, "usage", dict)
         items: list[StreamItem] = []
-        for choice in chunk.get("choices") or []:
-            usage = usage or choice.get("usage")  # Kimi puts usage in the choice
-            delta = choice.get("delta") or {}
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        for choice in _field(chunk, "choices", list) or []:
+            if not isinstance(choice, dict):
+                raise MalformedChunk(f"a choice in a stream chunk is not an object: {data[:200]}")
+            usage = usage or _field(choice, "usage", dict)  # Kimi puts usage in the choice
+            delta = _field(choice, "delta", dict) or {}
+            reasoning = _field(delta, "reasoning_content", str) or _field(delta, "reasoning", str)
             if reasoning:
                 state.reasoning.append(reasoning)
                 items.append(ReasoningDelta(reasoning))
-            content = delta.get("content")
+            content = _field(delta, "content", str)
             if content:
                 state.content.append(content)
                 items.append(ContentDelta(content))
-            for fragment in delta.get("tool_calls") or []:
+            for fragment in _field(delta, "tool_calls", list) or []:
+                if not isinstance(fragment, dict):
+                    raise MalformedChunk(f"a tool call fragment is not an object: {data[:200]}")
                 items.extend(state.assembler.feed(fragment))
-            state.finish_reason = choice.get("finish_reason") or state.finish_reason
+            state.finish_reason = _field(choice, "finish_reason", str) or state.finish_reason
         if usage:
             state.usage = Usage(
                 int(usage.get("prompt_tokens") or 0),
@@ -257,9 +280,12 @@ class ApiClient:
             return _Retry(mapped, _retry_after(error))
         return mapped
 
-    def _pause(self, retry: _Retry, attempt: int, cancel: CancelToken) -> None:
-        if retry.retry_after is not None:
-            delay = retry.retry_after
+    def _pause(
+        self, retry: _Retry, attempt: int, cancel: CancelToken, on_wait: OnWait | None
+    ) -> None:
+        asked = retry.retry_after
+        if asked is not None:
+            delay = min(asked, RETRY_AFTER_CAP)
         else:
             delay = self._settings.retry_base_delay * 2 ** (attempt - 1)
             delay *= 1 + random.random() / 4
@@ -271,6 +297,12 @@ class ApiClient:
                 "fields": {"attempt": attempt, "delay_s": round(delay, 3), "code": retry.error.code}
             },
         )
+        if on_wait is not None:
+            told = f"; it asked to wait {asked:g} s" if asked is not None and asked > delay else ""
+            on_wait(delay, (
+                f"The model API failed ({retry.error.code}: {retry.error}){told}: trying again "
+                f"in {delay:.0f} s (attempt {attempt + 1} of {self._settings.max_retries + 1})."
+            ))
         if cancel.wait(delay):
             raise TaskCancelled()
 
@@ -293,8 +325,20 @@ class ApiClient:
         logger.log(level, "model call %s", status, extra={"fields": fields})
 
 
+def _field(data: dict[str, Any], key: str, kind: type) -> Any:
+    """`data[key]` when absent, null or of `kind`; a chunk of another shape is refused."""
+    value = data.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise MalformedChunk(
+            f"a stream chunk has {key!r} as {type(value).__name__}, not {kind.__name__}"
+        )
+    return value
+
+
 def _map_error(error: Exception, base_url: str) -> ApiError:
     """Our error type for an SDK exception."""
+    if isinstance(error, NotAStream | MalformedChunk):
+        return BadResponse(str(error))
     if isinstance(error, openai.APIStatusError):
         status, message = error.status_code, error.message
         if status in (401, 403):
@@ -312,10 +356,10 @@ def _map_error(error: Exception, base_url: str) -> ApiError:
 
 
 def _retry_after(error: Exception | None) -> float | None:
-    """Seconds from a `Retry-After` header, capped; None when absent or not a number."""
+    """Seconds a `Retry-After` header asks for; None when absent or not a number."""
     response = getattr(error, "response", None)
     value = response.headers.get("retry-after") if response is not None else None
     try:
-        return min(max(float(value), 0.0), RETRY_AFTER_CAP) if value is not None else None
+        return max(float(value), 0.0) if value is not None else None
     except ValueError:
         return None

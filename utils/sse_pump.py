@@ -15,6 +15,7 @@ import httpx2
 
 OpenResponse = Callable[[], AbstractContextManager[Any]]  # the SDK's streaming response
 YIELD_SECONDS = 0.005  # CPython's own thread switch interval
+NOT_A_STREAM_SHOWN = 300
 
 _END = object()
 _CLOSED = object()
@@ -60,6 +61,7 @@ class ChunkPump:
                 if closed:
                     _abort(response.http_response)
                     return
+                _require_stream(response.http_response)
                 yielded = time.monotonic()
                 for line in response.iter_lines():
                     if not line.startswith("data:"):
@@ -74,6 +76,23 @@ class ChunkPump:
             self._queue.put(_END)
         except Exception as err:
             self._queue.put(err)
+
+
+class NotAStream(ValueError):
+    """The API answered 200 with something other than an event stream."""
+
+
+def _require_stream(response: httpx2.Response) -> None:
+    """Refuse a whole JSON reply or a page (a proxy's login page, say), showing its start."""
+    kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind not in ("application/json", "text/html", "text/plain"):
+        return  # text/event-stream, or a server that does not say: read it as a stream
+    head = response.read()[:NOT_A_STREAM_SHOWN].decode("utf-8", "replace")
+    what = "a whole JSON reply" if kind == "application/json" else f"a {kind} page"
+    raise NotAStream(
+        f"the model API answered with {what} instead of an event stream (is the base URL "
+        f"right, and does the server support streaming?): {' '.join(head.split())}"
+    )
 
 
 def _abort(response: httpx2.Response) -> None:

@@ -58,6 +58,7 @@ export class Session {
       case "thinking": this.chat.onThinking(payload); break;
       case "tool": this.chat.onTool(payload); break;
       case "error": this.chat.onError(payload); break;
+      case "notice": this.chat.showNotice(payload.message ?? "", "info"); break;
       case "status":
         this.chat.onStatus(payload);
         this.statusBar.setTask(payload.state, payload.iteration);

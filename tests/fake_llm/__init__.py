@@ -3,6 +3,7 @@
 from tests.fake_llm.replies import (
     Call,
     ErrorReply,
+    RawReply,
     RecordedRequest,
     Reply,
     Responder,
@@ -16,6 +17,7 @@ __all__ = [
     "Call",
     "ErrorReply",
     "FakeLLM",
+    "RawReply",
     "RecordedRequest",
     "Reply",
     "Responder",

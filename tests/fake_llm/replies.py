@@ -79,7 +79,17 @@ class ErrorReply:
         )
 
 
-Response = Reply | ErrorReply
+@dataclass
+class RawReply:
+    """Exactly these bytes with this status and content type: what a misbehaving server or a
+    proxy in the way answers (an HTML page, a whole JSON reply, a stream of the wrong shape)."""
+
+    body: str
+    content_type: str = "text/html; charset=utf-8"
+    status: int = 200
+
+
+Response = Reply | ErrorReply | RawReply
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any
 from tests.fake_llm.flavours import FLAVOURS
 from tests.fake_llm.replies import (
     ErrorReply,
+    RawReply,
     RecordedRequest,
     Reply,
     Responder,
@@ -168,6 +169,9 @@ class FakeLLM:
         if isinstance(response, ErrorReply):
             _send_error(handler, request, response, self._stopping)
             return
+        if isinstance(response, RawReply):
+            _send_raw(handler, request, response)
+            return
         answer = resolve(response, self.flavour, request.body)
         if answer.reasoning:
             with self._lock:
@@ -256,6 +260,16 @@ def _send_json(
         handler.wfile.write(data)
     except OSError:
         handler.close_connection = True
+
+
+def _send_raw(handler: _Handler, request: RecordedRequest, reply: RawReply) -> None:
+    data = reply.body.encode()
+    request.status = reply.status
+    handler.send_response(reply.status)
+    handler.send_header("Content-Type", reply.content_type)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
 
 
 def _send_error(
