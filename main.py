@@ -59,7 +59,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: bad configuration: {describe_validation_error(exc)}", file=sys.stderr)
     except SandboxUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
+    except OSError as exc:  # a folder it may not write, a port already taken
+        print(f"error: cannot start: {_start_problem(exc)}", file=sys.stderr)
     return 2
+
+
+def _start_problem(exc: OSError) -> str:
+    if isinstance(exc, PermissionError) and exc.filename:
+        return (f"no permission to write {exc.filename}; the workspace and the data folder "
+                "must be writable (see --workspace and --data-dir)")
+    return str(exc)
 
 
 def _run_cli(settings: Settings, args: argparse.Namespace) -> int:

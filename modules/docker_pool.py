@@ -13,7 +13,7 @@ from typing import Any
 from docker.errors import DockerException
 from docker.types import Ulimit
 
-from modules.sandbox import SandboxUnavailable
+from modules.sandbox import SandboxUnavailable, pid_alive
 from utils.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -192,16 +192,7 @@ def reap_orphans(client: Any) -> None:
         for summary in client.api.containers(all=True, filters={"label": LABEL}):
             owner = summary.get("Labels", {}).get(LABEL, "")
             owner_host, _, pid = owner.rpartition(":")
-            if owner_host == host and pid.isdigit() and not _alive(int(pid)):
+            if owner_host == host and pid.isdigit() and not pid_alive(int(pid)):
                 with contextlib.suppress(DockerException):
                     client.api.remove_container(summary["Id"], force=True)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from modules.sandbox import pid_alive
 from utils.settings import LocalSandboxSettings
 
 log = logging.getLogger(__name__)
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 PROBE_TIMEOUT_SECONDS = 5.0
 CGROUP_EMPTY_WAIT_SECONDS = 1.0
 MB = 1024 * 1024
+CGROUP_PREFIX = "workspace-agent-"  # then the owning agent's pid and a random part
 
 NOT_ISOLATED = "not isolated: commands can read and write anything your user can"
 KILL_NOTE = "processes: run in their own process group, all killed at timeout or cancel"
@@ -142,6 +144,8 @@ class ResourceLimits:
     def __init__(self, options: LocalSandboxSettings) -> None:
         self.options = options
         self.cgroup_root = find_pids_cgroup() if os.geteuid() == 0 else None
+        if self.cgroup_root is not None:
+            PidsCgroup.reap_leftovers(self.cgroup_root)
 
     def describe(self) -> str:
         """One line for the isolation list."""
@@ -250,7 +254,7 @@ class PidsCgroup:
         """A fresh cgroup under `root` limited to `limit` tasks, or None when impossible."""
         if root is None:
             return None
-        path = root / f"workspace-agent-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        path = root / f"{CGROUP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         try:
             path.mkdir()
             (path / "pids.max").write_text(str(limit))
@@ -260,6 +264,21 @@ class PidsCgroup:
                 path.rmdir()
             return None
         return cls(path)
+
+    @staticmethod
+    def reap_leftovers(root: Path) -> int:
+        """Remove the cgroups of agents that died without removing theirs (kill -9)."""
+        removed = 0
+        for path in root.glob(f"{CGROUP_PREFIX}*"):
+            owner = path.name.removeprefix(CGROUP_PREFIX).split("-")[0]
+            if not owner.isdigit() or int(owner) == os.getpid() or pid_alive(int(owner)):
+                continue
+            PidsCgroup(path).remove()
+            removed += not path.exists()
+        if removed:
+            log.info("removed cgroups left by agents that died", extra={"fields": {
+                "count": removed}})
+        return removed
 
     def members(self) -> list[int]:
         """Pids still in the cgroup."""
@@ -284,3 +303,4 @@ class PidsCgroup:
                 "could not remove a pids cgroup",
                 extra={"fields": {"path": str(self.path), "error": str(exc)}},
             )
+

@@ -169,3 +169,17 @@ def test_missing_key_fails_with_one_line(dirs: tuple[Path, Path]):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "DEEPSEEK_API_KEY" in result.stderr
+
+
+def test_a_data_folder_it_cannot_write_is_one_clear_line(tmp_path: Path, fake: FakeLLM):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    dirs = (tmp_path / "ws", blocker / "data")
+    dirs[0].mkdir()
+    for front in (["cli", "-p", "hi"], ["web", "--port", "0"]):
+        argv = [sys.executable, str(MAIN), front[0], "--workspace", str(dirs[0]),
+                "--data-dir", str(dirs[1]), *front[1:]]
+        result = subprocess.run(argv, env=_env(fake), capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr
+        assert result.stderr.startswith("error: cannot start:") and "a-file" in result.stderr

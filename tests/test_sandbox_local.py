@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from modules.local_runner import LocalRunner
-from modules.local_sandbox import bwrap_args, find_pids_cgroup
+from modules.local_sandbox import CGROUP_PREFIX, ResourceLimits, bwrap_args, find_pids_cgroup
 from modules.sandbox import CommandResult, CommandRunner
 from modules.sandbox_factory import build_runner
 from tests.helpers import call, live_command_lines, make_ctx, wait_until
 from utils.cancel import CancelToken, TaskCancelled
-from utils.settings import Settings
+from utils.settings import LocalSandboxSettings, Settings
 
 FORK_200 = """
 import os, time
@@ -318,3 +318,17 @@ def test_bubblewrap_shows_no_host_socket(tmp_path: Path) -> None:
     assert lines[0] == "scanned", result.output  # no socket of the host anywhere in view
     assert "FileNotFoundError" in lines[1] or "No such file" in lines[1], result.output
     assert any(line.startswith("still exposed:") for line in runner.isolation)
+
+
+def test_cgroups_left_by_a_killed_agent_are_removed_at_start() -> None:
+    root = find_pids_cgroup() if os.geteuid() == 0 else None
+    if root is None:
+        pytest.skip("no writable pids cgroup here (only root uses one)")
+    leftover = root / f"{CGROUP_PREFIX}999999999-deadbeef"  # no process has that pid
+    leftover.mkdir()
+    try:
+        ResourceLimits(LocalSandboxSettings())
+        assert not leftover.exists()
+    finally:
+        if leftover.exists():
+            leftover.rmdir()
