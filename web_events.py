@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 from flask import request
 from flask_socketio import SocketIO, join_room
@@ -24,16 +24,20 @@ from web_state import WebState
 log = logging.getLogger(__name__)
 
 
+Id = Annotated[str, Field(min_length=1, max_length=128)]  # ours are 32; the model's a few more
+ERROR_ECHO_CHARS = 500
+
+
 class SendMessage(BaseModel):
-    conversation_id: str | None = None
+    conversation_id: Id | None = None
     text: str = Field(min_length=1, max_length=200_000)
     mode: Mode | None = None
-    parent_id: str | None = None
+    parent_id: Id | None = None
     approval: Approval | None = None
 
 
 class ConversationRef(BaseModel):
-    conversation_id: str
+    conversation_id: Id
 
 
 class Cancel(ConversationRef):
@@ -41,17 +45,17 @@ class Cancel(ConversationRef):
 
 
 class Approve(ConversationRef):
-    call_id: str
+    call_id: Id
     approved: bool
     always: bool = False
 
 
 class UndoTask(ConversationRef):
-    message_id: str | None = None
+    message_id: Id | None = None
 
 
 class EditRef(ConversationRef):
-    proposal_id: str
+    proposal_id: Id
 
 
 class Join(ConversationRef):
@@ -63,6 +67,9 @@ class Empty(BaseModel):
 
 
 def failure(code: str, message: str) -> dict[str, Any]:
+    """A refused request's ack; what it echoes of the request stays short."""
+    if len(message) > ERROR_ECHO_CHARS:
+        message = message[: ERROR_ECHO_CHARS - 1] + "…"
     return {"ok": False, "error": {"code": code, "message": message}}
 
 
@@ -108,9 +115,12 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
 
     @socketio.on("connect")
     def on_connect(auth: Any = None) -> bool:
+        address = request.remote_addr
+        if state.throttle.retry_after(address):
+            return False
         token = auth.get("token") if isinstance(auth, dict) else None
         if not state.token_ok(token):
-            log.warning("socket refused: missing or wrong token")
+            state.throttle.failed(address, "socket")
             return False
         return True
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request
+from werkzeug.exceptions import HTTPException
 
 from modules.results import ToolError
 from utils.conversation_store import ConversationNotFound
@@ -19,6 +20,18 @@ LOG_CHUNK_BYTES = 256 * 1024
 LOG_TAIL_BYTES = 64 * 1024
 OVERSIZED_LINE_HEAD = 4096
 LOG_FILES = {"agent": "agent.jsonl", "debug_stream": "debug_stream.log"}
+CONTENT_SECURITY_POLICY = "; ".join((
+    "default-src 'self'",
+    "script-src 'self'",
+    "style-src 'self'",
+    "img-src 'self' data:",
+    "font-src 'self'",
+    "connect-src 'self'",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+))
 
 routes = Blueprint("workspace", __name__)
 
@@ -37,6 +50,11 @@ def require_token() -> Any:
     if request.endpoint == "static":
         return None
     state = _state()
+    wait = state.throttle.retry_after(request.remote_addr)
+    if wait:
+        response, status = _error(429, "too_many_attempts", "too many wrong tokens; wait")
+        response.headers["Retry-After"] = str(int(wait) + 1)
+        return response, status
     header = request.headers.get("Authorization", "")
     bearer = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else None
     if state.token_ok(bearer) or state.token_ok(request.cookies.get(TOKEN_COOKIE)):
@@ -45,6 +63,7 @@ def require_token() -> Any:
         response = redirect("/")
         response.set_cookie(TOKEN_COOKIE, state.token, httponly=True, samesite="Strict")
         return response
+    state.throttle.failed(request.remote_addr, f"HTTP {request.path[:80]}")
     if request.path.startswith("/api/"):
         return _error(401, "unauthorized", "missing or wrong token")
     return Response(
@@ -56,13 +75,24 @@ def require_token() -> Any:
 
 @routes.after_app_request
 def harden(response: Response) -> Response:
-    """No framing, no sniffing, no token in a Referer, no cached API answers."""
+    """Only this origin's scripts, styles, images and connections; no framing, no sniffing,
+    no token in a Referer, no cached API answers."""
+    response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     response.headers.setdefault("X-Frame-Options", "DENY")
     response.headers.setdefault("Referrer-Policy", "no-referrer")
     if request.path.startswith("/api/"):
         response.headers["Cache-Control"] = "no-store"
     return response
+
+
+@routes.app_errorhandler(HTTPException)
+def http_error(error: HTTPException) -> Any:
+    """API paths answer errors as JSON, like every other API answer; pages keep Flask's."""
+    if not request.path.startswith("/api/"):
+        return error
+    code = (error.name or "error").lower().replace(" ", "_")
+    return _error(error.code or 500, code, error.description or error.name)
 
 
 @routes.get("/")
@@ -97,20 +127,21 @@ def tree() -> Response:
 def file_preview() -> Any:
     workspace = _state().services.workspace
     try:
-        path = workspace.resolve(request.args.get("path", ""))
+        rel = workspace.relative(workspace.resolve(request.args.get("path", "")))
     except ToolError as exc:
         return _error(400, "bad_path", str(exc))
-    if not path.is_file():
+    try:
+        with workspace.open_regular(rel) as (handle, info):
+            size = info.st_size
+            data = handle.read(PREVIEW_LIMIT_BYTES)
+    except (OSError, ToolError):  # missing, a folder, a fifo or device, or swapped outside
         return _error(404, "not_found", f"{request.args.get('path')} is not a file")
-    size = path.stat().st_size
-    with path.open("rb") as handle:
-        data = handle.read(PREVIEW_LIMIT_BYTES)
     binary = b"\x00" in data[:8192]
     content = "" if binary else data.decode("utf-8", errors="replace")
     return jsonify(
         {
             "ok": True,
-            "path": workspace.relative(path),
+            "path": rel,
             "content": content,
             "truncated": size > PREVIEW_LIMIT_BYTES,
             "binary": binary,

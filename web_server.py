@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import secrets
 import signal
 import sys
 import time
-from collections.abc import Callable
 from types import FrameType
-from typing import Any
 
 from flask import Flask
 from flask_socketio import SocketIO
@@ -20,29 +17,38 @@ from core.events import Event
 from core.services import build_services
 from core.web_terminal import TerminalHub
 from utils.settings import Settings
+from web_access import HostGuard, is_loopback, origin_checker
 from web_events import register_socket_handlers
 from web_routes import routes
 from web_state import AsyncMode, WebState
 
 log = logging.getLogger(__name__)
+MAX_REQUEST_BYTES = 1024 * 1024  # a socket payload or HTTP body; send_message text fits well
+WEAK_TOKEN_CHARS = 16
 SHUTDOWN_GRACE_SECONDS = 3.0
 SIGNAL_POLL_SECONDS = 0.2
 
 
-def create_app(settings: Settings, *, async_mode: AsyncMode = "threading") -> Flask:
-    """Build the app; the Socket.IO server is `app.extensions["socketio"]`."""
+def create_app(
+    settings: Settings, *, async_mode: AsyncMode = "threading", host: str = "127.0.0.1"
+) -> Flask:
+    """Build the app for a server bound to `host`; Socket.IO is `app.extensions["socketio"]`."""
     services = build_services(settings)
     app = Flask(__name__, template_folder="templates", static_folder="static")
-    app.config["MAX_CONTENT_LENGTH"] = 16 * 1024 * 1024
+    app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     socketio = SocketIO()
 
     socketio.init_app(
         app,
         async_mode=async_mode,
         cors_allowed_origins=origin_checker(settings.allowed_origins),
-        max_http_buffer_size=16 * 1024 * 1024,
+        max_http_buffer_size=MAX_REQUEST_BYTES,
         ping_interval=10,
         ping_timeout=20,
+    )
+    # Outermost, so the Socket.IO handshake is checked like every HTTP request.
+    app.wsgi_app = HostGuard(  # type: ignore[method-assign]
+        app.wsgi_app, bind_host=host, allowed=settings.allowed_hosts
     )
 
     green = async_mode == "eventlet"
@@ -66,50 +72,28 @@ def create_app(settings: Settings, *, async_mode: AsyncMode = "threading") -> Fl
     return app
 
 
-def _normal_origin(origin: str) -> str:
-    return origin.strip().rstrip("/").lower()
-
-
-def origin_checker(allowed: list[str]) -> Callable[[str | None, dict[str, Any]], bool]:
-    """Accept no Origin (not a browser), the server's own, or one in AGENT_ALLOWED_ORIGINS."""
-    extra = {_normal_origin(o) for o in allowed}
-
-    def origin_allowed(origin: str | None, environ: dict[str, Any]) -> bool:
-        if origin is None:
-            return True
-        own = f"{environ.get('wsgi.url_scheme', 'http')}://{environ.get('HTTP_HOST', '')}"
-        candidate = _normal_origin(origin)
-        allowed_here = candidate == _normal_origin(own) or candidate in extra
-        if not allowed_here:
-            log.warning("socket refused: foreign origin", extra={"fields": {"origin": origin}})
-        return allowed_here
-
-    return origin_allowed
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) -> int:
     """Run the web workspace until interrupted (SIGINT or SIGTERM)."""
-    app = create_app(settings, async_mode=async_mode)
+    app = create_app(settings, async_mode=async_mode, host=host)
     state: WebState = app.extensions["agent"]
     state.start_watcher()
     _stop_on_signals(state)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    if not _is_loopback(host):
+    if not is_loopback(host):
         print(
             f"WARNING: listening on {host}: anyone who can reach this machine and has the "
             "token can run commands in your workspace.",
             file=sys.stderr,
             flush=True,
         )
+    if settings.web_token is not None and len(settings.web_token) < WEAK_TOKEN_CHARS:
+        print(
+            f"WARNING: AGENT_WEB_TOKEN has {len(settings.web_token)} characters; a token under "
+            f"{WEAK_TOKEN_CHARS} can be guessed. Leave it unset for a random one.",
+            file=sys.stderr,
+            flush=True,
+        )
+        log.warning("weak web token", extra={"fields": {"chars": len(settings.web_token)}})
     print(f"Workspace Agent: http://{shown}:{port}/?token={state.token}", flush=True)
     print(
         f"workspace {settings.workspace} · data {settings.data_dir} · {async_mode} mode", flush=True

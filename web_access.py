@@ -1,0 +1,134 @@
+"""Who may reach the web workspace: the Host it is asked as, the Origin of a socket, and the
+throttle on wrong tokens (PROTOCOL §3)."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from utils.text import shown
+
+log = logging.getLogger(__name__)
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+FAILED_LOGIN_LIMIT = 10  # wrong tokens from one address within the window, then refused
+FAILED_LOGIN_WINDOW_SECONDS = 60.0
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a host name or address means this machine only."""
+    name = host.strip("[]").lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def host_name(header: str) -> str:
+    """The name of a Host header without its port: `[::1]:5000` -> `::1`."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+class HostGuard:
+    """WSGI middleware in front of everything, Socket.IO included: a request must name this
+    server as a loopback host or as one of `allowed` (AGENT_ALLOWED_HOSTS). Bound to another
+    address with no list given, any name goes (the operator chose to publish it). A
+    DNS-rebinding page names its own domain, so it is refused with 403."""
+
+    def __init__(self, app: WsgiApp, *, bind_host: str, allowed: list[str]) -> None:
+        self.app = app
+        self.allowed = {host_name(name) for name in allowed}
+        self.any_name = not self.allowed and not is_loopback(bind_host)
+
+    def accepts(self, host_header: str) -> bool:
+        name = host_name(host_header)
+        return self.any_name or is_loopback(name) or name in self.allowed
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        header = environ.get("HTTP_HOST") or environ.get("SERVER_NAME", "")
+        if self.accepts(header):
+            return self.app(environ, start_response)
+        log.warning("request refused: unknown Host", extra={"fields": {
+            "host": shown(header), "remote": environ.get("REMOTE_ADDR")}})
+        body = json.dumps({"ok": False, "error": {
+            "code": "forbidden_host",
+            "message": "this server answers only to the host names it is configured for",
+        }}).encode()
+        start_response("403 FORBIDDEN", [
+            ("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
+
+def _normal_origin(origin: str) -> str:
+    return origin.strip().rstrip("/").lower()
+
+
+def origin_checker(allowed: list[str]) -> Callable[[str | None, dict[str, Any]], bool]:
+    """Accept no Origin (not a browser), the server's own, or one in AGENT_ALLOWED_ORIGINS.
+
+    The server's own origin comes from the Host header, which HostGuard has checked.
+    """
+    extra = {_normal_origin(o) for o in allowed}
+
+    def origin_allowed(origin: str | None, environ: dict[str, Any]) -> bool:
+        if origin is None:
+            return True
+        own = f"{environ.get('wsgi.url_scheme', 'http')}://{environ.get('HTTP_HOST', '')}"
+        candidate = _normal_origin(origin)
+        allowed_here = candidate == _normal_origin(own) or candidate in extra
+        if not allowed_here:
+            log.warning("socket refused: foreign origin", extra={"fields": {
+                "origin": shown(origin)}})
+        return allowed_here
+
+    return origin_allowed
+
+
+class LoginThrottle:
+    """Wrong tokens per client address: each one logged, and past the limit within the window
+    that address is refused until its oldest failure ages out."""
+
+    def __init__(
+        self, limit: int = FAILED_LOGIN_LIMIT, window: float = FAILED_LOGIN_WINDOW_SECONDS
+    ) -> None:
+        self.limit, self.window = limit, window
+        self._lock = threading.Lock()
+        self._failures: dict[str, deque[float]] = {}
+
+    def retry_after(self, address: str | None) -> float:
+        """Seconds until `address` may try again; 0 when it may now."""
+        with self._lock:
+            recent = self._recent(address or "")
+            if len(recent) < self.limit:
+                return 0.0
+            return max(0.0, recent[0] + self.window - time.monotonic())
+
+    def failed(self, address: str | None, where: str) -> None:
+        """Count and log one wrong or missing token."""
+        with self._lock:
+            recent = self._recent(address or "")
+            recent.append(time.monotonic())
+            count = len(recent)
+        log.warning("access refused: missing or wrong token", extra={"fields": {
+            "remote": address, "where": where, "recent_failures": count}})
+
+    def _recent(self, address: str) -> deque[float]:
+        recent = self._failures.setdefault(address, deque())
+        horizon = time.monotonic() - self.window
+        while recent and recent[0] < horizon:
+            recent.popleft()
+        if not recent and len(self._failures) > 10_000:  # many addresses: forget idle ones
+            self._failures = {a: d for a, d in self._failures.items() if d}
+            self._failures[address] = recent
+        return recent
