@@ -20,6 +20,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--mode", choices=["fast", "thinking"], help="thinking policy")
         p.add_argument("--approval", choices=["auto", "ask", "read-only"],
                        help="run every tool / ask before commands and overwrites / read only")
+        p.add_argument("--agent", help="the agent new conversations use (default: general)")
 
     web = sub.add_parser("web", help="serve the browser workspace")
     common(web)
@@ -49,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         settings = load_settings(workspace=args.workspace, data_dir=args.data_dir,
-                                 mode=args.mode, approval=args.approval)
+                                 mode=args.mode, approval=args.approval,
+                                 default_agent=args.agent)
         if args.front == "web":
             from web_server import serve
 
@@ -77,6 +79,9 @@ def _run_cli(settings: Settings, args: argparse.Namespace) -> int:
     from utils.conversation_store import ConversationNotFound
 
     services = build_services(settings)
+    if settings.default_agent not in services.agents.agents:
+        print(f"error: {services.agents.get(settings.default_agent)}", file=sys.stderr)
+        return 2
     try:
         terminal = CliTerminal(services, args.conversation, json_mode=args.json)
     except ConversationNotFound:

@@ -34,6 +34,8 @@ class SendMessage(BaseModel):
     mode: Mode | None = None
     parent_id: Id | None = None
     approval: Approval | None = None
+    agent: Id | None = None
+    skill: Id | None = None
 
 
 class ConversationRef(BaseModel):
@@ -143,6 +145,8 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
             parent_id=parent,
             mode=msg.mode,
             approval=msg.approval,
+            agent=msg.agent,
+            skill=msg.skill,
             on_begun=enter,
             run_in_background=socketio.start_background_task,
         )

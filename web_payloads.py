@@ -56,6 +56,10 @@ def status_payload(state: WebState) -> dict[str, Any]:
         "approval": settings.approval,
         "async_mode": state.async_mode,
         "sandbox": {"kind": runner.kind, "isolation": list(runner.isolation)},
+        "agent": settings.default_agent,
+        "agents": state.services.agents.summaries(),
+        "agent_problems": [vars(p) for p in state.services.agents.problems],
+        "skills": state.services.skills.summaries(),
         "api": {
             "configured": provider.configured,
             "key_env": provider.key_env,

@@ -25,6 +25,8 @@ HELP = """\
 /unfocus PATH           stop doing so
 /memory                 show the main and this conversation's memory
 /undo [MESSAGE_ID]      put back the files the last task (or that message's task) changed
+/agents                 list the agents; /agent NAME switches this conversation to one
+/skills                 list the skills; /skill NAME [message] runs a task with that skill
 /help                   this list
 /quit                   leave (Ctrl-D too); Ctrl-C stops a running task"""
 
@@ -60,9 +62,13 @@ class CliTerminal(MainTerminal):
             self.printer.render(event)
 
     def run_foreground(self, text: str) -> DoneReason:
-        """Run one task in a worker thread; Ctrl-C stops it, approvals are asked here."""
+        """Run one task in a worker thread; Ctrl-C stops it, approvals are asked here.
+
+        A text starting `/skill NAME` runs with that skill's instructions.
+        """
         self.last_error = ""
-        task = self.begin_task(text)
+        skill, text = split_skill(text)
+        task = self.begin_task(text, skill=skill)
         outcome: list[DoneReason] = []
         worker = threading.Thread(target=lambda: outcome.append(self.run_task(task)),
                                   name="agent-task", daemon=True)
@@ -97,9 +103,21 @@ class CliTerminal(MainTerminal):
                      always=answer in ("a", "always"))
 
 
+def split_skill(text: str) -> tuple[str | None, str]:
+    """(skill, message) of a `/skill NAME message` line; (None, text) for any other text."""
+    if not text.startswith("/skill "):
+        return None, text
+    name, _, rest = text.removeprefix("/skill ").strip().partition(" ")
+    return name, rest.strip() or f"Follow the {name} skill."
+
+
 def run_once(terminal: CliTerminal, prompt: str) -> int:
     """`main.py cli -p`: one task, then an exit code and a one-line reason on failure."""
-    reason = terminal.run_foreground(prompt)
+    try:
+        reason = terminal.run_foreground(prompt)
+    except KeyError as exc:  # an unknown skill or agent
+        terminal.err.write(f"error: {exc.args[0] if exc.args else exc}\n")
+        return 2
     terminal.out.write("\n" if not terminal.json_mode else "")
     terminal.err.write(f"conversation: {terminal.conversation_id}\n")
     if reason != "complete":
@@ -132,11 +150,15 @@ def repl(terminal: CliTerminal) -> int:
             continue
         if not line:
             continue
-        if line.startswith("/"):
+        if line.startswith("/") and not line.startswith("/skill "):
             if not run_command(terminal, line):
                 return 0
             continue
-        terminal.run_foreground(line)
+        try:
+            terminal.run_foreground(line)
+        except KeyError as exc:  # an unknown skill or agent
+            terminal.err.write(f"{exc.args[0] if exc.args else exc}\n")
+            continue
         terminal.out.write("\n")
 
 
@@ -154,6 +176,8 @@ def run_command(terminal: CliTerminal, line: str) -> bool:
         out.write(handler(terminal, arg).rstrip("\n") + "\n")
     except (ToolError, ConversationNotFound, ValueError) as exc:
         terminal.err.write(f"{exc}\n")
+    except KeyError as exc:
+        terminal.err.write(f"{exc.args[0] if exc.args else exc}\n")
     return True
 
 
@@ -162,7 +186,8 @@ def _status(t: CliTerminal, _: str) -> str:
     focus = ", ".join(t.focus.paths()) or "none"
     runner = t.services.runner
     isolation = "".join(f"\n  {line}" for line in runner.isolation)
-    return (f"provider {p.name} · model {p.model} · mode {t.mode} · approval {t.approval}\n"
+    return (f"agent {t.agent} · provider {p.name} · model {p.model} · mode {t.mode} · "
+            f"approval {t.approval}\n"
             f"conversation {t.conversation_id or '(new)'} · iteration {t.iteration}\n"
             f"context {usage.used_tokens:,} / {usage.limit_tokens:,} tokens · focus: {focus}\n"
             f"sandbox {runner.kind}:{isolation}")
@@ -232,9 +257,32 @@ def _undo(t: CliTerminal, arg: str) -> str:
     return "\n".join(lines)
 
 
+def _agents(t: CliTerminal, _: str) -> str:
+    catalog = t.services.agents
+    lines = [f"{'*' if a['name'] == t.agent else ' '} {a['name']:<12} {a['mode']:<12} "
+             f"{a['description']}" for a in catalog.summaries()]
+    lines += [f"  broken: {p.path}: {p.message}" for p in catalog.problems]
+    return "\n".join(lines)
+
+
+def _agent(t: CliTerminal, arg: str) -> str:
+    if not arg:
+        return f"agent: {t.agent} (/agents lists them)"
+    t.agent = t.services.agents.get(arg).name
+    return f"agent: {t.agent}"
+
+
+def _skills(t: CliTerminal, _: str) -> str:
+    rows = t.services.skills.summaries()
+    if not rows:
+        return "no skills (add folders with a SKILL.md to .agents/skills/ in the workspace)"
+    return "\n".join(f"  {r['name']:<20} broken: {r['broken']}" if "broken" in r
+                     else f"  {r['name']:<20} {r['description']}" for r in rows)
+
+
 COMMANDS = {
     "status": _status, "mode": _mode, "approval": _approval, "new": _new,
     "history": _history, "focus": _focus, "unfocus": _unfocus, "memory": _memory,
-    "undo": _undo,
+    "undo": _undo, "agents": _agents, "agent": _agent, "skills": _skills,
     "help": lambda t, a: HELP,
 }

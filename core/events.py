@@ -25,6 +25,9 @@ class Event:
     name: ClassVar[str] = ""
     conversation_id: str | None = None
     seq: int | None = None
+    agent: str | None = None  # the agent whose task reported it
+    parent_call_id: str | None = None  # a sub-agent's: the delegating call it runs under
+    depth: int | None = None  # a sub-agent's: 1 under the top agent, 2 under a sub-agent
 
     def to_wire(self) -> dict[str, Any]:
         """The JSON-ready fields without the None ones; shallow, as a deep copy per token costs."""
@@ -93,6 +96,23 @@ class Status(Event):
     state: TaskState
     iteration: int
     context: ContextUsage
+
+
+PlanPhase = Literal["created", "step_started", "step_finished", "replanned", "finished"]
+
+
+@dataclass
+class PlanEvent(Event):
+    """A plan_execute agent's plan as it changes; `plan` is always the whole current plan:
+    `{revision, steps: [{index, title, status, summary?}]}`."""
+
+    name: ClassVar[str] = "plan"
+    phase: PlanPhase
+    plan: dict[str, Any]
+    step: int | None = None
+    status: str | None = None
+    summary: str | None = None
+    reason: str | None = None
 
 
 @dataclass

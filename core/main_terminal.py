@@ -24,8 +24,9 @@ from core.events import (
     Token,
     ToolEvent,
 )
+from core.modes import delegate, delegation_schema, run_agent
 from core.services import AgentServices
-from core.task import StreamProgress, Task
+from core.task import MAX_DEPTH, StreamProgress, Task
 from core.tool_step import ToolStep
 from modules.file_tree import describe_tree
 from modules.focus import FocusFiles
@@ -45,7 +46,7 @@ from utils.logger import log_context
 from utils.prompts import render_system_prompt
 from utils.settings import Approval, Mode
 from utils.text import shown
-from utils.tool_calls import ToolCallArgs, ToolCallStarted
+from utils.tool_calls import ToolCall, ToolCallArgs, ToolCallStarted
 
 log = logging.getLogger(__name__)
 
@@ -70,16 +71,18 @@ class MainTerminal:
         sink: EventSink,
         mode: Mode | None = None,
         approval: Approval | None = None,
+        agent: str | None = None,
     ) -> None:
         self.services = services
         self.settings = services.settings
         self.sink = sink
         self.mode: Mode = mode or self.settings.mode
         self.approval: Approval = approval or self.settings.approval
+        self.agent = agent or self.settings.default_agent
         self.context = ContextBuilder(services.provider.context_window)
         self.gate = ApprovalGate()
-        self.tool_step = ToolStep(services, self.gate, report=self._report, record=self._record,
-                                  set_state=self._set_state, focus=lambda: self.focus)
+        self.tool_step = ToolStep(services, self.gate, set_state=self._set_state,
+                                  focus=lambda: self.focus, delegate=self._delegate)
         self.state: TaskState = "idle"
         self.context_usage = ContextUsage(0, self.context.limit_tokens)
         self.focus = FocusFiles()
@@ -116,6 +119,7 @@ class MainTerminal:
         records = conversation.records
         newest = int(records[-1].get("seq") or 0) if records else 0
         self._conversation = conversation
+        self.agent = stored.get("agent") or self.agent
         self.focus = FocusFiles(list(stored.get("focus", [])))
         self._seq = max(int(stored.get("last_seq", 0)), newest)  # a crashed task saved no end
 
@@ -161,26 +165,39 @@ class MainTerminal:
                 raise TaskBusy("a task is running in this conversation; undo when it ends")
             return self.services.journal.undo(self.conversation_id or "", message_id)
 
-    def handle_task(self, text: str, *, parent_id: str | None = LEAF) -> DoneReason:
+    def handle_task(
+        self, text: str, *, parent_id: str | None = LEAF, skill: str | None = None
+    ) -> DoneReason:
         """Record the user's message and run the task to its end."""
-        return self.run_task(self.begin_task(text, parent_id=parent_id))
+        return self.run_task(self.begin_task(text, parent_id=parent_id, skill=skill))
 
-    def begin_task(self, text: str, *, parent_id: str | None = LEAF) -> Task:
+    def begin_task(
+        self, text: str, *, parent_id: str | None = LEAF, skill: str | None = None
+    ) -> Task:
         """Record the user message under `parent_id` (None: a new root; default: the leaf).
 
-        Claims the conversation for the task; raises TaskBusy, or KeyError for an unknown parent.
+        `skill` names a skill whose instructions go to the model with this message. Claims
+        the conversation for the task; raises TaskBusy, or KeyError for an unknown parent,
+        agent or skill.
         """
         with self._lock:
             if self.task is not None:
                 raise TaskBusy("a task is already running in this conversation")
+            agent = self.services.agents.get(self.agent)
+            if skill is not None:
+                self.services.skills.require(skill)
             if self._conversation is None:
                 self._conversation = self.services.store.create()
             conversation = self._conversation
             if parent_id not in (LEAF, None) and parent_id not in conversation.index:
                 raise KeyError(f"no message {shown(parent_id)} in this conversation")
-            record = self._record("user", text, parent_id=parent_id)
+            record = self._record("user", text, parent_id=parent_id,
+                                  meta={"skill": skill} if skill else None)
+            if conversation.meta["meta"].get("agent") != agent.name:
+                conversation.update_meta(agent=agent.name)
             journal = self.services.journal.task(conversation.id, record["id"])
-            self.task = Task(conversation, record, journal, self.mode, self.approval)
+            self.task = Task(conversation, record, journal, self.mode, self.approval, agent,
+                             _StoredTranscript(self), self._report)
             self.iteration = 0
             return self.task
 
@@ -201,93 +218,127 @@ class MainTerminal:
 
     def _run_guarded(self, task: Task) -> DoneReason:
         try:
-            return self._loop(task)
+            return run_agent(self, task)
         except TaskCancelled:
             return "cancelled"
         except ApiError as exc:
-            self._report(Error(exc.code, str(exc)))
+            task.report(Error(exc.code, str(exc)))
             return "error"
         except Exception as exc:
             log.exception("task crashed")
-            self._report(Error("internal_error", f"{type(exc).__name__}: {exc}"))
+            task.report(Error("internal_error", f"{type(exc).__name__}: {exc}"))
             return "error"
 
-    def _loop(self, task: Task) -> DoneReason:
-        for iteration in range(1, self.settings.max_iterations + 1):
-            task.iteration = self.iteration = iteration
+    def react(self, task: Task, tools: list[dict[str, Any]], budget: int) -> DoneReason:
+        """Call the model and run its tool calls until it answers without any, or `budget`."""
+        for iteration in range(1, budget + 1):
+            task.iteration = iteration
+            if task.depth == 0:
+                self.iteration = iteration
             task.cancel.raise_if_cancelled()
-            completion = self._call_model(task)
+            completion = self.call_model(task, tools)
             if not completion.tool_calls:
                 return "complete"
-            self.tool_step.run(task, completion.tool_calls)
+            self.run_tools(task, completion.tool_calls)
+            if task.stop_after_tools:
+                task.stop_after_tools = False
+                return "complete"
         return "max_iterations"
+
+    def run_tools(self, task: Task, calls: list[ToolCall]) -> None:
+        """Run one turn's tool calls, each result recorded before the next starts."""
+        self.tool_step.run(task, calls)
+
+    def budget(self, task: Task) -> int:
+        """How many model calls the task's agent may make."""
+        return task.max_iterations or self.settings.max_iterations
+
+    def tool_schemas(self, task: Task) -> list[dict[str, Any]]:
+        """The tools the task's agent is offered: its allow-list, the approval mode's limit,
+        one `delegate_to_NAME` per agent it may hand work to, and the task's own."""
+        registry, agent = self.services.tools, task.agent
+        schemas = [s for s in registry.schemas(read_only=task.approval == "read-only")
+                   if agent.allows(s["function"]["name"])]
+        if task.depth < MAX_DEPTH:
+            schemas += [delegation_schema(self.services.agents.get(name)) for name in agent.agents]
+        return schemas + [schema for schema, _ in task.internal_tools.values()]
+
+    def _delegate(self, task: Task, call_id: str, name: str, arguments: dict[str, Any]) -> Any:
+        return delegate(self, task, call_id, self.services.agents.get(name), arguments)
 
     def _finish(self, task: Task, reason: DoneReason) -> None:
         with self._lock:  # no new task can start before this one's `done` went out
             self.task = None
-            self._set_state("idle", force=True)
-            self._report(Done(reason, task.usage))
+            self._set_state("idle", task, force=True)
+            task.report(Done(reason, task.usage))
         task.conversation.update_meta(focus=self.focus.paths(), last_seq=self._seq)
 
     # --- the model call ---------------------------------------------------------------
 
-    def _call_model(self, task: Task) -> Completion:
-        messages, tools, estimated = self._build_context(task)
-        self._set_state("thinking")
+    def call_model(self, task: Task, tools: list[dict[str, Any]] | None) -> Completion:
+        """One streamed model call on the task's transcript, recorded when it ends.
+
+        `tools` None sends no `tools` parameter at all (a plain answer).
+        """
+        messages, estimated = self._build_context(task, tools or [])
+        self._set_state("thinking", task)
         message_id = uuid.uuid4().hex
         progress = StreamProgress()
-        with log_context(message_id=message_id):
+        model = self.services.model_for(task.agent)
+        with log_context(message_id=message_id, agent=task.agent.name):
             try:
-                stream = self.services.model.stream(
-                    messages, tools, thinking=task.thinks(), cancel=task.cancel,
-                    on_wait=lambda seconds, text: self._report(Notice("retrying", text, seconds)),
+                stream = model.stream(
+                    messages, tools or [], thinking=task.thinks(), cancel=task.cancel,
+                    on_wait=lambda seconds, text: task.report(Notice("retrying", text, seconds)),
                 )
-                completion = self._consume(stream, message_id, progress)
+                completion = self._consume(task, stream, message_id, progress)
             except (TaskCancelled, StreamInterrupted) as exc:
                 reason = "cancelled" if isinstance(exc, TaskCancelled) else "stream_cut"
-                self._record_partial(message_id, progress.partial(), reason)
+                self._record_partial(task, message_id, progress.partial(), reason)
                 raise
         task.usage.add(completion.usage)
-        if completion.usage.prompt_tokens:
+        if completion.usage.prompt_tokens and task.depth == 0:
             self.context.observe_usage(estimated, completion.usage.prompt_tokens)
         log.info("model reply", extra={"fields": {
             "message_id": message_id, "reply": completion.content,
             "tool_calls": len(completion.tool_calls)}})
-        self._record("assistant", completion.content, id=message_id,
-                     **_assistant_fields(completion))
+        task.transcript.append("assistant", completion.content, id=message_id,
+                               **_assistant_fields(completion))
         return completion
 
     def _consume(
-        self, stream: Iterable[StreamItem], message_id: str, progress: StreamProgress
+        self, task: Task, stream: Iterable[StreamItem], message_id: str, progress: StreamProgress
     ) -> Completion:
         for item in stream:
             if isinstance(item, ContentDelta):
                 progress.content.append(item.text)
-                self._set_state("streaming")
-                self._report(Token(message_id, item.text))
+                self._set_state("streaming", task)
+                task.report(Token(message_id, item.text))
             elif isinstance(item, ReasoningDelta):
                 progress.reasoning.append(item.text)
-                self._report(Thinking(message_id, item.text))
+                task.report(Thinking(message_id, item.text))
             elif isinstance(item, ToolCallStarted):
                 progress.tool_names[item.call_id] = item.name
-                self._report(ToolEvent(item.call_id, item.name, "start"))
+                task.report(ToolEvent(item.call_id, item.name, "start"))
             elif isinstance(item, ToolCallArgs):
                 name = progress.tool_names.get(item.call_id, "")
-                self._report(ToolEvent(item.call_id, name, "args", delta=item.delta))
+                task.report(ToolEvent(item.call_id, name, "args", delta=item.delta))
             elif isinstance(item, StreamEnd):
                 return item.completion
         raise StreamInterrupted("the model stream ended without a final chunk", progress.partial())
 
-    def _record_partial(self, message_id: str, partial: Completion, reason: str) -> None:
+    def _record_partial(
+        self, task: Task, message_id: str, partial: Completion, reason: str
+    ) -> None:
         if not (partial.content or partial.reasoning_content):
             return
-        self._record("assistant", partial.content, id=message_id,
-                     reasoning_content=partial.reasoning_content or None,
-                     meta={"interrupted": reason})
+        task.transcript.append("assistant", partial.content, id=message_id,
+                               reasoning_content=partial.reasoning_content or None,
+                               meta={"interrupted": reason})
 
     def _build_context(
-        self, task: Task
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+        self, task: Task, tools: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], int]:
         services, conversation = self.services, task.conversation
         prompt = render_system_prompt(
             workspace_root=str(services.workspace.root),
@@ -296,11 +347,14 @@ class MainTerminal:
             task_memory=services.memory.read("task", conversation.id),
             focus=self.focus.contents(services.workspace),
             now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            role=task.agent.system_prompt,
+            skills=services.skills.catalog(),
         )
-        tools = services.tools.schemas(read_only=task.approval == "read-only")
-        built = self.context.build(prompt, conversation.path(), tools=tools)
-        self.context_usage = ContextUsage(built.estimated_tokens, self.context.limit_tokens)
-        return built.messages, tools, built.estimated_tokens
+        path = [services.skills.expand(record) for record in task.transcript.path()]
+        built = self.context.build(prompt, path, tools=tools)
+        if task.depth == 0:
+            self.context_usage = ContextUsage(built.estimated_tokens, self.context.limit_tokens)
+        return built.messages, built.estimated_tokens
 
     # --- events and records -----------------------------------------------------------
 
@@ -317,11 +371,25 @@ class MainTerminal:
                 raise RuntimeError("no conversation: begin_task first")
             return self._conversation.append(role, content, seq=self._seq, **fields)
 
-    def _set_state(self, state: TaskState, *, force: bool = False) -> None:
+    def _set_state(self, state: TaskState, task: Task, *, force: bool = False) -> None:
         if state == self.state and not force:
             return
         self.state = state
-        self._report(Status(state, self.iteration, self.context_usage))
+        task.report(Status(state, self.iteration, self.context_usage))
+
+
+class _StoredTranscript:
+    """The top agent's transcript: the conversation's path, appended with seq stamps."""
+
+    def __init__(self, terminal: MainTerminal) -> None:
+        self._terminal = terminal
+
+    def path(self) -> list[dict[str, Any]]:
+        conversation = self._terminal.conversation
+        return conversation.path() if conversation is not None else []
+
+    def append(self, role: str, content: str, **fields: Any) -> dict[str, Any]:
+        return self._terminal._record(role, content, **fields)
 
 
 def _assistant_fields(completion: Completion) -> dict[str, Any]:

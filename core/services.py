@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from modules.annotations import AnnotationStore
@@ -13,8 +14,10 @@ from modules.proposals import ProposalStore
 from modules.registry import ToolRegistry
 from modules.sandbox import CommandRunner
 from modules.sandbox_factory import build_runner
+from modules.skills import SHIPPED_SKILLS, SkillCatalog
 from modules.tools import build_registry
 from modules.undo import UndoJournal
+from utils.agent_specs import SHIPPED_AGENTS, AgentCatalog, AgentSpec, load_agents
 from utils.api_client import ApiClient, OnWait
 from utils.cancel import CancelToken
 from utils.completion import StreamItem
@@ -22,6 +25,8 @@ from utils.conversation_store import ConversationStore
 from utils.logger import setup_logging
 from utils.providers import ProviderConfig, resolve_provider
 from utils.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 class ModelClient(Protocol):
@@ -44,6 +49,23 @@ class AgentServices:
     annotations: AnnotationStore
     journal: UndoJournal
     proposals: ProposalStore
+    agents: AgentCatalog
+    skills: SkillCatalog
+    stream_log: Callable[[str], None] | None = None
+    _models: dict[tuple[str, str], ModelClient] = field(default_factory=dict)
+
+    def model_for(self, agent: AgentSpec) -> ModelClient:
+        """The client an agent's calls use: the configured one, or its own provider/model."""
+        if agent.provider is None and agent.model is None:
+            return self.model
+        key = (agent.provider or self.settings.provider, agent.model or "")
+        if key not in self._models:
+            update: dict[str, Any] = {"provider": key[0]}
+            if agent.model:
+                update["model"] = agent.model
+            config = resolve_provider(self.settings.model_copy(update=update))
+            self._models[key] = ApiClient(config, self.settings, on_raw_delta=self.stream_log)
+        return self._models[key]
 
     def close(self) -> None:
         """Release what outlives a task: the sandbox's containers."""
@@ -59,6 +81,14 @@ def build_services(settings: Settings) -> AgentServices:
     provider = resolve_provider(settings)
     workspace = Workspace(settings.workspace)
     journal = UndoJournal(settings.data_dir, workspace)
+    agent_folders = [SHIPPED_AGENTS, settings.data_dir / "agents",
+                     settings.workspace / ".agents" / "agents"]
+    skill_folders = [SHIPPED_SKILLS, settings.data_dir / "skills",
+                     settings.workspace / ".agents" / "skills"]
+    agents = load_agents(agent_folders)
+    for problem in agents.problems:
+        log.warning("an agent definition did not load", extra={"fields": {
+            "path": problem.path, "error": problem.message}})
     return AgentServices(
         settings=settings,
         provider=provider,
@@ -71,4 +101,7 @@ def build_services(settings: Settings) -> AgentServices:
         annotations=AnnotationStore(settings.data_dir),
         journal=journal,
         proposals=ProposalStore(settings.data_dir, workspace, journal),
+        agents=agents,
+        skills=SkillCatalog(skill_folders),
+        stream_log=stream_log,
     )

@@ -1,38 +1,104 @@
-"""One task, a user message's run: everything that lives exactly as long as it does."""
+"""One task, a user message's run: everything that lives exactly as long as it does.
+
+A sub-agent's run is a Task too: it shares its parent's cancel token, usage, journal and
+approvals, but has its own agent, budget and transcript (kept in memory: only its final
+report reaches the parent's history), and its events say whose they are.
+"""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from core.events import Event, EventSink
+from modules.results import ToolResult
 from modules.undo import TaskJournal
+from utils.agent_specs import AgentSpec
 from utils.cancel import CancelToken
 from utils.completion import Completion, Usage
 from utils.conversation_store import Conversation
 from utils.settings import Approval, Mode
 
 REPEAT_WARNING_AFTER = 8
+MAX_DEPTH = 2  # a sub-agent's sub-agent is as deep as delegation goes
+
+
+class Transcript(Protocol):
+    """The messages a task's model calls read and its steps append to."""
+
+    def path(self) -> list[dict[str, Any]]: ...
+
+    def append(self, role: str, content: str, **fields: Any) -> dict[str, Any]: ...
+
+
+class MemoryTranscript:
+    """A sub-agent's fresh message list, kept only while it runs."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def path(self) -> list[dict[str, Any]]:
+        return list(self.records)
+
+    def append(self, role: str, content: str, **fields: Any) -> dict[str, Any]:
+        record = {"id": fields.pop("id", None) or uuid.uuid4().hex, "role": role,
+                  "content": content or ""}
+        record.update((k, v) for k, v in fields.items() if v is not None)
+        self.records.append(record)
+        return record
+
+
+# A tool only this task offers (a plan's, a delegation): (call id, parsed arguments) -> result.
+InternalTool = Callable[[str, dict[str, Any]], ToolResult]
 
 
 @dataclass
 class Task:
-    """The running task's conversation, settings, cancel token, undo journal and counters."""
+    """A running task: whose it is, what it may use, its cancel token, journal and counters."""
 
     conversation: Conversation
     user_record: dict[str, Any]
     journal: TaskJournal
     mode: Mode
     approval: Approval
+    agent: AgentSpec
+    transcript: Transcript
+    sink: EventSink  # the terminal's: stamps conversation and seq
     cancel: CancelToken = field(default_factory=CancelToken)
     usage: Usage = field(default_factory=Usage)
+    depth: int = 0
+    parent_call_id: str | None = None
     iteration: int = 0
     trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    internal_tools: dict[str, tuple[dict[str, Any], InternalTool]] = field(default_factory=dict)
+    stop_after_tools: bool = False  # set by a tool that ends the current tool loop
     _repeat: tuple[str, int] = ("", 0)
+
+    def report(self, event: Event) -> None:
+        """Send an event, saying which agent it comes from and, in a sub-agent, whose call."""
+        event.agent = self.agent.name
+        if self.depth:
+            event.parent_call_id, event.depth = self.parent_call_id, self.depth
+        self.sink(event)
+
+    def child(self, agent: AgentSpec, parent_call_id: str) -> Task:
+        """A sub-agent's task under this one, on a fresh transcript."""
+        return Task(
+            self.conversation, self.user_record, self.journal, self.mode, self.approval,
+            agent, MemoryTranscript(), self.sink, self.cancel, self.usage,
+            depth=self.depth + 1, parent_call_id=parent_call_id, trace_id=self.trace_id,
+        )
+
+    @property
+    def max_iterations(self) -> int | None:
+        return self.agent.max_iterations
 
     def thinks(self) -> bool:
         """Seed policy: `thinking` thinks on the first model call of a task only."""
-        return self.mode == "thinking" and self.iteration == 1
+        wants = self.agent.thinking if self.agent.thinking is not None else self.mode == "thinking"
+        return wants and self.iteration == 1
 
     def repeat_warning(self, tool: str) -> str:
         """A note for the model once the same tool has run REPEAT_WARNING_AFTER times in a row."""

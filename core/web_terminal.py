@@ -31,9 +31,11 @@ class WebTerminal(MainTerminal):
         self._log.append(event)
         self._send(event)
 
-    def begin_task(self, text: str, *, parent_id: str | None = LEAF) -> Task:
+    def begin_task(
+        self, text: str, *, parent_id: str | None = LEAF, skill: str | None = None
+    ) -> Task:
         with self._lock:
-            task = super().begin_task(text, parent_id=parent_id)
+            task = super().begin_task(text, parent_id=parent_id, skill=skill)
             self._log = []
             self._replays_after = self.last_seq
             return task
@@ -46,6 +48,8 @@ class WebTerminal(MainTerminal):
         mode: Mode | None,
         approval: Approval | None,
         run_in_background: Callable[..., Any],
+        agent: str | None = None,
+        skill: str | None = None,
         on_begun: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """Begin a task and run it in the background; raises TaskBusy or KeyError.
@@ -58,9 +62,12 @@ class WebTerminal(MainTerminal):
         with self._lock:
             if self.running:
                 raise TaskBusy("a task is already running in this conversation")
+            if agent is not None:
+                self.services.agents.get(agent)  # KeyError names the agents there are
+                self.agent = agent
             self.mode = mode or self.mode
             self.approval = approval or self.approval
-            task = self.begin_task(text, parent_id=parent_id)
+            task = self.begin_task(text, parent_id=parent_id, skill=skill)
         if on_begun is not None:
             on_begun(task.user_record)
         run_in_background(self.run_task, task)

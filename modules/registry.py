@@ -45,16 +45,17 @@ class Tool:
         return inspect.cleandoc(self.function.__doc__ or "")
 
     def schema(self) -> dict[str, Any]:
-        parameters = self.args_model.model_json_schema()
-        _drop_titles(parameters)
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": parameters,
-            },
-        }
+        return function_schema(self.name, self.description, self.args_model)
+
+
+def function_schema(name: str, description: str, args_model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAI `tools` entry of a function whose arguments `args_model` describes."""
+    parameters = args_model.model_json_schema()
+    _drop_titles(parameters)
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
 
 
 def _drop_titles(node: Any) -> None:

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from modules import file_manager, search_engine, terminal_ops
+from modules import file_manager, search_engine, sql_query, terminal_ops
 from modules.context import ToolContext
 from modules.registry import ToolRegistry
 from modules.results import ToolError, ToolOutput
@@ -125,6 +125,7 @@ def build_registry() -> ToolRegistry:
     registry.register("run_python", terminal_ops.run_python, asks="always")
     registry.register("run_command", terminal_ops.run_command, asks="always")
     registry.register("web_search", search_engine.web_search, read_only=True)
+    registry.register("sql_query", sql_query.sql_query, read_only=True)
     registry.register("focus_file", focus_file, read_only=True)
     registry.register("unfocus_file", unfocus_file, read_only=True)
     registry.register("update_memory", update_memory)

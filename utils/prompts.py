@@ -31,6 +31,10 @@ class PromptRenderer:
         """Render one template with exactly the given variables."""
         return self._env.get_template(template_name).render(**variables)
 
+    def render_string(self, source: str, **variables: Any) -> str:
+        """Render a template given as text (an agent's system prompt)."""
+        return self._env.from_string(source).render(**variables)
+
 
 @functools.lru_cache(maxsize=8)
 def prompt_renderer(template_dir: Path = TEMPLATE_DIR) -> PromptRenderer:
@@ -67,11 +71,19 @@ def render_system_prompt(
     task_memory: str,
     focus: list[tuple[str, str]],
     now: str,
+    role: str | None = None,
+    skills: str = "",
     extra: str = "",
 ) -> str:
-    """The system prompt: role, rules, workspace tree, memories, focus files and the time."""
-    return prompt_renderer().render(
+    """The system prompt: role and rules (an agent's own template, or the default ones),
+    skills, workspace tree, memories, focus files and the time."""
+    renderer = prompt_renderer()
+    if role:
+        role = renderer.render_string(role, workspace_root=workspace_root, now=now).strip()
+    return renderer.render(
         SYSTEM_TEMPLATE,
+        role=role or "",
+        skills=skills.strip(),
         workspace_root=workspace_root,
         tree=tree.rstrip("\n"),
         tree_fence=code_fence(tree),

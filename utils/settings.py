@@ -118,6 +118,7 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path("data"), validation_alias=_env("AGENT_DATA_DIR"))
     mode: Mode = Field("fast", validation_alias=_env("AGENT_MODE"))
     approval: Approval = Field("ask", validation_alias=_env("AGENT_APPROVAL"))
+    default_agent: str = Field("general", validation_alias=_env("AGENT_DEFAULT_AGENT"))
     sandbox: SandboxKind = Field("auto", validation_alias=_env("AGENT_SANDBOX"))
     docker: DockerSettings = Field(
         default_factory=DockerSettings, validation_alias=_env("AGENT_DOCKER")

@@ -1,0 +1,267 @@
+"""How an agent works: `plain` (one answer, no tools), `react` (the tool loop) or
+`plan_execute` (a plan, each step a bounded tool loop, re-planned when a step fails); and
+handing a task to a sub-agent, whose final report becomes the delegating call's result."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field, ValidationError
+
+from core.events import DoneReason, Error, PlanEvent
+from core.task import Task
+from modules.registry import function_schema
+from modules.results import ToolResult
+from utils.agent_specs import AgentSpec
+from utils.api_client import ApiError
+from utils.completion import Completion
+from utils.logger import log_context
+from utils.tool_calls import ToolCall
+from utils.validation import describe_validation_error
+
+MAX_STEPS = 12
+REPORT_CHARS = 4000
+PLAN_PROMPT = (
+    "Before doing anything, plan the task above: call make_plan with its steps in order, "
+    "each one short sentence saying what to do and what it produces (at most {max} steps). "
+    "Do not start the work yet."
+)
+REPLAN_PROMPT = (
+    "Step {index} ({title}) failed: {reason}. Plan the rest of the task again: call "
+    "make_plan with the steps still to do (what is done stays done)."
+)
+STEP_PROMPT = (
+    "Step {index} of {total}: {title}\n\nDo this step now with the tools. When it is done, "
+    "call finish_step with ok=true and a one-line summary; if it cannot be done, call "
+    "finish_step with ok=false and say why."
+)
+FINAL_PROMPT = (
+    "Every step of the plan is finished. Write the final answer for the user now: what was "
+    "done, what came out of it and anything they must know."
+)
+
+
+class Runner(Protocol):
+    """What the modes need of a terminal."""
+
+    def react(self, task: Task, tools: list[dict[str, Any]], budget: int) -> DoneReason: ...
+
+    def call_model(self, task: Task, tools: list[dict[str, Any]] | None) -> Completion: ...
+
+    def run_tools(self, task: Task, calls: list[ToolCall]) -> None: ...
+
+    def budget(self, task: Task) -> int: ...
+
+    def tool_schemas(self, task: Task) -> list[dict[str, Any]]: ...
+
+
+def run_agent(runner: Runner, task: Task) -> DoneReason:
+    """Run the task the way its agent works."""
+    if task.agent.mode == "plain":
+        runner.call_model(task, None)
+        return "complete"
+    if task.agent.mode == "plan_execute":
+        return PlanExecute(runner, task).run()
+    return runner.react(task, runner.tool_schemas(task), runner.budget(task))
+
+
+# --- plan_execute ---------------------------------------------------------------------------
+
+
+class MakePlanArgs(BaseModel):
+    steps: list[str] = Field(
+        min_length=1, max_length=MAX_STEPS,
+        description="The steps in order; each one short sentence: what to do, what it gives.",
+    )
+
+
+class FinishStepArgs(BaseModel):
+    ok: bool = Field(description="true when the step's goal is met; false when it cannot be.")
+    summary: str = Field(description="One line: what was done, or why it could not be.")
+
+
+MAKE_PLAN = function_schema("make_plan", "Record the plan: the task's steps, in order.",
+                            MakePlanArgs)
+FINISH_STEP = function_schema("finish_step", "End the current step of the plan.",
+                              FinishStepArgs)
+
+
+@dataclass
+class Plan:
+    """The steps and how each went; `revision` counts re-plans."""
+
+    revision: int = 0
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"revision": self.revision, "steps": [dict(step) for step in self.steps]}
+
+    def next_pending(self) -> dict[str, Any] | None:
+        return next((s for s in self.steps if s["status"] == "pending"), None)
+
+    def replace_pending(self, titles: list[str]) -> None:
+        """Keep the finished steps; the new titles follow them as pending steps."""
+        kept = [s for s in self.steps if s["status"] in ("done", "failed")]
+        self.steps = kept + [
+            {"index": len(kept) + n, "title": title.strip(), "status": "pending"}
+            for n, title in enumerate(titles, start=1)
+        ]
+
+
+class PlanExecute:
+    """Plan, run each step as a bounded tool loop, re-plan a failed step, then answer."""
+
+    def __init__(self, runner: Runner, task: Task) -> None:
+        self.runner, self.task = runner, task
+        self.plan = Plan()
+        self._step_end: tuple[bool, str] | None = None
+
+    def run(self) -> DoneReason:
+        self._make_plan(PLAN_PROMPT.format(max=MAX_STEPS), "created")
+        while (step := self.plan.next_pending()) is not None:
+            ok, summary = self._run_step(step)
+            if ok:
+                continue
+            if self.plan.revision >= self.task.agent.max_replans:
+                self._emit("finished")
+                self.task.report(Error("plan_failed", (
+                    f"Step {step['index']} failed and the plan was already revised "
+                    f"{self.plan.revision} times (max_replans): {summary}")))
+                return "error"
+            self.plan.revision += 1
+            prompt = REPLAN_PROMPT.format(index=step["index"], title=step["title"], reason=summary)
+            self._make_plan(prompt, "replanned", reason=summary)
+        self.task.transcript.append("user", FINAL_PROMPT,
+                                    meta={"plan_prompt": "final", "plan": self.plan.as_dict()})
+        self.runner.call_model(self.task, None)
+        self._emit("finished")
+        return "complete"
+
+    def _make_plan(self, prompt: str, phase: str, reason: str | None = None) -> None:
+        """Ask for the plan with make_plan as the only tool; a reply without it plans one step
+        from its numbered lines, or from the request itself."""
+        task = self.task
+        task.transcript.append("user", prompt,
+                               meta={"plan_prompt": phase, "plan": self.plan.as_dict()})
+        titles: list[str] = []
+
+        def record(call_id: str, arguments: dict[str, Any]) -> ToolResult:
+            try:
+                titles.extend(MakePlanArgs.model_validate(arguments).steps)
+            except ValidationError as exc:
+                return ToolResult(False, f"Invalid plan: {describe_validation_error(exc)}")
+            self.plan.replace_pending(titles)
+            return ToolResult(True, f"Plan recorded: {len(titles)} steps.",
+                              details={"plan": self.plan.as_dict()})
+
+        task.internal_tools = {"make_plan": (MAKE_PLAN, record)}
+        completion = self.runner.call_model(task, [MAKE_PLAN])
+        if completion.tool_calls:
+            self.runner.run_tools(task, completion.tool_calls)
+        if not titles:
+            titles = _numbered_lines(completion.content) or [task.user_record["content"][:200]]
+            self.plan.replace_pending(titles)
+        task.internal_tools = {}
+        self._emit(phase, reason=reason)
+
+    def _run_step(self, step: dict[str, Any]) -> tuple[bool, str]:
+        task, runner = self.task, self.runner
+        step["status"] = "running"
+        self._emit("step_started", step=step["index"])
+        total = len(self.plan.steps)
+        prompt = STEP_PROMPT.format(index=step["index"], total=total, title=step["title"])
+        task.transcript.append("user", prompt,
+                               meta={"plan_step": step["index"], "plan": self.plan.as_dict()})
+        self._step_end = None
+
+        def finish(call_id: str, arguments: dict[str, Any]) -> ToolResult:
+            try:
+                args = FinishStepArgs.model_validate(arguments)
+            except ValidationError as exc:
+                return ToolResult(False, f"Invalid arguments: {describe_validation_error(exc)}")
+            self._step_end = (args.ok, args.summary.strip())
+            step["status"], step["summary"] = ("done" if args.ok else "failed"), args.summary
+            task.stop_after_tools = True
+            return ToolResult(True, "Step recorded.", details={"plan": self.plan.as_dict()})
+
+        task.internal_tools = {"finish_step": (FINISH_STEP, finish)}
+        budget = runner.budget(task)
+        ended = runner.react(task, runner.tool_schemas(task), budget)
+        task.internal_tools = {}
+        if self._step_end is not None:
+            ok, summary = self._step_end
+        elif ended == "complete":
+            last = task.transcript.path()[-1]
+            ok, summary = True, _first_line(str(last.get("content") or "")) or "done"
+        else:
+            ok, summary = False, f"it used all {budget} model calls of a step"
+        step["status"], step["summary"] = ("done" if ok else "failed"), summary
+        self._emit("step_finished", step=step["index"], status=step["status"], summary=summary)
+        return ok, summary
+
+    def _emit(self, phase: str, **fields: Any) -> None:
+        self.task.report(PlanEvent(phase, self.plan.as_dict(), **fields))  # type: ignore[arg-type]
+
+
+def _numbered_lines(text: str) -> list[str]:
+    found = re.findall(r"^\s*\d+[.)]\s+(.+)$", text, flags=re.MULTILINE)
+    return [line.strip() for line in found][:MAX_STEPS]
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:300]
+
+
+# --- delegation -----------------------------------------------------------------------------
+
+
+class DelegateArgs(BaseModel):
+    task: str = Field(
+        min_length=1,
+        description="What the agent should do, complete in itself: it sees nothing else of "
+        "this conversation.",
+    )
+    context: str | None = Field(None, description="Facts, paths or earlier results it needs.")
+
+
+def delegation_schema(agent: AgentSpec) -> dict[str, Any]:
+    """The `delegate_to_NAME` tool that hands a task to `agent`."""
+    return function_schema(
+        f"delegate_to_{agent.name}",
+        f"Hand a task to the {agent.name} agent: {agent.description} It works with its own "
+        "tools and returns only its final report.",
+        DelegateArgs,
+    )
+
+
+def delegate(
+    runner: Runner, task: Task, call_id: str, agent: AgentSpec, arguments: dict[str, Any]
+) -> ToolResult:
+    """Run `agent` on a fresh transcript under `task`; its final report is the result."""
+    try:
+        args = DelegateArgs.model_validate(arguments)
+    except ValidationError as exc:
+        problems = describe_validation_error(exc, "arguments")
+        return ToolResult(False, f"Invalid arguments for delegate_to_{agent.name}: {problems}")
+    child = task.child(agent, call_id)
+    text = args.task + (f"\n\nContext:\n{args.context}" if args.context else "")
+    child.transcript.append("user", text)
+    with log_context(agent=agent.name, depth=child.depth):
+        try:
+            reason = run_agent(runner, child)
+        except ApiError as exc:
+            return ToolResult(False, f"The {agent.name} agent stopped: {exc}")
+    answers = [r for r in child.transcript.path() if r["role"] == "assistant" and r["content"]]
+    report = answers[-1]["content"][:REPORT_CHARS] if answers else ""
+    details = {"agent": agent.name}
+    if reason == "complete":
+        return ToolResult(True, report or f"The {agent.name} agent finished without a report.",
+                          details=details)
+    if reason == "max_iterations":
+        return ToolResult(False, (
+            f"The {agent.name} agent used all {runner.budget(child)} of its model calls without "
+            f"finishing. Its last words: {report or '(none)'}"), details=details)
+    return ToolResult(False, f"The {agent.name} agent failed: {report or reason}",
+                      details=details)
