@@ -1,0 +1,56 @@
+"""The data agent's sql_query tool: read-only SQL over SQLite files in the workspace."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from modules.context import ToolContext
+from tests.helpers import call, make_ctx
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> ToolContext:
+    ctx = make_ctx(tmp_path)
+    with sqlite3.connect(ctx.workspace.root / "shop.db") as db:
+        db.execute("CREATE TABLE sales (item TEXT, qty INTEGER)")
+        db.executemany("INSERT INTO sales VALUES (?, ?)", [(f"item{n}", n) for n in range(50)])
+    return ctx
+
+
+def test_a_select_answers_a_table(ctx: ToolContext) -> None:
+    result = call(ctx, "sql_query", path="shop.db",
+                  query="SELECT item, qty FROM sales WHERE qty >= 48 ORDER BY qty")
+    assert result.ok, result.output
+    assert result.output.splitlines() == [
+        "item | qty", "--- | ---", "item48 | 48", "item49 | 49", "2 rows"]
+
+
+def test_rows_are_capped(ctx: ToolContext) -> None:
+    result = call(ctx, "sql_query", path="shop.db", query="SELECT * FROM sales", max_rows=5)
+    assert result.ok and result.output.endswith("5 rows (stopped at max_rows=5)")
+
+
+@pytest.mark.parametrize("query", [
+    "DELETE FROM sales", "UPDATE sales SET qty = 0", "DROP TABLE sales",
+    "INSERT INTO sales VALUES ('x', 1)", "ATTACH DATABASE 'other.db' AS other",
+    "SELECT 1; DELETE FROM sales",
+])
+def test_nothing_but_reading_runs(ctx: ToolContext, query: str) -> None:
+    result = call(ctx, "sql_query", path="shop.db", query=query)
+    assert not result.ok
+    with sqlite3.connect(ctx.workspace.root / "shop.db") as db:
+        assert db.execute("SELECT count(*) FROM sales").fetchone() == (50,)
+
+
+def test_other_files_and_paths_outside_are_refused(ctx: ToolContext, tmp_path: Path) -> None:
+    (ctx.workspace.root / "notes.txt").write_text("not a database")
+    assert "not an SQLite database" in call(ctx, "sql_query", path="notes.txt",
+                                            query="SELECT 1").output
+    outside = tmp_path / "outside.db"
+    sqlite3.connect(outside).close()
+    (ctx.workspace.root / "link.db").symlink_to(outside)
+    result = call(ctx, "sql_query", path="link.db", query="SELECT 1")
+    assert not result.ok and "outside the workspace" in result.output
