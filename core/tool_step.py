@@ -151,6 +151,7 @@ class ToolStep:
             memory=services.memory, annotations=services.annotations, focus=self._focus(),
             conversation_id=task.conversation.id, cancel=task.cancel,
             on_output=on_output, journal=task.journal, proposals=services.proposals,
+            skills=services.skills,
         )
 
     def _finish(self, task: Task, call: ToolCall, result: ToolResult) -> None:

@@ -11,6 +11,7 @@ from modules.focus import FocusFiles
 from modules.memory_manager import MemoryStore
 from modules.paths import Workspace
 from modules.sandbox import CommandRunner
+from modules.skills import SkillCatalog
 from utils.cancel import CancelToken
 from utils.settings import Settings
 
@@ -36,3 +37,4 @@ class ToolContext:
     on_output: Callable[[str], None] = _ignore_output
     journal: TaskJournal | None = None
     proposals: ProposalStore | None = None
+    skills: SkillCatalog | None = None

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from modules import file_manager, search_engine, sql_query, terminal_ops
+from modules import file_manager, search_engine, skill_tools, sql_query, terminal_ops
 from modules.context import ToolContext
 from modules.registry import ToolRegistry
 from modules.results import ToolError, ToolOutput
@@ -129,4 +129,6 @@ def build_registry() -> ToolRegistry:
     registry.register("focus_file", focus_file, read_only=True)
     registry.register("unfocus_file", unfocus_file, read_only=True)
     registry.register("update_memory", update_memory)
+    registry.register("use_skill", skill_tools.use_skill, read_only=True)
+    registry.register("read_skill_file", skill_tools.read_skill_file, read_only=True)
     return registry

@@ -31,8 +31,15 @@ PROTOCOL_TOOLS = {
     "focus_file": {"path"},
     "unfocus_file": {"path"},
     "update_memory": {"scope", "operation", "content"},
+    # beyond PROTOCOL §6: the data agent's SQL, and skills
+    "sql_query": {"path", "query", "max_rows"},
+    "use_skill": {"name"},
+    "read_skill_file": {"name", "path"},
 }
-READ_ONLY = {"read_file", "list_files", "search_code", "web_search", "focus_file", "unfocus_file"}
+READ_ONLY = {
+    "read_file", "list_files", "search_code", "web_search", "focus_file", "unfocus_file",
+    "sql_query", "use_skill", "read_skill_file",
+}
 
 
 def _populate(ctx: ToolContext) -> None:
