@@ -228,7 +228,10 @@ def rename_file(ctx: ToolContext, args: RenameFileArgs) -> ToolOutput:
     changes = _new_folders(ctx, _parent(new))
     if ctx.journal is not None:
         ctx.journal.before_move(source, dest)
-    ws.rename(old, new)
+    try:
+        ws.rename(old, new)
+    except FileExistsError:
+        raise ToolError(f"{new} already exists; delete it first or choose another name.") from None
     ctx.annotations.move(old, new)
     ctx.focus.move(old, new)
     changes.append(FileChange("moved", old, is_dir=is_dir, dest_path=new))

@@ -11,6 +11,7 @@ Only regular files are ever opened for reading, and never in a way that can bloc
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import secrets
@@ -249,11 +250,16 @@ class SafeRoot:
             os.unlink(name, dir_fd=fd)
 
     def rename(self, old: str, new: str) -> None:
-        """Move `old` (a link itself, not its target) to `new`."""
+        """Move `old` (a link itself, not its target) to `new`, which must not exist: in one
+        step where the kernel can (FileExistsError otherwise), never replacing anything."""
         with (
             self.parent_of(old, follow=False) as (src, src_name),
             self.parent_of(new, follow=False) as (dst, dst_name),
         ):
+            if _rename_noreplace(src, src_name, dst, dst_name):
+                return
+            if os.path.lexists(f"/proc/self/fd/{dst}/{dst_name}"):
+                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), new)
             os.rename(src_name, dst_name, src_dir_fd=src, dst_dir_fd=dst)
 
     def symlink(self, target: str, rel: str) -> None:
@@ -294,3 +300,20 @@ def replace_at(
 
 def _parts(path: str) -> list[str]:
     return [p for p in path.split("/") if p not in ("", ".")]
+
+
+_RENAME_NOREPLACE = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def _rename_noreplace(src_fd: int, src: str, dst_fd: int, dst: str) -> bool:
+    """renameat2(RENAME_NOREPLACE); False when this kernel or filesystem cannot do it."""
+    renameat2 = getattr(_LIBC, "renameat2", None)
+    if renameat2 is None:
+        return False
+    if renameat2(src_fd, os.fsencode(src), dst_fd, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (errno.ENOSYS, errno.EINVAL):
+        return False
+    raise OSError(error, os.strerror(error), dst)

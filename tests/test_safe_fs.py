@@ -61,3 +61,14 @@ def test_changes_act_on_links_themselves(fs: SafeRoot) -> None:
     assert (fs.root.parent / "outside" / "f.txt").read_text() == "secret"
     assert fs.missing_folders("x/y/z") == ["x", "x/y", "x/y/z"]
     assert fs.missing_folders("a/b") == []
+
+
+def test_a_rename_never_replaces_what_appeared_at_the_destination(tmp_path: Path) -> None:
+    root = SafeRoot(tmp_path)
+    (tmp_path / "a.txt").write_text("a")
+    (tmp_path / "b.txt").write_text("b, created after the check")
+    with pytest.raises(FileExistsError):
+        root.rename("a.txt", "b.txt")
+    assert (tmp_path / "b.txt").read_text() == "b, created after the check"
+    root.rename("a.txt", "c.txt")
+    assert (tmp_path / "c.txt").read_text() == "a" and not (tmp_path / "a.txt").exists()
