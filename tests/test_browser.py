@@ -39,6 +39,26 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerProcess, FakeLLM]]:
         yield server, fake
 
 
+PLANNER = "name: planner\ndescription: Plans the task, then does it.\nmode: plan_execute\n"
+GREET_SKILL = "---\nname: greet\ndescription: Greets the user.\n---\nSay hello like a friend.\n"
+
+
+@pytest.fixture
+def served_agents(tmp_path: Path) -> Iterator[tuple[ServerProcess, FakeLLM]]:
+    """A server whose workspace defines a plan_execute agent and skills (read at start-up)."""
+    workspace = tmp_path / "ws"
+    (workspace / ".agents" / "agents").mkdir(parents=True)
+    (workspace / ".agents" / "agents" / "planner.yaml").write_text(PLANNER)
+    (workspace / ".agents" / "skills" / "greet").mkdir(parents=True)
+    (workspace / ".agents" / "skills" / "greet" / "SKILL.md").write_text(GREET_SKILL)
+    (workspace / ".agents" / "skills" / "grumpy").mkdir(parents=True)
+    (workspace / ".agents" / "skills" / "grumpy" / "SKILL.md").write_text("no front matter\n")
+    with FakeLLM("deepseek") as fake, ServerProcess(
+        workspace, tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key
+    ) as server:
+        yield server, fake
+
+
 @pytest.fixture
 def page(tmp_path: Path) -> Iterator[object]:
     with playwright.sync_playwright() as p:
@@ -117,4 +137,163 @@ def test_reload_mid_task_shows_each_token_once_and_the_approval_still_waits(serv
     page.wait_for_selector(".assistant-message:has-text('All done.')")
     text = page.inner_text("#conversation")
     assert text.count("w119") == 1 and text.count("All done.") == 1
+    assert page.console_errors == []  # type: ignore[attr-defined]
+
+
+def _open_with_agent(page, server: ServerProcess, agent: str) -> None:
+    page.goto(f"{server.url}/?token={TOKEN}")
+    page.wait_for_selector(f'#agent-select option[value="{agent}"]', state="attached")
+    page.select_option("#agent-select", agent)
+
+
+def _follows(page, earlier: str, later: str) -> bool:
+    """Whether the first element `later` matches comes after the first `earlier` matches."""
+    return page.locator(earlier).first.evaluate(
+        "(a, b) => Boolean(a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING)",
+        page.locator(later).first.element_handle())
+
+
+def test_a_plan_is_a_live_checklist_and_survives_a_reload(served_agents, page):
+    server, fake = served_agents
+    fake.script(
+        Reply(tool_calls=[Call("make_plan", {"steps": ["Look", "Write"]})]),
+        Reply(tool_calls=[Call("list_files", {})]),
+        Reply(tool_calls=[Call("finish_step", {"ok": True, "summary": "looked"})]),
+        Reply(tool_calls=[Call("finish_step", {"ok": True, "summary": "wrote"})]),
+        Reply(content="Final answer"),
+    )
+    _open_with_agent(page, server, "planner")
+    page.fill("#message-input", "look, then write")
+    page.press("#message-input", "Enter")
+    page.wait_for_selector('.task-end[data-reason="complete"]', state="attached")
+
+    def check_plan() -> None:
+        plan = page.locator("[data-testid=plan]")
+        assert plan.count() == 1
+        steps = plan.locator(".plan-step")
+        assert steps.count() == 2
+        assert page.locator('.plan-step[data-status="done"]').count() == 2
+        assert "Look" in steps.nth(0).inner_text() and "looked" in steps.nth(0).inner_text()
+        assert "Write" in steps.nth(1).inner_text() and "wrote" in steps.nth(1).inner_text()
+        page.wait_for_selector(".assistant-message:has-text('Final answer')")
+        assert _follows(page, "[data-testid=plan]", ".assistant-message:has(.answer)")
+        assert page.locator(".user-message").count() == 1  # the plan's own prompts are no bubbles
+        assert page.locator(".edit-button:visible").count() <= 1
+        text = page.inner_text("#conversation")
+        assert "Before doing anything" not in text and "Do this step now" not in text
+        assert text.count("Step 1: Look") == 1 and text.count("Step 2: Write") == 1
+        assert page.locator('.tool-card[data-tool="list_files"]').is_visible()
+        assert page.locator('.tool-card[data-tool="make_plan"]').is_hidden()
+        assert page.inner_text("[data-testid=status-agent]") == "planner"
+
+    check_plan()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "plan.png"))
+    page.reload()
+    page.wait_for_selector("[data-testid=plan] .plan-step")
+    check_plan()
+    assert page.input_value("#agent-select") == "planner"
+    assert page.console_errors == []  # type: ignore[attr-defined]
+
+
+def test_a_sub_agent_works_inside_the_card_of_the_delegating_call(served_agents, page):
+    server, fake = served_agents
+    fake.script(
+        Reply(tool_calls=[Call("delegate_to_coder", {"task": "make hello.txt"})]),
+        Reply(content="Creating it.", tool_calls=[Call("create_file", {
+            "path": "hello.txt", "content": "hi"})]),
+        Reply(content="Done: hello.txt"),
+        Reply(content="The coder made hello.txt."),
+    )
+    _open_with_agent(page, server, "supervisor")
+    page.fill("#message-input", "get a hello file made")
+    page.press("#message-input", "Enter")
+    page.wait_for_selector('.task-end[data-reason="complete"]', state="attached")
+    card = page.locator('.tool-card[data-tool="delegate_to_coder"]')
+    assert card.count() == 1
+    nested = card.locator(".sub-agent")
+    assert nested.get_attribute("data-agent") == "coder"
+    assert "Done: hello.txt" in card.locator(".tool-output").inner_text()  # the report
+    card.locator(".sub-agent-head").click()  # the sub-agent's work folded when it ended
+    assert "Creating it." in nested.locator(".answer").first.inner_text()
+    assert nested.locator('.tool-card[data-tool="create_file"][data-state="ok"]').count() == 1
+    assert page.locator(".tool-card").count() == 2
+    page.wait_for_selector('#file-tree [data-path="hello.txt"]')
+    final = ".assistant-message:has-text('The coder made hello.txt.')"
+    page.wait_for_selector(final)
+    assert _follows(page, '.tool-card[data-tool="delegate_to_coder"]', final)
+    assert page.inner_text("[data-testid=status-agent]") == "supervisor"
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "sub-agent.png"))
+
+    page.reload()  # the history keeps the call and its report, not the sub-agent's transcript
+    page.wait_for_selector(final)
+    card = page.locator('.tool-card[data-tool="delegate_to_coder"][data-state="ok"]')
+    assert "Done: hello.txt" in card.inner_text()
+    assert page.input_value("#agent-select") == "supervisor"
+    assert page.console_errors == []  # type: ignore[attr-defined]
+
+
+def test_a_sub_agents_call_waits_for_approval_inside_the_delegating_card(served_agents, page):
+    server, fake = served_agents
+    fake.script(
+        Reply(tool_calls=[Call("delegate_to_coder", {"task": "say hi"})]),
+        Reply(tool_calls=[Call("run_command", {"command": "echo nested-ran"})]),
+        Reply(content="Ran it."),
+        Reply(content="All done."),
+    )
+    _open_with_agent(page, server, "supervisor")
+    page.select_option("#approval-select", "ask")
+    page.fill("#message-input", "run something through the coder")
+    page.press("#message-input", "Enter")
+    nested = ('.tool-card[data-tool="delegate_to_coder"] .sub-agent '
+              '.tool-card[data-tool="run_command"]')
+    page.wait_for_selector(f"{nested}[data-state=approval] .tool-approval")
+    page.reload()  # the approval still waits, in the same place
+    page.wait_for_selector(f"{nested}[data-state=approval] .tool-approval")
+    page.click(f"{nested} [data-testid=approve]")
+    page.wait_for_selector('.task-end[data-reason="complete"]', state="attached")
+    page.locator('.tool-card[data-tool="delegate_to_coder"] .sub-agent-head').click()
+    assert "nested-ran" in page.inner_text(nested)
+    page.wait_for_selector(".assistant-message:has-text('All done.')")
+    assert page.console_errors == []  # type: ignore[attr-defined]
+
+
+def test_skill_names_complete_after_slash_skill_and_messages_show_theirs(served_agents, page):
+    server, fake = served_agents
+    fake.script(Reply(content="Hello, friend!"))
+    page.goto(f"{server.url}/?token={TOKEN}")
+    page.wait_for_selector('#agent-select option[value="general"]', state="attached")
+    page.click("#message-input")
+    page.keyboard.type("/skill g")
+    menu = page.locator("[data-testid=skill-menu]")
+    menu.wait_for()
+    assert menu.locator(".skill-option").count() == 2
+    broken = menu.locator('.skill-option[data-skill="grumpy"]')
+    assert broken.get_attribute("aria-disabled") == "true" and broken.get_attribute("title")
+    page.keyboard.press("ArrowDown")  # the broken one is skipped
+    assert menu.locator('[aria-selected="true"]').get_attribute("data-skill") == "greet"
+    page.keyboard.press("Escape")
+    assert menu.is_hidden()
+    page.keyboard.type("r")
+    menu.wait_for()
+    page.keyboard.press("Tab")
+    assert page.input_value("#message-input") == "/skill greet "
+    assert menu.is_hidden()
+    page.keyboard.type("say hi")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".assistant-message:has-text('Hello, friend!')")
+    bubble = page.locator(".user-message")
+    assert bubble.locator(".bubble").inner_text() == "say hi"
+    assert bubble.locator("[data-testid=skill-chip]").inner_text() == "skill: greet"
+    assert "Say hello like a friend." in fake.chat_requests[-1].messages[-1]["content"]
+
+    page.fill("#message-input", "/skill nosuch hello")
+    page.press("#message-input", "Escape")
+    page.press("#message-input", "Enter")
+    page.wait_for_selector("#composer-error:not([hidden])")
+    assert "nosuch" in page.inner_text("#composer-error")
+    assert page.input_value("#message-input") == "/skill nosuch hello"
+    page.reload()
+    page.wait_for_selector("[data-testid=skill-chip]")
     assert page.console_errors == []  # type: ignore[attr-defined]

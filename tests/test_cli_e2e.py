@@ -183,3 +183,112 @@ def test_a_data_folder_it_cannot_write_is_one_clear_line(tmp_path: Path, fake: F
         assert result.returncode == 2, result.stderr
         assert "Traceback" not in result.stderr
         assert result.stderr.startswith("error: cannot start:") and "a-file" in result.stderr
+
+
+AGENT_FILES = {
+    "planner.yaml": "name: planner\ndescription: Plans, then does.\nmode: plan_execute\n",
+    "boss.yaml": "name: boss\ndescription: Hands work down.\nagents: [middle]\n",
+    "middle.yaml": "name: middle\ndescription: Hands work further down.\nagents: [coder]\n",
+}
+
+
+def _write_agents(workspace: Path) -> None:
+    folder = workspace / ".agents" / "agents"
+    folder.mkdir(parents=True)
+    for name, text in AGENT_FILES.items():
+        (folder / name).write_text(text)
+
+
+def _plan_script() -> list[Reply]:
+    return [Reply(tool_calls=[Call("make_plan", {"steps": ["Look", "Write"]})]),
+            Reply(tool_calls=[Call("list_files", {})]),
+            Reply(tool_calls=[Call("finish_step", {"ok": True, "summary": "looked"})]),
+            Reply(tool_calls=[Call("finish_step", {"ok": False, "summary": "no pen"})]),
+            Reply(tool_calls=[Call("make_plan", {"steps": ["Write with a pencil"]})]),
+            Reply(tool_calls=[Call("finish_step", {"ok": True, "summary": "wrote"})]),
+            Reply(content="Final answer")]
+
+
+def _delegation_script() -> list[Reply]:
+    return [Reply(tool_calls=[Call("delegate_to_middle", {"task": "get hello.txt made"})]),
+            Reply(content="Asking the coder.",
+                  tool_calls=[Call("delegate_to_coder", {"task": "make hello.txt"})]),
+            Reply(content="Creating it.", tool_calls=[Call("create_file", {
+                "path": "hello.txt", "content": "hi"})]),
+            Reply(content="Done: hello.txt"),
+            Reply(content="The coder made it."),
+            Reply(content="All done.")]
+
+
+def test_plan_and_sub_agent_events_say_whose_they_are(fake: FakeLLM, dirs: tuple[Path, Path]):
+    workspace, _ = dirs
+    _write_agents(workspace)
+    fake.script(*_plan_script())
+    result = run_cli(fake, dirs, "-p", "look, then write", "--agent", "planner", "--json")
+    assert result.returncode == 0, result.stderr
+    plans = [e for e in events(result.stdout) if e["event"] == "plan"]
+    assert [(p["phase"], p.get("step")) for p in plans] == [
+        ("created", None), ("step_started", 1), ("step_finished", 1), ("step_started", 2),
+        ("step_finished", 2), ("replanned", None), ("step_started", 3), ("step_finished", 3),
+        ("finished", None)]
+    assert plans[4]["status"] == "failed" and plans[5]["reason"] == "no pen"
+    final = plans[-1]["plan"]
+    assert final["revision"] == 1
+    assert [(s["title"], s["status"]) for s in final["steps"]] == [
+        ("Look", "done"), ("Write", "failed"), ("Write with a pencil", "done")]
+
+    fake.script(*_delegation_script())
+    result = run_cli(fake, dirs, "-p", "hello file please", "--agent", "boss", "--json")
+    assert result.returncode == 0, result.stderr
+    assert (workspace / "hello.txt").read_text() == "hi"
+    evs = events(result.stdout)
+    starts = {e["name"]: e for e in evs if e["event"] == "tool" and e["phase"] == "start"}
+    to_middle, to_coder = starts["delegate_to_middle"], starts["delegate_to_coder"]
+    assert "parent_call_id" not in to_middle and to_middle["agent"] == "boss"
+    assert to_coder["parent_call_id"] == to_middle["call_id"] and to_coder["depth"] == 1
+    create = starts["create_file"]
+    assert create["agent"] == "coder" and create["depth"] == 2
+    assert create["parent_call_id"] == to_coder["call_id"]
+    said: dict[tuple[str, int | None], str] = {}
+    for e in evs:
+        if e["event"] == "token":
+            who = (e["agent"], e.get("depth"))
+            said[who] = said.get(who, "") + e["text"]
+    assert said == {("middle", 1): "Asking the coder.The coder made it.",
+                    ("coder", 2): "Creating it.Done: hello.txt", ("boss", None): "All done."}
+
+
+def test_text_mode_prints_the_plan_and_indents_sub_agents(fake: FakeLLM, dirs: tuple[Path, Path]):
+    workspace, _ = dirs
+    _write_agents(workspace)
+    fake.script(*_plan_script())
+    result = run_cli(fake, dirs, "-p", "look, then write", "--agent", "planner")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    at = lines.index("Plan (revision 0):")
+    assert lines[at + 1:at + 3] == ["  1. ○ Look", "  2. ○ Write"]
+    for line in ("▸ step 1: Look", "✓ step 1: looked", "✗ step 2: no pen",
+                 "re-planning: no pen", "Plan (revision 1):", "  3. ○ Write with a pencil",
+                 "✓ step 3: wrote", "Final answer"):
+        assert line in lines, (line, lines)
+    assert not any("finish_step" in line or "make_plan" in line for line in lines)
+
+    fake.script(*_delegation_script())
+    result = run_cli(fake, dirs, "-p", "hello file please", "--agent", "boss")
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    start = next(n for n, line in enumerate(lines) if line.startswith("⚙ delegate_to_middle"))
+    assert lines[start + 1:start + 8] == [
+        "↳ middle:",
+        "  Asking the coder.",
+        '  ⚙ delegate_to_coder {"task": "make hello.txt"}',
+        "  ↳ coder:",
+        "    Creating it.",
+        '    ⚙ create_file {"path": "hello.txt", "content": "hi"}',
+        lines[start + 7],
+    ]
+    assert lines[start + 7].startswith("    ✓ create_file (")
+    assert "    Done: hello.txt" in lines
+    assert any(line.startswith("  ✓ delegate_to_coder (") for line in lines)
+    assert "  The coder made it." in lines
+    assert lines[-1] == "All done."

@@ -101,9 +101,10 @@ class App {
     this.composer = new Composer(
       {
         form: $("#composer"), input: $("#message-input"), send: $("#send-button"), stop: $("#stop-button"),
-        mode: $("#mode-switch"), approval: $("#approval-select"), error: $("#composer-error"),
+        mode: $("#mode-switch"), approval: $("#approval-select"), agent: $("#agent-select"),
+        skillMenu: $("#skill-menu"), error: $("#composer-error"),
       },
-      { onSend: (text) => this.session.send(text), onStop: () => this.session.cancel() },
+      { onSend: (text, options) => this.session.send(text, options), onStop: () => this.session.cancel() },
     );
   }
 

@@ -1,7 +1,9 @@
 // The conversation pane: renders history paths and the live events of a task.
 import { formatCount, h, icon } from "./dom.js";
 import { pathTo, siblingsOf } from "./history.js";
+import { Lane } from "./lane.js";
 import { AssistantView, UserMessage } from "./messages.js";
+import { isPlanPrompt, PlanView, stepDivider } from "./plan.js";
 import { SafetyView } from "./safety.js";
 import { ToolCard } from "./toolcard.js";
 
@@ -21,6 +23,17 @@ function resultFromRecord(record) {
   return { ok: meta.ok !== false, output: record.content ?? "", duration_ms: meta.duration_ms };
 }
 
+/** For each task on the path (by the position of its user message), the newest plan among its records. */
+function latestPlans(path) {
+  const plans = new Map();
+  let task = -1;
+  path.forEach((record, position) => {
+    if (record.role === "user" && !isPlanPrompt(record)) task = position;
+    if (record.meta?.plan) plans.set(task, record.meta.plan);
+  });
+  return plans;
+}
+
 export class ChatView {
   /** handlers: onEdit(record, text), onSwitch(recordId), onApprove(callId, approved, always), onExample(text),
    * onApplyEdit(proposalId), onDiscardEdit(proposalId), onUndo(messageId). */
@@ -31,7 +44,8 @@ export class ChatView {
     this.handlers = handlers;
     this.views = [];
     this.cards = new Map();
-    this.live = null;
+    this.lanes = new Map(); // a delegating call's id -> the sub-agent's lane inside its card
+    this.top = this.#topLane();
     this.atBottom = true;
     this.editable = true;
     let lastTop = 0;
@@ -54,12 +68,48 @@ export class ChatView {
   }
 
   reset() {
-    this.iteration = null;
     this.root.replaceChildren();
     this.views = [];
     this.cards.clear();
-    this.live = null;
+    this.lanes.clear();
+    this.top = this.#topLane();
     this.setBusy(false);
+  }
+
+  /** The top agent's live output, straight in the conversation. */
+  #topLane() {
+    return new Lane(this.root, {
+      newCard: (callId, name, view) => this.#newCard(callId, name, view),
+      onView: (view) => this.views.push(view),
+      onActivity: () => this.#clearPending(),
+    });
+  }
+
+  /** The lane an event belongs to: the top agent's, or a sub-agent's inside the card of its parent call. */
+  #laneOf(payload) {
+    const parent = payload.parent_call_id;
+    if (!parent) return this.top;
+    let lane = this.lanes.get(parent);
+    if (!lane) {
+      const card = this.cards.get(parent);
+      const container = card ? card.nest(payload.agent) : this.#strayContainer(payload);
+      lane = new Lane(container, {
+        newCard: (callId, name, view) => this.#newCard(callId, name, view),
+        onActivity: () => this.#clearPending(),
+      });
+      this.lanes.set(parent, lane);
+    }
+    return lane;
+  }
+
+  /** A sub-agent whose parent call is not shown (it should not happen): its work at the end, labelled. */
+  #strayContainer(payload) {
+    const body = h("div", { class: "sub-agent-body" });
+    this.root.append(h("section", { class: "sub-agent stray", "data-agent": payload.agent ?? "" },
+      h("div", { class: "sub-agent-head" }, h("span", { class: "sub-agent-arrow", text: "↳" }),
+        h("span", { class: "sub-agent-name", text: payload.agent ?? "sub-agent" })),
+      body));
+    return body;
   }
 
   showWelcome() {
@@ -101,13 +151,36 @@ export class ChatView {
     this.reset();
     const path = pathTo(index, leafId);
     const newest = path.findLast((record) => record.role === "assistant");
-    for (const record of path) {
-      if (record.role === "user") this.#appendUser(record.content ?? "", record);
+    const plans = latestPlans(path);
+    const planViews = [];
+    let task = -1;
+    let plan = null;
+    path.forEach((record, position) => {
+      if (record.role === "user" && !isPlanPrompt(record)) {
+        task = position;
+        plan = null;
+      }
+      if (record.meta?.plan && !plan) {
+        plan = new PlanView();
+        plan.set(plans.get(task));
+        planViews.push(plan);
+        this.root.append(plan.el);
+      }
+      if (isPlanPrompt(record)) this.#appendPlanPrompt(record);
+      else if (record.role === "user") this.#appendUser(record.content ?? "", record);
       else if (record.role === "assistant") this.#appendAssistantRecord(index, record, running && record === newest);
-    }
+    });
+    for (const view of planViews) if (view !== plan || !running) view.settle();
+    if (running && plan) this.top.adoptPlan(plan); // the task still running goes on updating it
     this.decorate(index);
     this.safety.place();
     this.scrollToBottom();
+  }
+
+  /** An instruction a plan_execute agent gave itself: no bubble; where a step begins, a divider. */
+  #appendPlanPrompt(record) {
+    const step = record.meta.plan_step;
+    if (Number.isInteger(step)) this.root.append(stepDivider(step, record.meta.plan));
   }
 
   #appendUser(text, record) {
@@ -159,14 +232,16 @@ export class ChatView {
     while (this.root.lastChild && this.root.lastChild !== anchor) this.root.lastChild.remove();
     this.views.length = position;
     for (const [id, card] of this.cards) if (!card.el.isConnected) this.cards.delete(id);
-    this.live = null;
+    this.lanes.clear();
+    this.top = this.#topLane();
     this.pending = null;
   }
 
   /** An optimistic user message, waiting for the server's ack. */
-  addUserMessage(text) {
+  addUserMessage(text, { skill } = {}) {
     this.root.querySelector(".welcome")?.remove();
     const message = this.#appendUser(text, null);
+    message.setSkill(skill);
     message.setPending(true);
     this.#showPending();
     this.scrollToBottom();
@@ -190,26 +265,16 @@ export class ChatView {
     this.pending = null;
   }
 
-  #liveView(messageId) {
-    this.#clearPending();
-    const current = this.live;
-    if (current && (!messageId || current.messageId === messageId)) return current;
-    current?.finish();
-    const view = new AssistantView(messageId);
-    view.iteration = this.iteration;
-    view.setStreaming(true);
-    this.root.append(view.el);
-    this.views.push(view);
-    this.live = view;
-    return view;
-  }
-
   onToken(payload) {
-    this.#liveView(payload.message_id).appendToken(payload.text);
+    this.#laneOf(payload).token(payload);
   }
 
   onThinking(payload) {
-    this.#liveView(payload.message_id).appendThinking(payload.text);
+    this.#laneOf(payload).thinking(payload);
+  }
+
+  onPlan(payload) {
+    this.#laneOf(payload).planEvent(payload);
   }
 
   #newCard(callId, name, view) {
@@ -224,14 +289,7 @@ export class ChatView {
   }
 
   onTool(payload) {
-    let card = this.cards.get(payload.call_id);
-    if (!card) {
-      if (this.live && this.#isLaterTurn(this.live)) {
-        this.live.finish();
-        this.live = null;
-      }
-      card = this.#newCard(payload.call_id, payload.name, this.#liveView(null));
-    }
+    const card = this.cards.get(payload.call_id) ?? this.#laneOf(payload).newCard(payload);
     this.#clearPending();
     switch (payload.phase) {
       case "args": card.appendArgs(payload.delta); break;
@@ -239,6 +297,7 @@ export class ChatView {
       case "approval": card.showApproval(payload.preview, payload.warnings); break;
       case "output": card.appendOutput(payload.delta); break;
       case "result":
+        this.lanes.get(payload.call_id)?.finishLive();
         card.setResult(payload);
         this.safety.attachProposal(card, payload.details?.proposal, true);
         break;
@@ -246,15 +305,8 @@ export class ChatView {
     }
   }
 
-  /** A new call belongs to a later model turn than the live answer: by `status` iteration, else because
-   * calls of one turn all start before any of them finishes. */
-  #isLaterTurn(view) {
-    if (Number.isInteger(this.iteration) && Number.isInteger(view.iteration)) return this.iteration > view.iteration;
-    return [...view.cards.children].some((el) => el.dataset.state === "ok" || el.dataset.state === "failed");
-  }
-
   onStatus(payload) {
-    if (Number.isInteger(payload.iteration)) this.iteration = payload.iteration;
+    this.#laneOf(payload).status(payload);
   }
 
   onError(payload) {
@@ -263,8 +315,10 @@ export class ChatView {
   }
 
   onDone(payload) {
-    this.live?.finish();
-    this.live = null;
+    for (const lane of [this.top, ...this.lanes.values()]) {
+      lane.finishLive();
+      lane.plan?.settle();
+    }
     this.setBusy(false);
     const reason = payload.reason ?? "complete";
     for (const card of this.cards.values()) card.interrupt(reason === "cancelled" ? "cancelled" : "interrupted");

@@ -1,14 +1,23 @@
-// The message input: Enter sends, Shift+Enter adds a line, Esc stops; mode and approval controls.
+// The message input: Enter sends, Shift+Enter adds a line, Esc stops; mode, approval and agent controls,
+// and `/skill NAME message` with completion of the names.
+import { h } from "./dom.js";
+import { parseSkill, SkillMenu } from "./skillmenu.js";
+
 const MAX_INPUT_HEIGHT = 240;
 
 export class Composer {
-  /** els: {form, input, send, stop, mode, approval, error}; handlers: {onSend(text), onStop()}. */
+  /** els: {form, input, send, stop, mode, approval, agent, skillMenu, error};
+   * handlers: {onSend(text, {skill, typed}), onStop()}. */
   constructor(els, { onSend, onStop }) {
     this.els = els;
     this.onSend = onSend;
     this.onStop = onStop;
     this.running = false;
     this.touched = { mode: false, approval: false };
+    this.agents = [];
+    this.defaultAgent = null;
+    this.wantedAgent = null;
+    this.skillMenu = new SkillMenu(els.input, els.skillMenu, { onChange: () => this.#update() });
     els.form.addEventListener("submit", (event) => {
       event.preventDefault();
       this.submit();
@@ -21,6 +30,10 @@ export class Composer {
       this.#updateModeLabel();
     });
     els.approval.addEventListener("change", () => { this.touched.approval = true; });
+    els.agent.addEventListener("change", () => {
+      this.wantedAgent = els.agent.value || null; // kept when get_status answers again (a reconnection)
+      this.#describeAgent();
+    });
     this.#update();
   }
 
@@ -32,13 +45,48 @@ export class Composer {
     return this.els.approval.value;
   }
 
-  /** Server defaults from get_status, unless the user already chose. */
-  setDefaults({ mode, approval }) {
+  /** The agent picked for the next message (null until get_status listed the agents). */
+  get agent() {
+    return this.els.agent.value || null;
+  }
+
+  /** Server defaults from get_status, unless the user already chose; the agents and skills there are. */
+  setDefaults({ mode, approval, agent, agents, skills }) {
     if (mode && !this.touched.mode) this.els.mode.checked = mode === "thinking";
     if (approval && !this.touched.approval && [...this.els.approval.options].some((o) => o.value === approval)) {
       this.els.approval.value = approval;
     }
     this.#updateModeLabel();
+    if (Array.isArray(agents)) {
+      this.agents = agents;
+      this.defaultAgent = agent ?? null;
+      this.#fillAgents();
+    }
+    this.skillMenu.setSkills(skills);
+  }
+
+  /** Pick the conversation's agent (null: the server's default, for a new conversation). */
+  setAgent(name) {
+    this.wantedAgent = name || null;
+    this.#fillAgents();
+  }
+
+  #fillAgents() {
+    const select = this.els.agent;
+    const wanted = this.wantedAgent ?? this.defaultAgent;
+    const options = this.agents.map((agent) => h("option", { value: agent.name, title: agent.description ?? "" }, agent.name));
+    if (wanted && !this.agents.some((agent) => agent.name === wanted) && this.agents.length) {
+      options.push(h("option", { value: wanted, title: "This agent is not defined any more" }, `${wanted} (not found)`));
+    }
+    select.replaceChildren(...options);
+    if (wanted) select.value = wanted;
+    select.closest(".agent-control").hidden = !this.agents.length;
+    this.#describeAgent();
+  }
+
+  #describeAgent() {
+    const chosen = this.agents.find((agent) => agent.name === this.els.agent.value);
+    this.els.agent.title = chosen ? `${chosen.name}: ${chosen.description ?? ""}` : "";
   }
 
   setRunning(running) {
@@ -50,10 +98,17 @@ export class Composer {
   submit() {
     const text = this.els.input.value.trim();
     if (!text) return;
+    const skill = parseSkill(text);
+    if (!skill && /^\/skill\s*$/.test(text)) {
+      this.showError("Name a skill: /skill NAME, then what to do.");
+      return;
+    }
     this.hideError();
+    this.skillMenu.close();
     this.els.input.value = "";
     this.#update();
-    this.onSend(text);
+    if (skill) this.onSend(skill.text, { skill: skill.skill, typed: text });
+    else this.onSend(text, {});
   }
 
   /** Show why a message was refused; put its text back when the input is empty. */
@@ -81,6 +136,7 @@ export class Composer {
   }
 
   #onKey(event) {
+    if (this.skillMenu.handleKey(event)) return;
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
       this.submit();
@@ -93,6 +149,7 @@ export class Composer {
 
   #update() {
     const input = this.els.input;
+    this.skillMenu.update();
     input.style.height = "auto";
     input.style.height = `${Math.min(input.scrollHeight, MAX_INPUT_HEIGHT)}px`;
     this.els.send.disabled = !input.value.trim();

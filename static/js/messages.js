@@ -50,6 +50,14 @@ export class UserMessage extends MessageBase {
   setRecord(record) {
     super.setRecord(record);
     this.editButton.hidden = !this.onEdit;
+    this.setSkill(record.meta?.skill);
+  }
+
+  /** A "skill: NAME" chip on a message sent with `/skill NAME`. */
+  setSkill(skill) {
+    this.chip?.remove();
+    this.chip = skill ? h("span", { class: "skill-chip", "data-testid": "skill-chip", title: `Sent with the ${skill} skill`, text: `skill: ${skill}` }) : null;
+    if (this.chip) this.el.prepend(this.chip);
   }
 
   setEditable(editable) {

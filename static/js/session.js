@@ -53,16 +53,19 @@ export class Session {
   }
 
   #dispatch(name, payload) {
+    const top = !payload.parent_call_id; // not a sub-agent's
+    if (top && payload.agent && payload.agent !== this.statusBar.agent) this.statusBar.setAgent(payload.agent);
     switch (name) {
       case "token": this.chat.onToken(payload); break;
       case "thinking": this.chat.onThinking(payload); break;
       case "tool": this.chat.onTool(payload); break;
+      case "plan": this.chat.onPlan(payload); break;
       case "error": this.chat.onError(payload); break;
       case "notice": this.chat.showNotice(payload.message ?? "", "info"); break;
       case "status":
         this.chat.onStatus(payload);
-        this.statusBar.setTask(payload.state, payload.iteration);
-        if (payload.context) this.statusBar.setContext(payload.context);
+        this.statusBar.setTask(payload.state, payload.iteration, top ? null : payload.agent);
+        if (payload.context && top) this.statusBar.setContext(payload.context);
         break;
       case "done":
         this.chat.onDone(payload);
@@ -103,6 +106,8 @@ export class Session {
     this.joining = null;
     this.chat.showWelcome();
     this.statusBar.resetTask();
+    this.statusBar.setAgent(null);
+    this.composer.setAgent(null);
     this.composer.setRunning(false);
     this.onOpen(null);
   }
@@ -127,6 +132,9 @@ export class Session {
     }
     this.index = buildIndex(res.messages ?? []);
     this.viewLeaf = this.index.latestLeaf;
+    const agent = res.conversation?.meta?.agent ?? null;
+    this.composer.setAgent(agent);
+    this.statusBar.setAgent(agent);
     const running = res.running === true;
     if (running) this.running.add(cid);
     else this.running.delete(cid);
@@ -206,13 +214,16 @@ export class Session {
 
   // ---- user actions ----------------------------------------------------------------------
 
-  /** Send a message (parentId: branch from that message; null: branch at the root). Resolves to ok. */
-  async send(text, { parentId } = {}) {
+  /** Send a message (parentId: branch from that message; null: branch at the root; skill: with that
+   * skill; typed: what the user typed, put back on failure). Resolves to ok. */
+  async send(text, { parentId, skill, typed } = {}) {
     const cid = this.cid;
     const payload = { conversation_id: cid, text, mode: this.composer.mode, approval: this.composer.approval };
+    if (this.composer.agent) payload.agent = this.composer.agent;
+    if (skill) payload.skill = skill;
     if (parentId !== undefined) payload.parent_id = parentId;
     else if (this.index && this.viewLeaf && this.viewLeaf !== this.index.latestLeaf) payload.parent_id = this.viewLeaf;
-    const message = this.chat.addUserMessage(text);
+    const message = this.chat.addUserMessage(text, { skill });
     if (!cid) this.pendingNew = [];
     const doneBefore = this.doneCount;
     const ack = await this.#request("send_message", payload, 30_000);
@@ -221,7 +232,7 @@ export class Session {
     if (!ack.ok) {
       this.chat.removeUserMessage(message);
       if (!this.chat.views.length && !this.cid) this.chat.showWelcome();
-      this.composer.showError(ack.error?.message ?? "The message was not accepted.", text);
+      this.composer.showError(ack.error?.message ?? "The message was not accepted.", typed ?? text);
       for (const [name, event] of buffered) this.handleEvent(name, event);
       return false;
     }
@@ -245,7 +256,7 @@ export class Session {
   async edit(record, text) {
     if (this.running.has(this.cid)) return;
     this.chat.truncateFrom(record);
-    const ok = await this.send(text, { parentId: record.parent_id ?? null });
+    const ok = await this.send(text, { parentId: record.parent_id ?? null, skill: record.meta?.skill });
     if (!ok && this.index) this.chat.renderHistory(this.index, this.viewLeaf);
   }
 

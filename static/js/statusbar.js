@@ -1,4 +1,4 @@
-// The status bar: connection, task state, context meter, provider/model/mode/approval/sandbox.
+// The status bar: connection, task state, context meter, agent/provider/model/mode/approval/sandbox.
 import { formatCount, h, icon } from "./dom.js";
 
 const CONNECTION_TEXT = {
@@ -46,12 +46,23 @@ export class StatusBar {
     el.querySelector(".label").textContent = CONNECTION_TEXT[state] ?? state;
   }
 
-  setTask(state, iteration) {
+  /** subAgent: the sub-agent whose state it is (null: the conversation's agent). */
+  setTask(state, iteration, subAgent = null) {
     const el = this.part("task");
     el.dataset.state = state ?? "idle";
     let text = TASK_TEXT[state] ?? state ?? "Idle";
     if (state && state !== "idle" && Number.isInteger(iteration) && iteration > 0) text += ` · step ${iteration}`;
+    if (subAgent && state !== "idle") text = `${subAgent}: ${text}`;
     el.querySelector(".label").textContent = text;
+  }
+
+  /** The open conversation's agent (null: the server's default, for a new conversation). */
+  setAgent(name) {
+    this.agent = name || null;
+    const shown = this.agent ?? this.defaultAgent ?? "—";
+    const el = this.part("agent");
+    el.textContent = shown;
+    el.title = this.descriptions?.get(shown) ?? "";
   }
 
   resetTask() {
@@ -82,6 +93,9 @@ export class StatusBar {
 
   /** Fill the right-hand side from a get_status answer. */
   setInfo(status) {
+    this.defaultAgent = status.agent ?? null;
+    this.descriptions = new Map((status.agents ?? []).map((agent) => [agent.name, agent.description ?? ""]));
+    this.setAgent(this.agent);
     const model = [status.provider, status.model].filter(Boolean).join(" · ");
     this.part("model").textContent = model || "—";
     this.part("model").title = status.api?.base_url ? `Endpoint: ${status.api.base_url}` : "";

@@ -4,7 +4,7 @@ import { formatDuration, h, icon } from "./dom.js";
 import { highlight, languageForPath } from "./markdown.js";
 
 const LIVE_OUTPUT_LIMIT = 100_000;
-const SUMMARY_KEYS = ["path", "command", "query", "old_path", "directory", "pattern", "scope", "code"];
+const SUMMARY_KEYS = ["path", "command", "query", "old_path", "directory", "pattern", "scope", "code", "task"];
 const BLOCK_LANGUAGES = { command: "bash", code: "python" };
 const CODE_KEYS = new Set(["content", "new_content", "old_text", "new_text"]);
 const OPEN_OUTPUT_LINES = 12;
@@ -12,6 +12,8 @@ const TIMED_TOOLS = new Set(["run_command", "run_python"]);
 const CLOCK_TICK_MS = 100;
 const PREVIEW_LINES = 30;
 const PREVIEW_SLACK = 5;
+const DELEGATE_PREFIX = "delegate_to_";
+const PLAN_TOOLS = new Set(["make_plan", "finish_step"]);
 
 function codeBlock(text, language) {
   const code = h("code", { class: "hljs" });
@@ -86,6 +88,9 @@ export class ToolCard {
     this.args = h("div", { class: "tool-args" });
     this.body = h("div", { class: "tool-body" }, this.args);
     this.el = h("article", { class: "tool-card", "data-call-id": callId, "data-tool": this.name }, this.head, this.body);
+    this.delegates = this.name.startsWith(DELEGATE_PREFIX);
+    if (this.delegates) this.el.classList.add("delegate-card");
+    if (PLAN_TOOLS.has(this.name)) this.el.classList.add("plan-tool");
     this.setState("running");
   }
 
@@ -201,6 +206,26 @@ export class ToolCard {
     this.args.after(box);
   }
 
+  /** Where the sub-agent this call hands work to shows it (made at its first event): its answers,
+   * thinking and tool cards, labelled with its name. */
+  nest(agent) {
+    if (!this.nestedBody) {
+      this.nestedBody = h("div", { class: "sub-agent-body" });
+      this.nestedLabel = h("span", { class: "sub-agent-count" });
+      this.nested = h(
+        "details",
+        { class: "sub-agent", open: true, "data-agent": agent ?? "" },
+        h("summary", { class: "sub-agent-head" }, icon("chevron", "sub-agent-chevron"),
+          h("span", { class: "sub-agent-arrow", "aria-hidden": "true", text: "↳" }),
+          h("span", { class: "sub-agent-name", text: agent ?? "sub-agent" }), this.nestedLabel),
+        this.nestedBody,
+      );
+      this.body.insertBefore(this.nested, this.body.querySelector(".tool-output"));
+      this.toggle(true);
+    }
+    return this.nestedBody;
+  }
+
   appendOutput(delta) {
     if (!this.liveOutput) {
       this.liveOutput = h("pre", { class: "tool-output-live" });
@@ -229,7 +254,14 @@ export class ToolCard {
     );
     this.body.querySelector(".tool-output")?.remove();
     this.body.append(details);
-    if (ok !== false) this.toggle(false);
+    if (this.nested) {
+      // The sub-agent's work folds away; its report (the output) stays in sight.
+      const calls = this.nestedBody.querySelectorAll(".tool-card").length;
+      this.nestedLabel.textContent = calls ? ` · ${calls} tool call${calls === 1 ? "" : "s"}` : "";
+      this.nested.open = false;
+      details.open = true;
+    }
+    if (ok !== false && !this.delegates) this.toggle(false);
   }
 
   /** Put a box (a proposed edit) above the output; open the card when the box needs the user. */
