@@ -412,3 +412,29 @@ def test_twenty_thousand_files_do_not_stall_the_server(fake: FakeLLM, tmp_path: 
             pinger.join()
     assert tree["ok"] and tree_seconds < 2.0, f"get_file_tree took {tree_seconds:.2f}s"
     assert len(latencies) > 20 and max(latencies) < 0.5, f"slowest ack {max(latencies):.2f}s"
+
+
+def test_a_supervisor_task_streams_its_sub_agent_nested_in_order(
+    server: ServerProcess, fake: FakeLLM
+):
+    fake.script(
+        Reply(tool_calls=[Call("delegate_to_research", {"task": "list the workspace"})]),
+        Reply(content="Looking.", tool_calls=[Call("list_files", {})], chunk_size=3),
+        Reply(content="The workspace holds what list_files showed.", chunk_size=5),
+        Reply(content="Research says it is all there.", chunk_size=4),
+    )
+    with connected(server.url) as client:
+        cid = client.start("what is here?", agent="supervisor", approval="auto")
+        events = client.wait_done(cid)
+    assert_contiguous(events)
+    call = next(e.payload for e in events if e.name == "tool" and e.payload["phase"] == "start")
+    assert call["name"] == "delegate_to_research" and call["agent"] == "supervisor"
+    nested = [e.payload for e in events if e.payload.get("parent_call_id")]
+    assert {p["agent"] for p in nested} == {"research"} and {p["depth"] for p in nested} == {1}
+    assert text_of([e for e in events if e.payload.get("depth")]) == (
+        "Looking.The workspace holds what list_files showed.")
+    result = next(e.payload for e in events if e.name == "tool" and e.payload["phase"] == "result"
+                  and e.payload["call_id"] == call["call_id"])
+    assert result["ok"] and result["output"].startswith("The workspace holds")
+    assert text_of([e for e in events if not e.payload.get("depth")]) == (
+        "Research says it is all there.")
