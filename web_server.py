@@ -76,6 +76,7 @@ def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) ->
     """Run the web workspace until interrupted (SIGINT or SIGTERM)."""
     app = create_app(settings, async_mode=async_mode, host=host)
     state: WebState = app.extensions["agent"]
+    state.services.warm_up()  # the first message must not wait for the SDK's import
     state.start_watcher()
     _stop_on_signals(state)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host

@@ -135,6 +135,8 @@ def repl(terminal: CliTerminal) -> int:
     with contextlib.suppress(ImportError):
         import readline  # noqa: F401  (line editing and history for input())
     provider = terminal.services.provider
+    # The model client (the `openai` import) is built while the first prompt is typed.
+    threading.Thread(target=terminal.services.warm_up, name="warm-up", daemon=True).start()
     terminal.out.write(f"Workspace Agent — {terminal.services.workspace.root}\n"
                        f"{provider.name} · {provider.model} · /help for commands\n")
     if not provider.configured:

@@ -67,6 +67,12 @@ class AgentServices:
             self._models[key] = ApiClient(config, self.settings, on_raw_delta=self.stream_log)
         return self._models[key]
 
+    def warm_up(self) -> None:
+        """Build the model client now rather than on the first call (the `openai` SDK is
+        imported then): a server does it before it listens, the interactive CLI meanwhile."""
+        if isinstance(self.model, ApiClient):
+            self.model.warm()
+
     def close(self) -> None:
         """Release what outlives a task: the sandbox's containers."""
         self.runner.close()

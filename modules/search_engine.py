@@ -7,9 +7,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-import requests
 from pydantic import BaseModel, Field
-from tavily import TavilyClient
 
 from modules.context import ToolContext
 from modules.ignore import WorkspaceIgnore
@@ -107,6 +105,9 @@ def tavily_search(
     """Search the web with Tavily and format the results; failures raise ToolError."""
     if not api_key:
         raise ToolError("web search is not configured: set TAVILY_API_KEY")
+    import requests  # on first use: tavily pulls in httpx, requests and tiktoken (~0.1 s)
+    from tavily import TavilyClient
+
     session = requests.Session()
     session.trust_env = use_proxy
     try:

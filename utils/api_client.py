@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
-
-import httpx2
-import openai
+from typing import TYPE_CHECKING, Any
 
 from utils.cancel import CancelToken, TaskCancelled
 from utils.completion import (
@@ -26,6 +25,9 @@ from utils.providers import ProviderConfig, prepare_messages
 from utils.settings import Settings
 from utils.sse_pump import ChunkPump, NotAStream
 from utils.tool_calls import ToolCallAssembler
+
+if TYPE_CHECKING:
+    import openai
 
 logger = logging.getLogger(__name__)
 
@@ -127,9 +129,34 @@ class ApiClient:
         self.config = config
         self._settings = settings
         self._on_raw_delta = on_raw_delta
-        self._sdk = self._build_sdk() if config.configured else None
+        self._sdk: openai.OpenAI | None = None  # built on the first call: see _client
+        self._sdk_lock = threading.Lock()
+
+    def _client(self) -> openai.OpenAI:
+        """The SDK client, built on the first call (or by `warm`): importing `openai` is the
+        largest single cost of start-up, and a command that never calls the model skips it."""
+        with self._sdk_lock:
+            if self._sdk is None:
+                import httpx2
+
+                try:
+                    self._sdk = self._build_sdk()
+                except httpx2.InvalidURL as exc:  # once a crash at start-up, now this call's error
+                    raise ApiError(
+                        f"The model API base URL {self.config.base_url!r} is not valid: {exc}"
+                    ) from exc
+            return self._sdk
+
+    def warm(self) -> None:
+        """Build the SDK client now, ahead of the first call (a server before it listens, the
+        interactive CLI while the first prompt is typed). A problem is left to that call."""
+        if self.config.configured:
+            with contextlib.suppress(ApiError):
+                self._client()
 
     def _build_sdk(self) -> openai.OpenAI:
+        import openai
+
         timeout = openai.Timeout(
             self._settings.request_timeout, connect=min(self._settings.request_timeout, 15.0)
         )
@@ -144,8 +171,10 @@ class ApiClient:
 
     def close(self) -> None:
         """Release the HTTP connections."""
-        if self._sdk is not None:
-            self._sdk.close()
+        with self._sdk_lock:
+            sdk = self._sdk
+        if sdk is not None:
+            sdk.close()
 
     def stream(
         self,
@@ -160,7 +189,7 @@ class ApiClient:
 
         Before a retry, `on_wait(seconds, message)` says what failed and how long it waits.
         """
-        if self._sdk is None:
+        if not self.config.configured:
             raise AuthError(self.config.problem or "The model provider is not configured.")
         request = self._request(messages, tools, thinking)
         attempt = 0
@@ -206,8 +235,10 @@ class ApiClient:
         self, request: dict[str, Any], cancel: CancelToken, state: _CallState
     ) -> Iterator[StreamItem]:
         cancel.raise_if_cancelled()
-        assert self._sdk is not None
-        sdk = self._sdk
+        sdk = self._client()
+        import httpx2
+        import openai
+
         pump = ChunkPump(lambda: sdk.chat.completions.with_streaming_response.create(**request))
         unregister = cancel.on_cancel(pump.close)
         error: Exception | None = None
@@ -337,6 +368,8 @@ def _field(data: dict[str, Any], key: str, kind: type) -> Any:
 
 def _map_error(error: Exception, base_url: str) -> ApiError:
     """Our error type for an SDK exception."""
+    import openai
+
     if isinstance(error, NotAStream | MalformedChunk):
         return BadResponse(str(error))
     if isinstance(error, openai.APIStatusError):

@@ -9,9 +9,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
+if TYPE_CHECKING:
+    import httpx2
 
 OpenResponse = Callable[[], AbstractContextManager[Any]]  # the SDK's streaming response
 YIELD_SECONDS = 0.005  # CPython's own thread switch interval

@@ -1,0 +1,152 @@
+"""Start-up benchmark: the wall time of `main.py cli -p` with a one-line answer.
+
+Run from the repo root: `python bench/startup.py [--runs 10]`.
+
+The fake model API runs in this process (echo replies); `main.py cli -p hi --approval auto`
+runs `--runs` times as a subprocess against it, in fresh temporary folders. The same number
+of runs of `python -c pass` and `python -c "import openai"` are timed in the same run as
+baselines: the machine is shared, so compare the ratios, not the absolute times. One more
+run under `-X importtime` gives the ten imports that cost the most (cumulative). The goal
+line prints PASS when the median is at most GOAL_SECONDS. This is a measurement, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.fake_llm import FakeLLM, echo_responder
+
+ROOT = Path(__file__).resolve().parent.parent
+GOAL_SECONDS = 0.4
+TOP = 10
+_IMPORT_LINE = re.compile(r"^import time:\s+(\d+)\s+\|\s+(\d+)\s+\|( *)(\S+)\s*$")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall times of one command, in seconds."""
+
+    label: str
+    times: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def p90(self) -> float:
+        ordered = sorted(self.times)
+        return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+
+
+def _cli_command(tmp: Path, run: int) -> list[str]:
+    return [
+        sys.executable,
+        "main.py",
+        "cli",
+        "--workspace",
+        str(tmp / f"ws{run}"),
+        "--data-dir",
+        str(tmp / f"data{run}"),
+        "-p",
+        "hi",
+        "--approval",
+        "auto",
+    ]
+
+
+def _environment(fake: FakeLLM) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}
+    env.update(
+        AGENT_PROVIDER="custom",
+        AGENT_BASE_URL=fake.base_url,
+        AGENT_API_KEY=fake.api_key,
+        AGENT_MODEL=fake.model,
+    )
+    return env
+
+
+def _time(label: str, commands: list[list[str]], env: dict[str, str]) -> Timing:
+    times = []
+    for command in commands:
+        started = time.perf_counter()
+        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+        times.append(time.perf_counter() - started)
+        if done.returncode != 0:
+            raise SystemExit(f"{label} failed ({done.returncode}):\n{done.stderr}")
+    return Timing(label, times)
+
+
+def top_imports(stderr: str, count: int = TOP) -> list[tuple[int, int, str]]:
+    """The `count` costliest imports, one per top-level package (its costliest: `openai`, not
+    the dozen `openai.types...` nested in it): (cumulative µs, self µs, name)."""
+    best: dict[str, tuple[int, int, str]] = {}
+    for line in stderr.splitlines():
+        match = _IMPORT_LINE.match(line)
+        if match:
+            row = (int(match.group(2)), int(match.group(1)), match.group(4))
+            package = row[2].split(".")[0]
+            best[package] = max(best.get(package, row), row)
+    return sorted(best.values(), reverse=True)[:count]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    args = parser.parse_args()
+
+    with FakeLLM("deepseek") as fake, tempfile.TemporaryDirectory(prefix="startup-") as name:
+        fake.responder = echo_responder()
+        tmp = Path(name)
+        env = _environment(fake)
+        _time("warm-up", [_cli_command(tmp, -1)], env)  # page cache, __pycache__
+        timings = [
+            _time("python -c pass", [[sys.executable, "-c", "pass"]] * args.runs, env),
+            _time(
+                "python -c 'import openai'",
+                [[sys.executable, "-c", "import openai"]] * args.runs,
+                env,
+            ),
+            _time("main.py cli -p hi", [_cli_command(tmp, i) for i in range(args.runs)], env),
+        ]
+        profiled = subprocess.run(
+            [sys.executable, "-X", "importtime", *_cli_command(tmp, args.runs)[1:]],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+
+    base = timings[0].median
+    print(f"{'command':<28} {'median':>8} {'p90':>8} {'x python':>9}   ({args.runs} runs)")
+    for timing in timings:
+        print(
+            f"{timing.label:<28} {timing.median:>7.3f}s {timing.p90:>7.3f}s "
+            f"{timing.median / base:>8.1f}x"
+        )
+    cli = timings[-1]
+    print(f"\ncli -p / import openai: {cli.median / timings[1].median:.2f}x")
+    print(
+        f"\ntop {TOP} imports of one cli -p run (-X importtime, cumulative, "
+        "the costliest per top-level package):"
+    )
+    for cumulative, own, module in top_imports(profiled.stderr):
+        print(f"  {cumulative / 1000:>8.1f} ms  (self {own / 1000:>6.1f} ms)  {module}")
+    verdict = "PASS" if cli.median <= GOAL_SECONDS else "FAIL"
+    print(f"\ngoal: median <= {GOAL_SECONDS:.1f}s: {cli.median:.3f}s -> {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
