@@ -2,21 +2,22 @@
 
 A path's kept state is a small JSON-ready dict: `{"kind": "missing"}`, `{"kind": "file",
 "blob": SHA256, "mode", "size"}`, `{"kind": "dir", "mode"}`, `{"kind": "symlink", "target"}`
-or `{"kind": "lost", "reason"}` (it could not be kept, e.g. too large).
+or `{"kind": "lost", "reason"}` (it could not be kept, e.g. too large). Which file holds which
+content is remembered by modules.undo_index; this module only stores and scans.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import os
 import secrets
 import stat
 import time
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from modules.results import ToolError
 from modules.safe_fs import SafeRoot, replace_at
@@ -28,11 +29,19 @@ RACY_NS = 1_000_000_000  # a file changed this recently may change again within 
 _IN_MEMORY_BYTES = 1 << 20
 _CHUNK = 1 << 20
 _STALE_TMP_SECONDS = 3600
+_KINDS = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_new = tuple.__new__
+_MAX_DEPTH = 64  # folders held open at once in one descent
 
 
-@dataclass(frozen=True)
-class Stat:
-    """What a scan sees of one path; equal stats mean the path did not change."""
+class Stat(NamedTuple):
+    """What a scan sees of one path; equal stats mean the path did not change.
+
+    A folder's stat holds only its kind and mode (its times change with its entries, and
+    those are scanned themselves), so a folder counts as unchanged while it stays a folder
+    with its mode.
+    """
 
     kind: str
     size: int
@@ -44,22 +53,13 @@ class Stat:
     @classmethod
     def of(cls, st: os.stat_result) -> Stat | None:
         """The Stat of an lstat result; None for sockets, fifos and devices."""
-        if stat.S_ISREG(st.st_mode):
-            kind = "file"
-        elif stat.S_ISDIR(st.st_mode):
-            kind = "dir"
-        elif stat.S_ISLNK(st.st_mode):
-            kind = "symlink"
-        else:
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode))
+        if kind is None:
             return None
-        mode = stat.S_IMODE(st.st_mode)
-        return cls(kind, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode)
-
-    def same_as(self, other: Stat) -> bool:
-        """Unchanged; a folder counts as unchanged while it stays a folder with its mode."""
-        if self.kind == "dir" or other.kind == "dir":
-            return self.kind == other.kind and self.mode == other.mode
-        return self == other
+        mode = st.st_mode & 0o7777
+        if kind == "dir":
+            return _new(cls, ("dir", 0, 0, 0, 0, mode))
+        return _new(cls, (kind, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode))
 
 
 def lost(reason: str) -> State:
@@ -72,28 +72,88 @@ def scan(
 ) -> dict[str, Stat]:
     """Every path under the folder `top` of `fs` (workspace POSIX paths) with its Stat.
 
-    Symlinks are listed, never followed; sockets, fifos and devices are left out.
+    Symlinks are listed, never followed; sockets, fifos and devices are left out. `top` is
+    reached by the fd walk of SafeRoot, and each folder below it is opened from its parent's
+    fd without following links (this runs over the whole workspace twice per command).
     """
     found: dict[str, Stat] = {}
     pending = [top]
+    root = f"{fs.root}/"
+    skip_rel = {p[len(root) :] for p in skip_paths if p.startswith(root)}
     while pending:
         folder = pending.pop()
         try:
-            items = fs.list_dir(folder)
+            with fs.parent_of(folder) as (parent, name):
+                fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
         except (OSError, ToolError):
             continue
-        prefix = f"{folder}/" if folder else ""
-        for name, st in items:
-            info = Stat.of(st)
-            if info is None:
-                continue
-            rel = prefix + name
-            if info.kind == "dir":
-                if name in skip_names or str(fs.root / rel) in skip_paths:
-                    continue
-                pending.append(rel)
-            found[rel] = info
+        walk = _Walk(skip_names, skip_rel, found)
+        with no_gc():
+            walk.folder(fd, f"{folder}/" if folder else "", 0)
+        pending += walk.deeper
     return found
+
+
+class _Walk:
+    """One descent from an open folder; folders past _MAX_DEPTH are left in `deeper`."""
+
+    def __init__(
+        self, skip_names: Collection[str], skip_paths: Collection[str], found: dict[str, Stat]
+    ) -> None:
+        self.skip_names = skip_names
+        self.skip_paths = skip_paths
+        self.found = found
+        self.deeper: list[str] = []
+
+    def folder(self, fd: int, prefix: str, depth: int) -> None:
+        """Add the folder open at `fd` (which this closes) and everything under it."""
+        found, folders, kinds, new = self.found, [], _KINDS, _new
+        try:
+            with os.scandir(fd) as entries:
+                for entry in entries:  # Stat.of inlined: this runs for every path
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    mode = st.st_mode
+                    kind = kinds.get(mode & 0o170000)
+                    if kind is None:
+                        continue
+                    rel = prefix + entry.name
+                    if kind != "dir":
+                        found[rel] = new(Stat, (kind, st.st_size, st.st_mtime_ns,
+                                                st.st_ctime_ns, st.st_ino, mode & 0o7777))
+                    elif entry.name not in self.skip_names and rel not in self.skip_paths:
+                        found[rel] = new(Stat, ("dir", 0, 0, 0, 0, mode & 0o7777))
+                        folders.append(entry.name)
+            for name in folders:
+                self._below(fd, prefix, name, depth)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+
+    def _below(self, fd: int, prefix: str, name: str, depth: int) -> None:
+        if depth >= _MAX_DEPTH:
+            self.deeper.append(prefix + name)
+            return
+        try:
+            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except OSError:
+            return
+        self.folder(child, f"{prefix}{name}/", depth + 1)
+
+
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    """Cyclic collection off: it would walk the many young tuples again and again."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def sha256_stream(handle: BinaryIO) -> str:
@@ -111,72 +171,32 @@ def sha256_at(fs: SafeRoot, rel: str) -> str:
 
 
 class BlobStore:
-    """Files kept by the SHA-256 of their bytes, with a (path, stat) -> hash cache.
-
-    The cache lets a repeated scan skip reading files that did not change. Callers serialise
-    access (UndoJournal holds its lock around every call).
-    """
+    """Files kept by the SHA-256 of their bytes, each distinct content once."""
 
     def __init__(self, root: Path, *, max_bytes: int = BLOB_LIMIT_BYTES) -> None:
         self.root = root
         self.max_bytes = max_bytes
-        self._cache: dict[str, tuple[Stat, str]] = {}
 
     def path(self, digest: str) -> Path:
         """Where the blob with this hash lives."""
         return self.root / digest[:2] / digest
 
-    def state_of(self, fs: SafeRoot, rel: str) -> State:
-        """The current state of the workspace path `rel`, its content kept when it is a file."""
-        try:
-            st = fs.lstat(rel)
-        except OSError as exc:
-            return lost(f"could not be read ({exc.strerror})")
-        except ToolError as exc:
-            return lost(str(exc))
-        return dict(MISSING) if st is None else self.keep(fs, rel, Stat.of(st))
+    def has(self, digest: str) -> bool:
+        """Whether the blob with this hash is in the store."""
+        return os.path.exists(f"{self.root}/{digest[:2]}/{digest}")
 
-    def keep(self, fs: SafeRoot, rel: str, info: Stat | None) -> State:
-        """The state of `rel` as `info` describes it, keeping a file's bytes."""
-        if info is None:
-            return lost("not a regular file, folder or symbolic link")
-        if info.kind == "dir":
-            return {"kind": "dir", "mode": info.mode}
-        try:
-            if info.kind == "symlink":
-                return {"kind": "symlink", "target": fs.readlink(rel)}
-            if info.size > self.max_bytes:
-                limit = self.max_bytes // (1024 * 1024)
-                return lost(f"{info.size:,} bytes, over the {limit} MB limit for undo copies")
-            digest = self._digest(fs, rel, info)
-        except OSError as exc:
-            return lost(f"could not be read ({exc.strerror})")
-        except ToolError as exc:
-            return lost(str(exc))
-        return {"kind": "file", "blob": digest, "mode": info.mode, "size": info.size}
+    def store(self, fs: SafeRoot, rel: str) -> tuple[str, Stat | None]:
+        """Keep the bytes of the regular file `rel`: (their hash, the Stat they belong to).
 
-    def cached(self, rel: str, info: Stat) -> str | None:
-        """The known hash of a file whose stat has not changed since it was last kept."""
-        hit = self._cache.get(rel)
-        return hit[1] if hit is not None and hit[0] == info else None
-
-    def _digest(self, fs: SafeRoot, rel: str, info: Stat) -> str:
-        digest = self.cached(rel, info)
-        if digest is not None:
-            return digest
-        digest = self._store(fs, rel)
-        if time.time_ns() - info.mtime_ns > RACY_NS:
-            self._cache[rel] = (info, digest)
-        return digest
-
-    def _store(self, fs: SafeRoot, rel: str) -> str:
+        The Stat is None when the file changed while it was read.
+        """
         with fs.open_regular(rel, follow=False) as (source, st):
             if st.st_size <= _IN_MEMORY_BYTES:
                 data = source.read()
                 digest = hashlib.sha256(data).hexdigest()
-                if not self.path(digest).exists():
+                if not self.has(digest):
                     self._publish(digest, lambda out: out.write(data))
-                return digest
+                return digest, _unchanged(st, os.fstat(source.fileno()))
             hasher = hashlib.sha256()
 
             def copy(out: BinaryIO) -> None:
@@ -185,9 +205,10 @@ class BlobStore:
                     out.write(chunk)
 
             tmp = self._write_tmp(copy)
+            after = os.fstat(source.fileno())
         digest = hasher.hexdigest()
         self._place(tmp, digest)
-        return digest
+        return digest, _unchanged(st, after)
 
     def _publish(self, digest: str, write: Any) -> None:
         self._place(self._write_tmp(write), digest)
@@ -227,12 +248,11 @@ class BlobStore:
             replace_at(fd, name, copy, mode)
 
     def collect(self, live: set[str]) -> int:
-        """Delete blobs neither in `live` nor in the cache; returns how many went."""
-        keep = live | {digest for _, digest in self._cache.values()}
+        """Delete blobs not in `live`; returns how many went."""
         removed = 0
         for folder in _folders(self.root):
             for entry in _entries(folder):
-                if entry.name.endswith(".tmp") or entry.name in keep:
+                if entry.name.endswith(".tmp") or entry.name in live:
                     continue
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(entry.path)
@@ -242,6 +262,12 @@ class BlobStore:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(entry.path)
         return removed
+
+
+def _unchanged(before: os.stat_result, after: os.stat_result) -> Stat | None:
+    """The Stat of `before` when `after` (its fstat once read) shows no change, else None."""
+    info = Stat.of(before)
+    return info if info is not None and info == Stat.of(after) else None
 
 
 def _entries(folder: Path) -> list[os.DirEntry[str]]:

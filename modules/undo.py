@@ -4,15 +4,17 @@ A task is one user message's run; its id is that message's id. Layout:
 `DATA_DIR/undo/tasks/CONVERSATION_ID/NANOSECONDS_TASK_ID.json` is one task's manifest
 (`entries`: workspace-relative path -> its state before the task, see blob_store), replaced
 atomically whenever it grows; file contents live once, by SHA-256, in `DATA_DIR/undo/blobs/`.
-The newest KEEP_TASKS journals of a conversation are kept; blobs nothing refers to then go.
+The newest KEEP_TASKS journals of a conversation are kept; blobs that neither they nor the
+file index (`DATA_DIR/undo/index.sqlite`, see undo_index) name then go.
 
 File tools call `before_change` / `before_move`. Commands cannot say what they touch, so the
-workspace is scanned before and after each one; the built-in skipped folders of modules.ignore
-(`.git`: git keeps its own history; virtualenvs, node_modules, caches: tools regenerate them)
-are left out of those scans, but .gitignore'd paths are not (a command may delete build
-outputs), and files over the size limit are reported, not kept. Undo
-removes folders the task created only when they are empty again, so files the user put there
-stay; it never follows a link out of the workspace.
+workspace is scanned before and after each one (the index gives unchanged files' hashes, and
+their bytes are in the blob store already, so nothing is read or copied for them); the
+built-in skipped folders of modules.ignore (`.git`: git keeps its own history; virtualenvs,
+node_modules, caches: tools regenerate them) are left out of those scans, but .gitignore'd
+paths are not (a command may delete build outputs), and files over the size limit are
+reported, not kept. Undo removes folders the task created only when they are empty again, so
+files the user put there stay; it never follows a link out of the workspace.
 """
 
 from __future__ import annotations
@@ -26,13 +28,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import chain
 from pathlib import Path
 
 from modules.blob_store import (
     BLOB_LIMIT_BYTES,
-    MISSING,
-    RACY_NS,
     BlobStore,
     Stat,
     State,
@@ -42,6 +41,7 @@ from modules.blob_store import (
 from modules.ignore import SKIPPED_DIRS
 from modules.paths import PathOutsideWorkspace, Workspace
 from modules.results import FileChange, ToolError
+from modules.undo_index import FileIndex, Keeper, Snapshot
 from utils.files import atomic_write
 
 log = logging.getLogger(__name__)
@@ -61,15 +61,6 @@ class UndoResult:
     changes: list[FileChange] = field(default_factory=list)
 
 
-@dataclass
-class Snapshot:
-    """The workspace before a command: each path's Stat and its kept state."""
-
-    stats: dict[str, Stat]
-    states: dict[str, State]
-    racy: set[str]
-
-
 class TaskJournal:
     """The undo record of one task (one user message's run); safe to use from any thread."""
 
@@ -87,7 +78,7 @@ class TaskJournal:
         self._owner._keep(self, source, mirror=dest)
 
     def snapshot(self) -> Snapshot:
-        """Scan the workspace and keep every file's content, before a command runs."""
+        """Scan the workspace before a command runs: stats, and hashes from the index."""
         return self._owner._snapshot()
 
     def record_changes_since(self, snapshot: Snapshot) -> list[str]:
@@ -109,10 +100,12 @@ class UndoJournal:
         self.workspace = workspace
         self.root = Path(data_dir) / "undo"
         self.blobs = BlobStore(self.root / "blobs", max_bytes=max_file_bytes)
+        index = FileIndex(self.root / "index.sqlite", str(workspace.root))
+        self.keeper = Keeper(self.blobs, index)
         self.keep_tasks = keep_tasks
         self._skip_paths = frozenset({os.path.realpath(data_dir)})
         self._lock = threading.RLock()
-        self._pending: dict[int, set[str]] = {}
+        self._pending: dict[int, Snapshot] = {}
 
     def task(self, conversation_id: str, task_id: str) -> TaskJournal:
         """The journal of one task; nothing is written until its first change."""
@@ -171,58 +164,41 @@ class UndoJournal:
                 tree += sorted(scan(ws, (), (), top=source))
             for rel in tree:
                 if rel not in entries:
-                    entries[rel] = self.blobs.state_of(ws, rel)
+                    entries[rel] = self.keeper.state_of(ws, rel)
             if mirror is not None:
                 dest = ws.relative(mirror)
                 for rel in tree:
                     moved = dest + rel[len(source) :]
                     if moved not in entries:
-                        entries[moved] = self.blobs.state_of(ws, moved)
+                        entries[moved] = self.keeper.state_of(ws, moved)
 
         self._update(journal, fill)
+        with self._lock:
+            self.keeper.index.flush()
 
     def _snapshot(self) -> Snapshot:
         with self._lock:
-            now = time.time_ns()
-            ws = self.workspace
-            stats = scan(ws, SKIPPED_DIRS, self._skip_paths)
-            states = {rel: self.blobs.keep(ws, rel, info) for rel, info in stats.items()}
-            racy = {
-                rel
-                for rel, info in stats.items()
-                if info.kind == "file" and now - info.mtime_ns < RACY_NS
-            }
-            snap = Snapshot(stats, states, racy)
-            self._pending[id(snap)] = {s["blob"] for s in states.values() if "blob" in s}
+            started = time.time_ns()
+            stats = scan(self.workspace, SKIPPED_DIRS, self._skip_paths)
+            snap = self.keeper.snapshot(self.workspace, stats, started)
+            self._pending[id(snap)] = snap
             return snap
 
     def _record_since(self, journal: TaskJournal, snap: Snapshot) -> list[str]:
         with self._lock:
             try:
                 after = scan(self.workspace, SKIPPED_DIRS, self._skip_paths)
-                changed = sorted(
-                    r for r in snap.stats.keys() | after.keys() if self._changed(r, snap, after)
-                )
+                changed = self.keeper.changed(self.workspace, snap, after)
 
                 def fill(entries: dict[str, State]) -> None:
                     for rel in changed:
-                        entries.setdefault(rel, snap.states.get(rel, dict(MISSING)))
+                        if rel not in entries:
+                            entries[rel] = self.keeper.old_state(snap, rel)
 
                 self._update(journal, fill)
             finally:
                 self._pending.pop(id(snap), None)
         return changed
-
-    def _changed(self, rel: str, snap: Snapshot, after: dict[str, Stat]) -> bool:
-        before, now = snap.stats.get(rel), after.get(rel)
-        if before is None or now is None or not before.same_as(now):
-            return True
-        if rel not in snap.racy:
-            return False
-        try:
-            return sha256_at(self.workspace, rel) != snap.states[rel].get("blob")
-        except (OSError, ToolError):
-            return True
 
     # --- manifests ------------------------------------------------------------------------
 
@@ -266,7 +242,10 @@ class UndoJournal:
             return
         for path in excess:
             path.unlink(missing_ok=True)
-        live = set(chain.from_iterable(self._pending.values()))
+        indexed = self.keeper.live()
+        if indexed is None:
+            return  # the index cannot be read: which blobs it needs is not known
+        live = indexed.union(*(snap.digests.values() for snap in self._pending.values()))
         for path in (self.root / "tasks").glob("*/*.json"):
             try:
                 entries = _load(path)["entries"].values()

@@ -1,0 +1,173 @@
+"""Undo benchmark: what a task journal adds to `run_command("true")` in a big workspace.
+
+Run from the repo root: `python bench/undo.py [--check] [--runs N] [--dir DIR]`.
+Builds an empty workspace and ones of 2,000 and 20,000 files (1-6 KB, a few of 1 MB; about
+79 MB for 20,000) in nested folders, then times the tool call through the real registry
+with a task journal, each time in a fresh process: the first command there (a cold one
+first, with no index or blobs yet: reported only; then with the index an earlier process
+left) and a second command in the same process. The added seconds are over the empty
+workspace in the same run (medians); the undo journal's own share (snapshot and comparison)
+is shown beside them, since the command runner's own timing varies by tens of ms. Files go
+to /dev/shm when there is one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+MAX_ADDED_SECONDS = 0.2
+SIZES = (0, 2_000, 20_000)
+_BIG_FILES = 8  # of 1 MB each, in the 20,000-file workspace
+_FILES_PER_FOLDER = 100
+
+
+def build(root: Path, count: int) -> int:
+    """Make `count` files under `root` in nested folders, dated a minute ago; total bytes."""
+    rng = random.Random(count)
+    root.mkdir(parents=True)
+    total = 0
+    for i in range(count):
+        folder = root / f"pkg{i // 1000:02}" / f"sub{i // _FILES_PER_FOLDER % 10}"
+        if i % _FILES_PER_FOLDER == 0:
+            folder.mkdir(parents=True, exist_ok=True)
+        size = (1 << 20) if i < _BIG_FILES * count // 20_000 else rng.randint(1024, 6 * 1024)
+        data = rng.randbytes(size)
+        (folder / f"file{i:05}.dat").write_bytes(data)
+        total += size
+    past = time.time() - 60  # older than the racy window, as a workspace usually is
+    for path in root.rglob("*"):
+        os.utime(path, (past, past), follow_symlinks=False)
+    return total
+
+
+class _Timed:
+    """A task journal that adds up the seconds its snapshot and comparison take."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+
+    def snapshot(self) -> Any:
+        started = time.perf_counter()
+        try:
+            return self.inner.snapshot()
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def record_changes_since(self, snapshot: Any) -> list[str]:
+        started = time.perf_counter()
+        try:
+            return self.inner.record_changes_since(snapshot)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+def child(workspace: Path, data_dir: Path) -> None:
+    """In a fresh process: time two `run_command("true")` calls; print them as JSON."""
+    from modules.undo import UndoJournal
+    from tests.helpers import call, make_ctx
+
+    ctx = make_ctx(workspace.parent)
+    timed = _Timed(UndoJournal(data_dir, ctx.workspace).task("bench", f"t{time.time_ns()}"))
+    ctx.journal = timed  # type: ignore[assignment]
+    got: dict[str, float] = {}
+    for key in ("first", "second"):
+        timed.seconds = 0.0
+        started = time.perf_counter()
+        result = call(ctx, "run_command", command="true")
+        got[key] = time.perf_counter() - started
+        got[f"{key}_journal"] = timed.seconds
+        assert result.ok, result.output
+    print(json.dumps(got))
+
+
+def _spawn(base: Path) -> dict[str, float]:
+    """Run `child` in a new interpreter for the workspace `base/ws`, data in `base/data`."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", str(base / "ws"), str(base / "data")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure(base: Path, runs: int) -> dict[str, float]:
+    """Cold first command, then the medians of `runs` fresh processes with an index."""
+    cold = _spawn(base)["first"]
+    samples = [_spawn(base) for _ in range(runs)]
+    got = {key: statistics.median(s[key] for s in samples) for key in samples[0]}
+    return {"cold": cold, **got}
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def report(results: dict[int, dict[str, float]], megabytes: dict[int, float]) -> bool:
+    """Print the figures and verdicts; True when every expectation held."""
+    empty = results[0]
+    print(f"empty workspace: cold {empty['cold']:.3f} s, new process {empty['first']:.3f} s, "
+          f"later {empty['second']:.3f} s per run_command('true')")
+    ok = True
+    for count in SIZES[1:]:
+        got = results[count]
+        print(f"\n{count:,} files ({megabytes[count]:.0f} MB)")
+        print(f"  first command ever (no index, no blobs)   +{got['cold'] - empty['cold']:6.3f} s  "
+              f"x{got['cold'] / empty['cold']:.1f}  (one-time, not judged)")
+        for key, what in (("first", "first command of a new process"),
+                          ("second", "a later command, same process ")):
+            added = got[key] - empty[key]
+            good = added <= MAX_ADDED_SECONDS
+            ok = ok and good
+            print(f"  {what}     +{added:6.3f} s  x{got[key] / empty[key]:.1f}  "
+                  f"expected <= +{MAX_ADDED_SECONDS} s   {_verdict(good)}   "
+                  f"(snapshot + compare: {got[key + '_journal']:.3f} s)")
+    return ok
+
+
+def run(runs: int, where: Path | None) -> bool:
+    """Build the workspaces, measure each, print; True when every expectation held."""
+    shm = Path("/dev/shm")
+    parent = where or (shm if shm.is_dir() else None)
+    with tempfile.TemporaryDirectory(dir=parent) as tmp:
+        results, megabytes = {}, {}
+        for count in SIZES:
+            base = Path(tmp) / f"n{count}"
+            megabytes[count] = build(base / "ws", count) / 1e6
+            (base / "data").mkdir()
+            results[count] = measure(base, runs)
+        return report(results, megabytes)
+
+
+def main() -> int:
+    """Entry point; exit code 1 only with --check and a failed expectation."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if an expectation fails")
+    parser.add_argument("--runs", type=int, default=5, help="fresh processes per workspace")
+    parser.add_argument("--dir", type=Path, help="where to build (default /dev/shm)")
+    parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child)
+        return 0
+    ok = run(args.runs, args.dir)
+    return 1 if args.check and not ok else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
