@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 READ_SIZE = 65536
 POLL_SECONDS = 0.05
+FIRST_IDLE_SECONDS = 0.001  # after end of output, the first wait for the exit status
 
 
 class OutputBuffer:
@@ -67,11 +68,13 @@ class OutputReader:
         self.selector = selectors.DefaultSelector()
         self.selector.register(fd, selectors.EVENT_READ)
         self.eof = False
+        self._idle = FIRST_IDLE_SECONDS
 
     def pump(self, wait: float) -> None:
         """Wait up to `wait` seconds for output and pass on one chunk of it."""
-        if self.eof:
-            time.sleep(wait)
+        if self.eof:  # waiting for the exit status: look again soon, then less often
+            time.sleep(min(wait, self._idle))
+            self._idle = min(self._idle * 2, POLL_SECONDS)
             return
         if not self.selector.select(wait):
             return
