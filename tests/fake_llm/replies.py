@@ -43,6 +43,8 @@ class Reply:
     `delay` sleeps before every chunk, `latency` before the response headers; `stall_after`
     pauses `stall` seconds once that many data chunks are out (a model that hangs mid-answer).
     `cut_after` closes the connection after that many data chunks, without `[DONE]`.
+    `stamp` replaces each streamed content fragment, as it is sent, by the send time:
+    `time.time_ns()` in decimal and a `;`; `content` then only sets how many fragments there are.
     """
 
     content: str = ""
@@ -58,6 +60,7 @@ class Reply:
     cut_after: int | None = None
     usage: tuple[int, int] | None = None
     finish_reason: str | None = None
+    stamp: bool = False
 
 
 @dataclass

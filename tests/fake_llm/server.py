@@ -22,7 +22,7 @@ from tests.fake_llm.replies import (
     Response,
 )
 from tests.fake_llm.validation import Invalid, ReasoningKey, validate_chat
-from tests.fake_llm.wire import Answer, completion_body, resolve, stream_frames
+from tests.fake_llm.wire import Answer, completion_body, resolve, stamp, stream_frames
 
 DEFAULT_API_KEY = "sk-fake-0123456789abcdef"
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
@@ -299,7 +299,7 @@ def _send_stream(
             if (is_data and sent == reply.cut_after) or stopping.wait(pause):
                 _cut(handler)
                 return
-            _write_chunk(handler, frame.encode())
+            _write_chunk(handler, (stamp(frame) if reply.stamp else frame).encode())
             sent += is_data
         handler.wfile.write(b"0\r\n\r\n")
     except OSError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Any
@@ -13,6 +14,7 @@ from tests.fake_llm.replies import Call, Reply
 
 KEEP_ALIVE = ": keep-alive\n\n"
 DONE = "data: [DONE]\n\n"
+STAMP = "<send-time>"  # a stamped reply's content fragment; `stamp` puts the send time there
 
 
 @dataclass
@@ -90,8 +92,9 @@ def stream_frames(answer: Answer) -> list[str]:
             else {"reasoning_content": piece}
         )
     for piece in split_text(reply.content, reply.chunk_size, rng):
+        text = STAMP if reply.stamp else piece
         deltas.append(
-            {"content": piece, "reasoning_content": None} if null_pairs else {"content": piece}
+            {"content": text, "reasoning_content": None} if null_pairs else {"content": text}
         )
     for fragment in _tool_fragments(answer, rng):
         deltas.append({"tool_calls": [fragment]})
@@ -133,6 +136,11 @@ def _final_chunk(answer: Answer) -> dict[str, Any]:
 
 def _data(chunk: dict[str, Any]) -> str:
     return f"data: {json.dumps(chunk, ensure_ascii=False, separators=(',', ':'))}\n\n"
+
+
+def stamp(frame: str) -> str:
+    """The frame with its STAMP placeholder, if any, replaced by the send time in ns and a `;`."""
+    return frame.replace(STAMP, f"{time.time_ns()};") if STAMP in frame else frame
 
 
 def split_text(text: str, size: int, rng: random.Random | None) -> list[str]:

@@ -1,0 +1,643 @@
+"""Pace benchmark: N conversations at 100 deltas/s each, added latency and server CPU per token.
+
+Run from the repo root:
+`python bench/pace.py [--conversations 10,25,50,100] [--seconds 10]
+[--async-mode threading|eventlet|both] [--py-spy DIR]`.
+
+The fake model API (in this process) streams every conversation's reply one delta every
+`1/--rate` seconds; each delta's text is its send time (`Reply(stamp=True)`: `time.time_ns()`
+and a `;`). A real `main.py web` process relays them as `token` events to in-order Socket.IO
+clients spread over `--connections` connections, which note each event's arrival time on the
+same clock. Per N we print:
+
+- added latency (arrival - send) p50 / p99 / max over every delta;
+- deltas lost (sent but never received) and seq gaps (per conversation, over every event);
+- server CPU per token: utime+stime of the server process and its children (`/proc/PID/stat`,
+  clock ticks), delta over the run, divided by the tokens relayed;
+- the baseline of the same run: the same N read straight from the fake by raw HTTP readers
+  (httpx, one `json.loads` per line) at the same pace, its latency and the CPU per token of
+  this process (fake + readers), and the ratio server / baseline, so a noisy machine shows.
+
+Goals: <= 100 us of server CPU per token at every N; at N=50, p50 <= 5 ms, p99 <= 50 ms and
+nothing lost, in both async modes. Exit code 1 when a goal is missed.
+
+`--py-spy DIR` records the server with py-spy (`py-spy record --gil -f raw`: GIL holders) during
+each run into DIR/<mode>-<N>.txt and prints the top functions and where the samples go.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx
+
+from tests.fake_llm import FakeLLM, RecordedRequest, Reply, Response
+from tests.web_helpers import InOrderClient, ServerProcess
+
+GOAL_CPU_US = 100.0
+GOAL_AT = 50  # the conversation count the latency and loss goals are set for
+GOAL_P50_MS = 5.0
+GOAL_P99_MS = 50.0
+TICKS = os.sysconf("SC_CLK_TCK")
+TOKEN = "web-test-token-0123456789"  # tests.web_helpers' server token
+START_TIMEOUT = 30.0
+
+
+# --- measuring ------------------------------------------------------------------------------
+
+
+def _stat_ticks(pid: int) -> tuple[int, int, list[int]]:
+    """(utime+cutime, stime+cstime) of one process, and its live children's pids."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = [int(v) for v in text[text.rindex(")") + 2 :].split()[11:15]]  # proc(5) 14..17
+    user, system = fields[0] + fields[2], fields[1] + fields[3]
+    children: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                children += [int(c) for c in (task / "children").read_text().split()]
+    return user, system, children
+
+
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process and its descendants (reaped ones included)."""
+    user = system = seen = 0
+    pending = [pid]
+    while pending and seen < 10_000:
+        seen += 1
+        with contextlib.suppress(OSError, ValueError):
+            u, s, children = _stat_ticks(pending.pop())
+            user, system = user + u, system + s
+            pending += children
+    return user / TICKS, system / TICKS
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds of a process and its descendants."""
+    return sum(cpu_times(pid))
+
+
+def own_cpu() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+class Stamps:
+    """Cuts a conversation's text into `<ns>;` stamps, noting each one's arrival."""
+
+    def __init__(self) -> None:
+        self.buffer = ""
+        self.latencies_ms: list[float] = []
+        self.bad = 0
+
+    def feed(self, text: str, arrived_ns: int) -> None:
+        self.buffer += text
+        if ";" not in self.buffer:
+            return
+        *complete, self.buffer = self.buffer.split(";")
+        for stamp in complete:
+            try:
+                self.latencies_ms.append((arrived_ns - int(stamp)) / 1e6)
+            except ValueError:
+                self.bad += 1
+
+
+@dataclass
+class Run:
+    """What one N in one setting measured."""
+
+    label: str
+    conversations: int
+    expected: int
+    received: int = 0
+    gaps: int = 0
+    unfinished: int = 0
+    bad: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    server_cpu: float | None = None
+    server_sys: float = 0.0  # the part of server_cpu spent in the kernel
+    fake_cpu: float = 0.0
+    bench_cpu: float = 0.0
+
+    @property
+    def lost(self) -> int:
+        return self.expected - self.received
+
+    def cpu_us_per_token(self, cpu: float | None) -> float:
+        return float("nan") if cpu is None or not self.received else cpu / self.received * 1e6
+
+
+# --- the fake's side -------------------------------------------------------------------------
+
+
+def _responder(deltas: int, rate: float) -> Callable[[RecordedRequest], Response]:
+    def respond(request: RecordedRequest) -> Response:
+        if request.last_user_text.startswith("warm"):
+            return Reply(content="warm up", chunk_size=1)
+        return Reply(content="x" * deltas, chunk_size=1, delay=1 / rate, stamp=True)
+
+    return respond
+
+
+@dataclass
+class FakeProcess:
+    """The fake model API in a process of its own (its own GIL and its own /proc figures)."""
+
+    pid: int
+    base_url: str
+    api_key: str
+    model: str
+    process: subprocess.Popen[str]
+
+    @classmethod
+    def start(cls, deltas: int, rate: float) -> FakeProcess:
+        argv = [sys.executable, __file__, "--serve-fake", f"{deltas}:{rate}"]
+        process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert process.stdout is not None
+        line = process.stdout.readline().split()
+        if len(line) != 4 or line[0] != "fake":
+            process.kill()
+            process.wait()
+            raise RuntimeError(f"the fake did not start: {line}")
+        return cls(process.pid, line[1], line[2], line[3], process)
+
+    def stop(self) -> None:
+        assert self.process.stdin is not None
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()  # the fake's signal to end
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def serve_fake(spec: str) -> int:
+    """`--serve-fake DELTAS:RATE`: serve until stdin closes (at most a few hours)."""
+    deltas, rate = spec.split(":")
+    with FakeLLM("deepseek") as fake:
+        fake.responder = _responder(int(deltas), float(rate))
+        print(f"fake {fake.base_url} {fake.api_key} {fake.model}", flush=True)
+        reader = threading.Thread(target=sys.stdin.read, daemon=True)
+        reader.start()
+        reader.join(4 * 3600)
+    return 0
+
+
+# --- baseline: raw readers straight from the fake ---------------------------------------------
+
+
+def raw_run(fake: FakeProcess, conversations: int, deltas: int, timeout: float) -> Run:
+    """`conversations` raw HTTP streams at once, read in threads of this process."""
+    run = Run("raw", conversations, conversations * deltas)
+    results: list[Stamps] = [Stamps() for _ in range(conversations)]
+    barrier = threading.Barrier(conversations + 1)
+    body = {
+        "model": fake.model,
+        "messages": [{"role": "user", "content": "pace raw"}],
+        "stream": True,
+        "thinking": {"type": "disabled"},
+    }
+    headers = {"Authorization": f"Bearer {fake.api_key}"}
+
+    def read(stamps: Stamps) -> None:
+        with httpx.Client(timeout=timeout) as client:
+            barrier.wait(timeout)
+            url = f"{fake.base_url}/chat/completions"
+            with client.stream("POST", url, json=body, headers=headers) as response:
+                for line in response.iter_lines():
+                    if not line.startswith("data:") or line == "data: [DONE]":
+                        continue
+                    arrived = time.time_ns()
+                    chunk = json.loads(line[5:])
+                    for choice in chunk.get("choices") or []:
+                        content = (choice.get("delta") or {}).get("content")
+                        if content:
+                            stamps.feed(content, arrived)
+
+    threads = [threading.Thread(target=read, args=(s,), daemon=True) for s in results]
+    for thread in threads:
+        thread.start()
+    barrier.wait(timeout)
+    cpu0, fake0, started = own_cpu(), cpu_seconds(fake.pid), time.monotonic()
+    deadline = started + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    run.seconds = time.monotonic() - started
+    run.bench_cpu = own_cpu() - cpu0
+    run.fake_cpu = cpu_seconds(fake.pid) - fake0
+    run.unfinished = sum(thread.is_alive() for thread in threads)
+    for stamps in results:
+        run.received += len(stamps.latencies_ms)
+        run.latencies_ms += stamps.latencies_ms
+        run.bad += stamps.bad
+    return run
+
+
+# --- through the server ----------------------------------------------------------------------
+
+
+class Recorder:
+    """An in-order Socket.IO client noting every event with its arrival time (ns)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.sio = InOrderClient(reconnection=False)
+        self.rows: list[tuple[int, str, Any]] = []
+        self.expected_done = 0
+        self.done = 0
+        self.finished = threading.Event()
+        self.sio.on("*", self._record)
+
+    def _record(self, name: str, payload: Any = None) -> None:
+        self.rows.append((time.time_ns(), name, payload))
+        if name == "done":
+            self.done += 1
+            if self.done >= self.expected_done:
+                self.finished.set()
+
+    def connect(self) -> Recorder:
+        self.sio.connect(self.url, auth={"token": TOKEN}, transports=["websocket"], wait_timeout=10)
+        return self
+
+    def start(self, text: str) -> str:
+        ack = self.sio.call("send_message", {"text": text}, timeout=10)
+        assert ack and ack.get("ok"), ack
+        return str(ack["conversation_id"])
+
+    def reset(self, expected_done: int) -> None:
+        self.rows = []
+        self.done = 0
+        self.expected_done = expected_done
+        self.finished.clear()
+
+    def disconnect(self) -> None:
+        """Leave without waiting for websocket-client's close handshake (see web_helpers)."""
+        threading.Thread(target=self.sio.disconnect, daemon=True).start()
+
+
+def relay_run(
+    server: ServerProcess,
+    pid: int,
+    fake: FakeProcess,
+    conversations: int,
+    deltas: int,
+    connections: int,
+    timeout: float,
+    label: str,
+) -> Run:
+    """`conversations` tasks started at once through the server, over `connections` clients."""
+    run = Run(label, conversations, conversations * deltas)
+    clients = [Recorder(server.url).connect() for _ in range(min(connections, conversations))]
+    try:
+        for i, client in enumerate(clients):
+            client.reset(len(range(i, conversations, len(clients))))
+        (user0, sys0), bench0, fake0 = cpu_times(pid), own_cpu(), cpu_seconds(fake.pid)
+        started = time.monotonic()
+        owners: dict[str, Recorder] = {}
+        for n in range(conversations):
+            client = clients[n % len(clients)]
+            owners[client.start(f"pace {label} {n}")] = client
+        deadline = started + timeout
+        for client in clients:
+            client.finished.wait(max(0.0, deadline - time.monotonic()))
+        run.seconds = time.monotonic() - started
+        user1, sys1 = cpu_times(pid)
+        run.server_cpu, run.server_sys = user1 + sys1 - user0 - sys0, sys1 - sys0
+        run.bench_cpu = own_cpu() - bench0
+        run.fake_cpu = cpu_seconds(fake.pid) - fake0
+    finally:
+        for client in clients:
+            client.disconnect()
+    per_conversation: dict[str, list[tuple[int, str, Any]]] = defaultdict(list)
+    for client in clients:
+        for row in list(client.rows):
+            payload = row[2]
+            if isinstance(payload, dict) and payload.get("conversation_id") in owners:
+                per_conversation[payload["conversation_id"]].append(row)
+    for cid in owners:
+        rows = per_conversation.get(cid, [])
+        stamps = Stamps()
+        for arrived, name, payload in rows:
+            if name == "token":
+                stamps.feed(payload.get("text", ""), arrived)
+        run.received += len(stamps.latencies_ms)
+        run.latencies_ms += stamps.latencies_ms
+        run.bad += stamps.bad
+        run.unfinished += not any(name == "done" for _, name, _ in rows)
+        seqs = [p["seq"] for _, _, p in rows if "seq" in p]
+        run.gaps += (not seqs or seqs[0] != 1) + sum(
+            1 for a, b in itertools.pairwise(seqs) if b != a + 1
+        )
+    return run
+
+
+# --- py-spy ----------------------------------------------------------------------------------
+
+GROUPS: list[tuple[str, tuple[str, ...]]] = [
+    ("model stream reading (sse_pump, api_client)", ("utils/sse_pump.py", "utils/api_client.py")),
+    (
+        "SDK / HTTP read (openai, httpx2, httpcore2)",
+        ("/openai/", "/httpx2/", "/httpcore2/", "/httpx/", "/httpcore/", "/h11/"),
+    ),
+    ("event serialisation (core/events.py to_wire)", ("core/events.py",)),
+    ("logging (utils/logger.py)", ("utils/logger.py",)),
+    ("agent loop (core/)", ("/core/",)),
+    ("other project code (utils/, modules/, web_*)", ("/utils/", "/modules/", "web_")),
+    ("Socket.IO / engine.io emit", ("/socketio/", "/flask_socketio/", "/engineio/")),
+    (
+        "websocket send (simple_websocket, wsproto, eventlet ws)",
+        ("/simple_websocket/", "/wsproto/", "websocket"),
+    ),
+    ("eventlet hub / green threads", ("/eventlet/", "/greenlet/")),
+    ("werkzeug / flask", ("/werkzeug/", "/flask/")),
+]
+
+
+def _frame_file(frame: str) -> str:
+    return frame[frame.rfind("(") + 1 :].rsplit(":", 1)[0] if "(" in frame else frame
+
+
+def _function(frame: str) -> str:
+    """`name (path)` without the line number, the path shortened to the last 3 parts."""
+    name = frame[: frame.rfind(" (")] if " (" in frame else frame
+    path = _frame_file(frame)
+    return f"{name} ({'/'.join(Path(path).parts[-3:])})"
+
+
+def _group(frame: str) -> str | None:
+    path = _frame_file(frame)
+    for group, needles in GROUPS:
+        if any(needle in path for needle in needles):
+            return group
+    return None
+
+
+def summarise_py_spy(path: Path, top: int = 15) -> None:
+    """Top functions by self and cumulative samples, and each group's share."""
+    self_samples: Counter[str] = Counter()
+    cumulative: Counter[str] = Counter()
+    owned: Counter[str] = Counter()  # innermost known group of each sample
+    inside: Counter[str] = Counter()  # samples with the group anywhere in the stack
+    total = 0
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = stack.split(";")
+        total += count
+        self_samples[_function(frames[-1])] += count
+        for name in {_function(f) for f in frames}:
+            cumulative[name] += count
+        groups = [_group(f) for f in frames]
+        owned[next((g for g in reversed(groups) if g), "other (stdlib, threading)")] += count
+        for group in {g for g in groups if g}:
+            inside[group] += count
+    if not total:
+        print(f"  {path}: no samples")
+        return
+    print(f"  py-spy {path}: {total} on-CPU samples")
+    for title, counter in (("self", self_samples), ("cumulative", cumulative)):
+        print(f"  top {top} by {title}:")
+        for name, count in counter.most_common(top):
+            print(f"    {100 * count / total:5.1f}%  {name}")
+    print(
+        "  by group (self: innermost project/library frame owns its stdlib callees; "
+        "in-stack: anywhere in the stack):"
+    )
+    for group, count in owned.most_common():
+        print(
+            f"    self {100 * count / total:5.1f}%  in-stack "
+            f"{100 * inside.get(group, 0) / total:5.1f}%  {group}"
+        )
+
+
+def _start_py_spy(pid: int, out: Path, seconds: float) -> subprocess.Popen[bytes] | None:
+    exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(exe).exists():
+        print(f"  py-spy not found ({exe}); no profile", flush=True)
+        return None
+    argv = [
+        exe,
+        "record",
+        "--gil",
+        "-r",
+        "200",
+        "-f",
+        "raw",
+        "-o",
+        str(out),
+        "-p",
+        str(pid),
+        "-d",
+        str(max(1, int(seconds))),
+    ]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+# --- reporting -------------------------------------------------------------------------------
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+HEADER = (
+    f"{'setting':<10}{'N':>4}{'tokens':>8}{'/s/conv':>8}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}"
+    f"{'lost':>6}{'gaps':>5}{'server':>8}{'fake':>7}{'x fake':>7}{'client':>8}{'machine':>8}"
+)
+UNITS = f"{'':<10}{'':>4}{'':>8}{'':>8}{'':>9}{'':>9}{'':>9}{'':>6}{'':>5}" + (
+    f"{'us/tok':>8}{'us/tok':>7}{'':>7}{'us/tok':>8}{'busy %':>8}"
+)
+
+
+def print_run(run: Run) -> bool:
+    """One table line; returns whether the goals that apply to it were met."""
+    lat = run.latencies_ms
+    p50, p99, worst = percentile(lat, 50), percentile(lat, 99), max(lat, default=float("nan"))
+    per_conv = run.received / run.conversations / run.seconds if run.seconds else 0.0
+    server_us = run.cpu_us_per_token(run.server_cpu)
+    fake_us = run.cpu_us_per_token(run.fake_cpu)
+    client_us = run.cpu_us_per_token(run.bench_cpu)
+    ratio = server_us / fake_us if fake_us else float("nan")
+    busy = (run.server_cpu or 0) + run.fake_cpu + run.bench_cpu
+    busy_pct = 100 * busy / run.seconds / (os.cpu_count() or 1) if run.seconds else 0.0
+    print(
+        f"{run.label:<10}{run.conversations:>4}{run.received:>8}{per_conv:>8.1f}{p50:>9.2f}"
+        f"{p99:>9.2f}{worst:>9.1f}{run.lost:>6}{run.gaps:>5}{server_us:>8.0f}{fake_us:>7.0f}"
+        f"{ratio:>7.2f}{client_us:>8.0f}{busy_pct:>8.0f}"
+    )
+    if run.unfinished or run.bad:
+        print(f"    {run.unfinished} conversations without done, {run.bad} unreadable stamps")
+    if run.server_cpu is None:
+        return True
+    cpu_ok = server_us <= GOAL_CPU_US
+    lat_ok = p50 <= GOAL_P50_MS and p99 <= GOAL_P99_MS
+    loss_ok = run.lost == 0 and run.gaps == 0 and run.unfinished == 0
+    binding = run.conversations == GOAL_AT
+    print(
+        f"    server CPU/token {server_us:.0f} <= {GOAL_CPU_US:.0f} us {_verdict(cpu_ok)}; "
+        f"p50 {p50:.2f} <= {GOAL_P50_MS} ms, p99 {p99:.2f} <= {GOAL_P99_MS} ms "
+        f"{_verdict(lat_ok)}; lost {run.lost}, gaps {run.gaps} {_verdict(loss_ok)}"
+        f"{'' if binding else f'  (latency/loss goals: N={GOAL_AT}; informative here)'}"
+    )
+    busy_cpus, kernel_cpus = run.server_cpu / run.seconds, run.server_sys / run.seconds
+    kernel_us = run.cpu_us_per_token(run.server_sys)
+    print(
+        f"    server: {busy_cpus:.2f} CPUs busy, {kernel_cpus:.2f} in the kernel ({kernel_us:.0f}"
+        " us/token system time)"
+    )
+    return cpu_ok and (not binding or (lat_ok and loss_ok))
+
+
+# --- driver ----------------------------------------------------------------------------------
+
+
+def run_mode(
+    mode: str,
+    counts: list[int],
+    seconds: float,
+    rate: float,
+    connections: int,
+    py_spy: Path | None,
+    baseline: bool,
+) -> bool:
+    deltas = max(1, round(seconds * rate))
+    timeout = seconds * 3 + 30
+    ok = True
+    fake = FakeProcess.start(deltas, rate)
+    with contextlib.ExitStack() as stack:
+        stack.callback(fake.stop)
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="pace-"))
+        server = ServerProcess(
+            Path(tmp) / "ws",
+            Path(tmp) / "data",
+            base_url=fake.base_url,
+            api_key=fake.api_key,
+            async_mode=mode,
+        ).start(START_TIMEOUT)
+        try:
+            process = server._process  # the server's Popen: its pid is what /proc is read for
+            assert process is not None
+            warm = Recorder(server.url).connect()
+            warm.reset(1)
+            warm.start("warm up")
+            warm.finished.wait(20)
+            warm.disconnect()
+            print(
+                f"\nasync mode {mode}: {rate:g} deltas/s per conversation, {deltas} deltas "
+                f"each, {connections} connections; server pid {process.pid}, fake pid "
+                f"{fake.pid}",
+                flush=True,
+            )
+            print(HEADER)
+            print(UNITS)
+            for n in counts:
+                base = raw_run(fake, n, deltas, timeout) if baseline else None
+                if base is not None:
+                    print_run(base)
+                spy = None
+                if py_spy is not None:
+                    py_spy.mkdir(parents=True, exist_ok=True)
+                    spy = _start_py_spy(process.pid, py_spy / f"{mode}-{n}.txt", seconds)
+                run = relay_run(server, process.pid, fake, n, deltas, connections, timeout, mode)
+                ok = print_run(run) and ok
+                if spy is not None:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        spy.wait(seconds + 30)
+                    if spy.poll() is None:
+                        spy.kill()
+                        spy.wait()
+                    out = py_spy / f"{mode}-{n}.txt"
+                    if out.exists():
+                        summarise_py_spy(out)
+                sys.stdout.flush()
+        finally:
+            server.stop()
+    return ok
+
+
+def main() -> int:
+    """Entry point; exit code 1 when a goal was missed."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--conversations", default="10,25,50,100", help="comma-separated conversation counts"
+    )
+    parser.add_argument("--seconds", type=float, default=10.0, help="streaming time per run")
+    parser.add_argument("--rate", type=float, default=100.0, help="deltas/s per conversation")
+    parser.add_argument("--connections", type=int, default=10, help="Socket.IO connections")
+    parser.add_argument("--async-mode", choices=["threading", "eventlet", "both"], default="both")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the raw readers")
+    parser.add_argument("--py-spy", type=Path, help="record the server into this folder")
+    parser.add_argument(
+        "--summarise", type=Path, nargs="*", help="only print the summary of these py-spy raw files"
+    )
+    parser.add_argument("--serve-fake", help=argparse.SUPPRESS)  # DELTAS:RATE, internal
+    args = parser.parse_args()
+    if args.serve_fake:
+        return serve_fake(args.serve_fake)
+    if args.summarise:
+        for path in args.summarise:
+            summarise_py_spy(path)
+        return 0
+    counts = [int(c) for c in args.conversations.split(",") if c.strip()]
+    modes = ["threading", "eventlet"] if args.async_mode == "both" else [args.async_mode]
+    print(
+        f"goals: server CPU <= {GOAL_CPU_US:.0f} us/token at every N; at N={GOAL_AT}: "
+        f"p50 <= {GOAL_P50_MS} ms, p99 <= {GOAL_P99_MS} ms, 0 lost, 0 seq gaps. "
+        f"{os.cpu_count()} CPUs."
+    )
+    print(
+        "latency = client arrival - fake send (one clock). CPU per token relayed, from "
+        "/proc: server = main.py web and children; fake = the fake model process; x fake = "
+        "server / fake; client = this process (Socket.IO clients, or raw httpx readers on "
+        "the 'raw' lines); machine busy = all three / wall time / CPUs"
+    )
+    ok = True
+    for mode in modes:
+        ok = (
+            run_mode(
+                mode,
+                counts,
+                args.seconds,
+                args.rate,
+                args.connections,
+                args.py_spy,
+                not args.no_baseline,
+            )
+            and ok
+        )
+    print(f"\noverall: {_verdict(ok)}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
