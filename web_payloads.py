@@ -31,7 +31,7 @@ def conversation_payload(state: WebState, conversation_id: str) -> dict[str, Any
     records, seq = terminal.snapshot()
     return {
         "ok": True,
-        "conversation": state.services.store.get(conversation_id).meta,
+        "conversation": terminal.conversation.meta if terminal.conversation else {},
         "messages": [public_record(r) for r in records],
         "seq": seq,
         "running": terminal.running,

@@ -251,7 +251,7 @@ class MainTerminal:
 
     def budget(self, task: Task) -> int:
         """How many model calls the task's agent may make."""
-        return task.max_iterations or self.settings.max_iterations
+        return task.agent.max_iterations or self.settings.max_iterations
 
     def tool_schemas(self, task: Task) -> list[dict[str, Any]]:
         """The tools the task's agent is offered: its allow-list, the approval mode's limit,

@@ -91,10 +91,6 @@ class Task:
             depth=self.depth + 1, parent_call_id=parent_call_id, trace_id=self.trace_id,
         )
 
-    @property
-    def max_iterations(self) -> int | None:
-        return self.agent.max_iterations
-
     def thinks(self) -> bool:
         """Seed policy: `thinking` thinks on the first model call of a task only."""
         wants = self.agent.thinking if self.agent.thinking is not None else self.mode == "thinking"

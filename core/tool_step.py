@@ -88,11 +88,10 @@ class ToolStep:
         """A tool of the task itself (its plan's) or a delegation to a sub-agent."""
         try:
             arguments = json.loads(call.arguments or "{}")
-        except ValueError as exc:
-            arguments = exc
-        task.report(ToolEvent(call.id, call.name, "end",
-                              arguments=call.arguments if isinstance(arguments, Exception)
-                              else arguments))
+        except ValueError:
+            arguments = None
+        shown = call.arguments if arguments is None else arguments
+        task.report(ToolEvent(call.id, call.name, "end", arguments=shown))
         if not isinstance(arguments, dict):
             problem = f"Arguments for {call.name} must be one JSON object."
             self._finish(task, call, ToolResult(False, problem))

@@ -20,8 +20,10 @@ from modules.focus import FocusFiles
 from modules.local_runner import LocalRunner
 from modules.memory_manager import MemoryStore
 from modules.paths import Workspace
+from modules.proposals import ProposalStore
 from modules.results import ToolResult
 from modules.tools import build_registry
+from modules.undo import UndoJournal
 from tests.fake_llm import FakeLLM
 from utils.cancel import CancelToken
 from utils.settings import Settings
@@ -148,3 +150,12 @@ def live_command_lines() -> dict[int, str]:
         if "State:\tZ" not in status:
             found[int(proc.name)] = argv
     return found
+
+
+def make_journaled_ctx(tmp_path: Path) -> ToolContext:
+    """A tool context whose calls are journaled for undo and may propose edits."""
+    ctx = make_ctx(tmp_path)
+    journal = UndoJournal(tmp_path / "data", ctx.workspace)
+    ctx.journal = journal.task("conv-1", "task-1")
+    ctx.proposals = ProposalStore(tmp_path / "data", ctx.workspace, journal)
+    return ctx

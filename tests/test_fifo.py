@@ -11,10 +11,8 @@ from typing import Any
 import pytest
 
 from modules.context import ToolContext
-from modules.proposals import ProposalStore
 from modules.results import ToolError
-from modules.undo import UndoJournal
-from tests.helpers import call, make_ctx
+from tests.helpers import call, make_journaled_ctx
 from tests.web_helpers import TOKEN, Web
 
 pytestmark = pytest.mark.timeout(60)
@@ -43,10 +41,7 @@ def prompt(work: Callable[[], Any]) -> Any:
 
 @pytest.fixture
 def ctx(tmp_path: Path) -> ToolContext:
-    ctx = make_ctx(tmp_path)
-    journal = UndoJournal(tmp_path / "data", ctx.workspace)
-    ctx.journal = journal.task("conv-1", "task-1")
-    ctx.proposals = ProposalStore(tmp_path / "data", ctx.workspace, journal)
+    ctx = make_journaled_ctx(tmp_path)
     os.mkfifo(ctx.workspace.root / "pipe1")
     (ctx.workspace.root / "plain.txt").write_text("needle here\n")
     return ctx

@@ -13,18 +13,14 @@ from modules.proposals import ProposalError, ProposalStore, replace_lines
 from modules.results import FileChange
 from modules.text_files import unified_diff
 from modules.tools import build_registry
-from modules.undo import UndoJournal
-from tests.helpers import call, make_ctx, state
+from tests.helpers import call, make_journaled_ctx, state
 
 TEXT = "alpha\nbeta\ngamma\ndelta\n"
 
 
 @pytest.fixture
 def ctx(tmp_path: Path) -> ToolContext:
-    ctx = make_ctx(tmp_path)
-    journal = UndoJournal(tmp_path / "data", ctx.workspace)
-    ctx.journal = journal.task("conv-1", "task-1")
-    ctx.proposals = ProposalStore(tmp_path / "data", ctx.workspace, journal)
+    ctx = make_journaled_ctx(tmp_path)
     (ctx.workspace.root / "notes.txt").write_text(TEXT)
     return ctx
 
