@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import signal
-import threading
 
 from tests.fake_llm.flavours import FLAVOURS
 from tests.fake_llm.replies import echo_responder
@@ -24,16 +22,17 @@ def main() -> None:
 
     fake = FakeLLM(args.flavour, api_key=args.api_key, host=args.host, port=args.port)
     fake.responder = echo_responder(delay=args.delay)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # Signals wait in the main thread's mask instead of running a handler: a handler that
+    # set a threading.Event could land while the main thread holds that Event's lock.
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     with fake:
         print(
             f"fake LLM ({args.flavour}) at {fake.base_url} key={fake.api_key} "
             f"models={','.join(fake.models)}",
             flush=True,
         )
-        with contextlib.suppress(KeyboardInterrupt):
-            stop.wait()
+        signal.sigwait(stop_signals)
 
 
 if __name__ == "__main__":
