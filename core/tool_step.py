@@ -117,7 +117,7 @@ class ToolStep:
         if "timeout" in type(args).model_fields:  # a command: its own timeout, then its kill
             limit = (args.timeout or settings.command_timeout) + COMMAND_LIMIT_GRACE_SECONDS
         else:
-            limit = settings.tool_timeout
+            limit = tool.time_limit or settings.tool_timeout
         try:
             return run_bounded(
                 lambda: self.services.tools.run(tool, args, context), task.cancel, limit

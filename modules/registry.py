@@ -6,11 +6,11 @@ import inspect
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_type_hints
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from modules.paths import Workspace
 from modules.results import PlannedWrite, ToolError, ToolOutput, ToolResult
@@ -31,6 +31,13 @@ WritePlanner = Callable[[Workspace, Any], PlannedWrite]
 Asks = Literal["always", "on_overwrite", "never"]
 
 
+class JsonArguments(BaseModel):
+    """The arguments of a tool that brings its own JSON schema (an MCP server's): any JSON
+    object, checked by the tool's owner; `model_dump()` gives it back as sent."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
@@ -39,13 +46,40 @@ class Tool:
     read_only: bool
     asks: Asks = "never"
     plan: WritePlanner | None = None  # what a writing call would change, for approvals
+    parameters: dict[str, Any] | None = None  # a JSON schema of its own (args: JsonArguments)
+    summary: str | None = None  # its description, when not the function's docstring
+    time_limit: float | None = None  # seconds a call may run, when not the tool timeout
+
+    @classmethod
+    def described(
+        cls, name: str, function: ToolFunction, *, description: str,
+        parameters: dict[str, Any], read_only: bool, asks: Asks, time_limit: float,
+    ) -> Tool:
+        """A tool described by a JSON schema rather than a pydantic model (MCP servers')."""
+        if read_only and asks != "never":
+            raise ValueError(f"tool {name}: a read-only tool never asks")
+        return cls(name, function, JsonArguments, read_only, asks, None, parameters,
+                   description, time_limit)
 
     @property
     def description(self) -> str:
+        if self.summary is not None:
+            return self.summary
         return inspect.cleandoc(self.function.__doc__ or "")
 
     def schema(self) -> dict[str, Any]:
-        return function_schema(self.name, self.description, self.args_model)
+        if self.parameters is None:
+            return function_schema(self.name, self.description, self.args_model)
+        return {"type": "function", "function": {
+            "name": self.name, "description": self.description, "parameters": self.parameters}}
+
+
+class ToolSource(Protocol):
+    """Tools that come and go while the program runs (an MCP server's)."""
+
+    def tools(self) -> Mapping[str, Tool]:
+        """The tools offered now, by name."""
+        ...
 
 
 def function_schema(name: str, description: str, args_model: type[BaseModel]) -> dict[str, Any]:
@@ -73,6 +107,11 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self._sources: list[ToolSource] = []
+
+    def add_source(self, source: ToolSource) -> None:
+        """Also offer the tools `source` has at each moment (after the registered ones)."""
+        self._sources.append(source)
 
     def register(
         self,
@@ -95,20 +134,29 @@ class ToolRegistry:
             raise ValueError(f"tool {name}: asks='on_overwrite' goes with a write planner")
         self._tools[name] = Tool(name, function, args_model, read_only, asks, plan)
 
+    def _all(self) -> dict[str, Tool]:
+        if not self._sources:
+            return self._tools
+        merged = dict(self._tools)
+        for source in self._sources:
+            for name, tool in source.tools().items():
+                merged.setdefault(name, tool)
+        return merged
+
     def names(self) -> list[str]:
-        return list(self._tools)
+        return list(self._all())
 
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        return self._all().get(name)
 
     def schemas(self, *, read_only: bool = False) -> list[dict[str, Any]]:
-        return [t.schema() for t in self._tools.values() if t.read_only or not read_only]
+        return [t.schema() for t in self._all().values() if t.read_only or not read_only]
 
     def parse_arguments(self, name: str, arguments: str) -> tuple[Tool, BaseModel]:
         """Check a call before it runs; raises ToolError with a message for the model."""
-        tool = self._tools.get(name)
+        tool = self.get(name)
         if tool is None:
-            known = ", ".join(self._tools)
+            known = ", ".join(self.names())
             raise ToolError(f"Unknown tool {name!r}. Available tools: {known}")
         try:
             raw = json.loads(arguments) if arguments.strip() else {}

@@ -1,0 +1,165 @@
+"""MCP servers to connect to, read from `mcpServers` JSON files (the Claude Desktop / Cline
+format): the user's `DATA_DIR/mcp.json` (or AGENT_MCP_CONFIG) and, when trusted, the
+workspace's `.mcp.json`. A bad file or entry is reported with its file; the others load."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from utils.validation import describe_validation_error
+
+TOOL_NAME_LIMIT = 64  # what OpenAI-compatible APIs accept as a function name
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+Transport = Literal["stdio", "http", "sse"]
+_TRANSPORTS: dict[str, Transport] = {
+    "stdio": "stdio", "http": "http", "streamable-http": "http", "streamable_http": "http",
+    "streamablehttp": "http", "sse": "sse",
+}
+
+
+class ServerEntry(BaseModel):
+    """One `mcpServers` entry: a command (stdio) or a URL (streamable HTTP, or SSE)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    transport: Transport = Field(
+        "stdio", validation_alias=AliasChoices("transport", "type", "transportType")
+    )
+    disabled: bool = False
+    allowed_tools: list[str] | None = Field(
+        None, validation_alias=AliasChoices("allowed_tools", "allowedTools"),
+        description="names or globs of the server's tools to offer (default: all)",
+    )
+    always_allow: list[str] = Field(
+        default_factory=list, validation_alias=AliasChoices("always_allow", "alwaysAllow"),
+        description="tools that run without asking in `ask` mode",
+    )
+    timeout: float = Field(60.0, gt=0, le=3600, description="seconds a call may take")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _transport(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        given = data.get("transport") or data.get("type") or data.get("transportType")
+        if given is None:
+            given = "http" if "url" in data and "command" not in data else "stdio"
+        kind = _TRANSPORTS.get(str(given).lower())
+        if kind is None:
+            raise ValueError(f"unknown transport {given!r}: use stdio, http or sse")
+        rest = {k: v for k, v in data.items() if k not in ("transport", "type", "transportType")}
+        return {**rest, "transport": kind}
+
+    @model_validator(mode="after")
+    def _target(self) -> ServerEntry:
+        if self.transport == "stdio" and not self.command:
+            raise ValueError("a stdio server needs `command`")
+        if self.transport != "stdio" and not self.url:
+            raise ValueError(f"an {self.transport} server needs `url`")
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError("`url` must start with http:// or https://")
+        return self
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """A server as configured, its `${VAR}` references expanded, or why it cannot start."""
+
+    name: str
+    source: str  # the file it came from
+    entry: ServerEntry | None
+    problem: str | None = None  # set when entry is None, or when it may not start
+
+    @property
+    def enabled(self) -> bool:
+        return self.entry is not None and self.problem is None and not self.entry.disabled
+
+
+@dataclass
+class McpConfig:
+    servers: dict[str, ServerConfig] = field(default_factory=dict)
+    problems: list[dict[str, str]] = field(default_factory=list)  # files that did not load
+
+
+def load_config(user_file: Path, workspace_file: Path, *, trust_workspace: bool) -> McpConfig:
+    """The servers of the workspace's file (listed but not started unless trusted), then of
+    the user's file, which wins on a name both define."""
+    config = McpConfig()
+    untrusted = None if trust_workspace else (
+        f"not started: servers of the workspace's {workspace_file.name} run commands outside "
+        "the sandbox; set AGENT_MCP_TRUST_WORKSPACE=true to start them"
+    )
+    for path, problem in ((workspace_file, untrusted), (user_file, None)):
+        if path.is_file():
+            _read_file(path, config, problem)
+    return config
+
+
+def _read_file(path: Path, config: McpConfig, problem: str | None) -> None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        config.problems.append({"path": str(path), "message": f"cannot read it: {exc}"})
+        return
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict):
+        config.problems.append({"path": str(path), "message": "no `mcpServers` object"})
+        return
+    for name, raw in servers.items():
+        config.servers[name] = _server(name, str(path), raw, problem)
+
+
+def _server(name: str, source: str, raw: Any, problem: str | None) -> ServerConfig:
+    try:
+        entry = ServerEntry.model_validate(_expanded(raw))
+    except ValidationError as exc:
+        return ServerConfig(name, source, None, f"bad entry in {source}: "
+                            f"{describe_validation_error(exc, name)}")
+    except KeyError as exc:
+        return ServerConfig(name, source, None, f"{source}: {exc.args[0]}")
+    return ServerConfig(name, source, entry, problem)
+
+
+def _expanded(value: Any) -> Any:
+    """`${VAR}` and `${VAR:-default}` in every string replaced from the environment."""
+    if isinstance(value, str):
+        return _VARIABLE.sub(_variable, value)
+    if isinstance(value, list):
+        return [_expanded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _expanded(v) for k, v in value.items()}
+    return value
+
+
+def _variable(match: re.Match[str]) -> str:
+    name, default = match.group(1), match.group(2)
+    value = os.environ.get(name, default)
+    if value is None:
+        raise KeyError(f"uses ${{{name}}}, which is not set in the environment")
+    return value
+
+
+def tool_name(server: str, tool: str) -> str:
+    """`mcp__SERVER__TOOL`: stable, at most 64 characters of [A-Za-z0-9_-]; a name that had
+    to be cleaned or shortened ends with a hash of the original pair, so none collide."""
+    plain = f"mcp__{server}__{tool}"
+    cleaned = _UNSAFE.sub("_", plain)
+    if cleaned == plain and len(plain) <= TOOL_NAME_LIMIT:
+        return plain
+    digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
+    return f"{cleaned[:TOOL_NAME_LIMIT - 9]}_{digest}"

@@ -1,0 +1,79 @@
+"""`python main.py mcp`: the workspace's tools served over stdio, used by the SDK's own client."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+from mcp_server import offered_tools
+from modules.tools import build_registry
+from utils.settings import Settings
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def serve(tmp_path: Path, *flags: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=[str(REPO / "main.py"), "mcp", "--workspace", str(tmp_path / "ws"),
+              "--data-dir", str(tmp_path / "data"), *flags],
+        cwd=REPO,
+    )
+
+
+def text(result: Any) -> str:
+    return "".join(block.text for block in result.content)
+
+
+def test_ask_mode_offers_reading_tools_plus_the_opted_in_ones(tmp_path):
+    async def session() -> None:
+        async with Client(serve(tmp_path, "--allow-tool", "create_file")) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            assert {"read_file", "list_files", "search_code", "create_file"} <= set(tools)
+            assert not {"run_command", "delete_file", "focus_file"} & set(tools)
+            assert tools["read_file"].annotations.read_only_hint is True
+            assert tools["create_file"].annotations.read_only_hint is False
+            assert "path" in tools["create_file"].input_schema["properties"]
+
+            created = await client.call_tool("create_file", {"path": "a/b.txt",
+                                                             "content": "hello\n"})
+            assert not created.is_error, text(created)
+            read = await client.call_tool("read_file", {"path": "a/b.txt"})
+            assert "hello" in text(read)
+            outside = await client.call_tool("read_file", {"path": "../escape.txt"})
+            assert outside.is_error and "outside the workspace" in text(outside)
+            invalid = await client.call_tool("read_file", {"start_line": 1})
+            assert invalid.is_error and "path" in text(invalid)
+            refused = await client.call_tool("run_command", {"command": "true"})
+            assert refused.is_error and "Unknown tool" in text(refused)
+
+    anyio.run(session)
+    assert (tmp_path / "ws" / "a" / "b.txt").read_text() == "hello\n"
+    assert not (tmp_path / "escape.txt").exists()
+    assert (tmp_path / "data" / "logs" / "agent.jsonl").exists()
+
+
+def test_auto_mode_offers_commands_which_run_in_the_workspace(tmp_path):
+    async def session() -> None:
+        async with Client(serve(tmp_path, "--approval", "auto")) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"run_command", "delete_file", "update_memory"} <= names
+            ran = await client.call_tool("run_command", {"command": "pwd"})
+            assert not ran.is_error and str(tmp_path / "ws") in text(ran)
+
+    anyio.run(session)
+
+
+def test_read_only_mode_refuses_opt_ins_that_change_things(tmp_path):
+    registry = build_registry()
+    settings = Settings(workspace=tmp_path, data_dir=tmp_path, approval="read-only",
+                        mcp_server_tools=["create_file", "no_such_tool", "read_file"])
+    offered, warnings = offered_tools(registry, settings)
+    assert "create_file" not in offered and "read_file" in offered
+    assert all(tool.read_only for tool in offered.values())
+    assert any("create_file changes the workspace" in w for w in warnings)
+    assert any("no tool 'no_such_tool'" in w for w in warnings)
