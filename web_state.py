@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from flask_socketio import SocketIO
 
-from core.events import FileTree
+from core.events import Event, FileTree
 from core.services import AgentServices
 from core.web_terminal import TerminalHub
 from modules.file_watcher import WorkspaceWatcher
@@ -17,6 +18,28 @@ from utils.settings import Settings
 from web_access import LoginThrottle
 
 AsyncMode = Literal["threading", "eventlet"]
+
+
+class EventTaps:
+    """One more listener per conversation besides its room (an A2A task following its run).
+
+    Plain dict operations, no lock: `publish` runs for every event the server sends.
+    """
+
+    def __init__(self) -> None:
+        self._taps: dict[str, Callable[[Event], None]] = {}
+
+    def subscribe(self, conversation_id: str, listener: Callable[[Event], None]) -> None:
+        self._taps[conversation_id] = listener
+
+    def unsubscribe(self, conversation_id: str, listener: Callable[[Event], None]) -> None:
+        if self._taps.get(conversation_id) is listener:
+            del self._taps[conversation_id]
+
+    def publish(self, event: Event) -> None:
+        listener = self._taps.get(event.conversation_id or "")
+        if listener is not None:
+            listener(event)
 
 
 @dataclass
@@ -32,6 +55,8 @@ class WebState:
     watcher: WorkspaceWatcher | None = None
     stopping: bool = False
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
+    taps: EventTaps = field(default_factory=EventTaps)
+    closers: list[Callable[[], None]] = field(default_factory=list)  # run at shutdown
 
     def token_ok(self, candidate: object) -> bool:
         """Constant-time check; any string is safe to pass (compare_digest refuses non-ASCII)."""

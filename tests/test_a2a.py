@@ -1,0 +1,324 @@
+"""A2A: the real server process with AGENT_A2A on, driven by the a2a SDK's own client, and its
+`call_agent` tool calling that same A2A endpoint. Every test runs in both async modes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import Client, ClientConfig, create_client
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    TaskState,
+)
+
+from modules.remote_agents import CallAgentArgs, RemoteAgents
+from modules.results import ToolError
+from tests.fake_llm import Call, FakeLLM, Reply
+from tests.helpers import wait_until
+from tests.web_helpers import TOKEN, EventClient, ServerProcess, connected, free_port
+from utils.settings import RemoteAgent
+
+pytestmark = pytest.mark.e2e
+
+ANSWER = "Four, as it has always been."
+AGENTS = {"general", "research", "coder", "data", "supervisor"}
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeLLM]:
+    with FakeLLM("deepseek") as server:
+        yield server
+
+
+@pytest.fixture(scope="module", params=["threading", "eventlet"])
+def server(
+    request: pytest.FixtureRequest, fake: FakeLLM, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    """A server with A2A on, whose `call_agent` knows its own A2A endpoint as `peer` (and as
+    `stranger`, with a wrong token)."""
+    root = tmp_path_factory.mktemp(f"a2a-{request.param}")
+    port = free_port()
+    remotes = [{"name": "peer", "url": f"http://127.0.0.1:{port}", "token": TOKEN},
+               {"name": "stranger", "url": f"http://127.0.0.1:{port}", "token": "wrong-token"}]
+    env = {"AGENT_A2A": "true", "AGENT_A2A_PORT": str(port),
+           "AGENT_REMOTE_AGENTS": json.dumps(remotes)}
+    with ServerProcess(root / "ws", root / "data", base_url=fake.base_url,
+                       api_key=fake.api_key, async_mode=request.param, env=env) as process:
+        yield process
+        assert process.stop() == 0, process.stderr
+
+
+@pytest.fixture(autouse=True)
+def nothing_left(fake: FakeLLM) -> Iterator[None]:
+    yield
+    assert fake.pending == 0, "a scripted reply was not used"
+
+
+@pytest.fixture
+def page(server: ServerProcess) -> Iterator[EventClient]:
+    with connected(server.url) as client:
+        yield client
+
+
+def a2a(server: ServerProcess) -> str:
+    """The server's A2A endpoint (and base URL of its card)."""
+    return f"http://127.0.0.1:{server.env['AGENT_A2A_PORT']}/"
+
+
+@asynccontextmanager
+async def sdk_client(url: str, *, streaming: bool = True) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        config = ClientConfig(streaming=streaming, httpx_client=http)
+        yield await create_client(url, client_config=config)
+
+
+def user_message(text: str, context_id: str = "") -> SendMessageRequest:
+    message = Message(role=Role.ROLE_USER, message_id=f"m-{text[:8]}", parts=[Part(text=text)])
+    if context_id:
+        message.context_id = context_id
+    return SendMessageRequest(message=message)
+
+
+async def collect(client: Client, request: SendMessageRequest) -> list[StreamResponse]:
+    return [response async for response in client.send_message(request)]
+
+
+def kinds(responses: list[StreamResponse]) -> list[str]:
+    """task / working / artifact / completed ..., one per response."""
+    names = []
+    for response in responses:
+        kind = response.WhichOneof("payload")
+        if kind == "status_update":
+            state = response.status_update.status.state
+            names.append(TaskState.Name(state).removeprefix("TASK_STATE_").lower())
+        else:
+            names.append(kind.removesuffix("_update"))
+    return names
+
+
+def history(page: EventClient, conversation_id: str) -> list[dict[str, Any]]:
+    ack = page.call("get_conversation", {"conversation_id": conversation_id})
+    assert ack["ok"], ack
+    return list(ack["messages"])
+
+
+def test_the_card_is_public_and_describes_the_agents_and_the_bearer_scheme(
+    server: ServerProcess,
+) -> None:
+    answer = httpx.get(a2a(server) + ".well-known/agent-card.json")
+    assert answer.status_code == 200
+    card = answer.json()
+    assert {skill["id"] for skill in card["skills"]} >= AGENTS
+    assert card["capabilities"]["streaming"] is True
+    assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "bearer"
+    assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
+    interface = card["supportedInterfaces"][0]
+    assert (interface["url"], interface["protocolBinding"]) == (a2a(server), "JSONRPC")
+    assert TOKEN not in answer.text and str(server.workspace) not in answer.text
+
+
+@pytest.mark.parametrize("token", [None, "wrong-token-0123456789"])
+def test_a_request_without_or_with_a_wrong_token_is_refused(
+    server: ServerProcess, token: str | None
+) -> None:
+    headers = {"A2A-Version": "1.0"} | ({"Authorization": f"Bearer {token}"} if token else {})
+    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
+    answer = httpx.post(a2a(server), json=body, headers=headers)
+    assert answer.status_code == 401
+    assert answer.headers["www-authenticate"] == "Bearer"
+    assert answer.json()["error"]["code"] == "unauthorized"
+
+
+def test_a_task_is_a_conversation_the_page_sees_live(
+    server: ServerProcess, fake: FakeLLM, page: EventClient
+) -> None:
+    fake.script(Reply(content="First answer."), Reply(content=ANSWER, chunk_size=4))
+
+    async def first() -> Any:
+        async with sdk_client(a2a(server), streaming=False) as client:
+            return (await collect(client, user_message("What is 2+2?")))[-1].task
+
+    task = asyncio.run(first())
+    assert TaskState.Name(task.status.state) == "TASK_STATE_COMPLETED"
+    assert [p.text for a in task.artifacts for p in a.parts] == ["First answer."]
+    conversation_id = task.metadata["conversation_id"]
+    listed = page.call("list_conversations")["conversations"]
+    assert conversation_id in [c["id"] for c in listed]
+    ack = page.call("join", {"conversation_id": conversation_id,
+                             "after_seq": page.call("get_conversation", {
+                                 "conversation_id": conversation_id})["seq"]})
+    assert ack["ok"], ack
+
+    async def follow_up() -> list[StreamResponse]:
+        async with sdk_client(a2a(server)) as client:
+            return await collect(client, user_message("And again?", task.context_id))
+
+    responses = asyncio.run(follow_up())
+    events = page.wait_done(conversation_id)
+    tokens = "".join(e.payload["text"] for e in events if e.name == "token")
+    assert tokens == ANSWER  # the page saw the second task stream, token by token
+    records = history(page, conversation_id)
+    assert [(r["role"], r["content"]) for r in records] == [
+        ("user", "What is 2+2?"), ("assistant", "First answer."),
+        ("user", "And again?"), ("assistant", ANSWER)]
+    assert responses[-1].status_update.context_id == task.context_id
+
+
+def test_a_stream_reports_task_working_artifacts_completed_and_get_task_agrees(
+    server: ServerProcess, fake: FakeLLM
+) -> None:
+    fake.script(Reply(content=ANSWER, chunk_size=3, delay=0.01))
+
+    async def run() -> tuple[list[StreamResponse], Any]:
+        async with sdk_client(a2a(server)) as client:
+            responses = await collect(client, user_message("Stream it"))
+            task = await client.get_task(GetTaskRequest(id=responses[0].task.id))
+            return responses, task
+
+    responses, task = asyncio.run(run())
+    names = kinds(responses)
+    assert names[:3] == ["task", "working", "artifact"], names
+    assert names[-1] == "completed" and set(names[2:-1]) == {"artifact"}, names
+    updates = [r.artifact_update for r in responses if r.HasField("artifact_update")]
+    assert len(updates) >= 3  # streamed in chunks, not at the end
+    streamed = "".join(u.artifact.parts[0].text for u in updates[:-1])
+    assert streamed == ANSWER and updates[-1].last_chunk and not updates[-1].append
+    assert updates[-1].artifact.parts[0].text == ANSWER  # the whole answer replaces the chunks
+    assert TaskState.Name(task.status.state) == "TASK_STATE_COMPLETED"
+    assert [p.text for p in task.artifacts[0].parts] == [ANSWER]
+
+
+def test_cancel_stops_the_running_loop_and_the_history_says_so(
+    server: ServerProcess, fake: FakeLLM, page: EventClient
+) -> None:
+    fake.script(Reply(content="word " * 400, chunk_size=5, delay=0.05))  # 20 s if not stopped
+
+    async def run() -> tuple[list[StreamResponse], Any]:
+        async with sdk_client(a2a(server)) as client, sdk_client(a2a(server)) as other:
+            seen: list[StreamResponse] = []
+            async for response in client.send_message(user_message("Write a lot")):
+                seen.append(response)
+                if response.HasField("artifact_update"):
+                    await other.cancel_task(CancelTaskRequest(id=seen[0].task.id))
+                    break
+            await asyncio.sleep(0.2)
+            return seen, await other.get_task(GetTaskRequest(id=seen[0].task.id))
+
+    seen, task = asyncio.run(run())
+    assert TaskState.Name(task.status.state) == "TASK_STATE_CANCELED"
+    conversation_id = seen[1].status_update.metadata["conversation_id"]
+
+    def stopped() -> dict[str, Any] | None:
+        answers = [r for r in history(page, conversation_id) if r["role"] == "assistant"]
+        return answers[0] if answers else None
+
+    answer = wait_until(stopped, 10, "the interrupted answer recorded")
+    assert answer["meta"]["interrupted"] == "cancelled"
+    assert 0 < len(answer["content"]) < len("word " * 400)
+
+
+def test_the_0_3_method_names_are_accepted(server: ServerProcess, fake: FakeLLM) -> None:
+    fake.script(Reply(content=ANSWER))
+    headers = {"Authorization": f"Bearer {TOKEN}"}  # no A2A-Version header: a 0.3 client
+    message = {"kind": "message", "role": "user", "messageId": "old-1",
+               "parts": [{"kind": "text", "text": "Hello from 0.3"}]}
+    sent = httpx.post(a2a(server), headers=headers, timeout=30, json={
+        "jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}})
+    task = sent.json()["result"]
+    assert (task["kind"], task["status"]["state"]) == ("task", "completed"), sent.text
+    got = httpx.post(a2a(server), headers=headers, json={
+        "jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}})
+    artifact = got.json()["result"]["artifacts"][0]
+    assert artifact["parts"] == [{"kind": "text", "text": ANSWER}]
+
+
+def test_call_agent_streams_the_remote_reply_into_the_tool_card(
+    server: ServerProcess, fake: FakeLLM, page: EventClient
+) -> None:
+    remote_answer = "The remote agent says: four, and here is why, at some length."
+    fake.script(
+        Reply(tool_calls=[Call("call_agent", {"name": "peer", "message": "What is 2+2?"})]),
+        Reply(content=remote_answer, chunk_size=6, delay=0.02),  # the remote task's answer
+        Reply(content="Peer says four."),
+    )
+    conversation_id = page.start("Ask the peer what 2+2 is")
+    events = page.wait_done(conversation_id, timeout=30)
+    calls = [e.payload for e in events if e.name == "tool" and e.payload["name"] == "call_agent"]
+    outputs = [c["delta"] for c in calls if c["phase"] == "output"]
+    result = next(c for c in calls if c["phase"] == "result")
+    assert result["ok"] and result["output"] == remote_answer
+    assert len(outputs) >= 3 and remote_answer in "".join(outputs)  # live, in pieces
+    assert [c["phase"] for c in calls].index("output") < [c["phase"] for c in calls].index(
+        "result")
+    tools = {t["function"]["name"]: t["function"] for t in fake.chat_requests[-1].body["tools"]}
+    assert "- peer: An LLM agent working in one workspace folder" in tools[
+        "call_agent"]["description"]
+    assert events[-1].payload["reason"] == "complete"
+
+
+def test_stopping_a_call_agent_task_cancels_the_remote_task(
+    server: ServerProcess, fake: FakeLLM, page: EventClient
+) -> None:
+    fake.script(
+        Reply(tool_calls=[Call("call_agent", {"name": "peer", "message": "Write slowly"})]),
+        Reply(content="slow " * 400, chunk_size=5, delay=0.05),  # the remote task: 20 s
+    )
+    conversation_id = page.start("Ask the peer to write slowly")
+    page.wait_until(lambda events: any(
+        e.name == "tool" and e.payload.get("phase") == "output" for e in events),
+        what="the remote reply streaming")
+    assert page.call("cancel", {"conversation_id": conversation_id})["ok"]
+    assert page.wait_done(conversation_id)[-1].payload["reason"] == "cancelled"
+
+    def remote_stopped() -> bool:
+        for listed in page.call("list_conversations")["conversations"]:
+            records = history(page, listed["id"])
+            if records[0]["content"] == "Write slowly" and len(records) > 1:
+                return records[1]["meta"].get("interrupted") == "cancelled"
+        return False
+
+    wait_until(remote_stopped, 10, "the remote task cancelled and recorded")
+
+
+def test_call_agent_with_a_wrong_token_reports_the_refusal(
+    server: ServerProcess, fake: FakeLLM, page: EventClient
+) -> None:
+    fake.script(
+        Reply(tool_calls=[Call("call_agent", {"name": "stranger", "message": "Hi"})]),
+        Reply(content="It refused."),
+    )
+    conversation_id = page.start("Ask the stranger")
+    events = page.wait_done(conversation_id, timeout=30)
+    result = next(e.payload for e in events
+                  if e.name == "tool" and e.payload["phase"] == "result")
+    assert not result["ok"] and "401" in result["output"]
+    assert "token in remote_agents" in result["output"]
+
+
+def test_a_remote_agent_whose_card_cannot_be_read_is_listed_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    closed = f"http://127.0.0.1:{free_port()}"
+    remotes = RemoteAgents([RemoteAgent(name="gone", url=closed),
+                            RemoteAgent(name="known", url=closed, description="Knows things.")],
+                           card_timeout=2)
+    description = remotes.tools()["call_agent"].description
+    assert "- known: Knows things." in description
+    assert "- gone: (its Agent Card could not be read:" in description
+    with pytest.raises(ToolError, match="No remote agent 'nobody'; the remote agents are: "
+                                        "gone, known"):
+        remotes.call_agent(None, CallAgentArgs(name="nobody", message="hi"))  # type: ignore[arg-type]
