@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PY_STAMP := $(VENV)/.requirements.stamp
 JS_STAMP := static/vendor/.stamp
 
-.PHONY: install run cli test lint bench system-test-deps
+.PHONY: install run cli demo test lint bench system-test-deps
 
 install: $(PY_STAMP) $(JS_STAMP)
 
@@ -27,6 +27,14 @@ run: install
 
 cli: install
 	$(BIN)/python main.py cli
+
+# The product without a key: a scripted model on a copy of demo/workspace (made once, then
+# kept: your changes stay). DEMO_FRONT=cli for the terminal.
+DEMO_WORKSPACE ?= data/demo/workspace
+DEMO_FRONT ?= web
+demo: install
+	@test -e $(DEMO_WORKSPACE) || { mkdir -p $(dir $(DEMO_WORKSPACE)) && cp -R demo/workspace $(DEMO_WORKSPACE); }
+	AGENT_PROVIDER=demo $(BIN)/python main.py $(DEMO_FRONT) --workspace $(DEMO_WORKSPACE) --data-dir data/demo/data --mode thinking
 
 system-test-deps:
 	@bash scripts/install_test_system.sh
