@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+import stat
 import threading
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from modules.paths import Workspace
@@ -19,6 +21,11 @@ PREVIEW_LIMIT_CHARS = 20_000
 BLANK_LINES_WARNED = 3
 LONG_PREVIEW_LINES = 40
 WIDE_LINE_CHARS = 300
+DELETE_HEAD_LINES = 20
+DELETE_LINE_CHARS = 200
+DELETE_READ_BYTES = 256 * 1024
+FOLDER_ENTRIES_SHOWN = 20
+FOLDER_WALK_LIMIT = 5000
 # C0 and C1 controls but newline and tab, and the format characters that draw nothing or
 # reorder text (zero-width, joiners, bidirectional marks and isolates, BOM, soft hyphen).
 _HIDDEN = re.compile(
@@ -42,13 +49,26 @@ class ApprovalGate:
         self._answers: dict[str, bool] = {}
         self.always_allowed: set[str] = set()
 
-    def needs_approval(self, mode: Approval, tool: Tool, plan: PlannedWrite | None) -> bool:
+    def needs_approval(self, mode: Approval, tool: Tool, plan: Plan | None) -> bool:
         """Whether this call waits for the user, by the policy its tool was registered with."""
         if mode != "ask" or tool.name in self.always_allowed:
             return False
         if tool.asks == "on_overwrite":
-            return plan is not None and plan.overwrites
+            return isinstance(plan, PlannedWrite) and plan.overwrites
         return tool.asks == "always"
+
+    def allowed(self) -> list[str]:
+        """The tools the user chose to always allow here, by name."""
+        with self._lock:
+            return sorted(self.always_allowed)
+
+    def revoke(self, tool: str) -> bool:
+        """Ask again before `tool`; False when it was not always allowed."""
+        with self._lock:
+            if tool not in self.always_allowed:
+                return False
+            self.always_allowed.discard(tool)
+            return True
 
     def open(self, call_id: str, tool: str) -> None:
         """Register the call before the approval event goes out, so no answer is missed."""
@@ -84,23 +104,116 @@ class ApprovalGate:
         return True
 
 
-def planned_write(tool: Tool, args: Any, workspace: Workspace) -> PlannedWrite | None:
-    """What a writing call would change; None for other tools and for calls that will fail."""
-    if tool.plan is None:
-        return None
+@dataclass(frozen=True)
+class PlannedDelete:
+    """What a `delete_file` call would remove, described for the user."""
+
+    rel: str
+    description: str
+
+
+Plan = PlannedWrite | PlannedDelete
+
+
+def planned_write(tool: Tool, args: Any, workspace: Workspace) -> Plan | None:
+    """What a changing call would change (a write, or what a deletion removes); None for
+    other tools and for calls that will fail."""
     try:
+        if tool.name == "delete_file":
+            return _planned_delete(workspace, str(args.path))
+        if tool.plan is None:
+            return None
         return tool.plan(workspace, args)
     except (ToolError, OSError):
         return None
 
 
-def preview(arguments: dict[str, Any], plan: PlannedWrite | None) -> tuple[str, list[str]]:
-    """What the user is shown before approving (the command or code, a diff, else the
-    arguments) with every control or invisible character as a visible ⟨NAME⟩ mark, and
-    warnings about what a reader could miss in it."""
+def _planned_delete(workspace: Workspace, path: str) -> PlannedDelete | None:
+    rel = workspace.relative(workspace.resolve(path, for_write=True, follow_symlinks=False))
+    info = workspace.lstat(rel)
+    if info is None:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        text = f"Delete the link {rel} → {workspace.readlink(rel)} (what it points to stays)."
+    elif stat.S_ISDIR(info.st_mode):
+        text = _describe_folder(workspace, rel)
+    elif stat.S_ISREG(info.st_mode):
+        text = _describe_file(workspace, rel, info.st_size)
+    else:
+        text = f"Delete {rel} (not a regular file)."
+    return PlannedDelete(rel, text)
+
+
+def _describe_file(workspace: Workspace, rel: str, size: int) -> str:
+    if size == 0:
+        return f"Delete {rel}: an empty file."
+    data = workspace.read_bytes(rel, DELETE_READ_BYTES)
+    if b"\x00" in data[:8192]:
+        return f"Delete {rel}: {human_size(size)}, binary."
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    whole = len(data) >= size
+    counted = _count(len(lines), "line") if whole else "many lines"
+    head = [line if len(line) <= DELETE_LINE_CHARS else line[:DELETE_LINE_CHARS] + " …"
+            for line in lines[:DELETE_HEAD_LINES]]
+    if len(lines) <= DELETE_HEAD_LINES and whole:
+        return f"Delete {rel}: {human_size(size)}, {counted}:\n" + "\n".join(head)
+    rest = f"… {len(lines) - DELETE_HEAD_LINES:,} more lines" if whole else "… and the rest"
+    return (f"Delete {rel}: {human_size(size)}, {counted}. The first {len(head)}:\n"
+            + "\n".join(head) + f"\n{rest}")
+
+
+def _describe_folder(workspace: Workspace, rel: str) -> str:
+    top = sorted(workspace.list_dir(rel), key=lambda entry: entry[0])
+    if not top:
+        return f"Delete the empty folder {rel}."
+    files = folders = size = 0
+    pending = [f"{rel}/{name}" for name, info in top if stat.S_ISDIR(info.st_mode)]
+    seen = [info for _, info in top]
+    while pending and len(seen) < FOLDER_WALK_LIMIT:
+        folder = pending.pop()
+        entries = workspace.list_dir(folder)
+        seen += [info for _, info in entries]
+        pending += [f"{folder}/{name}" for name, info in entries if stat.S_ISDIR(info.st_mode)]
+    for info in seen:
+        if stat.S_ISDIR(info.st_mode):
+            folders += 1
+        else:
+            files += 1
+            size += info.st_size
+    counted = (f"{_count(files, 'file')}, {_count(folders, 'folder')}, {human_size(size)}"
+               + ("" if not pending else f" (at least: stopped counting at {len(seen):,})"))
+    shown = [f"{name}/" if stat.S_ISDIR(info.st_mode) else name
+             for name, info in top[:FOLDER_ENTRIES_SHOWN]]
+    more = f"\n… {len(top) - len(shown):,} more" if len(top) > len(shown) else ""
+    return (f"Delete the folder {rel} and everything in it: {counted}. It holds:\n"
+            + "\n".join(shown) + more)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'s' * (n != 1)}"
+
+
+def human_size(size: int) -> str:
+    """`size` bytes for a reader: 532 bytes, 1.2 KB, 3.4 MB."""
+    if size < 1024:
+        return _count(size, "byte")
+    scaled, unit = size / 1024, "KB"
+    for larger in ("MB", "GB"):
+        if scaled < 1024:
+            break
+        scaled, unit = scaled / 1024, larger
+    return f"{scaled:,.1f} {unit}"
+
+
+def preview(arguments: dict[str, Any], plan: Plan | None) -> tuple[str, list[str]]:
+    """What the user is shown before approving (the command or code, a diff, what a deletion
+    removes, else the arguments) with every control or invisible character as a visible
+    ⟨NAME⟩ mark, and warnings about what a reader could miss in it."""
     command = arguments.get("command") or arguments.get("code")
     if command:
         raw = str(command)
+    elif isinstance(plan, PlannedDelete):
+        raw = plan.description
     elif plan is not None and plan.existed and plan.old is None:
         raw = f"(replaces {plan.rel}, which is binary or too large to show)"
     elif plan is not None:

@@ -1,0 +1,51 @@
+// After a task that failed, was stopped or reached its step limit: Retry (the last message sent again, as a
+// new version of it: the same place in the tree, like editing it unchanged) and Continue ("continue").
+import { h, icon } from "./dom.js";
+import { pathTo } from "./history.js";
+import { isPlanPrompt } from "./plan.js";
+
+const OFFERED = new Set(["error", "cancelled", "max_iterations"]);
+
+/** The last message the user wrote on the path to leafId (not an instruction a plan gave itself). */
+export function lastUserRecord(index, leafId) {
+  if (!index || !leafId) return null;
+  return pathTo(index, leafId).findLast((record) => record.role === "user" && !isPlanPrompt(record)) ?? null;
+}
+
+export class Followup {
+  /** root: the conversation pane; handlers: onRetry(), onContinue(). */
+  constructor(root, { onRetry, onContinue }) {
+    this.root = root;
+    this.handlers = { onRetry, onContinue };
+    // A task's end line appears only live (a history has none): offer the buttons under it.
+    new MutationObserver((mutations) => {
+      for (const mutation of mutations) {
+        for (const node of mutation.addedNodes) {
+          if (node instanceof Element && node.classList.contains("task-end")) this.#offer(node);
+        }
+      }
+    }).observe(root, { childList: true });
+  }
+
+  /** Take the buttons away (a new message is on its way). */
+  clear() {
+    this.root.querySelectorAll(".task-followup").forEach((row) => row.remove());
+  }
+
+  #offer(end) {
+    this.clear();
+    if (!OFFERED.has(end.dataset.reason)) return;
+    const act = (handler) => () => {
+      this.clear();
+      handler();
+    };
+    end.after(h(
+      "div",
+      { class: "task-followup", "data-testid": "task-followup" },
+      h("button", { type: "button", class: "btn btn-sm", "data-testid": "retry", title: "Send your last message again, as a new version of it", onclick: act(this.handlers.onRetry) },
+        icon("refresh"), "Retry"),
+      h("button", { type: "button", class: "btn btn-sm", "data-testid": "continue", title: "Ask the agent to go on from where it stopped", onclick: act(this.handlers.onContinue) },
+        icon("right"), "Continue"),
+    ));
+  }
+}
