@@ -2,42 +2,83 @@
 
 from __future__ import annotations
 
+import stat
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from core.events import Event
+from core.events import Done, Event, FileTree
 from core.main_terminal import MainTerminal, TaskBusy
 from core.services import AgentServices
 from core.task import Task
+from modules.file_tree import visible_changes
+from modules.focus import FocusFiles
+from modules.results import ToolError
 from utils.conversation_store import LEAF
 from utils.settings import Approval, Mode
 
 Send = Callable[[Event], None]  # to the room of the event's conversation
 Deliver = Callable[[Event], None]  # to one client
+Announce = Callable[[dict[str, Any]], None]  # to every client: a list entry changed ({id, ...})
+MODES: tuple[Mode, ...] = ("fast", "thinking")
+APPROVALS: tuple[Approval, ...] = ("auto", "ask", "read-only")
 
 
 class WebTerminal(MainTerminal):
     """One per conversation; keeps every event of its running or last task for `join`."""
 
-    def __init__(self, services: AgentServices, conversation_id: str | None, *, send: Send) -> None:
+    def __init__(
+        self, services: AgentServices, conversation_id: str | None, *, send: Send,
+        announce: Announce | None = None,
+    ) -> None:
         self._send = send
+        self._announce = announce
         self._log: list[Event] = []
+        self._task_message: str | None = None  # the user message of the running or last task
         super().__init__(services, conversation_id, sink=self._relay)
         self._replays_after = self.last_seq  # the log holds every event after this seq
 
+    def open_conversation(self, conversation_id: str) -> None:
+        """Also take the mode and approval the conversation's last task ran with."""
+        super().open_conversation(conversation_id)
+        stored = self.conversation.meta.get("meta", {}) if self.conversation else {}
+        if stored.get("mode") in MODES:
+            self.mode = stored["mode"]
+        if stored.get("approval") in APPROVALS:
+            self.approval = stored["approval"]
+
     def _relay(self, event: Event) -> None:
         # Called with the core's lock held, so the log and the room see one order.
+        if isinstance(event, FileTree):
+            event.changes = visible_changes(self.services.workspace.root, event.changes)
         self._log.append(event)
         self._send(event)
+        if isinstance(event, Done) and event.depth is None:
+            self._record_end(event)
+
+    def _record_end(self, done: Done) -> None:
+        """Keep how the task ended and its tokens with the conversation, for its history."""
+        conversation, message_id = self.conversation, self._task_message
+        if conversation is None or message_id is None:
+            return
+        ends = dict(conversation.meta.get("meta", {}).get("task_ends") or {})
+        ends[message_id] = {"reason": done.reason, "usage": vars(done.usage)}
+        conversation.update_meta(task_ends=ends)
+        if self._announce is not None:
+            self._announce({"id": conversation.id, "running": False,
+                            "title": conversation.meta.get("title")})
 
     def begin_task(
-        self, text: str, *, parent_id: str | None = LEAF, skill: str | None = None
+        self, text: str, *, parent_id: str | None = LEAF, skill: str | None = None,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> Task:
         with self._lock:
-            task = super().begin_task(text, parent_id=parent_id, skill=skill)
+            task = super().begin_task(text, parent_id=parent_id, skill=skill,
+                                      attachments=attachments)
             self._log = []
             self._replays_after = self.last_seq
+            self._task_message = task.user_record["id"]
+            task.conversation.update_meta(mode=task.mode, approval=task.approval)
             return task
 
     def start(
@@ -50,11 +91,14 @@ class WebTerminal(MainTerminal):
         run_in_background: Callable[..., Any],
         agent: str | None = None,
         skill: str | None = None,
+        focus: list[str] | None = None,
+        attachments: list[dict[str, Any]] | None = None,
         on_begun: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """Begin a task and run it in the background; raises TaskBusy or KeyError.
 
         `parent_id` as in `begin_task`: LEAF (the current leaf), None (a new root) or an id.
+        `focus`: the files a new conversation starts with in focus (workspace paths).
 
         `on_begun(user_record)` runs after the conversation exists and before the first event,
         so the sender can join the room without missing anything.
@@ -65,13 +109,44 @@ class WebTerminal(MainTerminal):
             if agent is not None:
                 self.services.agents.get(agent)  # KeyError names the agents there are
                 self.agent = agent
+            if focus is not None and self.conversation is None:
+                self.focus = FocusFiles([self.focus_path(path) for path in focus])
             self.mode = mode or self.mode
             self.approval = approval or self.approval
-            task = self.begin_task(text, parent_id=parent_id, skill=skill)
+            task = self.begin_task(text, parent_id=parent_id, skill=skill,
+                                   attachments=attachments)
+            if focus is not None:
+                self.save_focus()
         if on_begun is not None:
             on_begun(task.user_record)
+        if self._announce is not None:
+            self._announce({"id": task.conversation.id, "running": True,
+                            "title": task.conversation.meta.get("title")})
         run_in_background(self.run_task, task)
         return task.user_record
+
+    def focus_path(self, path: str) -> str:
+        """The workspace path of a file that may be focused; raises ToolError otherwise."""
+        workspace = self.services.workspace
+        rel = workspace.relative(workspace.resolve(path))
+        info = workspace.lstat(rel)
+        if info is None or not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"{path} is not a file in the workspace")
+        return rel
+
+    def set_focus(self, path: str, focused: bool) -> list[str]:
+        """Focus or unfocus a file between tasks; returns the focus list (raises ToolError,
+        or TaskBusy: the running task's tools may change the focus too)."""
+        with self._lock:
+            if self.running:
+                raise TaskBusy("a task is running in this conversation; change focus when it ends")
+            if focused:
+                self.focus.add(self.focus_path(path))
+            else:
+                self.focus.remove(self.services.workspace.relative(
+                    self.services.workspace.resolve(path)))
+            self.save_focus()
+            return self.focus.paths()
 
     def replay(
         self, after_seq: int, deliver: Deliver, *, subscribe: Callable[[], None]
@@ -101,6 +176,7 @@ class TerminalHub:
     def __init__(self, services: AgentServices, send: Send) -> None:
         self.services = services
         self._send = send
+        self.announce: Announce | None = None  # set by the Socket.IO handlers
         self._lock = threading.Lock()
         self._terminals: dict[str, WebTerminal] = {}
 
@@ -109,13 +185,22 @@ class TerminalHub:
         with self._lock:
             terminal = self._terminals.get(conversation_id)
             if terminal is None:
-                terminal = WebTerminal(self.services, conversation_id, send=self._send)
+                terminal = WebTerminal(self.services, conversation_id, send=self._send,
+                                       announce=self.announce)
                 self._terminals[conversation_id] = terminal
             return terminal
 
     def new(self) -> WebTerminal:
         """A terminal for a conversation the next task will create; `register` it once begun."""
-        return WebTerminal(self.services, None, send=self._send)
+        return WebTerminal(self.services, None, send=self._send, announce=self.announce)
+
+    def forget(self, conversation_id: str) -> None:
+        """Drop an idle conversation's terminal (it is being deleted); raises TaskBusy."""
+        with self._lock:
+            terminal = self._terminals.get(conversation_id)
+            if terminal is not None and terminal.running:
+                raise TaskBusy("a task is running in this conversation; stop it first")
+            self._terminals.pop(conversation_id, None)
 
     def register(self, terminal: WebTerminal) -> None:
         """Make a begun terminal findable by its conversation id."""

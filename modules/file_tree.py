@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import stat
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 from modules.annotations import AnnotationStore
 from modules.ignore import WorkspaceIgnore
 from modules.paths import Workspace
-from modules.results import ToolError
+from modules.results import FileChange, ToolError
 from modules.safe_fs import SafeRoot
 
 
@@ -58,6 +59,27 @@ def file_tree(
                 queue.append((rel, child))
             node["children"].append(child)
     return root
+
+
+def visible_changes(root: Path, changes: list[FileChange]) -> list[FileChange]:
+    """The changes the tree shows: those to what modules.ignore hides are dropped, and a move
+    out of sight becomes a deletion, one into sight a creation."""
+    ignore = WorkspaceIgnore(root)
+    shown = []
+    for change in changes:
+        hidden = bool(change.path) and ignore.hides(change.path, change.is_dir)
+        if change.event != "moved" or not change.dest_path:
+            if not hidden:
+                shown.append(change)
+            continue
+        dest_hidden = ignore.hides(change.dest_path, change.is_dir)
+        if hidden and not dest_hidden:
+            shown.append(FileChange("created", change.dest_path, is_dir=change.is_dir))
+        elif dest_hidden and not hidden:
+            shown.append(FileChange("deleted", change.path, is_dir=change.is_dir))
+        elif not hidden:
+            shown.append(change)
+    return shown
 
 
 def describe_tree(

@@ -52,6 +52,11 @@ class MemoryStore:
         with self._lock:
             return self._write(scope, conversation_id, content)
 
+    def forget(self, conversation_id: str) -> None:
+        """Remove a conversation's task memory (the conversation is being deleted)."""
+        with self._lock:
+            self.path("task", conversation_id).unlink(missing_ok=True)
+
     def _write(self, scope: Scope, conversation_id: str, text: str) -> str:
         text = text.rstrip() + "\n" if text.strip() else ""
         if len(text) > self.limit:

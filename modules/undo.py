@@ -23,12 +23,14 @@ import json
 import logging
 import os
 import re
+import shutil
 import stat
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from modules.blob_store import (
     BLOB_LIMIT_BYTES,
@@ -59,6 +61,20 @@ class UndoResult:
     skipped: list[str] = field(default_factory=list)
     message: str = ""
     changes: list[FileChange] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)  # of `restored`: made by the task, now gone
+
+
+UndoAction = Literal["remove", "restore", "lost"]
+
+
+@dataclass
+class UndoPreview:
+    """What undoing a task would do to each path that differs from before it: `remove` one
+    the task made, `restore` one it changed or deleted; `lost`: its old state was not kept."""
+
+    task_id: str | None
+    files: list[tuple[str, UndoAction]] = field(default_factory=list)
+    undone: bool = False
 
 
 class TaskJournal:
@@ -119,6 +135,54 @@ class UndoJournal:
         with self._lock:
             manifests = reversed(self._manifests(conversation_id))
             return [_task_of(p) for p in manifests if not _load(p).get("undone_ns")]
+
+    def preview(self, conversation_id: str, task_id: str | None = None) -> UndoPreview:
+        """What `undo` would change now (default: the newest task with a journal)."""
+        with self._lock:
+            where = self._manifest_of(conversation_id, task_id)
+            if where is None:
+                return UndoPreview(task_id)
+            manifest = _load(where)
+            files = [] if manifest.get("undone_ns") else [
+                (rel, action) for rel in sorted(manifest["entries"])
+                if (action := self._action(rel, manifest["entries"][rel])) is not None
+            ]
+            return UndoPreview(manifest["task_id"], files, bool(manifest.get("undone_ns")))
+
+    def _action(self, rel: str, before: State) -> UndoAction | None:
+        if before["kind"] == "lost":
+            return "lost"
+        try:
+            now = _kind(self.workspace, rel)
+            if now == before["kind"] == "file":
+                info = self.workspace.lstat(rel)
+                same = (info is not None and info.st_size == before["size"]
+                        and (info.st_mode & 0o7777) == before["mode"]
+                        and sha256_at(self.workspace, rel) == before["blob"])
+            elif now == before["kind"] == "symlink":
+                same = self.workspace.readlink(rel) == before["target"]
+            else:
+                same = now == before["kind"]
+        except (OSError, ToolError, PathOutsideWorkspace):
+            return "restore"
+        if same:
+            return None
+        return "remove" if before["kind"] == "missing" else "restore"
+
+    def forget(self, conversation_id: str) -> None:
+        """Drop every undo journal of a conversation (it is being deleted), and the blobs
+        nothing else needs."""
+        with self._lock:
+            if not _ID.match(conversation_id):
+                return
+            shutil.rmtree(self._folder(conversation_id), ignore_errors=True)
+            self._collect_blobs()
+
+    def _manifest_of(self, conversation_id: str, task_id: str | None) -> Path | None:
+        manifests = self._manifests(conversation_id)
+        if task_id is not None:
+            manifests = [p for p in manifests if _task_of(p) == task_id]
+        return manifests[-1] if manifests else None
 
     def undo(self, conversation_id: str, task_id: str | None = None) -> UndoResult:
         """Put back every path the task changed (default: the newest task with a journal)."""
@@ -242,17 +306,7 @@ class UndoJournal:
             return
         for path in excess:
             path.unlink(missing_ok=True)
-        indexed = self.keeper.live()
-        if indexed is None:
-            return  # the index cannot be read: which blobs it needs is not known
-        live = indexed.union(*(snap.digests.values() for snap in self._pending.values()))
-        for path in (self.root / "tasks").glob("*/*.json"):
-            try:
-                entries = _load(path)["entries"].values()
-            except (OSError, ValueError, KeyError):
-                continue
-            live.update(e["blob"] for e in entries if "blob" in e)
-        removed = self.blobs.collect(live)
+        removed = self._collect_blobs()
         log.info(
             "undo journals pruned",
             extra={
@@ -263,6 +317,20 @@ class UndoJournal:
                 }
             },
         )
+
+    def _collect_blobs(self) -> int:
+        """Remove the blobs no journal, index entry or pending snapshot names; how many."""
+        indexed = self.keeper.live()
+        if indexed is None:
+            return 0  # the index cannot be read: which blobs it needs is not known
+        live = indexed.union(*(snap.digests.values() for snap in self._pending.values()))
+        for path in (self.root / "tasks").glob("*/*.json"):
+            try:
+                entries = _load(path)["entries"].values()
+            except (OSError, ValueError, KeyError):
+                continue
+            live.update(e["blob"] for e in entries if "blob" in e)
+        return self.blobs.collect(live)
 
 
 def _task_of(manifest: Path) -> str:
@@ -303,11 +371,15 @@ class _Restore:
             if rel not in self.skipped and self.entries[rel]["kind"] == "dir":
                 self._guarded(rel, self._folder_mode)
         restored = sorted({change.path for change in self.changes})
+        removed = sorted({c.path for c in self.changes if c.event == "deleted"
+                          and self.entries[c.path]["kind"] == "missing"})
         skipped = [f"{rel}: {why}" for rel, why in sorted(self.skipped.items())]
         message = f"Undid task {task_id}: restored {len(restored)} path(s)"
+        if removed:
+            message += f", removing the {len(removed)} it had created"
         if skipped:
             message += f"; {len(skipped)} could not be restored"
-        return UndoResult(task_id, restored, skipped, message + ".", self.changes)
+        return UndoResult(task_id, restored, skipped, message + ".", self.changes, removed)
 
     def _guarded(self, rel: str, step: Callable[[str, State], None]) -> None:
         state = self.entries[rel]

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import threading
 import time
 import uuid
@@ -27,6 +28,7 @@ RESERVED_FIELDS = frozenset(
     {"conversation_id", "parent_id", "depth", "version", "role", "content", "created_at"}
 )
 TITLE_LIMIT = 60
+SNIPPET_CONTEXT = 40  # characters shown on each side of a search hit
 # meta.json is rewritten on every change but a bare `updated_at` bump, which waits up to this
 # long (an atomic replace costs ~0.2-1 ms on ext4, far more than appending a record).
 META_SAVE_INTERVAL = 1.0
@@ -62,12 +64,40 @@ def is_valid_id(value: object) -> bool:
     return isinstance(value, str) and _ID_PATTERN.fullmatch(value) is not None
 
 
-def title_from(text: str) -> str:
-    """A one-line title made from the first user message."""
-    line = " ".join(text.split())
+def title_from(text: str, answer: str = "") -> str:
+    """A one-line title made from the first exchange, without asking a model.
+
+    The first sentence of the user's message, past greetings and "can you"; when that says
+    too little ("hi", "help"), the first sentence of the answer instead.
+    """
+    line = _first_sentence(text) or " ".join(text.split())
+    stripped = _LEADING_FILLER.sub("", line).strip()
+    if len(stripped.split()) >= 2 or (stripped and not answer.strip()):
+        line = stripped[:1].upper() + stripped[1:] if stripped != line else line
+    elif answer.strip():
+        line = _first_sentence(answer, min_words=3) or line
     if len(line) <= TITLE_LIMIT:
         return line
-    return line[: TITLE_LIMIT - 1].rstrip() + "…"
+    return line[: TITLE_LIMIT - 1].rsplit(" ", 1)[0].rstrip(" ,;:-") + "…"
+
+
+_LEADING_FILLER = re.compile(
+    r"^(?:(?:hi|hello|hey|ok(?:ay)?|so|please|pls|thanks|thank you)\b[\s,.!:;-]*"
+    r"|(?:can|could|would|will) you(?: please)?\s+|i (?:want|need|would like) you to\s+)+",
+    re.IGNORECASE,
+)
+_CODE_BLOCK = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+_MARKS = re.compile(r"[*_`#>]+")
+
+
+def _first_sentence(text: str, min_words: int = 1) -> str:
+    """The first sentence of `text` with at least `min_words` words, without Markdown marks."""
+    plain = _MARKS.sub("", _CODE_BLOCK.sub("\n", text))
+    for raw in plain.splitlines():
+        for sentence in re.split(r"(?<=[.!?])\s", " ".join(raw.split())):
+            if len([w for w in sentence.split() if any(c.isalnum() for c in w)]) >= min_words:
+                return sentence.rstrip(".")
+    return ""
 
 
 def _write_meta(directory: Path, meta: dict[str, Any]) -> None:
@@ -189,10 +219,8 @@ class Conversation:
             self._write_line(record)
             self._index(record)
             self._meta["updated_at"] = record["created_at"]
-            titled = role == "user" and not self._meta.get("title") and record["content"].strip()
-            if titled:
-                self._meta["title"] = title_from(record["content"])
-            self._save_meta(force=bool(titled))
+            titled = self._auto_title(record)
+            self._save_meta(force=titled)
             return record
 
     def _fresh_id(self, wanted: str | None) -> str:
@@ -247,11 +275,32 @@ class Conversation:
             return self.children(self.get(message_id).get("parent_id"))
 
     def set_title(self, title: str) -> None:
-        """Rename the conversation."""
+        """Rename the conversation; the first answer no longer changes its title."""
         with self._lock:
             self._meta["title"] = title
             self._meta["updated_at"] = utc_now()
+            self._meta.setdefault("meta", {})["title_by_user"] = True
             self._save_meta()
+
+    def _auto_title(self, record: dict[str, Any]) -> bool:
+        """Title a new conversation from its first message, then refine it with the first
+        answer (unless the user renamed it); True when the title changed."""
+        meta, content = self._meta, record["content"]
+        if not content.strip() or meta.get("meta", {}).get("title_by_user"):
+            return False
+        if record["role"] == "user" and not meta.get("title"):
+            meta["title"] = title_from(content)
+            return True
+        if record["role"] != "assistant" or len(self._records) > 2:
+            return False
+        first = self._records[0]
+        if first["role"] != "user" or meta.get("title") != title_from(first["content"]):
+            return False  # a title given at creation stays
+        refined = title_from(first["content"], content)
+        if refined == meta.get("title"):
+            return False
+        meta["title"] = refined
+        return True
 
     def update_meta(self, **meta: Any) -> None:
         """Merge keys into meta.json's free-form `meta` object."""
@@ -377,6 +426,58 @@ class ConversationStore:
             "skipped a conversation with unreadable meta.json",
             extra={"fields": {"conversation_id": directory.name, "error": error}},
         )
+        return None
+
+    def delete(self, conversation_id: str) -> None:
+        """Remove a conversation and its messages for good; raises ConversationNotFound."""
+        if not self.exists(conversation_id):
+            raise ConversationNotFound(f"no conversation {shown(conversation_id)}")
+        directory = self._root / conversation_id
+        trash = directory.with_name(f".{conversation_id}.deleted")  # gone from list() at once
+        os.replace(directory, trash)
+        with self._lock:
+            self._cache.pop(conversation_id, None)
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def search(self, query: str, limit: int = 50) -> list[dict[str, Any]]:
+        """Conversations whose title or messages contain `query` (case-insensitive), most
+        recently updated first; each meta gets `snippet`: the matching text around the hit."""
+        needle = query.casefold().strip()
+        found = []
+        for meta in self.list():
+            title = str(meta.get("title") or "")
+            if needle in title.casefold():
+                found.append({**meta, "snippet": ""})
+            elif (snippet := self._find_in_messages(str(meta["id"]), needle)) is not None:
+                found.append({**meta, "snippet": snippet})
+            if len(found) >= limit:
+                break
+        return found
+
+    def _find_in_messages(self, conversation_id: str, needle: str) -> str | None:
+        path = self._root / conversation_id / "messages.jsonl"
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        plain = needle.isascii() and needle.isprintable() and not any(c in needle for c in '"\\')
+        if plain and needle.encode() not in data.lower():
+            return None  # the common case: no line holds it, so none is parsed
+        for line in data.split(b"\n"):
+            try:
+                record = json.loads(line) if line.strip() else None
+            except ValueError:
+                continue
+            if not isinstance(record, dict) or record.get("role") not in ("user", "assistant"):
+                continue
+            if {"plan_prompt", "plan_step"} & set(record.get("meta") or {}):
+                continue  # what a plan_execute agent told itself
+            content = str(record.get("content") or "")
+            at = content.casefold().find(needle)
+            if at >= 0:
+                start, end = max(0, at - SNIPPET_CONTEXT), at + len(needle) + SNIPPET_CONTEXT
+                text = " ".join(content[start:end].split())
+                return ("…" if start else "") + text + ("…" if end < len(content) else "")
         return None
 
     def flush(self) -> None:

@@ -1,0 +1,242 @@
+"""A new user's first hour in a real headless Chromium: a status bar that tells the truth,
+conversations to rename, search and delete, undo that says what it does, what survives a
+reload, and the workspace panel (focus pins, memory, .gitignore, wrapped lines)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fake_llm import Call, Reply
+from tests.test_browser import ARTIFACTS, page, served  # noqa: F401  (fixtures)
+from tests.web_helpers import TOKEN
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
+
+# Every text the task label of the status bar showed, recorded in the page.
+RECORD_LABELS = """() => {
+  window.taskLabels = [];
+  const label = document.querySelector('#status-bar [data-role=task] .label');
+  new MutationObserver(() => window.taskLabels.push(label.textContent))
+    .observe(label, {childList: true, characterData: true, subtree: true});
+}"""
+
+
+def status(tab, role: str) -> str:
+    return tab.inner_text(f"#status-bar [data-role={role}]")
+
+
+def send(tab, text: str) -> None:
+    tab.fill("#message-input", text)
+    tab.press("#message-input", "Enter")
+
+
+def test_the_status_bar_tells_the_truth_and_what_a_task_kept_survives_reload(served, page):  # noqa: F811
+    server, fake = served
+    fake.script(
+        Reply(reasoning="let me see " * 30, chunk_size=4, delay=0.01, content="Thought it through.",
+              usage=(3000, 200)),
+        Reply(content="fast words " * 30, chunk_size=6, delay=0.01, usage=(3300, 100)),
+        Reply(content="slow words " * 400, chunk_size=6, delay=0.03),
+    )
+    page.goto(f"{server.url}/?token={TOKEN}")
+    page.wait_for_selector('#agent-select option[value="general"]', state="attached")
+    assert (status(page, "mode"), status(page, "approval")) == ("fast", "auto")
+    page.click(".mode-toggle")
+    page.select_option("#approval-select", "ask")
+    assert (status(page, "mode"), status(page, "approval")) == ("thinking", "ask")
+
+    page.evaluate(RECORD_LABELS)
+    send(page, "think first")
+    page.wait_for_selector('.task-end[data-reason="complete"]', state="attached")
+    assert "Thinking · step 1" in page.evaluate("window.taskLabels")
+    page.reload()  # the conversation keeps its mode and approval, its tokens and its context
+    page.wait_for_selector(".task-end .task-usage")
+    assert (status(page, "mode"), status(page, "approval")) == ("thinking", "ask")
+    assert page.inner_text(".task-end .task-usage") == "3.0k in · 200 out"
+    assert page.inner_text("#context-meter .meter-text").startswith("3.2k / ")
+
+    page.click(".mode-toggle")  # fast: the model is waited for, never "thinking"
+    assert status(page, "mode") == "fast"
+    page.evaluate(RECORD_LABELS)
+    send(page, "now quickly")
+    page.wait_for_selector(".task-end:nth-of-type(2), .task-end >> nth=1", state="attached")
+    labels = page.evaluate("window.taskLabels")
+    assert "Writing · step 1" in labels and not any(x.startswith("Thinking") for x in labels)
+
+    send(page, "talk slowly")
+    page.wait_for_selector(".assistant-message:has-text('slow words')")
+    page.click("#stop-button")
+    page.wait_for_selector('.task-end[data-reason="cancelled"]')
+    page.reload()
+    page.wait_for_selector('.task-end[data-reason="cancelled"]')
+    assert "Stopped." in page.inner_text('.task-end[data-reason="cancelled"]')
+    assert page.locator(".task-end .task-usage").count() == 2  # the stopped call reported none
+    assert status(page, "mode") == "fast"
+    assert page.console_errors == []  # type: ignore[attr-defined]
+
+
+def test_conversations_are_renamed_searched_deleted_and_run_in_every_tab(served, page):  # noqa: F811
+    server, fake = served
+    fake.script(
+        Reply(content="Hello! I can help you tidy the notes folder. Where do we start?"),
+        Reply(content="slow words " * 80, chunk_size=6, delay=0.02),
+    )
+    page.goto(f"{server.url}/?token={TOKEN}")
+    send(page, "hi")
+    first = page.locator(".conv-title", has_text="I can help you tidy the notes folder")
+    first.wait_for()
+    page.wait_for_selector('.task-end[data-reason="complete"]', state="attached")
+
+    other = page.context.new_page()
+    other.goto(f"{server.url}/?token={TOKEN}")
+    other.wait_for_selector(".conv-item")
+    page.click("#new-conversation")
+    send(page, "Please write a long story about parsers")
+    story = ".conv-item:has-text('Write a long story about parsers')"
+    other.wait_for_selector(f"{story} .conv-running:visible")
+    other.click(story)  # a new tab sees it running
+    other.wait_for_selector("#status-bar [data-role=task][data-state=streaming]")
+    page.wait_for_selector('.task-end[data-reason="complete"]', state="attached")
+    other.wait_for_selector(".conv-item:has-text('parsers') .conv-running", state="hidden")
+
+    page.bring_to_front()  # a tab in the background gets few animation frames: slow to act on
+    row = page.locator(".conv-row", has=page.locator(".conv-title", has_text="tidy the notes"))
+    row.hover()
+    row.locator("[data-testid=rename-conversation]").click()
+    page.fill("[data-testid=rename-input]", "Notes cleanup")
+    page.press("[data-testid=rename-input]", "Enter")
+    other.wait_for_selector(".conv-title:text-is('Notes cleanup')")  # renamed in every tab
+
+    page.fill("#conversation-search", "slow words")
+    page.wait_for_selector(".conv-snippet:has-text('slow words')")
+    assert page.locator(".conv-item").count() == 1
+    page.fill("#conversation-search", "cleanup")
+    page.wait_for_selector(".conv-item .conv-title:text-is('Notes cleanup')")
+    assert page.locator(".conv-item").count() == 1
+    page.fill("#conversation-search", "")
+    page.wait_for_selector(".conv-item >> nth=1")
+
+    other.click(".conv-item:has-text('Notes cleanup')")
+    other.wait_for_selector(".assistant-message:has-text('tidy the notes')")
+    page.bring_to_front()
+    row = page.locator(".conv-row", has=page.locator(".conv-title", has_text="Notes cleanup"))
+    row.hover()
+    row.locator("[data-testid=delete-conversation]").click()
+    page.click("[data-testid=delete-dialog] button:text-is('Cancel')")
+    assert page.locator(".conv-item:has-text('Notes cleanup')").count() == 1
+    row.hover()
+    row.locator("[data-testid=delete-conversation]").click()
+    assert "undo history" in page.inner_text("[data-testid=delete-dialog]")
+    page.click("[data-testid=delete-dialog] button:text-is('Delete')")
+    page.wait_for_selector(".conv-item:has-text('Notes cleanup')", state="detached")
+    other.wait_for_selector(".inline-notice:has-text('This conversation was deleted.')")
+    assert other.locator(".conv-item").count() == 1
+    assert page.console_errors == []  # type: ignore[attr-defined]
+
+
+def test_undo_lists_what_it_will_do_and_editing_offers_it(served, page):  # noqa: F811
+    server, fake = served
+    fake.script(
+        Reply(tool_calls=[Call("create_file", {"path": "new.txt", "content": "made"}),
+                          Call("modify_file", {"path": "README.md", "operation": "append",
+                                               "content": "more"})]),
+        Reply(content="Changed two files."),
+        Reply(tool_calls=[Call("run_command", {"command": "echo nothing changes"})]),
+        Reply(content="Ran it."),
+        Reply(tool_calls=[Call("create_file", {"path": "other.txt", "content": "x"})]),
+        Reply(content="Made other.txt."),
+        Reply(content="A new branch."),
+    )
+    page.goto(f"{server.url}/?token={TOKEN}")
+    send(page, "change things")
+    page.wait_for_selector("[data-testid=undo-task]")
+    page.click("[data-testid=undo-task]")
+    dialog = page.locator("[data-testid=undo-dialog]")
+    assert dialog.locator('li[data-action="remove"]').inner_text().startswith("new.txt")
+    assert "will be removed" in dialog.locator('li[data-action="remove"]').inner_text()
+    assert "will be restored" in dialog.locator('li:has-text("README.md")').inner_text()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "undo-dialog.png"))
+    dialog.locator("button:text-is('Cancel')").click()
+    assert page.locator("#file-tree [data-path='new.txt']").count() == 1
+    page.click("[data-testid=undo-task]")
+    page.click("[data-testid=undo-dialog] button:text-is('Undo')")
+    notice = page.locator("[data-testid=undo-notice]")
+    notice.locator("text=Removed").wait_for()
+    assert "new.txt" in notice.inner_text() and "Restored: README.md" in notice.inner_text()
+    page.wait_for_selector("#file-tree [data-path='new.txt']", state="detached")
+
+    send(page, "run a command")  # it changes no file: no Undo for it
+    page.wait_for_selector(".assistant-message:has-text('Ran it.')")
+    page.wait_for_timeout(300)
+    assert page.locator("[data-testid=undo-task]").count() == 1  # the first task's, undone
+
+    send(page, "make other")
+    page.wait_for_selector(".assistant-message:has-text('Made other.txt.')")
+    page.wait_for_selector("[data-testid=undo-task]:not([disabled])")
+    page.locator(".user-message").nth(1).hover()  # branch from before the last two tasks
+    page.locator(".user-message").nth(1).locator(".edit-button").click()
+    page.fill(".edit-input", "something else")
+    page.click(".edit-send")
+    branch = page.locator("[data-testid=branch-undo-dialog]")
+    assert "other.txt" in branch.inner_text() and "will be removed" in branch.inner_text()
+    branch.locator("button:text-is('Keep the files')").click()
+    page.wait_for_selector("[data-testid=other-branch-notice]:has-text('other.txt')")
+    page.wait_for_selector(".assistant-message:has-text('A new branch.')")
+    assert (server.workspace / "other.txt").exists()
+    assert page.console_errors == []  # type: ignore[attr-defined]
+
+
+def test_the_workspace_panel_pins_files_edits_memory_and_hides_ignored_ones(served, page):  # noqa: F811
+    server, fake = served
+    (server.workspace / ".gitignore").write_text("build/\n*.log\n")
+    (server.workspace / "build").mkdir()
+    (server.workspace / "build" / "out.txt").write_text("built")
+    (server.workspace / "debug.log").write_text("noise")
+    (server.workspace / "wide.py").write_text("x = '" + "long " * 400 + "'\nprint(x)\n")
+    fake.script(Reply(tool_calls=[Call("list_files", {})]), Reply(content="Listed."))
+    page.goto(f"{server.url}/?token={TOKEN}")
+    page.wait_for_selector('#file-tree [data-path="wide.py"]')
+    hidden = '#file-tree [data-path="build"], #file-tree [data-path="debug.log"]'
+    assert page.locator(hidden).count() == 0
+
+    page.click('#file-tree [data-path="wide.py"]')
+    body = page.locator("#file-preview [data-role=body]")
+    body.locator(".code-line >> nth=1").wait_for()
+    assert body.evaluate("el => el.scrollWidth <= el.clientWidth + 1")  # the long line wraps
+    assert body.locator(".code-line .ln").nth(1).inner_text() == "2"
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "wrapped-preview.png"))
+    page.click("#file-preview [data-role=close]")
+
+    page.hover('#file-tree .tree-item:has([data-path="wide.py"])')
+    page.click('#file-tree .tree-item:has([data-path="wide.py"]) [data-testid=pin-file]')
+    page.wait_for_selector("[data-testid=status-focus] .focus-chip:has-text('wide.py')")
+    send(page, "list the files")
+    page.wait_for_selector(".assistant-message:has-text('Listed.')")
+    listing = next(m["content"] for m in fake.chat_requests[1].messages if m["role"] == "tool")
+    assert "wide.py" in listing and "debug.log" not in listing and "build" not in listing
+    assert "long long" in fake.chat_requests[0].messages[0]["content"]  # the pinned file went
+    page.reload()
+    page.wait_for_selector("[data-testid=status-focus] .focus-chip:has-text('wide.py')")
+    page.click("[data-testid=status-focus] .focus-remove")
+    page.wait_for_selector("[data-testid=status-focus] .focus-chip", state="detached")
+    assert page.get_attribute('#file-tree .tree-item:has([data-path="wide.py"]) .tree-pin',
+                              "aria-pressed") == "false"
+
+    page.click("[data-testid=memory-button]")
+    panel = page.locator("[data-testid=memory-panel]")
+    panel.locator("[data-testid=memory-main]:not([disabled])").wait_for()
+    panel.locator("[data-testid=memory-main]").fill("The user prefers tabs.")
+    panel.locator("[data-testid=memory-main-save]").click()
+    panel.locator("[data-testid=memory-main-state]:text-is('Saved')").wait_for()
+    panel.locator("[data-testid=memory-task]").fill("x" * 20_001)
+    panel.locator("[data-testid=memory-task-save]").click()
+    panel.locator("[data-testid=memory-task-state]:has-text('the limit is 20,000')").wait_for()
+    page.screenshot(path=str(ARTIFACTS / "memory-panel.png"))
+    panel.locator("[data-testid=memory-close]").click()
+    page.click("[data-testid=memory-button]")
+    panel.locator("[data-testid=memory-main]:not([disabled])").wait_for()
+    assert panel.locator("[data-testid=memory-main]").input_value() == "The user prefers tabs.\n"
+    assert (server.data_dir / "memory" / "main.md").read_text() == "The user prefers tabs.\n"
+    assert page.console_errors == []  # type: ignore[attr-defined]
