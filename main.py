@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from core.services import AgentServices
     from utils.settings import Settings
 
 
@@ -33,6 +34,14 @@ def _parser() -> argparse.ArgumentParser:
     cli.add_argument("-p", "--prompt", help="run one task non-interactively, then exit")
     cli.add_argument("--conversation", help="continue this conversation")
     cli.add_argument("--json", action="store_true", help="print one JSON event per line")
+
+    mcp = sub.add_parser("mcp", help="serve the workspace's tools to MCP clients over stdio")
+    mcp.add_argument("--workspace", help="the only folder the tools may change (./workspace)")
+    mcp.add_argument("--data-dir", help="memory, annotations and logs (./data)")
+    mcp.add_argument("--approval", choices=["auto", "ask", "read-only"],
+                     help="every tool / reading ones and --allow-tool ones / reading only")
+    mcp.add_argument("--allow-tool", action="append", metavar="NAME",
+                     help="also offer this tool in ask mode (repeatable; AGENT_MCP_SERVER_TOOLS)")
     return parser
 
 
@@ -50,8 +59,13 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         settings = load_settings(workspace=args.workspace, data_dir=args.data_dir,
-                                 mode=args.mode, approval=args.approval,
-                                 default_agent=args.agent)
+                                 mode=getattr(args, "mode", None), approval=args.approval,
+                                 default_agent=getattr(args, "agent", None),
+                                 mcp_server_tools=getattr(args, "allow_tool", None))
+        if args.front == "mcp":
+            from mcp_server import serve_stdio
+
+            return serve_stdio(settings)
         if args.front == "web":
             from web_server import serve
 
@@ -74,16 +88,26 @@ def _start_problem(exc: OSError) -> str:
 
 
 def _run_cli(settings: Settings, args: argparse.Namespace) -> int:
-    from core.cli_terminal import CliTerminal, repl, run_once
     from core.services import build_services
-    from utils.conversation_store import ConversationNotFound
 
     services = build_services(settings)
+    try:
+        return _run_terminal(services, args)
+    finally:
+        services.close()  # MCP servers stopped
+
+
+def _run_terminal(services: AgentServices, args: argparse.Namespace) -> int:
+    from core.cli_terminal import CliTerminal, repl, run_once
+    from utils.conversation_store import ConversationNotFound
+
+    settings = services.settings
     if settings.default_agent not in services.agents.agents:
         print(f"error: {services.agents.get(settings.default_agent)}", file=sys.stderr)
         return 2
     try:
-        terminal = CliTerminal(services, args.conversation, json_mode=args.json)
+        terminal = CliTerminal(services, args.conversation, json_mode=args.json,
+                               one_shot=args.prompt is not None)
     except ConversationNotFound:
         print(f"error: no conversation {args.conversation!r}", file=sys.stderr)
         return 2

@@ -12,9 +12,11 @@ from flask_socketio import SocketIO, join_room
 from pydantic import BaseModel, Field, ValidationError
 
 from core.events import Event, FileTree
-from core.main_terminal import TaskBusy
+from core.main_terminal import NothingToCondense, TaskBusy
+from modules.file_tree import visible_changes
 from modules.proposals import ProposalError
-from modules.results import FileChange
+from modules.results import FileChange, ToolError
+from modules.uploads import MAX_ATTACHMENTS
 from utils.conversation_store import LEAF, ConversationNotFound
 from utils.settings import Approval, Mode
 from utils.validation import describe_validation_error
@@ -36,6 +38,11 @@ class SendMessage(BaseModel):
     approval: Approval | None = None
     agent: Id | None = None
     skill: Id | None = None
+    focus: list[Annotated[str, Field(max_length=4096)]] | None = Field(None, max_length=3)
+    # workspace paths (POST /api/upload answers them); their text goes to the model
+    attachments: list[Annotated[str, Field(min_length=1, max_length=4096)]] | None = Field(
+        None, max_length=MAX_ATTACHMENTS
+    )
 
 
 class ConversationRef(BaseModel):
@@ -52,6 +59,14 @@ class Approve(ConversationRef):
     always: bool = False
 
 
+class RevokeApproval(ConversationRef):
+    tool: Id
+
+
+class StatusRequest(BaseModel):
+    conversation_id: Id | None = None
+
+
 class UndoTask(ConversationRef):
     message_id: Id | None = None
 
@@ -64,8 +79,16 @@ class Join(ConversationRef):
     after_seq: int = 0
 
 
+class Compact(ConversationRef):
+    instructions: str | None = Field(None, max_length=2000)  # what the summary should keep
+
+
 class Empty(BaseModel):
     pass
+
+
+class ListConversations(BaseModel):
+    query: str | None = Field(None, max_length=200)  # search titles and messages
 
 
 def failure(code: str, message: str) -> dict[str, Any]:
@@ -90,6 +113,8 @@ def acked(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, Any]]
                 return failure("bad_request", describe_validation_error(exc))
             except ProposalError as exc:
                 return failure(exc.code, str(exc))
+            except ToolError as exc:  # a path or a value a tool would refuse
+                return failure("invalid", str(exc))
             except ConversationNotFound as exc:
                 return failure("not_found", str(exc))
             except TaskBusy as exc:
@@ -140,6 +165,7 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
 
         # Absent: under the current leaf; an explicit null: a new root (editing the first message).
         parent = msg.parent_id if "parent_id" in msg.model_fields_set else LEAF
+        attached = services.attachments.attach(msg.attachments) if msg.attachments else []
         record = terminal.start(
             msg.text,
             parent_id=parent,
@@ -147,6 +173,8 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
             approval=msg.approval,
             agent=msg.agent,
             skill=msg.skill,
+            focus=msg.focus,
+            attachments=[attachment.to_meta() for attachment in attached] or None,
             on_begun=enter,
             run_in_background=socketio.start_background_task,
         )
@@ -166,9 +194,34 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
     @socketio.on("approve")
     @acked(Approve)
     def on_approve(msg: Approve) -> dict[str, Any]:
-        if hub.get(msg.conversation_id).approve(msg.call_id, msg.approved, always=msg.always):
-            return {"ok": True}
+        terminal = hub.get(msg.conversation_id)
+        if terminal.approve(msg.call_id, msg.approved, always=msg.always):
+            return {"ok": True, "always_allowed": terminal.gate.allowed()}
         return failure("not_waiting", f"no call {msg.call_id!r} is waiting for approval")
+
+    @socketio.on("revoke_approval")
+    @acked(RevokeApproval)
+    def on_revoke_approval(msg: RevokeApproval) -> dict[str, Any]:
+        gate = hub.get(msg.conversation_id).gate
+        if gate.revoke(msg.tool):
+            return {"ok": True, "always_allowed": gate.allowed()}
+        return failure("not_found", f"{msg.tool!r} is not always allowed in this conversation")
+
+    @socketio.on("compact")
+    @acked(Compact)
+    def on_compact(msg: Compact) -> dict[str, Any]:
+        problem = services.provider.problem
+        if problem is not None:
+            return failure("not_configured", problem)
+        terminal = hub.get(msg.conversation_id)
+        try:
+            cancel = terminal.begin_compaction(msg.instructions)
+        except NothingToCondense as exc:
+            return failure("invalid", str(exc))
+        join_room(msg.conversation_id)
+        if cancel is not None:  # else the running task condenses before its next model call
+            socketio.start_background_task(terminal.run_compaction, cancel, msg.instructions)
+        return {"ok": True, "scheduled": cancel is None}
 
     @socketio.on("join")
     @acked(Join)
@@ -185,9 +238,9 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
 
 def _register_reading_handlers(socketio: SocketIO, state: WebState) -> None:
     @socketio.on("list_conversations")
-    @acked(Empty)
-    def on_list(_: Empty) -> dict[str, Any]:
-        return conversations_payload(state)
+    @acked(ListConversations)
+    def on_list(msg: ListConversations) -> dict[str, Any]:
+        return conversations_payload(state, msg.query)
 
     @socketio.on("get_conversation")
     @acked(ConversationRef)
@@ -200,9 +253,9 @@ def _register_reading_handlers(socketio: SocketIO, state: WebState) -> None:
         return tree_payload(state)
 
     @socketio.on("get_status")
-    @acked(Empty)
-    def on_status(_: Empty) -> dict[str, Any]:
-        return status_payload(state)
+    @acked(StatusRequest)
+    def on_status(msg: StatusRequest) -> dict[str, Any]:
+        return status_payload(state, msg.conversation_id)
 
 
 def _register_review_handlers(socketio: SocketIO, state: WebState) -> None:
@@ -210,8 +263,9 @@ def _register_review_handlers(socketio: SocketIO, state: WebState) -> None:
     hub, services = state.hub, state.services
 
     def broadcast_changes(changes: list[FileChange]) -> None:
-        if changes:
-            socketio.emit("file_tree", FileTree(changes).to_wire())
+        shown = visible_changes(services.workspace.root, changes)
+        if shown:
+            socketio.emit("file_tree", FileTree(shown).to_wire())
 
     @socketio.on("undo_task")
     @acked(UndoTask)
@@ -221,6 +275,7 @@ def _register_review_handlers(socketio: SocketIO, state: WebState) -> None:
         return {
             "ok": True,
             "restored": result.restored,
+            "removed": result.removed,
             "skipped": result.skipped,
             "message": result.message,
         }

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.web_terminal import WebTerminal
 from modules.file_tree import file_tree
+from utils.demo_model import demo_suggestions
 from web_state import WebState
 
 
@@ -13,13 +15,17 @@ def public_record(record: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if not k.startswith("_")}
 
 
-def conversations_payload(state: WebState) -> dict[str, Any]:
-    """The `list_conversations` answer, also served at /api/conversations."""
+def conversations_payload(state: WebState, query: str | None = None) -> dict[str, Any]:
+    """The `list_conversations` answer, also served at /api/conversations; with a `query`,
+    only the conversations whose title or messages hold it, each with a `snippet`."""
+    store = state.services.store
     keys = ("id", "title", "created_at", "updated_at")
-    return {
-        "ok": True,
-        "conversations": [{k: m.get(k) for k in keys} for m in state.services.store.list()],
-    }
+    if query and query.strip():
+        found = [{k: m.get(k) for k in (*keys, "snippet")} for m in store.search(query)]
+    else:
+        found = [{k: m.get(k) for k in keys} for m in store.list()]
+    running = [t.conversation_id for t in state.hub.running()]
+    return {"ok": True, "conversations": found, "running": running}
 
 
 def conversation_payload(state: WebState, conversation_id: str) -> dict[str, Any]:
@@ -36,7 +42,24 @@ def conversation_payload(state: WebState, conversation_id: str) -> dict[str, Any
         "seq": seq,
         "running": terminal.running,
         "undoable": state.services.journal.undoable(conversation_id),
+        **_settings_of(terminal),
     }
+
+
+def _settings_of(terminal: WebTerminal) -> dict[str, Any]:
+    """What the conversation's next task runs with, and where its running task is."""
+    found: dict[str, Any] = {
+        "mode": terminal.mode,
+        "approval": terminal.approval,
+        "agent": terminal.agent,
+        "focus": terminal.focus.paths(),
+        "context_limit": terminal.context_usage.limit_tokens,
+    }
+    if terminal.running:
+        state = "thinking" if terminal.state == "idle" else terminal.state  # just begun
+        found["status"] = {"state": state, "iteration": terminal.iteration,
+                           "context": vars(terminal.context_usage)}
+    return found
 
 
 def tree_payload(state: WebState) -> dict[str, Any]:
@@ -45,10 +68,13 @@ def tree_payload(state: WebState) -> dict[str, Any]:
     return {"ok": True, "tree": file_tree(services.workspace, services.annotations)}
 
 
-def status_payload(state: WebState) -> dict[str, Any]:
-    """The `get_status` answer (PROTOCOL §4), plus whether the model API is configured."""
+def status_payload(state: WebState, conversation_id: str | None = None) -> dict[str, Any]:
+    """The `get_status` answer (PROTOCOL §4), plus whether the model API is configured and,
+    given a conversation, the tools always allowed there (raises ConversationNotFound)."""
     provider, settings, runner = state.services.provider, state.settings, state.services.runner
+    allowed = state.hub.get(conversation_id).gate.allowed() if conversation_id else None
     return {
+        **({"always_allowed": allowed} if allowed is not None else {}),
         "ok": True,
         "provider": provider.name,
         "model": provider.model,
@@ -60,6 +86,9 @@ def status_payload(state: WebState) -> dict[str, Any]:
         "agents": state.services.agents.summaries(),
         "agent_problems": [vars(p) for p in state.services.agents.problems],
         "skills": state.services.skills.summaries(),
+        "mcp": mcp.status() if (mcp := state.services.mcp) else {"servers": [], "problems": []},
+        "demo": provider.name == "demo",
+        "demo_suggestions": demo_suggestions() if provider.name == "demo" else [],
         "api": {
             "configured": provider.configured,
             "key_env": provider.key_env,

@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any, BinaryIO
+from urllib.parse import quote
 
-from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request
+from flask import (
+    Blueprint,
+    Response,
+    current_app,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    send_file,
+)
 from werkzeug.exceptions import HTTPException
 
-from modules.results import ToolError
+from core.events import FileTree
+from modules.archive import zip_stream
+from modules.extraction import ExtractionError
+from modules.results import FileChange, ToolError
 from utils.conversation_store import ConversationNotFound
 from web_payloads import conversation_payload, conversations_payload, status_payload, tree_payload
 from web_state import WebState
@@ -20,6 +35,7 @@ LOG_CHUNK_BYTES = 256 * 1024
 LOG_TAIL_BYTES = 64 * 1024
 OVERSIZED_LINE_HEAD = 4096
 LOG_FILES = {"agent": "agent.jsonl", "debug_stream": "debug_stream.log"}
+LOG_FILTERS = ("conversation_id", "trace_id")  # fields a log line must carry with the asked value
 CONTENT_SECURITY_POLICY = "; ".join((
     "default-src 'self'",
     "script-src 'self'",
@@ -97,7 +113,9 @@ def http_error(error: HTTPException) -> Any:
 
 @routes.get("/")
 def index() -> str:
-    return render_template("index.html", token=_state().token, version="0.1.0")
+    state = _state()
+    return render_template("index.html", token=state.token, version="0.1.0",
+                           upload_limit=state.services.attachments.limits.max_bytes)
 
 
 @routes.get("/debug")
@@ -150,6 +168,78 @@ def file_preview() -> Any:
     )
 
 
+UPLOAD_STATUS = {"too_large": 413, "unsupported": 415, "mismatch": 415}
+MULTIPART_SLACK = 64 * 1024  # the form's boundaries and headers around the file
+
+
+@routes.post("/api/upload")
+def upload() -> Any:
+    """One file, as the multipart field `file` or as the raw body with `?name=`: checked,
+    extracted, stored in the workspace's upload folder; refused files leave nothing behind."""
+    state = _state()
+    store = state.services.attachments
+    limit = store.limits.max_bytes
+    too_large = f"the upload limit is {limit / 2**20:,.0f} MB (AGENT_UPLOAD_LIMIT_MB)"
+    if (request.content_length or 0) > limit + MULTIPART_SLACK:
+        return _error(413, "too_large", f"The file is too large: {too_large}.")
+    request.max_content_length = limit + MULTIPART_SLACK
+    if request.mimetype == "multipart/form-data":
+        sent = request.files.get("file")
+        if sent is None:
+            return _error(400, "bad_request", "send the file as the multipart field 'file'")
+        name, data = sent.filename or "", sent.stream.read(limit + 1)
+    else:
+        name, data = request.args.get("name", ""), request.stream.read(limit + 1)
+    if len(data) > limit:
+        return _error(413, "too_large", f"The file is too large: {too_large}.")
+    if not name:
+        return _error(400, "bad_request", "the file needs a name (?name= for a raw body)")
+    try:
+        attachment = store.upload(data, name)
+    except ExtractionError as exc:
+        return _error(UPLOAD_STATUS.get(exc.code, 422), exc.code, str(exc))
+    except ToolError as exc:
+        return _error(409, "conflict", str(exc))
+    change = FileTree([FileChange("created", attachment.path)])
+    state.socketio.emit(change.name, change.to_wire())  # the trees show it now, not when watched
+    return jsonify({"ok": True, **attachment.to_meta()})
+
+
+@routes.get("/api/download")
+def download() -> Any:
+    """A workspace file as a download (never shown inline), or a folder as a zip."""
+    workspace = _state().services.workspace
+    try:
+        rel = workspace.relative(workspace.resolve(request.args.get("path", "")))
+        info = workspace.lstat(rel, follow=True)
+        if info is not None and stat.S_ISDIR(info.st_mode):
+            return _zip_response(rel)
+        with workspace.open_regular(rel) as (handle, _):
+            copy = os.fdopen(os.dup(handle.fileno()), "rb")
+    except (OSError, ToolError) as exc:
+        return _error(404, "not_found", f"{request.args.get('path')!r} cannot be downloaded: {exc}")
+    return send_file(copy, mimetype="application/octet-stream", as_attachment=True,
+                     download_name=rel.rsplit("/", 1)[-1], max_age=0)
+
+
+@routes.get("/api/archive")
+def archive() -> Response:
+    """The whole workspace as a zip, streamed; what the file tree leaves out is left out."""
+    return _zip_response("")
+
+
+def _zip_response(rel: str) -> Response:
+    state = _state()
+    workspace = state.services.workspace
+    skip: frozenset[str] = frozenset()
+    if state.settings.data_dir.is_relative_to(workspace.root):
+        skip = frozenset({workspace.relative(state.settings.data_dir)})
+    name = (rel.rsplit("/", 1)[-1] if rel else workspace.root.name) or "workspace"
+    response = Response(zip_stream(workspace, rel, skip=skip), mimetype="application/zip")
+    response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(name)}.zip"
+    return response
+
+
 @routes.get("/api/status")
 def status() -> Response:
     return jsonify(status_payload(_state()))
@@ -164,12 +254,14 @@ def logs(name: str) -> Any:
         after = int(request.args["after"]) if "after" in request.args else None
     except ValueError:
         return _error(400, "bad_request", "after must be a byte offset")
-    lines, next_offset = read_log(path, after, request.args.get("conversation_id") or None)
+    match = {key: request.args[key] for key in LOG_FILTERS if request.args.get(key)}
+    lines, next_offset = read_log(path, after, match)
     return jsonify({"ok": True, "lines": lines, "next": next_offset})
 
 
-def read_log(path: Path, after: int | None, conversation_id: str | None) -> tuple[list[str], int]:
-    """Complete lines from byte `after` on (the last 64 KiB when None), filtered by conversation.
+def read_log(path: Path, after: int | None, match: dict[str, str]) -> tuple[list[str], int]:
+    """Complete lines from byte `after` on (the last 64 KiB when None) whose JSON object has
+    every field of `match` with that value (a conversation, a task's trace).
 
     Returns the lines and the offset to ask for next. A line longer than a chunk comes back
     cut to its head, so a reader never gets stuck on it.
@@ -192,8 +284,8 @@ def read_log(path: Path, after: int | None, conversation_id: str | None) -> tupl
         else:
             lines = chunk[:end].decode("utf-8", errors="replace").splitlines()
             next_offset = start + end
-    if conversation_id:
-        lines = [line for line in lines if _mentions(line, conversation_id)]
+    if match:
+        lines = [line for line in lines if _matches(line, match)]
     return lines, next_offset
 
 
@@ -210,8 +302,9 @@ def _oversized_line(handle: BinaryIO, head: bytes, start: int) -> tuple[list[str
     return [], start  # the line is still being written
 
 
-def _mentions(line: str, conversation_id: str) -> bool:
+def _matches(line: str, match: dict[str, str]) -> bool:
     try:
-        return json.loads(line).get("conversation_id") == conversation_id
-    except (ValueError, AttributeError):
+        record = json.loads(line)
+    except ValueError:
         return False
+    return isinstance(record, dict) and all(record.get(k) == v for k, v in match.items())

@@ -19,6 +19,7 @@ from core.web_terminal import TerminalHub
 from utils.settings import Settings
 from web_access import HostGuard, is_loopback, origin_checker
 from web_events import register_socket_handlers
+from web_manage import register_manage_handlers
 from web_routes import routes
 from web_state import AsyncMode, WebState
 
@@ -55,6 +56,7 @@ def create_app(
 
     def send(event: Event) -> None:
         socketio.emit(event.name, event.to_wire(), to=event.conversation_id)
+        state.taps.publish(event)
         if green:  # let the emit leave now rather than at the stream's end
             socketio.sleep(0)
 
@@ -69,6 +71,7 @@ def create_app(
     app.extensions["agent"] = state
     app.register_blueprint(routes)
     register_socket_handlers(socketio, state)
+    register_manage_handlers(socketio, state)
     return app
 
 
@@ -77,6 +80,7 @@ def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) ->
     app = create_app(settings, async_mode=async_mode, host=host)
     state: WebState = app.extensions["agent"]
     state.services.warm_up()  # the first message must not wait for the SDK's import
+    a2a_url = _start_a2a(state, host, port) if settings.a2a_enabled else None
     state.start_watcher()
     _stop_on_signals(state)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
@@ -99,6 +103,9 @@ def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) ->
     print(
         f"workspace {settings.workspace} · data {settings.data_dir} · {async_mode} mode", flush=True
     )
+    if a2a_url is not None:
+        print(f"A2A: {a2a_url} (Agent Card: {a2a_url}.well-known/agent-card.json; "
+              "bearer token: the web token)", flush=True)
     if state.services.provider.problem is not None:
         print(f"note: {state.services.provider.problem}", flush=True)
     log.info(
@@ -107,9 +114,22 @@ def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) ->
     try:
         state.socketio.run(app, host=host, port=port, allow_unsafe_werkzeug=True, log_output=False)
     finally:
+        for close in state.closers:
+            close()
         if state.watcher is not None:
             state.watcher.stop()
+        state.services.close()
     return 0
+
+
+def _start_a2a(state: WebState, host: str, port: int) -> str:
+    """Serve A2A beside the web server (AGENT_A2A); returns its URL. Raises OSError."""
+    from a2a_server import A2AServer  # the SDK, starlette and uvicorn: only when enabled
+
+    server = A2AServer(state, host=host, port=state.settings.a2a_port or port + 1)
+    server.start()
+    state.closers.append(server.stop)
+    return server.url
 
 
 def _stop_on_signals(state: WebState) -> None:
@@ -129,8 +149,11 @@ def _stop_on_signals(state: WebState) -> None:
         deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS
         while state.hub.running() and time.monotonic() < deadline:
             state.socketio.sleep(0.05)
+        for close in state.closers:  # the A2A server
+            close()
         if state.watcher is not None:
             state.watcher.stop()
+        state.services.close()  # MCP servers stopped, containers removed
         log.info("server stopped", extra={"fields": {"cancelled_tasks": len(running)}})
         logging.shutdown()
         sys.stdout.flush()

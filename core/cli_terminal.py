@@ -6,60 +6,77 @@ import contextlib
 import queue
 import sys
 import threading
-from typing import TextIO
+from pathlib import Path
+from typing import Any, TextIO
 
-from core.cli_printer import YELLOW, EventPrinter, json_line, use_color
+from core.cli_printer import BOLD, YELLOW, EventPrinter, json_line, use_color
 from core.events import DoneReason, Error, Event, ToolEvent
-from core.main_terminal import MainTerminal
+from core.main_terminal import MainTerminal, NothingToCondense
 from core.services import AgentServices
 from modules.results import ToolError
+from modules.uploads import MAX_ATTACHMENTS, Attachment
 from utils.conversation_store import ConversationNotFound
 
 HELP = """\
 /status                 model, mode, approval, iteration, context used/limit, focus files
 /mode fast|thinking     switch the thinking policy
-/approval auto|ask|read-only
+/approval [MODE]        show the approval mode and the always-allowed tools, or set
+                        the mode: auto|ask|read-only
+/approval revoke NAME   ask again before the tool NAME (allowed "always" earlier)
 /new                    start a new conversation
 /history [ID]           list recent conversations, or open one by id
 /focus PATH             keep a file's current content in every model call (at most 3)
 /unfocus PATH           stop doing so
+/attach [PATH]          send a file (PDF, DOCX, XLSX, PPTX, CSV, text, image) with the next
+                        message: a workspace path, or one outside that is copied into uploads/;
+                        no PATH lists them; /detach drops them
 /memory                 show the main and this conversation's memory
+/compact [INSTRUCTIONS]  summarise the older turns now (optionally: what to keep)
 /undo [MESSAGE_ID]      put back the files the last task (or that message's task) changed
 /agents                 list the agents; /agent NAME switches this conversation to one
 /skills                 list the skills; /skill NAME [message] runs a task with that skill
+/mcp [restart NAME]     list the MCP servers and their tools, or reconnect one
 /help                   this list
 /quit                   leave (Ctrl-D too); Ctrl-C stops a running task"""
 
 EXIT_CODES: dict[DoneReason, int] = {
     "complete": 0, "error": 1, "max_iterations": 3, "cancelled": 130,
 }
+EXIT_DECLINED = 4  # `-p`: the task ended, but without an action it needed
 
 
 class CliTerminal(MainTerminal):
-    """Prints events as text (or JSON lines) and asks approvals on the terminal."""
+    """Prints events as text (or JSON lines) and asks approvals on the terminal.
+
+    `one_shot` (`-p`): only the answer goes to `out`; progress goes to `err`.
+    """
 
     def __init__(
         self, services: AgentServices, conversation_id: str | None = None, *,
         json_mode: bool = False, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
-        stdin: TextIO = sys.stdin,
+        stdin: TextIO = sys.stdin, one_shot: bool = False,
     ) -> None:
         self.json_mode = json_mode
         self.out, self.err, self.stdin = out, err, stdin
-        self.printer = EventPrinter(out, err, color=use_color(out))
+        progress = err if one_shot else out
+        self.printer = EventPrinter(out, err, progress=progress,
+                                    color=use_color(out) and use_color(progress))
         self.last_error = ""
+        self.declined: list[str] = []  # of the last task: why each declined call was
+        self.attachments: list[Attachment] = []  # for the next message (/attach)
         self._approvals: queue.Queue[ToolEvent] = queue.Queue()
         super().__init__(services, conversation_id, sink=self._show)
 
     def _show(self, event: Event) -> None:
         if isinstance(event, Error):
             self.last_error = f"{event.code}: {event.message}"
-        if isinstance(event, ToolEvent) and event.phase == "approval":
-            self._approvals.put(event)
         if self.json_mode:
             self.out.write(json_line(event) + "\n")
             self.out.flush()
         else:
             self.printer.render(event)
+        if isinstance(event, ToolEvent) and event.phase == "approval":
+            self._approvals.put(event)  # asked once the printer is done with the screen
 
     def run_foreground(self, text: str) -> DoneReason:
         """Run one task in a worker thread; Ctrl-C stops it, approvals are asked here.
@@ -67,8 +84,11 @@ class CliTerminal(MainTerminal):
         A text starting `/skill NAME` runs with that skill's instructions.
         """
         self.last_error = ""
+        self.declined = []
         skill, text = split_skill(text)
-        task = self.begin_task(text, skill=skill)
+        task = self.begin_task(text, skill=skill,
+                               attachments=[a.to_meta() for a in self.attachments] or None)
+        self.attachments = []
         outcome: list[DoneReason] = []
         worker = threading.Thread(target=lambda: outcome.append(self.run_task(task)),
                                   name="agent-task", daemon=True)
@@ -83,24 +103,60 @@ class CliTerminal(MainTerminal):
             except KeyboardInterrupt:
                 self.cancel()
         worker.join()
+        if not self.json_mode:
+            self.printer.finish()
         return outcome[0]
 
+    def compact_foreground(self, instructions: str) -> str:
+        """Condense the history now, in a worker thread; Ctrl-C stops it."""
+        cancel = self.begin_compaction(instructions or None)
+        assert cancel is not None  # no task runs while the prompt is shown
+        outcome: list[str] = []
+        worker = threading.Thread(
+            target=lambda: outcome.append(self.run_compaction(cancel, instructions or None)),
+            name="condense", daemon=True)
+        worker.start()
+        while worker.is_alive():
+            try:
+                worker.join(0.1)
+            except KeyboardInterrupt:
+                self.cancel()
+        if not self.json_mode:
+            self.printer.finish()
+        if outcome and outcome[0] == "condensed":
+            return "the older turns are summarised; /status shows the context now"
+        return "the context stays as it was"
+
     def _ask(self, request: ToolEvent) -> None:
+        """Show what the call would do and ask; Ctrl-C or Ctrl-D at the prompt declines."""
         if not self.stdin.isatty():
             self.err.write(
                 f"{request.tool} needs approval but there is no terminal to ask: declined.\n"
             )
-            self.approve(request.call_id, False)
+            self._decline(request, f"{request.tool} needed approval and there was no terminal "
+                                   "to ask (--approval auto runs such calls)")
             return
-        self.err.write(self.printer.paint(f"\n{request.tool} wants to run:\n", YELLOW))
-        self.err.write(f"{request.preview or ''}\n")
-        for warning in request.warnings or ():
-            self.err.write(self.printer.paint(f"warning: it {warning}\n", YELLOW))
+        self.err.write(self.printer.approval_text(request))
         self.err.write("Allow? [y]es / [n]o / [a]lways for this tool: ")
         self.err.flush()
-        answer = self.stdin.readline().strip().lower()
-        self.approve(request.call_id, answer in ("y", "yes", "a", "always"),
-                     always=answer in ("a", "always"))
+        try:
+            answer = self.stdin.readline()
+        except KeyboardInterrupt:
+            answer = ""
+        if not answer.endswith("\n"):  # Ctrl-C or Ctrl-D: the line was left open
+            self.err.write("\n")
+        answer = answer.strip().lower()
+        if answer in ("y", "yes", "a", "always"):
+            self.approve(request.call_id, True, always=answer in ("a", "always"))
+            return
+        self.err.write(self.printer.paint(f"declined: {request.tool} does not run.", YELLOW)
+                       + "\n")
+        self.err.flush()
+        self._decline(request, f"you declined {request.tool}")
+
+    def _decline(self, request: ToolEvent, why: str) -> None:
+        self.declined.append(why)
+        self.approve(request.call_id, False)
 
 
 def split_skill(text: str) -> tuple[str | None, str]:
@@ -111,15 +167,30 @@ def split_skill(text: str) -> tuple[str | None, str]:
     return name, rest.strip() or f"Follow the {name} skill."
 
 
+def demo_banner(terminal: CliTerminal) -> str:
+    """The line saying the demo model answers, with what to try; "" for a real model."""
+    if terminal.services.provider.name != "demo":
+        return ""
+    from utils.demo_model import demo_suggestions
+
+    head = terminal.printer.paint("DEMO", YELLOW, BOLD)
+    return (f"{head} · a scripted model plays a few tasks: no API key, no network; the tools "
+            f"are real and work on this workspace.\nTry: {' · '.join(demo_suggestions())}\n")
+
+
 def run_once(terminal: CliTerminal, prompt: str) -> int:
     """`main.py cli -p`: one task, then an exit code and a one-line reason on failure."""
+    if not terminal.json_mode:
+        terminal.err.write(demo_banner(terminal))
     try:
         reason = terminal.run_foreground(prompt)
     except KeyError as exc:  # an unknown skill or agent
         terminal.err.write(f"error: {exc.args[0] if exc.args else exc}\n")
         return 2
-    terminal.out.write("\n" if not terminal.json_mode else "")
     terminal.err.write(f"conversation: {terminal.conversation_id}\n")
+    if reason == "complete" and terminal.declined:
+        terminal.err.write(f"error: declined: {'; '.join(terminal.declined)}\n")
+        return EXIT_DECLINED
     if reason != "complete":
         detail = {
             "error": terminal.last_error or "the task failed",
@@ -138,7 +209,8 @@ def repl(terminal: CliTerminal) -> int:
     # The model client (the `openai` import) is built while the first prompt is typed.
     threading.Thread(target=terminal.services.warm_up, name="warm-up", daemon=True).start()
     terminal.out.write(f"Workspace Agent — {terminal.services.workspace.root}\n"
-                       f"{provider.name} · {provider.model} · /help for commands\n")
+                       f"{provider.name} · {provider.model} · /help for commands\n"
+                       + demo_banner(terminal))
     if not provider.configured:
         terminal.err.write(provider.problem + "\n")
     while True:
@@ -195,6 +267,14 @@ def _status(t: CliTerminal, _: str) -> str:
             f"sandbox {runner.kind}:{isolation}")
 
 
+APPROVAL_MODES = ("auto", "ask", "read-only")
+APPROVAL_MEANING = {
+    "auto": "every tool runs without asking",
+    "ask": "asks before commands, deletions, renames and overwrites",
+    "read-only": "reading tools only",
+}
+
+
 def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
     if value not in allowed:
         raise ValueError(f"usage: /{what} {'|'.join(allowed)}")
@@ -207,8 +287,19 @@ def _mode(t: CliTerminal, arg: str) -> str:
 
 
 def _approval(t: CliTerminal, arg: str) -> str:
-    t.approval = _choice(arg, ("auto", "ask", "read-only"), "approval")  # type: ignore[assignment]
-    return f"approval: {t.approval}"
+    verb, _, name = arg.partition(" ")
+    if verb == "revoke":
+        if not name.strip():
+            raise ValueError("usage: /approval revoke NAME (/approval lists them)")
+        if not t.gate.revoke(name.strip()):
+            raise ValueError(f"{name.strip()} is not always allowed (/approval lists them)")
+        return f"{name.strip()} asks again before it runs"
+    if arg:
+        t.approval = _choice(arg, APPROVAL_MODES, "approval")  # type: ignore[assignment]
+    allowed = ", ".join(t.gate.allowed()) or "none"
+    return (f"approval: {t.approval} ({APPROVAL_MEANING[t.approval]})\n"
+            f"always allowed in this session: {allowed}"
+            + ("\n/approval revoke NAME asks again before one" if allowed != "none" else ""))
 
 
 def _new(t: CliTerminal, _: str) -> str:
@@ -251,10 +342,29 @@ def _memory(t: CliTerminal, _: str) -> str:
     return f"main memory:\n{main}\n\nthis conversation's memory:\n{task or '(empty)'}"
 
 
+UNDO_VERBS = {"remove": "remove ", "restore": "restore", "lost": "cannot restore (not kept)"}
+
+
+def _compact(t: CliTerminal, arg: str) -> str:
+    try:
+        return t.compact_foreground(arg)
+    except NothingToCondense as exc:
+        return str(exc)
+
+
 def _undo(t: CliTerminal, arg: str) -> str:
+    preview = t.services.journal.preview(t.conversation_id or "", arg or None)
+    if preview.files:
+        listing = "".join(f"\n  {UNDO_VERBS[action]} {path}" for path, action in preview.files)
+        t.out.write(f"Undoing task {preview.task_id} will:{listing}\nUndo it? [y/N] ")
+        t.out.flush()
+        if t.stdin.readline().strip().lower() not in ("y", "yes"):
+            return "undo cancelled; nothing changed"
     result = t.undo(arg or None)
+    removed = set(result.removed)
     lines = [result.message]
-    lines += [f"  restored {path}" for path in result.restored]
+    lines += [f"  {'removed ' if path in removed else 'restored'} {path}"
+              for path in result.restored]
     lines += [f"  skipped  {reason}" for reason in result.skipped]
     return "\n".join(lines)
 
@@ -282,9 +392,62 @@ def _skills(t: CliTerminal, _: str) -> str:
                      else f"  {r['name']:<20} {r['description']}" for r in rows)
 
 
+def _mcp(t: CliTerminal, arg: str) -> str:
+    mcp = t.services.mcp
+    if arg.startswith("restart"):
+        name = arg.removeprefix("restart").strip()
+        if mcp is None or name not in mcp.servers:
+            raise ValueError(f"no MCP server {name!r}; /mcp lists them")
+        mcp.restart(name)
+        return f"restarting {name}; /mcp shows when it is connected"
+    status = mcp.status() if mcp else {"servers": [], "problems": []}
+    lines = [f"  problem: {p['path']}: {p['message']}" for p in status["problems"]]
+    for server in status["servers"]:
+        state = server["state"] + (f": {server['error']}" if server["error"] else "")
+        lines.append(f"  {server['name']:<16} {state}")
+        lines += [f"      {tool['name']}  ({_mcp_policy(tool)})" for tool in server["tools"]]
+    if not status["servers"]:
+        where = t.settings.mcp_config or t.settings.data_dir / "mcp.json"
+        lines.append(f"  no MCP servers: add an `mcpServers` object to {where} (see the README)")
+    return "MCP servers:\n" + "\n".join(lines)
+
+
+def _mcp_policy(tool: dict[str, Any]) -> str:
+    if tool["read_only"]:
+        return "read-only"
+    return "asks in ask mode" if tool["asks"] else "allowed without asking"
+
+
+def _attach(t: CliTerminal, arg: str) -> str:
+    if not arg:
+        return "\n".join(f"  {a.path} ({a.label()})" for a in t.attachments) or (
+            "no files attached; /attach PATH sends one with your next message")
+    if len(t.attachments) >= MAX_ATTACHMENTS:
+        raise ValueError(f"at most {MAX_ATTACHMENTS} files go with one message")
+    store, workspace = t.services.attachments, t.services.workspace
+    try:
+        rel: str | None = workspace.relative(workspace.resolve(arg))
+    except ToolError:
+        rel = None
+    outside = Path(arg).expanduser()
+    if rel is not None and workspace.lstat(rel, follow=True) is not None:
+        [attachment] = store.attach([rel])
+    elif outside.is_file():
+        attachment = store.import_file(outside)
+    else:
+        raise ValueError(f"no such file: {arg}")
+    t.attachments.append(attachment)
+    return f"attached {attachment.path} ({attachment.label()}); it goes with your next message"
+
+
+def _detach(t: CliTerminal, _: str) -> str:
+    dropped, t.attachments = len(t.attachments), []
+    return f"{dropped} attached file{'' if dropped == 1 else 's'} dropped"
+
+
 COMMANDS = {
     "status": _status, "mode": _mode, "approval": _approval, "new": _new,
     "history": _history, "focus": _focus, "unfocus": _unfocus, "memory": _memory,
-    "undo": _undo, "agents": _agents, "agent": _agent, "skills": _skills,
-    "help": lambda t, a: HELP,
+    "undo": _undo, "agents": _agents, "agent": _agent, "skills": _skills, "mcp": _mcp,
+    "compact": _compact, "attach": _attach, "detach": _detach, "help": lambda t, a: HELP,
 }

@@ -115,6 +115,28 @@ class PlanEvent(Event):
     reason: str | None = None
 
 
+ContextPhase = Literal["condensing", "condensed", "failed"]
+
+
+@dataclass
+class ContextEvent(Event):
+    """The history being condensed: `condensing` (the summary call started), then `condensed`
+    (`message_id` names the summary record, `first_kept_id` the first record still sent as it
+    is) or `failed` (`message` says why; the context stays as it was)."""
+
+    name: ClassVar[str] = "context"
+    phase: ContextPhase
+    trigger: Literal["threshold", "user"]
+    tokens_before: int
+    limit_tokens: int
+    tokens_after: int | None = None
+    message_id: str | None = None
+    first_kept_id: str | None = None
+    summarized: int | None = None  # records the summary replaces, earlier summaries' included
+    summary: str | None = None
+    message: str | None = None
+
+
 @dataclass
 class Notice(Event):
     """Something the user should know that does not end the task (a retry and its wait)."""

@@ -10,7 +10,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from core.approval import ApprovalGate
+from core.condensing import Condensation, Outcome, Trigger
 from core.events import (
+    ContextEvent,
     ContextUsage,
     Done,
     DoneReason,
@@ -31,8 +33,9 @@ from core.tool_step import ToolStep
 from modules.file_tree import describe_tree
 from modules.focus import FocusFiles
 from modules.undo import UndoResult
+from utils.agent_specs import AgentSpec
 from utils.api_client import ApiError, StreamInterrupted
-from utils.cancel import TaskCancelled
+from utils.cancel import CancelToken, TaskCancelled
 from utils.completion import (
     Completion,
     ContentDelta,
@@ -40,7 +43,8 @@ from utils.completion import (
     StreamEnd,
     StreamItem,
 )
-from utils.context_manager import ContextBuilder
+from utils.condense import model_view
+from utils.context_manager import BuiltContext, ContextBuilder
 from utils.conversation_store import LEAF, Conversation
 from utils.logger import log_context
 from utils.prompts import render_system_prompt
@@ -54,6 +58,10 @@ log = logging.getLogger(__name__)
 
 class TaskBusy(Exception):
     """A task is already running in this conversation."""
+
+
+class NothingToCondense(Exception):
+    """The history has no older turn a summary could replace yet."""
 
 
 class MainTerminal:
@@ -91,6 +99,9 @@ class MainTerminal:
         self._conversation: Conversation | None = None
         self._seq = 0
         self._lock = threading.RLock()  # orders events, records and the task's start and end
+        self._compact_request: str | None = None  # instructions for the running task's next call
+        self._compacting: CancelToken | None = None  # a condensation outside any task
+        self._condense_failed: str | None = None  # trace id of a task not to condense again
         if conversation_id is not None:
             self.open_conversation(conversation_id)
 
@@ -147,11 +158,11 @@ class MainTerminal:
             return records, int(records[-1].get("seq") or 0)
 
     def cancel(self) -> bool:
-        """Stop the running task at once; False when nothing runs."""
-        task = self.task
-        if task is None:
+        """Stop the running task (or condensation) at once; False when nothing runs."""
+        running = self.task.cancel if self.task is not None else self._compacting
+        if running is None:
             return False
-        task.cancel.cancel()
+        running.cancel()
         return True
 
     def approve(self, call_id: str, approved: bool, *, always: bool = False) -> bool:
@@ -172,17 +183,22 @@ class MainTerminal:
         return self.run_task(self.begin_task(text, parent_id=parent_id, skill=skill))
 
     def begin_task(
-        self, text: str, *, parent_id: str | None = LEAF, skill: str | None = None
+        self, text: str, *, parent_id: str | None = LEAF, skill: str | None = None,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> Task:
         """Record the user message under `parent_id` (None: a new root; default: the leaf).
 
-        `skill` names a skill whose instructions go to the model with this message. Claims
+        `skill` names a skill whose instructions go to the model with this message;
+        `attachments` (AttachmentStore.attach, as dicts) the files that go with it. Claims
         the conversation for the task; raises TaskBusy, or KeyError for an unknown parent,
         agent or skill.
         """
         with self._lock:
             if self.task is not None:
                 raise TaskBusy("a task is already running in this conversation")
+            if self._compacting is not None:
+                raise TaskBusy("the conversation's context is being condensed; send it when "
+                               "that ends")
             agent = self.services.agents.get(self.agent)
             if skill is not None:
                 self.services.skills.require(skill)
@@ -191,8 +207,10 @@ class MainTerminal:
             conversation = self._conversation
             if parent_id not in (LEAF, None) and parent_id not in conversation.index:
                 raise KeyError(f"no message {shown(parent_id)} in this conversation")
-            record = self._record("user", text, parent_id=parent_id,
-                                  meta={"skill": skill} if skill else None)
+            meta = {"skill": skill} if skill else {}
+            if attachments:
+                meta["attachments"] = attachments
+            record = self._record("user", text, parent_id=parent_id, meta=meta or None)
             if conversation.meta["meta"].get("agent") != agent.name:
                 conversation.update_meta(agent=agent.name)
             journal = self.services.journal.task(conversation.id, record["id"])
@@ -256,12 +274,18 @@ class MainTerminal:
     def tool_schemas(self, task: Task) -> list[dict[str, Any]]:
         """The tools the task's agent is offered: its allow-list, the approval mode's limit,
         one `delegate_to_NAME` per agent it may hand work to, and the task's own."""
-        registry, agent = self.services.tools, task.agent
-        schemas = [s for s in registry.schemas(read_only=task.approval == "read-only")
-                   if agent.allows(s["function"]["name"])]
-        if task.depth < MAX_DEPTH:
-            schemas += [delegation_schema(self.services.agents.get(name)) for name in agent.agents]
+        schemas = self._agent_schemas(task.agent, task.approval, task.depth)
         return schemas + [schema for schema, _ in task.internal_tools.values()]
+
+    def _agent_schemas(
+        self, agent: AgentSpec, approval: Approval, depth: int
+    ) -> list[dict[str, Any]]:
+        registry = self.services.tools
+        schemas = [s for s in registry.schemas(read_only=approval == "read-only")
+                   if agent.allows(s["function"]["name"])]
+        if depth < MAX_DEPTH:
+            schemas += [delegation_schema(self.services.agents.get(name)) for name in agent.agents]
+        return schemas
 
     def _delegate(self, task: Task, call_id: str, name: str, arguments: dict[str, Any]) -> Any:
         return delegate(self, task, call_id, self.services.agents.get(name), arguments)
@@ -339,22 +363,131 @@ class MainTerminal:
     def _build_context(
         self, task: Task, tools: list[dict[str, Any]]
     ) -> tuple[list[dict[str, Any]], int]:
-        services, conversation = self.services, task.conversation
-        prompt = render_system_prompt(
+        prompt = self._system_prompt(task.conversation, task.agent)
+        built = self._fit(prompt, task.agent, task.transcript.path(), tools)
+        if task.depth == 0:
+            built = self._condense_if_due(task, prompt, tools, built)
+            self.context_usage = ContextUsage(built.estimated_tokens, self.context.limit_tokens)
+        return built.messages, built.estimated_tokens
+
+    def _system_prompt(self, conversation: Conversation, agent: AgentSpec) -> str:
+        services = self.services
+        return render_system_prompt(
             workspace_root=str(services.workspace.root),
             tree=describe_tree(services.workspace, services.annotations),
             memory=services.memory.read("main", conversation.id),
             task_memory=services.memory.read("task", conversation.id),
             focus=self.focus.contents(services.workspace),
             now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            role=task.agent.system_prompt,
+            role=agent.system_prompt,
             skills=services.skills.catalog(),
         )
-        path = [services.skills.expand(record) for record in task.transcript.path()]
-        built = self.context.build(prompt, path, tools=tools)
-        if task.depth == 0:
-            self.context_usage = ContextUsage(built.estimated_tokens, self.context.limit_tokens)
-        return built.messages, built.estimated_tokens
+
+    def _fit(
+        self, prompt: str, agent: AgentSpec, path: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+    ) -> BuiltContext:
+        """A root-to-leaf path as one call sends it: its condensed view, expanded, fitted."""
+        services = self.services
+        images = getattr(services.model_for(agent), "config", services.provider).images
+        view = [services.attachments.expand(services.skills.expand(record), images=images)
+                for record in model_view(path)]
+        return self.context.build(prompt, view, tools=tools)
+
+    # --- condensing the context (core/condensing.py) ----------------------------------
+
+    def begin_compaction(self, instructions: str | None = None) -> CancelToken | None:
+        """Ask for the history to be condensed: now (returns the token `run_compaction`
+        takes) or, while a task runs, before its next model call (returns None).
+
+        Raises NothingToCondense, or TaskBusy while a condensation runs.
+        """
+        with self._lock:
+            if self._compacting is not None:
+                raise TaskBusy("the context is already being condensed")
+            if self.task is not None:
+                self._compact_request = instructions or ""
+                return None
+            path = self._conversation.path() if self._conversation else []
+            if self._condensation(path, "user", CancelToken(), self._report).plan() is None:
+                raise NothingToCondense(
+                    "Nothing to condense yet: the first message and the newest turn are always "
+                    "kept as they are, and nothing else comes before the newest turn.")
+            self._compacting = CancelToken()
+            return self._compacting
+
+    def run_compaction(self, cancel: CancelToken, instructions: str | None = None) -> Outcome:
+        """Condense the history outside any task; its events go out as a task's do."""
+        conversation = self._conversation
+        assert conversation is not None
+        agent = self.services.agents.get(self.agent)
+
+        def report(event: Event) -> None:
+            event.agent = agent.name
+            self._report(event)
+
+        try:
+            prompt = self._system_prompt(conversation, agent)
+            tools = self._agent_schemas(agent, self.approval, 0)
+            return self._condensation(conversation.path(), "user", cancel, report, instructions,
+                                      agent=agent, prompt=prompt, tools=tools).run()
+        except TaskCancelled:
+            return "failed"
+        except Exception as exc:
+            log.exception("condensing crashed")
+            report(ContextEvent("failed", "user", 0, self.context.limit_tokens,
+                                message=f"Condensing failed: {type(exc).__name__}: {exc}"))
+            return "failed"
+        finally:
+            with self._lock:
+                self._compacting = None
+            conversation.update_meta(last_seq=self._seq)
+
+    def _condense_if_due(
+        self, task: Task, prompt: str, tools: list[dict[str, Any]], built: BuiltContext
+    ) -> BuiltContext:
+        """Condense before this call when the user asked or the threshold is passed."""
+        with self._lock:
+            request, self._compact_request = self._compact_request, None
+        threshold = self.settings.condense_threshold
+        # also before the builder would have to leave older turns out (a small window's reserve)
+        limit = min(threshold * self.context.limit_tokens, self.context.budget_tokens)
+        due = request is not None or (
+            threshold > 0 and limit <= built.full_tokens and self._condense_failed != task.trace_id)
+        if not due:
+            return built
+        condensation = self._condensation(
+            task.transcript.path(), "user" if request is not None else "threshold", task.cancel,
+            task.report, request, agent=task.agent, prompt=prompt, tools=tools)
+        outcome = condensation.run()
+        task.usage.add(condensation.usage)
+        if outcome == "failed":
+            self._condense_failed = task.trace_id
+        elif outcome == "nothing" and request is not None:
+            task.report(Notice("condense_skipped", "Nothing to condense yet: the running "
+                                                   "task and the first message are always kept."))
+        if outcome != "condensed":
+            return built
+        return self._fit(prompt, task.agent, task.transcript.path(), tools)
+
+    def _condensation(
+        self, path: list[dict[str, Any]], trigger: Trigger, cancel: CancelToken,
+        report: EventSink, instructions: str | None = None, *, agent: AgentSpec | None = None,
+        prompt: str = "", tools: list[dict[str, Any]] | None = None,
+    ) -> Condensation:
+        agent = agent or self.services.agents.get(self.agent)
+
+        def measure(candidate: list[dict[str, Any]]) -> int:
+            return self._fit(prompt, agent, candidate, tools or []).full_tokens
+
+        def commit(event: ContextEvent, record: dict[str, Any]) -> None:
+            with self._lock:  # the record's seq is the event's
+                report(event)
+                self._record("system", record["content"], id=record["id"], meta=record["meta"])
+                self.context_usage = ContextUsage(event.tokens_after or 0, event.limit_tokens)
+
+        return Condensation(path, self.context.limit_tokens, self.services.model_for(agent),
+                            cancel, report, measure, commit, trigger, instructions)
 
     # --- events and records -----------------------------------------------------------
 
@@ -398,4 +531,8 @@ def _assistant_fields(completion: Completion) -> dict[str, Any]:
         fields["reasoning_content"] = completion.reasoning_content
     if completion.tool_calls:
         fields["tool_calls"] = [call.to_message() for call in completion.tool_calls]
+    usage = completion.usage
+    if usage.prompt_tokens or usage.completion_tokens:  # the context meter of a reopened branch
+        fields["meta"] = {"usage": {"prompt_tokens": usage.prompt_tokens,
+                                    "completion_tokens": usage.completion_tokens}}
     return fields

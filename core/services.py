@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from modules.annotations import AnnotationStore
 from modules.memory_manager import MemoryStore
@@ -17,6 +17,7 @@ from modules.sandbox_factory import build_runner
 from modules.skills import SHIPPED_SKILLS, SkillCatalog
 from modules.tools import build_registry
 from modules.undo import UndoJournal
+from modules.uploads import AttachmentStore
 from utils.agent_specs import SHIPPED_AGENTS, AgentCatalog, AgentSpec, load_agents
 from utils.api_client import ApiClient, OnWait
 from utils.cancel import CancelToken
@@ -25,6 +26,9 @@ from utils.conversation_store import ConversationStore
 from utils.logger import setup_logging
 from utils.providers import ProviderConfig, resolve_provider
 from utils.settings import Settings
+
+if TYPE_CHECKING:
+    from modules.mcp_client import McpManager
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +55,9 @@ class AgentServices:
     proposals: ProposalStore
     agents: AgentCatalog
     skills: SkillCatalog
+    attachments: AttachmentStore
     stream_log: Callable[[str], None] | None = None
+    mcp: McpManager | None = None
     _models: dict[tuple[str, str], ModelClient] = field(default_factory=dict)
 
     def model_for(self, agent: AgentSpec) -> ModelClient:
@@ -64,7 +70,7 @@ class AgentServices:
             if agent.model:
                 update["model"] = agent.model
             config = resolve_provider(self.settings.model_copy(update=update))
-            self._models[key] = ApiClient(config, self.settings, on_raw_delta=self.stream_log)
+            self._models[key] = model_client(config, self.settings, self.stream_log)
         return self._models[key]
 
     def warm_up(self) -> None:
@@ -74,8 +80,21 @@ class AgentServices:
             self.model.warm()
 
     def close(self) -> None:
-        """Release what outlives a task: the sandbox's containers."""
+        """Release what outlives a task: the sandbox's containers, the MCP servers."""
         self.runner.close()
+        if self.mcp is not None:
+            self.mcp.close()
+
+
+def model_client(
+    config: ProviderConfig, settings: Settings, stream_log: Callable[[str], None] | None
+) -> ModelClient:
+    """The client of a provider: the demo plays its scripts in-process, the others are APIs."""
+    if config.name == "demo":
+        from utils.demo_model import DemoModel
+
+        return DemoModel(settings.demo_pace)
+    return ApiClient(config, settings, on_raw_delta=stream_log)
 
 
 def build_services(settings: Settings) -> AgentServices:
@@ -95,11 +114,20 @@ def build_services(settings: Settings) -> AgentServices:
     for problem in agents.problems:
         log.warning("an agent definition did not load", extra={"fields": {
             "path": problem.path, "error": problem.message}})
+    tools = build_registry()
+    mcp = _mcp_servers(settings)
+    if mcp is not None:
+        tools.add_source(mcp)
+        mcp.start()  # in the background: a slow or broken server never delays start-up
+    if settings.remote_agents:  # call_agent exists only when there is someone to call
+        from modules.remote_agents import RemoteAgents  # not on the start-up path otherwise
+
+        tools.add_source(RemoteAgents(settings.remote_agents))
     return AgentServices(
         settings=settings,
         provider=provider,
-        model=ApiClient(provider, settings, on_raw_delta=stream_log),
-        tools=build_registry(),
+        model=model_client(provider, settings, stream_log),
+        tools=tools,
         store=ConversationStore(settings.data_dir),
         workspace=workspace,
         runner=build_runner(settings),
@@ -109,5 +137,16 @@ def build_services(settings: Settings) -> AgentServices:
         proposals=ProposalStore(settings.data_dir, workspace, journal),
         agents=agents,
         skills=SkillCatalog(skill_folders),
+        attachments=AttachmentStore.from_settings(settings, workspace),
         stream_log=stream_log,
+        mcp=mcp,
     )
+
+
+def _mcp_servers(settings: Settings) -> McpManager | None:
+    """The MCP servers, when a configuration file exists (only then is their code loaded)."""
+    if not any(path.is_file() for path in settings.mcp_files()):
+        return None
+    from modules.mcp_client import build_manager
+
+    return build_manager(settings)

@@ -8,7 +8,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from modules import file_manager, search_engine, skill_tools, sql_query, terminal_ops
+from modules import (
+    file_manager,
+    search_engine,
+    skill_tools,
+    sql_query,
+    terminal_ops,
+    uploads,
+)
 from modules.context import ToolContext
 from modules.registry import ToolRegistry
 from modules.results import ToolError, ToolOutput
@@ -113,6 +120,7 @@ def build_registry() -> ToolRegistry:
     )
     registry.register("create_folder", file_manager.create_folder)
     registry.register("read_file", file_manager.read_file, read_only=True)
+    registry.register("read_document", uploads.read_document, read_only=True)
     registry.register(
         "modify_file", file_manager.modify_file,
         asks="on_overwrite", plan=file_manager.plan_modify,

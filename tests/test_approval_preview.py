@@ -59,7 +59,8 @@ def test_commands_and_unknowable_writes_keep_the_old_preview(ws: Workspace) -> N
     (ws.root / "blob.bin").write_bytes(b"\x00\x01binary")
     shown = shown_for("create_file", {"path": "blob.bin", "content": "text"}, ws)
     assert shown == "(replaces blob.bin, which is binary or too large to show)"
-    assert shown_for("delete_file", {"path": "app.py"}, ws) == "path: app.py"
+    renamed = shown_for("rename_file", {"old_path": "app.py", "new_path": "b.py"}, ws)
+    assert renamed == "old_path: app.py\nnew_path: b.py"  # deletions: test_approval_choices.py
 
 
 def test_the_agent_loop_sends_the_diff(fake_llm: FakeLLM, tmp_path: Path) -> None:

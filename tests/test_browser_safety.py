@@ -233,6 +233,7 @@ def test_undo_this_task_restores_the_workspace(page: Any, served: Served) -> Non
     assert (workspace / "README.md").read_text() == "# changed\n"
 
     page.click("[data-testid=undo-task]")
+    page.click("[data-testid=undo-dialog] button:text-is('Undo')")  # after the list of files
     notice = page.locator("[data-testid=undo-notice]")
     notice.locator("code:has-text('fresh.txt')").wait_for()
     assert "README.md" in notice.inner_text()

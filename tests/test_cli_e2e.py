@@ -264,19 +264,21 @@ def test_text_mode_prints_the_plan_and_indents_sub_agents(fake: FakeLLM, dirs: t
     fake.script(*_plan_script())
     result = run_cli(fake, dirs, "-p", "look, then write", "--agent", "planner")
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    assert result.stdout == "Final answer\n"  # -p: the answer on stdout, progress on stderr
+    lines = result.stderr.splitlines()
     at = lines.index("Plan (revision 0):")
     assert lines[at + 1:at + 3] == ["  1. ○ Look", "  2. ○ Write"]
     for line in ("▸ step 1: Look", "✓ step 1: looked", "✗ step 2: no pen",
                  "re-planning: no pen", "Plan (revision 1):", "  3. ○ Write with a pencil",
-                 "✓ step 3: wrote", "Final answer"):
+                 "✓ step 3: wrote"):
         assert line in lines, (line, lines)
     assert not any("finish_step" in line or "make_plan" in line for line in lines)
 
     fake.script(*_delegation_script())
     result = run_cli(fake, dirs, "-p", "hello file please", "--agent", "boss")
     assert result.returncode == 0, result.stderr
-    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    assert result.stdout == "All done.\n"
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
     start = next(n for n, line in enumerate(lines) if line.startswith("⚙ delegate_to_middle"))
     assert lines[start + 1:start + 8] == [
         "↳ middle:",
@@ -291,4 +293,3 @@ def test_text_mode_prints_the_plan_and_indents_sub_agents(fake: FakeLLM, dirs: t
     assert "    Done: hello.txt" in lines
     assert any(line.startswith("  ✓ delegate_to_coder (") for line in lines)
     assert "  The coder made it." in lines
-    assert lines[-1] == "All done."

@@ -35,10 +35,11 @@ PROTOCOL_TOOLS = {
     "sql_query": {"path", "query", "max_rows"},
     "use_skill": {"name"},
     "read_skill_file": {"name", "path"},
+    "read_document": {"path", "offset"},
 }
 READ_ONLY = {
     "read_file", "list_files", "search_code", "web_search", "focus_file", "unfocus_file",
-    "sql_query", "use_skill", "read_skill_file",
+    "sql_query", "use_skill", "read_skill_file", "read_document",
 }
 
 

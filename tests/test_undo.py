@@ -322,7 +322,8 @@ def test_cli_undo_command(fake_llm: FakeLLM, tmp_path: Path) -> None:
         approval="auto",
     )
     out, err = io.StringIO(), io.StringIO()
-    terminal = CliTerminal(build_services(settings), out=out, err=err, stdin=io.StringIO())
+    answers = io.StringIO("n\ny\n")  # /undo asks first, listing what it will do
+    terminal = CliTerminal(build_services(settings), out=out, err=err, stdin=answers)
     fake_llm.script(
         Reply(tool_calls=[Call("create_file", {"path": "hello.txt", "content": "hi"})]),
         Reply(content="ok"),
@@ -331,7 +332,12 @@ def test_cli_undo_command(fake_llm: FakeLLM, tmp_path: Path) -> None:
     assert (tmp_path / "ws/hello.txt").exists()
     out.truncate(0)
     assert run_command(terminal, "/undo")
-    assert "restored hello.txt" in out.getvalue()
+    assert "remove  hello.txt" in out.getvalue() and "cancelled" in out.getvalue()
+    assert (tmp_path / "ws/hello.txt").exists()
+    out.truncate(0)
+    out.seek(0)
+    assert run_command(terminal, "/undo")
+    assert "removed  hello.txt" in out.getvalue()
     assert not (tmp_path / "ws/hello.txt").exists()
 
 

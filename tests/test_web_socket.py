@@ -163,7 +163,7 @@ def test_unknown_conversation_is_not_found(web: Web, event: str, payload: dict[s
     client = web.connect()
     ack = client.call(event, payload)
     assert ack["ok"] is False and ack["error"]["code"] == "not_found", ack
-    assert client.call("list_conversations", {}) == {"ok": True, "conversations": []}
+    assert client.call("list_conversations", {}) == {"ok": True, "conversations": [], "running": []}
 
 
 def test_not_configured_model_is_reported(make_web: Callable[..., Web]):
@@ -238,7 +238,7 @@ def _approval_run(web: Web, fake_llm: FakeLLM, approved: bool) -> list[dict[str,
     ack = client.call(
         "approve", {"conversation_id": cid, "call_id": asked["call_id"], "approved": approved}
     )
-    assert ack == {"ok": True}
+    assert ack == {"ok": True, "always_allowed": []}
     return client.done(cid)
 
 

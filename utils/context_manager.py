@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 CHARS_PER_TOKEN = 3.5
 MESSAGE_OVERHEAD = 4.0  # role, separators and framing the chat template adds per message
 TOOL_CALL_OVERHEAD = 8.0
+IMAGE_TOKENS = 1_000.0  # an image part; providers count about 85 to 1,600 by its size
 MISSING_RESULT = "[no result was recorded: the call was interrupted]"
 _RATIO_BOUNDS = (0.5, 3.0)
 _SMOOTHING = 0.5
@@ -33,9 +34,20 @@ def _as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def _content_tokens(content: Any) -> float:
+    """Text by its size; each `image_url` part (an attached image) as IMAGE_TOKENS."""
+    if not isinstance(content, list):
+        return estimate_text_tokens(_as_text(content))
+    return sum(
+        IMAGE_TOKENS if part.get("type") == "image_url"
+        else estimate_text_tokens(_as_text(part.get("text")))
+        for part in content if isinstance(part, dict)
+    )
+
+
 def estimate_message_tokens(message: dict[str, Any]) -> float:
     """The uncorrected estimate for one message as the API will receive it."""
-    tokens = MESSAGE_OVERHEAD + estimate_text_tokens(_as_text(message.get("content")))
+    tokens = MESSAGE_OVERHEAD + _content_tokens(message.get("content"))
     if message.get("reasoning_content"):
         tokens += estimate_text_tokens(_as_text(message["reasoning_content"]))
     for call in message.get("tool_calls") or ():
@@ -50,11 +62,16 @@ def estimate_message_tokens(message: dict[str, Any]) -> float:
 
 @dataclass
 class BuiltContext:
-    """What to send: `messages` (shared record dicts: copy before changing) and its estimate."""
+    """What to send: `messages` (shared record dicts: copy before changing) and its estimate.
+
+    `full_tokens` estimates the whole path as if nothing had been dropped: what decides
+    whether the history is condensed.
+    """
 
     messages: list[dict[str, Any]]
     estimated_tokens: int
     dropped: int = 0
+    full_tokens: int = 0
 
 
 class _Unit(NamedTuple):
@@ -128,9 +145,11 @@ class ContextBuilder:
         budget = self._budget / self._ratio - fixed
         if len(self._cache) > _CACHE_LIMIT:
             self._cache.clear()
-        units = self._units.newest_first(path, self._cache)
-        turn = _current_turn(units)
-        history = _fit_history(units, budget - sum(u.tokens for u in turn))
+        units = list(self._units.newest_first(path, self._cache))
+        full = math.ceil((fixed + sum(u.tokens for u in units)) * self._ratio)
+        remaining = iter(units)
+        turn = _current_turn(remaining)
+        history = _fit_history(remaining, budget - sum(u.tokens for u in turn))
         turn = _fit_turn(turn, budget)
         messages = [system]
         kept, raw = 0, fixed
@@ -140,7 +159,7 @@ class ContextBuilder:
             raw += unit.tokens
         estimated = math.ceil(raw * self._ratio)
         self.last_used_tokens = estimated
-        return BuiltContext(messages, estimated, len(path) - kept)
+        return BuiltContext(messages, estimated, len(path) - kept, max(full, estimated))
 
 
 def _tokens(message: dict[str, Any], cache: dict[str, float]) -> float:
@@ -158,21 +177,25 @@ class _UnitCache:
     """Units of the path's closed prefix, kept between builds of a growing conversation.
 
     A record id fixes its whole ancestry, so a path whose record at `size - 1` has the cached
-    id shares the cached prefix. Only units already followed by a non-tool record are cached:
-    later tool results can no longer join them.
+    id shares the cached prefix. In a condensed view (utils/condense.py) the record at 1 is the
+    summary, which the ancestry does not fix: its id is checked too. Only units already followed
+    by a non-tool record are cached: later tool results can no longer join them.
     """
 
     def __init__(self) -> None:
-        # (units oldest first, how many path records they cover, id of the last covered record),
-        # swapped as one value so a concurrent build never sees a half-updated state.
-        self._state: tuple[list[_Unit], int, str | None] = ([], 0, None)
+        # (units oldest first, how many path records they cover, id of the last covered record,
+        # id of the record at 1), swapped as one value so a concurrent build never sees a
+        # half-updated state.
+        self._state: tuple[list[_Unit], int, str | None, str | None] = ([], 0, None, None)
 
     def newest_first(self, path: list[dict[str, Any]], cache: dict[str, float]) -> Iterator[_Unit]:
         """Every unit of `path`, newest first, reusing what earlier builds grouped."""
-        prefix, size, last_id = self._state
+        prefix, size, last_id, second_id = self._state
+        second = path[1].get("id") if len(path) > 1 else None
         reusable = (
             0 < size < len(path)
             and path[size - 1].get("id") == last_id
+            and second == second_id
             and path[size].get("role") != "tool"
         )
         if not reusable:
@@ -181,9 +204,10 @@ class _UnitCache:
         starts = [i for i in range(size, len(path)) if path[i].get("role") != "tool"]
         if len(starts) >= 2 and isinstance(path[starts[-1] - 1].get("id"), str):
             # cache all but the last unit: more tool results may still join that one
-            self._state = (prefix + tail[:0:-1], starts[-1], path[starts[-1] - 1]["id"])
+            last = path[starts[-1] - 1]["id"]
+            self._state = (prefix + tail[:0:-1], starts[-1], last, second)
         elif not reusable:
-            self._state = ([], 0, None)
+            self._state = ([], 0, None, None)
         return itertools.chain(tail, reversed(prefix))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -75,6 +76,8 @@ PRESETS: dict[str, ProviderPreset] = {
         "OPENAI_API_KEY",
     ),
     "custom": ProviderPreset("custom", None, None, 32_768, None),
+    # Scripted tasks played in-process (utils/demo_model.py): no key, no network.
+    "demo": ProviderPreset("demo", "in-process", "scripted", 128_000, None),
 }
 
 # Settings attribute holding each provider key variable.
@@ -102,6 +105,7 @@ class ProviderConfig:
     reasoning_on_tool_calls: bool = False
     tool_message_name: bool = False
     key_required: bool = True
+    images: bool = False  # user messages may carry `image_url` parts (see accepts_images)
 
     @property
     def problem(self) -> str | None:
@@ -148,7 +152,25 @@ def resolve_provider(settings: Settings) -> ProviderConfig:
         reasoning_on_tool_calls=preset.reasoning_on_tool_calls,
         tool_message_name=preset.tool_message_name,
         key_required=preset.key_env is not None,
+        images=settings.vision if settings.vision is not None else accepts_images(
+            preset.name, model),
     )
+
+
+# Models documented as taking `image_url` content parts, by provider; anything else is sent
+# text only (AGENT_VISION=true says otherwise for a model this table does not know).
+_IMAGE_MODELS: dict[str, re.Pattern[str]] = {
+    "openai": re.compile(r"gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|o1(?!-mini)|o3(?!-mini)|o4", re.I),
+    "kimi": re.compile(r"vision|kimi-latest|kimi-k2\.5", re.I),
+    "qwen": re.compile(r"-vl|qvq|omni", re.I),
+    "siliconflow": re.compile(r"-vl|vl2|glm-4\.\dv", re.I),
+}
+
+
+def accepts_images(provider: str, model: str) -> bool:
+    """Whether the provider documents image input for this model (DeepSeek: none)."""
+    pattern = _IMAGE_MODELS.get(provider)
+    return bool(pattern and pattern.search(model))
 
 
 def prepare_messages(records: list[dict[str, Any]], config: ProviderConfig) -> list[dict[str, Any]]:

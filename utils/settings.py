@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -15,7 +15,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-Provider = Literal["deepseek", "kimi", "qwen", "siliconflow", "openai", "custom"]
+Provider = Literal["deepseek", "kimi", "qwen", "siliconflow", "openai", "custom", "demo"]
 Mode = Literal["fast", "thinking"]
 Approval = Literal["auto", "ask", "read-only"]
 SandboxKind = Literal["auto", "local", "docker"]
@@ -90,6 +90,21 @@ class LocalSandboxSettings(BaseModel):
         return _overlay_env("AGENT_LOCAL_SANDBOX_", cls, data)
 
 
+class RemoteAgent(BaseModel):
+    """An A2A agent the `call_agent` tool may call (config.yaml `remote_agents:`, or
+    AGENT_REMOTE_AGENTS as a JSON list)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,40}$", description="what the model calls it by")
+    url: str = Field(
+        pattern=r"^https?://", description="its base URL (where /.well-known/agent-card.json is)"
+    )
+    token: str | None = Field(None, description="sent as `Authorization: Bearer TOKEN`")
+    description: str | None = Field(None, description="instead of the one on its Agent Card")
+    timeout: float = Field(300.0, gt=0, le=3600, description="seconds a call may take")
+
+
 class Settings(BaseSettings):
     """Every setting the program reads, with its default."""
 
@@ -136,8 +151,33 @@ class Settings(BaseSettings):
     )
     log_redact_content: bool = Field(False, validation_alias=_env("AGENT_LOG_REDACT_CONTENT"))
     use_proxy: bool = Field(False, validation_alias=_env("AGENT_USE_PROXY"))
+    a2a_enabled: bool = Field(False, validation_alias=_env("AGENT_A2A"))
+    a2a_port: int | None = Field(
+        None, ge=1, le=65535, validation_alias=_env("AGENT_A2A_PORT"),
+        description="the A2A server's port; default: the web port + 1",
+    )
+    remote_agents: list[RemoteAgent] = Field(
+        default_factory=list, validation_alias=_env("AGENT_REMOTE_AGENTS")
+    )
+
+    mcp_config: Path | None = Field(
+        None, validation_alias=_env("AGENT_MCP_CONFIG"),
+        description="the MCP servers file (`mcpServers` JSON); default DATA_DIR/mcp.json",
+    )
+    mcp_trust_workspace: bool = Field(
+        False, validation_alias=_env("AGENT_MCP_TRUST_WORKSPACE"),
+        description="also start the servers of the workspace's .mcp.json (run unsandboxed)",
+    )
+    mcp_server_tools: list[str] = Field(
+        default_factory=list, validation_alias=_env("AGENT_MCP_SERVER_TOOLS"),
+        description="tools `main.py mcp` offers in `ask` mode besides the read-only ones",
+    )
 
     max_iterations: int = Field(20, ge=1, validation_alias=_env("AGENT_MAX_ITERATIONS"))
+    condense_threshold: float = Field(
+        0.8, ge=0, le=1, validation_alias=_env("AGENT_CONDENSE_THRESHOLD"),
+        description="share of the context window at which older turns are summarised; 0: never",
+    )
     command_timeout: float = Field(
         60.0, gt=0, le=600, validation_alias=_env("AGENT_COMMAND_TIMEOUT")
     )
@@ -148,6 +188,29 @@ class Settings(BaseSettings):
     request_timeout: float = Field(120.0, gt=0, validation_alias=_env("AGENT_REQUEST_TIMEOUT"))
     max_retries: int = Field(4, ge=0, validation_alias=_env("AGENT_MAX_RETRIES"))
     retry_base_delay: float = Field(1.0, ge=0, validation_alias=_env("AGENT_RETRY_BASE_DELAY"))
+    demo_pace: float = Field(
+        1.0, ge=0, le=10, validation_alias=_env("AGENT_DEMO_PACE"),
+        description="the demo model's delays, scaled (0: none)",
+    )
+
+    upload_limit_mb: float = Field(
+        25, gt=0, le=1024, validation_alias=_env("AGENT_UPLOAD_LIMIT_MB")
+    )
+    extract_timeout: float = Field(20.0, gt=0, validation_alias=_env("AGENT_EXTRACT_TIMEOUT"))
+    extract_memory_mb: int = Field(1024, ge=256, validation_alias=_env("AGENT_EXTRACT_MEMORY_MB"))
+    attachment_chars: int = Field(
+        40_000, ge=1_000, validation_alias=_env("AGENT_ATTACHMENT_CHARS")
+    )
+    # None: what the provider preset knows about the model; true/false overrides it.
+    vision: bool | None = Field(None, validation_alias=_env("AGENT_VISION"))
+
+    @field_validator("remote_agents")
+    @classmethod
+    def _unique_remote_names(cls, agents: list[RemoteAgent]) -> list[RemoteAgent]:
+        names = [agent.name for agent in agents]
+        if len(set(names)) != len(names):
+            raise ValueError(f"remote agent names must be unique: {names}")
+        return agents
 
     @classmethod
     def settings_customise_sources(
@@ -161,6 +224,11 @@ class Settings(BaseSettings):
         yaml_settings = YamlConfigSettingsSource(settings_cls, yaml_file="config.yaml")
         return init_settings, env_settings, dotenv_settings, yaml_settings
 
+    def mcp_files(self) -> tuple[Path, Path]:
+        """The user's MCP servers file and the workspace's (either may be missing)."""
+        user = self.mcp_config.expanduser() if self.mcp_config else self.data_dir / "mcp.json"
+        return user, self.workspace / ".mcp.json"
+
     def secrets(self) -> list[str]:
         """Values that must never reach a tool's environment or a log."""
         values = [
@@ -172,6 +240,7 @@ class Settings(BaseSettings):
             self.openai_api_key,
             self.tavily_api_key,
             self.web_token,
+            *(remote.token for remote in self.remote_agents),
         ]
         return [v for v in values if v]
 

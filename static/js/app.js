@@ -1,10 +1,17 @@
 // Entry point of the main page: builds the parts and wires them to the connection.
+import { Attention } from "./attention.js";
 import { ChatView } from "./chat.js";
 import { Composer } from "./composer.js";
 import { Connection } from "./connection.js";
+import { renderDemoBanner } from "./demobadge.js";
 import { ConversationList } from "./conversations.js";
+import { Drawer } from "./drawer.js";
 import { FileTree } from "./filetree.js";
+import { Followup, lastUserRecord } from "./followup.js";
+import { McpPanel } from "./mcppanel.js";
+import { MemoryPanel } from "./memorypanel.js";
 import { FilePreview } from "./preview.js";
+import { AlwaysAllowed } from "./safety.js";
 import { Session } from "./session.js";
 import { renderApiSetup } from "./setup.js";
 import { StatusBar } from "./statusbar.js";
@@ -28,17 +35,18 @@ function conversationFromUrl() {
   return match ? decodeURIComponent(match[1]) : null;
 }
 
-function setTitle(title) {
-  $("#conversation-title").textContent = title || "New conversation";
-  document.title = title ? `${title} · Workspace Agent` : "Workspace Agent";
-}
-
 class App {
   constructor(token) {
     this.token = token;
     this.initialConversation = conversationFromUrl();
     rememberConversation(this.initialConversation);
     const request = (event, payload, timeoutMs) => this.conn.request(event, payload, timeoutMs);
+    this.openCid = null;
+    this.attention = new Attention($("#notify-toggle"), {
+      titleOf: (cid) => this.conversations.titleOf(cid),
+      onShow: (cid) => { if (cid !== this.session.cid) this.session.open(cid); },
+    });
+    this.drawer = new Drawer({ sidebar: $("#sidebar"), toggle: $("#sidebar-toggle"), backdrop: $(".drawer-backdrop") });
     this.#buildSidebar(request);
     this.#buildMain(request);
     this.session = new Session({
@@ -52,7 +60,10 @@ class App {
     });
     this.conn = new Connection({
       token,
-      onEvent: (name, payload) => this.session.handleEvent(name, payload),
+      onEvent: (name, payload) => {
+        this.attention.onEvent(name, payload);
+        this.session.handleEvent(name, payload);
+      },
       onState: (state, detail) => this.#onConnectionState(state, detail),
     });
     this.#bindControls();
@@ -63,10 +74,13 @@ class App {
 
   #buildSidebar(request) {
     this.statusBar = new StatusBar($("#status-bar"));
+    this.statusBar.onCompact = () => this.session.compact();
     this.conversations = new ConversationList($("#conversation-list"), {
-      load: () => request("list_conversations", {}),
+      search: $("#conversation-search"),
+      request,
       onSelect: (cid) => this.session.open(cid),
-      onTitle: (title) => setTitle(title),
+      onTitle: (title) => this.#setTitle(title),
+      onDeleted: (cid) => this.session.deleted(cid),
     });
     this.preview = new FilePreview($("#file-preview"), { token: this.token, onClose: () => this.tree.select(null) });
     this.tree = new FileTree($("#file-tree"), {
@@ -77,13 +91,19 @@ class App {
       },
       onRootName: (name) => { $("#workspace-name").textContent = name ?? ""; },
       onChange: (change) => this.preview.changed(change.path, change.event, change.dest_path),
+      onFocus: (path, focused) => this.session.setFocused(path, focused),
     });
+    this.memory = new MemoryPanel($("#memory-button"), { request, conversationId: () => this.session.cid });
+    this.mcpPanel = new McpPanel($("#mcp-panel"), { reload: () => this.loadStatus() });
     this.loadStatus = async () => {
       const status = await request("get_status", {}).catch(() => null);
       if (!status?.ok) return;
+      this.mcpPanel.render(status.mcp);
       this.statusBar.setInfo(status);
       this.composer.setDefaults(status);
+      this.session.showChoices();
       renderApiSetup($("#api-setup-panel"), status, this.loadStatus);
+      renderDemoBanner($("#demo-banner"), status, (text) => this.composer.fill(text));
     };
   }
 
@@ -91,7 +111,12 @@ class App {
     this.chat = new ChatView($("#conversation"), $("#chat-scroll"), {
       onEdit: (record, text) => this.session.edit(record, text),
       onSwitch: (id) => this.session.switchBranch(id),
-      onApprove: (callId, approved, always) => this.session.approve(callId, approved, always),
+      onApprove: async (callId, approved, always) => {
+        const ack = await this.session.approve(callId, approved, always);
+        if (ack?.ok) this.attention.resolved(callId);
+        if (Array.isArray(ack?.always_allowed)) this.allowed.set(ack.always_allowed);
+        return ack;
+      },
       onExample: (text) => this.composer.fill(text),
       ...this.#safetyHandlers(request),
     });
@@ -102,10 +127,52 @@ class App {
       {
         form: $("#composer"), input: $("#message-input"), send: $("#send-button"), stop: $("#stop-button"),
         mode: $("#mode-switch"), approval: $("#approval-select"), agent: $("#agent-select"),
-        skillMenu: $("#skill-menu"), error: $("#composer-error"),
+        skillMenu: $("#skill-menu"), error: $("#composer-error"), queue: $("#queued-messages"),
+        tray: $("#attachment-tray"), attach: $("#attach-button"), attachInput: $("#attach-input"), dropZone: $(".main"),
       },
-      { onSend: (text, options) => this.session.send(text, options), onStop: () => this.session.cancel() },
+      {
+        onSend: (text, options) => {
+          this.followup.clear();
+          return this.session.send(text, options);
+        },
+        onStop: () => this.session.cancel(),
+        attachments: {
+          token: this.token,
+          limit: Number(document.body.dataset.uploadLimit) || 0,
+          onUploaded: (answer) => {
+            this.tree.apply([{ event: "created", path: answer.path, is_dir: false }]);
+            this.tree.reveal(answer.path);
+          },
+        },
+      },
     );
+    this.followup = new Followup($("#conversation"), {
+      onRetry: () => this.#retry(),
+      onContinue: () => this.session.send("continue"),
+    });
+    this.allowed = new AlwaysAllowed($(".approval-control"), (tool) => request("revoke_approval", { conversation_id: this.session.cid, tool })
+      .catch((error) => ({ ok: false, error: { message: error?.message ?? String(error) } })));
+    $("#conversation").addEventListener("approval-decided", () => this.composer.focus());
+  }
+
+  #setTitle(title) {
+    $("#conversation-title").textContent = title || "New conversation";
+    this.attention.setBase(title);
+  }
+
+  /** Send the last message again, where it was sent: a new version of it, as an unchanged edit makes. */
+  #retry() {
+    const record = lastUserRecord(this.session.index, this.session.viewLeaf);
+    if (record) this.session.edit(record, record.content ?? "");
+    else this.composer.showError("There is no message to send again yet: wait a moment and retry.");
+  }
+
+  /** The tools always allowed in the open conversation. */
+  async #loadAllowed(cid) {
+    this.allowed.set([]);
+    if (!cid) return;
+    const status = await this.conn.request("get_status", { conversation_id: cid }).catch(() => null);
+    if (status?.ok && this.session.cid === cid) this.allowed.set(status.always_allowed);
   }
 
   /** Apply / Discard a proposed edit, undo a task: the ack (errors as acks), the file tree kept current. */
@@ -119,6 +186,7 @@ class App {
         return ack;
       },
       onDiscardEdit: (proposalId) => ask("discard_edit", { proposal_id: proposalId }),
+      confirmUndo: (messageId) => this.session.confirmUndo(messageId),
       onUndo: async (messageId) => {
         const ack = await ask("undo_task", { message_id: messageId }, 30_000);
         if (ack?.ok) this.tree.refresh();
@@ -133,6 +201,12 @@ class App {
       this.composer.focus();
     });
     $("#refresh-tree").addEventListener("click", () => this.tree.reload());
+    document.addEventListener("workspace:open", (event) => {
+      const { path, line } = event.detail ?? {};
+      if (!path) return;
+      this.tree.select(path);
+      this.preview.open(path, { line });
+    });
     $("#status-bar [data-role=api]").addEventListener("click", () => $("#api-setup-panel").scrollIntoView({ behavior: "smooth" }));
     $("#reconnect-banner [data-role=retry]").addEventListener("click", () => this.conn.reconnect());
     document.addEventListener("keydown", (event) => {
@@ -143,9 +217,13 @@ class App {
   }
 
   #onOpen(cid) {
+    if (cid !== this.openCid && this.openCid !== null) this.composer.clearQueue();
+    if (cid !== this.openCid) this.#loadAllowed(cid);
+    this.openCid = cid;
+    this.statusBar.setCompactable(Boolean(cid));
     rememberConversation(cid);
     this.conversations.setActive(cid);
-    setTitle(cid ? this.conversations.titleOf(cid) ?? "Conversation" : null);
+    this.#setTitle(cid ? this.conversations.titleOf(cid) ?? "Conversation" : null);
     this.composer.hideError();
   }
 

@@ -1,6 +1,6 @@
 // The conversation pane: renders history paths and the live events of a task.
 import { formatCount, h, icon } from "./dom.js";
-import { pathTo, siblingsOf } from "./history.js";
+import { activeSummary, pathTo, siblingsOf, summaryOf } from "./history.js";
 import { Lane } from "./lane.js";
 import { AssistantView, UserMessage } from "./messages.js";
 import { isPlanPrompt, PlanView, stepDivider } from "./plan.js";
@@ -17,6 +17,30 @@ const END_TEXT = {
   max_iterations: "Stopped: the agent reached its step limit for one task.",
   error: "The task ended with an error.",
 };
+
+/** The line that ends a task: why it stopped (unless it completed) and the tokens it used. */
+function taskEndMarker(reason, usage = {}) {
+  const tokens = usage.prompt_tokens || usage.completion_tokens
+    ? `${formatCount(usage.prompt_tokens)} in · ${formatCount(usage.completion_tokens)} out` : "";
+  const text = END_TEXT[reason] ?? (reason === "complete" ? "" : `Ended: ${reason}`);
+  return h(
+    "div",
+    { class: `task-end reason-${reason}`, "data-reason": reason },
+    text ? h("span", { class: "task-end-text", text }) : null,
+    tokens ? h("span", { class: "task-usage", title: "Tokens used by this task", text: tokens }) : null,
+  );
+}
+
+/** Where older turns were condensed: the summary that replaces them for the model, folded. */
+function summaryBlock(text, summary = {}) {
+  const tokens = Number.isFinite(summary.tokens_before) && Number.isFinite(summary.tokens_after)
+    ? ` · context ${formatCount(summary.tokens_before)} → ${formatCount(summary.tokens_after)} tokens` : "";
+  const count = Number.isInteger(summary.summarized) ? `${summary.summarized} earlier messages` : "Earlier messages";
+  return h("details", { class: "context-summary", "data-testid": "context-summary" },
+    h("summary", { title: "The agent now sees this summary instead of the greyed messages above" },
+      `${count} summarised${tokens}`),
+    h("div", { class: "context-summary-text", text: text ?? "" }));
+}
 
 function resultFromRecord(record) {
   const meta = record.meta ?? {};
@@ -155,7 +179,11 @@ export class ChatView {
     const planViews = [];
     let task = -1;
     let plan = null;
+    const condensed = activeSummary(path);
     path.forEach((record, position) => {
+      if (summaryOf(record)) return; // shown where its cut falls
+      if (condensed && position === condensed.cut) this.root.append(summaryBlock(condensed.record.content, summaryOf(condensed.record)));
+      const shown = this.root.childElementCount;
       if (record.role === "user" && !isPlanPrompt(record)) {
         task = position;
         plan = null;
@@ -169,6 +197,9 @@ export class ChatView {
       if (isPlanPrompt(record)) this.#appendPlanPrompt(record);
       else if (record.role === "user") this.#appendUser(record.content ?? "", record);
       else if (record.role === "assistant") this.#appendAssistantRecord(index, record, running && record === newest);
+      if (condensed && position > 0 && position < condensed.cut) {
+        for (const el of [...this.root.children].slice(shown)) el.classList.add("condensed");
+      }
     });
     for (const view of planViews) if (view !== plan || !running) view.settle();
     if (running && plan) this.top.adoptPlan(plan); // the task still running goes on updating it
@@ -209,6 +240,17 @@ export class ChatView {
     this.views.push(view);
   }
 
+  /** History: end each shown task whose end is known (ends: user message id -> {reason, usage}) with its marker. */
+  markTaskEnds(ends) {
+    const users = this.views.filter((view) => view instanceof UserMessage);
+    users.forEach((view, position) => {
+      const end = ends?.[view.record?.id];
+      if (!end) return;
+      const undo = this.root.querySelector(`.task-undo[data-message-id="${CSS.escape(view.record.id)}"]`);
+      this.root.insertBefore(taskEndMarker(end.reason, end.usage), undo ?? users[position + 1]?.el ?? null);
+    });
+  }
+
   /** Update ids, edit buttons and branch switchers from a fresh index. */
   decorate(index) {
     for (const view of this.views) {
@@ -238,10 +280,11 @@ export class ChatView {
   }
 
   /** An optimistic user message, waiting for the server's ack. */
-  addUserMessage(text, { skill } = {}) {
+  addUserMessage(text, { skill, attachments } = {}) {
     this.root.querySelector(".welcome")?.remove();
     const message = this.#appendUser(text, null);
     message.setSkill(skill);
+    message.setAttachments(attachments);
     message.setPending(true);
     this.#showPending();
     this.scrollToBottom();
@@ -309,6 +352,32 @@ export class ChatView {
     this.#laneOf(payload).status(payload);
   }
 
+  /** The history being condensed. Returns false when the first message still sent as it is
+   * is not shown here (the history must then be rendered again). */
+  onContext(payload) {
+    this.condensing?.remove();
+    this.condensing = null;
+    if (payload.phase === "condensing") {
+      this.condensing = h("div", { class: "inline-notice info condensing", role: "status", "data-testid": "condensing" },
+        h("span", { class: "spinner" }), h("span", { text: "Condensing the older part of the conversation…" }));
+      this.root.append(this.condensing);
+      return true;
+    }
+    if (payload.phase !== "condensed") return true;
+    const children = [...this.root.children];
+    const anchor = children.find((el) => el.dataset.messageId === payload.first_kept_id);
+    if (!anchor) return false;
+    const first = this.views.find((view) => view instanceof UserMessage)?.el;
+    for (const el of children.slice(0, children.indexOf(anchor))) {
+      if (el.classList.contains("context-summary")) el.remove(); // the new summary takes over from it
+      else if (el !== first) el.classList.add("condensed");
+    }
+    this.root.insertBefore(summaryBlock(payload.summary, {
+      summarized: payload.summarized, tokens_before: payload.tokens_before, tokens_after: payload.tokens_after,
+    }), anchor);
+    return true;
+  }
+
   onError(payload) {
     this.#clearPending();
     this.showNotice(`${payload.message ?? "Error"}${payload.code ? ` (${payload.code})` : ""}`);
@@ -322,16 +391,7 @@ export class ChatView {
     this.setBusy(false);
     const reason = payload.reason ?? "complete";
     for (const card of this.cards.values()) card.interrupt(reason === "cancelled" ? "cancelled" : "interrupted");
-    const usage = payload.usage ?? {};
-    const tokens = usage.prompt_tokens || usage.completion_tokens
-      ? `${formatCount(usage.prompt_tokens)} in · ${formatCount(usage.completion_tokens)} out` : "";
-    const text = END_TEXT[reason] ?? (reason === "complete" ? "" : `Ended: ${reason}`);
-    this.root.append(h(
-      "div",
-      { class: `task-end reason-${reason}`, "data-reason": reason },
-      text ? h("span", { class: "task-end-text", text }) : null,
-      tokens ? h("span", { class: "task-usage", title: "Tokens used by this task", text: tokens }) : null,
-    ));
+    this.root.append(taskEndMarker(reason, payload.usage ?? {}));
     this.safety.taskEnded(this.cards.values());
   }
 }

@@ -1,23 +1,33 @@
 // The message input: Enter sends, Shift+Enter adds a line, Esc stops; mode, approval and agent controls,
 // and `/skill NAME message` with completion of the names.
-import { h } from "./dom.js";
+import { h, icon } from "./dom.js";
+import { AttachmentTray } from "./attachments.js";
 import { parseSkill, SkillMenu } from "./skillmenu.js";
 
 const MAX_INPUT_HEIGHT = 240;
+const FILES_ONLY_TEXT = "Look at the attached files.";
 
 export class Composer {
-  /** els: {form, input, send, stop, mode, approval, agent, skillMenu, error};
-   * handlers: {onSend(text, {skill, typed}), onStop()}. */
-  constructor(els, { onSend, onStop }) {
+  /** els: {form, input, send, stop, mode, approval, agent, skillMenu, error, queue, tray, attach, attachInput,
+   * dropZone}; handlers: {onSend(text, {skill, typed, attachments}) -> Promise, onStop()}; attachments:
+   * {token, limit, onUploaded(answer)} for the AttachmentTray. */
+  constructor(els, { onSend, onStop, attachments }) {
     this.els = els;
     this.onSend = onSend;
     this.onStop = onStop;
     this.running = false;
+    this.sending = false; // a message is on its way (until the server's ack)
+    this.queue = []; // messages typed while a task runs: sent, in order, when it ends
+    this.sendLabel = h("span", { text: "Send" });
+    for (const node of [...els.send.childNodes]) if (node.nodeType === Node.TEXT_NODE && node.textContent.trim()) node.replaceWith(this.sendLabel);
     this.touched = { mode: false, approval: false };
     this.agents = [];
     this.defaultAgent = null;
     this.wantedAgent = null;
     this.skillMenu = new SkillMenu(els.input, els.skillMenu, { onChange: () => this.#update() });
+    const trayEls = { tray: els.tray, button: els.attach, input: els.attachInput, dropZone: els.dropZone };
+    this.tray = els.tray ? new AttachmentTray(trayEls, { ...attachments, onChange: () => this.#update() }) : null;
+    els.input.addEventListener("paste", (event) => this.tray?.paste(event));
     els.form.addEventListener("submit", (event) => {
       event.preventDefault();
       this.submit();
@@ -93,11 +103,71 @@ export class Composer {
     this.running = running;
     this.els.stop.hidden = !running;
     this.els.form.classList.toggle("running", running);
+    this.#update();
+    // After whatever else this change brings (opening another conversation drops the queue first).
+    if (!running) queueMicrotask(() => this.#sendQueued());
+  }
+
+  /** Drop the queued messages (another conversation was opened); their text goes back into an empty input. */
+  clearQueue() {
+    if (!this.queue.length) return;
+    if (!this.els.input.value.trim()) this.els.input.value = this.queue.map((item) => item.typed).join("\n\n");
+    for (const item of this.queue) this.tray?.restore(item.options.attachments);
+    this.queue = [];
+    this.#renderQueue();
+    this.#update();
+  }
+
+  #dispatch(text, options) {
+    this.sending = true;
+    this.#update();
+    Promise.resolve(this.onSend(text, options)).then((ok) => {
+      if (ok === false) this.tray?.restore(options.attachments); // back in the tray with the text
+    }).finally(() => {
+      this.sending = false;
+      this.#update();
+      if (!this.running) this.#sendQueued();
+    });
+  }
+
+  #sendQueued() {
+    if (this.running || this.sending || !this.queue.length) return;
+    const next = this.queue.shift();
+    this.#renderQueue();
+    this.#dispatch(next.text, next.options);
+  }
+
+  #renderQueue() {
+    const list = this.els.queue;
+    if (!list) return;
+    list.hidden = !this.queue.length;
+    list.replaceChildren(...this.queue.map((item, position) => h(
+      "li",
+      { class: "queued-message", "data-testid": "queued-message" },
+      h("span", { class: "queued-text" },
+        h("span", { class: "queued-label", text: position ? "Queued · sent after the one above" : "Queued · sent when the agent finishes" }),
+        item.typed),
+      h("button", {
+        type: "button", class: "btn-ghost btn-icon", "data-testid": "cancel-queued", "aria-label": "Cancel this queued message",
+        title: "Cancel: it is not sent (its text goes back into an empty message box)", onclick: () => this.#unqueue(item),
+      }, icon("close")),
+    )));
+  }
+
+  #unqueue(item) {
+    this.queue = this.queue.filter((other) => other !== item);
+    this.tray?.restore(item.options.attachments);
+    if (!this.els.input.value.trim()) this.fill(item.typed);
+    this.#renderQueue();
   }
 
   submit() {
-    const text = this.els.input.value.trim();
+    const text = this.els.input.value.trim() || (this.tray?.hasFiles ? FILES_ONLY_TEXT : "");
     if (!text) return;
+    if (this.tray?.busy) {
+      this.showError("Wait until the files are uploaded (or remove them).");
+      return;
+    }
     const skill = parseSkill(text);
     if (!skill && /^\/skill\s*$/.test(text)) {
       this.showError("Name a skill: /skill NAME, then what to do.");
@@ -106,9 +176,16 @@ export class Composer {
     this.hideError();
     this.skillMenu.close();
     this.els.input.value = "";
+    const [message, options] = skill ? [skill.text, { skill: skill.skill, typed: text }] : [text, {}];
+    const attachments = this.tray?.take() ?? [];
+    if (attachments.length) options.attachments = attachments;
+    if (this.running || this.sending || this.queue.length) {
+      this.queue.push({ text: message, options, typed: text });
+      this.#renderQueue();
+    } else {
+      this.#dispatch(message, options);
+    }
     this.#update();
-    if (skill) this.onSend(skill.text, { skill: skill.skill, typed: text });
-    else this.onSend(text, {});
   }
 
   /** Show why a message was refused; put its text back when the input is empty. */
@@ -152,7 +229,12 @@ export class Composer {
     this.skillMenu.update();
     input.style.height = "auto";
     input.style.height = `${Math.min(input.scrollHeight, MAX_INPUT_HEIGHT)}px`;
-    this.els.send.disabled = !input.value.trim();
+    const text = Boolean(input.value.trim()) || Boolean(this.tray?.hasFiles);
+    const busy = this.running || this.sending || this.queue.length > 0;
+    this.els.send.disabled = !text;
+    this.sendLabel.textContent = text && busy ? "Queue" : "Send";
+    this.els.send.title = !text ? (this.running ? "The agent is working: type a message to queue it, or stop the task" : "Type a message first")
+      : busy ? "The agent is working: this message is sent when it finishes" : "Send (Enter)";
   }
 
   #updateModeLabel() {

@@ -1,7 +1,7 @@
 // The Socket.IO connection: requests with acks, server events, connection state.
 import { io } from "../vendor/socket.io/socket.io.esm.min.js";
 
-export const SERVER_EVENTS = ["token", "thinking", "tool", "plan", "file_tree", "status", "notice", "error", "done"];
+export const SERVER_EVENTS = ["token", "thinking", "tool", "plan", "file_tree", "status", "notice", "error", "done", "conversation_update", "context"];
 const DEFAULT_TIMEOUT_MS = 20_000;
 
 export class Connection {

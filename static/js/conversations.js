@@ -1,30 +1,48 @@
-// The conversation list in the sidebar.
-import { debounce, h, relativeTime } from "./dom.js";
+// The conversation list in the sidebar: search, rename in place, delete (after a confirmation), running dots.
+import { choose } from "./dialog.js";
+import { debounce, h, icon, relativeTime } from "./dom.js";
 
 export class ConversationList {
-  /** load() -> Promise of the list_conversations ack; onSelect(id). */
-  constructor(root, { load, onSelect, onTitle }) {
+  /** root: the <ul>; search: the search <input>; request(event, payload) -> Promise of the ack;
+   * onSelect(id); onTitle(title of the active one); onDeleted(id). */
+  constructor(root, { search, request, onSelect, onTitle, onDeleted }) {
     this.root = root;
-    this.load = load;
+    this.search = search;
+    this.request = request;
     this.onSelect = onSelect;
     this.onTitle = onTitle;
+    this.onDeleted = onDeleted;
     this.items = [];
     this.active = null;
     this.running = new Set();
+    this.query = "";
     this.refresh = debounce(() => this.#reload(), 200);
+    search?.addEventListener("input", debounce(() => {
+      this.query = search.value.trim();
+      this.#reload();
+    }, 250));
+    search?.addEventListener("keydown", (event) => {
+      if (event.key !== "Escape" || !search.value) return;
+      event.stopPropagation();
+      search.value = "";
+      this.query = "";
+      this.#reload();
+    });
     setInterval(() => this.#updateTimes(), 60_000);
   }
 
   async #reload() {
+    const query = this.query;
     let res;
     try {
-      res = await this.load();
+      res = await this.request("list_conversations", query ? { query } : {});
     } catch {
       return;
     }
-    if (!res?.ok) return;
+    if (!res?.ok || query !== this.query) return;
     this.items = [...(res.conversations ?? [])].sort((a, b) =>
       String(b.updated_at ?? "").localeCompare(String(a.updated_at ?? "")));
+    if (Array.isArray(res.running)) this.running = new Set(res.running);
     this.render();
   }
 
@@ -34,22 +52,98 @@ export class ConversationList {
 
   render() {
     if (!this.items.length) {
-      this.root.replaceChildren(h("li", { class: "empty-hint", text: "No conversations yet" }));
+      const text = this.query ? `Nothing matches “${this.query}”` : "No conversations yet";
+      this.root.replaceChildren(h("li", { class: "empty-hint", text }));
       return;
     }
-    this.root.replaceChildren(...this.items.map((item) => {
-      const button = h(
-        "button",
-        { type: "button", class: "conv-item", "data-conversation-id": item.id, onclick: () => this.onSelect(item.id) },
-        h("span", { class: "conv-title", text: item.title || "Untitled" }),
-        h("span", { class: "conv-meta" },
-          h("span", { class: "conv-running", title: "Task running", hidden: !this.running.has(item.id) }),
-          h("time", { class: "conv-time", datetime: item.updated_at ?? "", text: relativeTime(item.updated_at) })),
-      );
-      if (item.id === this.active) button.setAttribute("aria-current", "true");
-      return h("li", {}, button);
-    }));
+    this.root.replaceChildren(...this.items.map((item) => this.#row(item)));
     if (this.active) this.onTitle?.(this.titleOf(this.active));
+  }
+
+  #row(item) {
+    const button = h(
+      "button",
+      { type: "button", class: "conv-item", "data-conversation-id": item.id, onclick: () => this.onSelect(item.id) },
+      h("span", { class: "conv-title", text: item.title || "Untitled", title: item.title || "" }),
+      item.snippet ? h("span", { class: "conv-snippet", text: item.snippet }) : null,
+      h("span", { class: "conv-meta" },
+        h("span", { class: "conv-running", title: "Task running", hidden: !this.running.has(item.id) }),
+        h("time", { class: "conv-time", datetime: item.updated_at ?? "", text: relativeTime(item.updated_at) })),
+    );
+    if (item.id === this.active) button.setAttribute("aria-current", "true");
+    const actions = h("span", { class: "conv-actions" },
+      h("button", { type: "button", class: "btn-ghost btn-icon", "data-testid": "rename-conversation", "aria-label": "Rename", title: "Rename", onclick: () => this.#startRename(item, li) }, icon("edit")),
+      h("button", { type: "button", class: "btn-ghost btn-icon", "data-testid": "delete-conversation", "aria-label": "Delete", title: "Delete", onclick: () => this.#delete(item) }, icon("close")));
+    const li = h("li", { class: "conv-row" }, button, actions);
+    return li;
+  }
+
+  #startRename(item, li) {
+    const input = h("input", { type: "text", class: "conv-rename", "data-testid": "rename-input", "aria-label": "New title", maxlength: 200 });
+    input.value = item.title ?? "";
+    let done = false;
+    const finish = async (save) => {
+      if (done) return;
+      done = true;
+      const title = input.value.trim();
+      if (save && title && title !== item.title) {
+        const ack = await this.request("rename_conversation", { conversation_id: item.id, title }).catch(() => null);
+        if (ack?.ok) this.setTitle(item.id, ack.title);
+      }
+      this.render();
+    };
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Enter") finish(true);
+      else if (event.key === "Escape") {
+        event.stopPropagation();
+        finish(false);
+      }
+    });
+    input.addEventListener("blur", () => finish(true));
+    li.replaceChildren(input);
+    input.focus();
+    input.select();
+  }
+
+  async #delete(item) {
+    const running = this.running.has(item.id);
+    const answer = await choose({
+      title: `Delete “${item.title || "Untitled"}”?`,
+      body: [h("p", { text: running
+        ? "A task is running in it: stop it first."
+        : "Its messages and its undo history are removed for good. The files in the workspace stay as they are." })],
+      choices: running ? [] : [{ label: "Delete", value: "delete", kind: "danger" }],
+      testid: "delete-dialog",
+      cancelLabel: running ? "Close" : "Cancel",
+    });
+    if (answer !== "delete") return;
+    const ack = await this.request("delete_conversation", { conversation_id: item.id }).catch((error) => ({ ok: false, error }));
+    if (!ack?.ok) {
+      await choose({ title: "Could not delete it", body: [h("p", { text: ack?.error?.message ?? "unknown error" })], choices: [], testid: "delete-error", cancelLabel: "Close" });
+      return;
+    }
+    this.remove(item.id);
+  }
+
+  /** A conversation is gone (deleted here or in another tab). */
+  remove(id) {
+    if (!this.items.some((item) => item.id === id)) return;
+    this.items = this.items.filter((item) => item.id !== id);
+    this.running.delete(id);
+    this.render();
+    this.onDeleted?.(id);
+  }
+
+  setTitle(id, title) {
+    const item = this.items.find((entry) => entry.id === id);
+    if (!item) return void this.refresh();
+    item.title = title;
+    const el = this.root.querySelector(`.conv-item[data-conversation-id="${CSS.escape(id)}"] .conv-title`);
+    if (el) {
+      el.textContent = title || "Untitled";
+      el.title = title || "";
+    }
+    if (id === this.active) this.onTitle?.(title);
   }
 
   setActive(id) {
@@ -65,6 +159,7 @@ export class ConversationList {
     else this.running.delete(id);
     const dot = this.root.querySelector(`.conv-item[data-conversation-id="${CSS.escape(id)}"] .conv-running`);
     if (dot) dot.hidden = !running;
+    else if (running) this.refresh(); // a conversation this list does not show yet
   }
 
   #updateTimes() {

@@ -2,6 +2,7 @@
 import { debounce, h, icon } from "./dom.js";
 
 const MAX_INCREMENTAL_CHANGES = 300;
+const PIN_SVG = '<svg viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round" stroke-linejoin="round"><path d="M9 4h6l-1 6 3 3H7l3-3z"/><path d="M12 16v5"/></svg>';
 const collator = new Intl.Collator(undefined, { numeric: true, sensitivity: "base" });
 
 function parentOf(path) {
@@ -19,10 +20,13 @@ function compareNodes(a, b) {
 }
 
 export class FileTree {
-  /** load() -> Promise of the get_file_tree ack; onOpenFile(path); onRootName(name); onChange(change). */
-  constructor(root, { load, onOpenFile, onRootName, onChange }) {
+  /** load() -> Promise of the get_file_tree ack; onOpenFile(path); onRootName(name); onChange(change);
+   * onFocus(path, focused): the pin of a file was clicked. */
+  constructor(root, { load, onOpenFile, onRootName, onChange, onFocus }) {
     this.root = root;
     this.onChange = onChange;
+    this.onFocus = onFocus;
+    this.focused = new Set();
     this.load = load;
     this.onOpenFile = onOpenFile;
     this.onRootName = onRootName;
@@ -73,6 +77,8 @@ export class FileTree {
     row.style.setProperty("--depth", depthOf(path));
     const li = h("li", { class: "tree-item" }, row);
     const node = { name, path, isDir, annotation, children: [], row, li, list: null, parent: null };
+    if (!isDir && this.onFocus) li.append(this.#pin(node));
+    li.append(this.#download(node));
     if (isDir) {
       node.list = h("ul", { class: "tree", role: "group" });
       li.append(node.list);
@@ -81,6 +87,47 @@ export class FileTree {
     row.addEventListener("click", () => (node.isDir ? this.#setExpanded(node, !this.expanded.has(node.path)) : this.onOpenFile(node.path)));
     if (path === this.selected) row.setAttribute("aria-current", "true");
     return node;
+  }
+
+  /** The pin that puts a file in focus (its content goes with every model call). */
+  #pin(node) {
+    const pin = h("button", {
+      type: "button", class: "tree-pin", "data-testid": "pin-file", "aria-pressed": String(this.focused.has(node.path)),
+      "aria-label": "Focus: keep this file's content in every model call", title: "Focus: keep this file's content in every model call",
+      onclick: () => this.onFocus(node.path, !this.focused.has(node.path)),
+    });
+    pin.innerHTML = PIN_SVG;
+    node.pin = pin;
+    return pin;
+  }
+
+  /** A download link: the file itself, or a folder as a zip. */
+  #download(node) {
+    const what = node.isDir ? "this folder as a zip" : "this file";
+    const link = h("a", { class: "tree-download", "data-testid": "download-entry", download: "", "aria-label": `Download ${what}`, title: `Download ${what}` }, icon("down"));
+    const point = () => { link.href = `/api/download?path=${encodeURIComponent(node.path)}`; };
+    point();
+    link.addEventListener("click", point); // the entry may have been renamed since
+    return link;
+  }
+
+  /** Open the folders down to `path` and highlight it (a file just uploaded there). */
+  reveal(path) {
+    for (let folder = parentOf(path); folder; folder = parentOf(folder)) {
+      const node = this.nodes.get(folder);
+      if (node?.isDir) this.#setExpanded(node, true);
+    }
+    const node = this.nodes.get(path);
+    if (node) {
+      this.#flash(node);
+      node.row.scrollIntoView({ block: "nearest" });
+    }
+  }
+
+  /** Mark the focused files' pins. */
+  setFocus(paths) {
+    this.focused = new Set(paths);
+    for (const node of this.nodes.values()) node.pin?.setAttribute("aria-pressed", String(this.focused.has(node.path)));
   }
 
   #setExpanded(node, open) {

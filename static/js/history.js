@@ -48,3 +48,21 @@ export function newestLeafUnder(index, id) {
   }
   return best;
 }
+
+/** A summary record's `meta.summary` (older turns condensed into it: utils/condense.py), or null. */
+export function summaryOf(record) {
+  const summary = record?.role === "system" ? record.meta?.summary : null;
+  return summary && typeof summary.first_kept_id === "string" ? summary : null;
+}
+
+/** The summary the model's view of this path uses, as {record, cut} (cut: the position of the first
+ * record still sent as it is), or null. The records between the root and the cut are replaced by it. */
+export function activeSummary(path) {
+  for (let index = path.length - 1; index > 0; index -= 1) {
+    const summary = summaryOf(path[index]);
+    if (!summary) continue;
+    const cut = path.findIndex((record, position) => position > 0 && position < index && record.id === summary.first_kept_id);
+    if (cut > 0) return { record: path[index], cut };
+  }
+  return null;
+}

@@ -1,6 +1,7 @@
 // The message elements of a conversation: user bubbles (edit, branches) and streaming assistant answers.
-import { frameThrottle, h, icon } from "./dom.js";
+import { formatBytes, frameThrottle, h, icon } from "./dom.js";
 import { MarkdownView } from "./markdown.js";
+import { openPath } from "./preview.js";
 
 /** "‹ 2/3 ›" switcher between sibling messages; onGo(offset) moves by -1 or +1. */
 function branchNav(position, total, onGo, disabled) {
@@ -51,6 +52,21 @@ export class UserMessage extends MessageBase {
     super.setRecord(record);
     this.editButton.hidden = !this.onEdit;
     this.setSkill(record.meta?.skill);
+    this.setAttachments(record.meta?.attachments);
+  }
+
+  /** Chips naming the files sent with the message; a click previews one. */
+  setAttachments(attachments) {
+    this.files?.remove();
+    this.files = attachments?.length ? h("ul", { class: "message-attachments", "data-testid": "message-attachments" },
+      attachments.map((file) => h("li", {}, h(
+        "button",
+        { type: "button", class: "attachment-chip", "data-path": file.path, title: `${file.path}${file.note ? ` · ${file.note}` : ""}`, onclick: () => openPath(file.path) },
+        icon(file.kind === "image" ? "image" : "file"),
+        h("span", { class: "attachment-name", text: file.name ?? file.path.split("/").pop() }),
+        h("span", { class: "attachment-size", text: formatBytes(file.size) }),
+      )))) : null;
+    if (this.files) this.bubble.after(this.files);
   }
 
   /** A "skill: NAME" chip on a message sent with `/skill NAME`. */

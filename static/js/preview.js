@@ -1,6 +1,59 @@
 // Read-only file preview panel (GET /api/file), highlighted by extension.
 import { debounce, formatBytes, h, icon } from "./dom.js";
-import { highlight, languageForPath } from "./markdown.js";
+import { highlight, languageForPath, MarkdownView } from "./markdown.js";
+
+const MARKDOWN = /\.(md|markdown|mdx)$/i;
+
+/** Ask the page to preview a workspace file, at a line when given (tool cards, chips, search results). */
+export function openPath(path, line = null) {
+  document.dispatchEvent(new CustomEvent("workspace:open", { detail: { path, line } }));
+}
+
+// A relative path with an extension and a line number: `src/app.py:12` (or `:12:5`); never part of an
+// absolute path or a URL.
+const PATH_LINE = /(?<![\w./~:-])((?:[\w.-]+\/)*[\w-][\w.-]*\.[A-Za-z0-9]{1,10}):(\d+)(?::\d+)?/g;
+const MAX_LINKS = 500;
+
+/** Text with each `path:line` turned into a link that opens the preview at that line. */
+export function linkPaths(text) {
+  const fragment = document.createDocumentFragment();
+  let last = 0;
+  let links = 0;
+  for (const match of text.matchAll(PATH_LINE)) {
+    if (++links > MAX_LINKS) break;
+    const [whole, path, line] = match;
+    fragment.append(text.slice(last, match.index), h("a", {
+      href: "#", class: "path-link", "data-path": path, "data-line": line, title: `Open ${path} at line ${line}`,
+      onclick: (event) => {
+        event.preventDefault();
+        openPath(path, Number(line));
+      },
+    }, whole));
+    last = match.index + whole.length;
+  }
+  fragment.append(text.slice(last));
+  return fragment;
+}
+
+/** Highlighted HTML cut into lines: the spans open at a line break are closed there and reopened on the next
+ * line, so each line stands alone (and can wrap beside its number). */
+function htmlLines(html) {
+  const lines = [];
+  const open = [];
+  let line = "";
+  for (const [part] of html.matchAll(/<span[^>]*>|<\/span>|\n|[^<\n]+/g)) {
+    if (part === "\n") {
+      lines.push(line + "</span>".repeat(open.length));
+      line = open.join("");
+      continue;
+    }
+    if (part.startsWith("<span")) open.push(part);
+    else if (part === "</span>") open.pop();
+    line += part;
+  }
+  lines.push(line + "</span>".repeat(open.length));
+  return lines;
+}
 
 export class FilePreview {
   /** onClose() is called after the panel closes. */
@@ -13,6 +66,13 @@ export class FilePreview {
     this.title = panel.querySelector("[data-role=path]");
     this.meta = panel.querySelector("[data-role=meta]");
     this.body = panel.querySelector("[data-role=body]");
+    this.toggle = panel.querySelector("[data-role=toggle]");
+    this.download = panel.querySelector("[data-role=download]");
+    this.rendered = true; // Markdown shows rendered until its source is asked for
+    this.toggle?.addEventListener("click", () => {
+      this.rendered = !this.rendered;
+      if (this.data) this.#render(this.data);
+    });
     panel.querySelector("[data-role=close]").addEventListener("click", () => this.close());
     panel.addEventListener("keydown", (event) => {
       if (event.key === "Escape") {
@@ -27,8 +87,11 @@ export class FilePreview {
     return !this.panel.hidden;
   }
 
-  async open(path, { keepScroll = false } = {}) {
+  /** Show a file; `line` (1-based) shows its source scrolled to that line, marked. */
+  async open(path, { keepScroll = false, line = null } = {}) {
     const request = ++this.request;
+    if (line) this.rendered = false;
+    if (this.download) this.download.href = `/api/download?path=${encodeURIComponent(path)}`;
     const scroll = keepScroll ? this.body.scrollTop : 0;
     this.path = path;
     this.panel.hidden = false;
@@ -50,9 +113,19 @@ export class FilePreview {
     if (request !== this.request) return;
     this.#render(data);
     this.body.scrollTop = scroll;
+    if (line) this.#showLine(line);
+  }
+
+  #showLine(line) {
+    const row = this.body.querySelectorAll(".code-line")[line - 1];
+    if (!row) return;
+    row.classList.add("target-line");
+    row.scrollIntoView({ block: "center" });
   }
 
   #render(data) {
+    this.data = data;
+    if (this.toggle) this.toggle.hidden = true;
     if (!data.ok) {
       const message = typeof data.error === "string" ? data.error : data.error?.message;
       this.meta.textContent = "";
@@ -67,12 +140,25 @@ export class FilePreview {
       return;
     }
     const content = String(data.content ?? "");
-    const lines = content.endsWith("\n") ? content.slice(0, -1).split("\n") : content.split("\n");
-    const code = h("code", { class: "hljs" });
-    code.innerHTML = highlight(content, languageForPath(data.path ?? this.path));
-    const gutter = h("pre", { class: "gutter", "aria-hidden": "true" }, lines.map((_, i) => i + 1).join("\n"));
-    const view = h("div", { class: "code-view" }, gutter, h("pre", { class: "code" }, code));
     const notice = data.truncated ? h("div", { class: "preview-notice", text: "The file is longer than shown here." }) : null;
+    if (MARKDOWN.test(data.path ?? this.path ?? "") && this.toggle) {
+      this.toggle.hidden = false;
+      this.toggle.textContent = this.rendered ? "Source" : "Rendered";
+      this.toggle.setAttribute("aria-pressed", String(!this.rendered));
+      if (this.rendered) {
+        const page = h("div", { class: "markdown-preview", "data-testid": "markdown-preview" });
+        new MarkdownView(page).set(content);
+        this.body.replaceChildren(page, ...(notice ? [notice] : []));
+        return;
+      }
+    }
+    const text = content.endsWith("\n") ? content.slice(0, -1) : content;
+    const code = h("code", { class: "hljs code-lines" });
+    // Long lines wrap; each keeps its number beside its first row.
+    code.innerHTML = htmlLines(highlight(text, languageForPath(data.path ?? this.path)))
+      .map((line, i) => `<span class="code-line"><span class="ln" aria-hidden="true">${i + 1}</span><span class="lc">${line}</span></span>`)
+      .join("");
+    const view = h("div", { class: "code-view wrapped" }, h("pre", { class: "code" }, code));
     this.body.replaceChildren(view, ...(notice ? [notice] : []));
   }
 

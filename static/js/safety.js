@@ -1,10 +1,10 @@
-// Safe execution in the conversation: Apply / Discard on proposed edits, "Undo this task" after tasks.
+// Safe execution in the conversation: Apply / Discard on proposed edits, "Undo this task" after tasks, and
+// the tools the user allowed "always", each revocable.
 import { h, icon } from "./dom.js";
 import { ProposalBox } from "./proposal.js";
 
-const CHANGING_TOOLS = new Set([
-  "create_file", "create_folder", "modify_file", "rename_file", "delete_file", "run_command", "run_python",
-]);
+// Commands may change nothing: their task's Undo appears once the server lists it as undoable.
+const CHANGING_TOOLS = new Set(["create_file", "create_folder", "modify_file", "rename_file", "delete_file"]);
 
 function follows(earlier, later) {
   return Boolean(earlier.compareDocumentPosition(later) & Node.DOCUMENT_POSITION_FOLLOWING);
@@ -32,6 +32,7 @@ class UndoRow {
   }
 
   async #run() {
+    if (this.confirm && !(await this.confirm(this.messageId))) return;
     this.button.disabled = true;
     this.notice.hidden = true;
     const ack = await this.onUndo(this.messageId);
@@ -44,9 +45,11 @@ class UndoRow {
     }
     this.#setUndone();
     this.notice.className = "undo-notice";
-    const restored = pathList("Restored", ack.restored);
+    const removed = new Set(ack.removed ?? []); // made by the task: undoing removed them
+    const restored = pathList("Restored", (ack.restored ?? []).filter((path) => !removed.has(path)));
+    const gone = pathList("Removed", [...removed]);
     const skipped = pathList("Skipped", ack.skipped);
-    const parts = restored || skipped ? [restored, skipped] : [h("span", { text: ack.message || "Nothing to undo." })];
+    const parts = restored || gone || skipped ? [gone, restored, skipped] : [h("span", { text: ack.message || "Nothing to undo." })];
     this.notice.replaceChildren(...parts.filter(Boolean));
     this.onUndone?.();
   }
@@ -119,6 +122,7 @@ export class SafetyView {
       if (this.chat.root.querySelector(`.task-undo[data-message-id="${CSS.escape(id)}"]`)) return;
       const row = new UndoRow(id, (mid) => this.handlers.onUndo(mid), this.undone.has(id));
       row.onUndone = () => this.undone.add(id);
+      row.confirm = this.handlers.confirmUndo; // lists what the undo will remove and restore, and asks
       this.chat.root.insertBefore(row.el, users[position + 1]?.el ?? null);
     });
   }
@@ -132,5 +136,62 @@ export class SafetyView {
     const users = this.#users();
     if (!el) return users.at(-1) ?? null;
     return users.findLast((view) => follows(view.el, el)) ?? null;
+  }
+}
+
+/** The tools the user allowed "always" in the open conversation, next to the approval mode; each can be
+ * revoked (the next call asks again). */
+export class AlwaysAllowed {
+  /** anchor: the element it follows; onRevoke(tool) -> Promise of the ack ({ok, always_allowed}). */
+  constructor(anchor, onRevoke) {
+    this.onRevoke = onRevoke;
+    this.button = h("button", {
+      type: "button", class: "btn-ghost allowed-button", "data-testid": "always-allowed", "aria-expanded": "false",
+      "aria-controls": "allowed-popover", onclick: () => this.#setOpen(this.popover.hidden),
+    });
+    this.list = h("ul", { class: "allowed-list" });
+    this.error = h("p", { class: "allowed-error", role: "alert", hidden: true });
+    this.popover = h("div", { id: "allowed-popover", class: "allowed-popover", "data-testid": "allowed-popover", hidden: true },
+      h("p", { text: "These tools run without asking in this conversation:" }), this.list, this.error);
+    this.el = h("span", { class: "allowed-control", hidden: true }, this.button, this.popover);
+    anchor.after(this.el);
+    document.addEventListener("click", (event) => {
+      if (!this.el.contains(event.target)) this.#setOpen(false);
+    });
+    this.el.addEventListener("keydown", (event) => {
+      if (event.key !== "Escape" || this.popover.hidden) return;
+      event.preventDefault();
+      this.#setOpen(false);
+      this.button.focus();
+    });
+    this.set([]);
+  }
+
+  set(names) {
+    const tools = Array.isArray(names) ? names : [];
+    this.el.hidden = !tools.length;
+    this.button.textContent = `${tools.length} always allowed`;
+    this.button.title = `Run without asking here: ${tools.join(", ")}`;
+    this.list.replaceChildren(...tools.map((tool) => h("li", {}, h("code", { text: tool }),
+      h("button", { type: "button", class: "btn btn-sm", "data-testid": "revoke", "data-tool": tool, onclick: () => this.#revoke(tool) },
+        "Ask again"))));
+    if (!tools.length) this.#setOpen(false);
+  }
+
+  #setOpen(open) {
+    this.popover.hidden = !open;
+    this.button.setAttribute("aria-expanded", String(open));
+    if (open) this.error.hidden = true;
+  }
+
+  async #revoke(tool) {
+    const ack = await this.onRevoke(tool);
+    if (!ack?.ok) {
+      this.error.textContent = `Could not change it: ${ack?.error?.message ?? "unknown error"}`;
+      this.error.hidden = false;
+      return;
+    }
+    this.set(ack.always_allowed);
+    if (!this.el.hidden) this.list.querySelector("button")?.focus();
   }
 }

@@ -1,5 +1,8 @@
-// Which conversation is open, its task events (seq tracking, replay on join/reconnect), sending and branching.
-import { buildIndex, newestLeafUnder } from "./history.js";
+// Which conversation is open, its task events (seq tracking, replay on join/reconnect), sending and branching,
+// and what it keeps: mode, approval, agent, focus files, how its tasks ended.
+import { choose, fileList, UNDO_VERBS } from "./dialog.js";
+import { h } from "./dom.js";
+import { buildIndex, newestLeafUnder, pathTo, summaryOf } from "./history.js";
 
 const LIST_EDITS_TIMEOUT_MS = 5000;
 const RUNNING_EVENTS = new Set(["token", "thinking", "tool"]);
@@ -20,6 +23,18 @@ export class Session {
     this.joining = null;
     this.pendingNew = null;
     this.doneCount = 0;
+    this.undoable = []; // the open conversation's undoable task ids, newest first
+    this.ends = {}; // user message id -> how its task ended: {reason, usage}
+    this.focus = []; // the open conversation's focus files (a new one's: sent with its first message)
+    this.contextLimit = null;
+    const { mode, approval, agent } = this.composer.els;
+    for (const el of [mode, approval, agent]) el.addEventListener("change", () => this.showChoices());
+  }
+
+  /** The status bar says what the next task runs with: the composer's choices. */
+  showChoices() {
+    const { mode, approval } = this.composer;
+    this.statusBar.setChoices({ mode, approval, agent: this.composer.agent ?? this.conversationAgent ?? null });
   }
 
   async #request(event, payload, timeoutMs) {
@@ -33,6 +48,7 @@ export class Session {
   // ---- server events --------------------------------------------------------------------
 
   handleEvent(name, payload) {
+    if (name === "conversation_update") return void this.#onConversationUpdate(payload);
     const cid = payload.conversation_id ?? null;
     if (!cid) {
       if (name === "file_tree") this.tree.apply(payload.changes ?? []);
@@ -57,11 +73,15 @@ export class Session {
     if (top && payload.agent && payload.agent !== this.statusBar.agent) this.statusBar.setAgent(payload.agent);
     switch (name) {
       case "token": this.chat.onToken(payload); break;
-      case "thinking": this.chat.onThinking(payload); break;
+      case "thinking":
+        this.chat.onThinking(payload);
+        this.statusBar.setReasoning(top ? null : payload.agent);
+        break;
       case "tool": this.chat.onTool(payload); break;
       case "plan": this.chat.onPlan(payload); break;
       case "error": this.chat.onError(payload); break;
       case "notice": this.chat.showNotice(payload.message ?? "", "info"); break;
+      case "context": this.#onContext(payload); break;
       case "status":
         this.chat.onStatus(payload);
         this.statusBar.setTask(payload.state, payload.iteration, top ? null : payload.agent);
@@ -104,12 +124,39 @@ export class Session {
     this.index = null;
     this.viewLeaf = null;
     this.joining = null;
+    this.ends = {};
+    this.undoable = [];
+    this.conversationAgent = null;
     this.chat.showWelcome();
     this.statusBar.resetTask();
-    this.statusBar.setAgent(null);
     this.composer.setAgent(null);
+    this.showChoices();
+    this.#setFocus([]);
     this.composer.setRunning(false);
     this.onOpen(null);
+  }
+
+  /** Another tab (or this one) renamed, deleted, started or finished a conversation. */
+  #onConversationUpdate(update) {
+    const id = update.id;
+    if (!id) return;
+    if (update.deleted) {
+      this.conversations.remove(id);
+      return;
+    }
+    if (typeof update.running === "boolean" && (id !== this.cid || !update.running)) {
+      this.conversations.setRunning(id, update.running || this.running.has(id));
+    }
+    if (update.title !== undefined) this.conversations.setTitle(id, update.title);
+  }
+
+  /** The open conversation was deleted (here or in another tab). */
+  deleted(cid) {
+    this.running.delete(cid);
+    this.seqs.delete(cid);
+    if (cid !== this.cid) return;
+    this.newConversation();
+    this.chat.showNotice("This conversation was deleted.", "info");
   }
 
   async open(cid) {
@@ -132,9 +179,8 @@ export class Session {
     }
     this.index = buildIndex(res.messages ?? []);
     this.viewLeaf = this.index.latestLeaf;
-    const agent = res.conversation?.meta?.agent ?? null;
-    this.composer.setAgent(agent);
-    this.statusBar.setAgent(agent);
+    this.#applyChoices(res);
+    this.#keep(res);
     const running = res.running === true;
     if (running) this.running.add(cid);
     else this.running.delete(cid);
@@ -142,7 +188,11 @@ export class Session {
     this.chat.safety.setPendingEdits(edits.ok ? (edits.edits ?? []).map((edit) => edit.id) : null);
     this.chat.safety.setUndoable(res.undoable);
     // The messages cover every event up to res.seq; the join replays exactly the ones after it.
-    this.chat.renderHistory(this.index, this.viewLeaf, { running });
+    this.#render({ running });
+    if (res.status) {
+      this.statusBar.setTask(res.status.state, res.status.iteration);
+      this.statusBar.setContext(res.status.context);
+    }
     this.#runningChanged(cid);
     await this.#join(cid, Number.isInteger(res.seq) ? res.seq : 0);
   }
@@ -208,22 +258,89 @@ export class Session {
     if (this.cid !== cid || !res.ok) return;
     this.index = buildIndex(res.messages ?? []);
     this.viewLeaf = this.index.latestLeaf;
+    this.#keep(res);
     this.chat.decorate(this.index);
     this.chat.safety.setUndoable(res.undoable);
+    this.statusBar.setContext(this.#storedContext());
+  }
+
+  /** Mode, approval and agent of the opened conversation go into the composer (and so the status bar). */
+  #applyChoices(res) {
+    const { mode, approval } = this.composer.els;
+    const set = (el, prop, value) => {
+      if (el[prop] === value) return;
+      el[prop] = value;
+      el.dispatchEvent(new Event("change"));
+    };
+    if (res.mode) set(mode, "checked", res.mode === "thinking");
+    if (res.approval && [...approval.options].some((option) => option.value === res.approval)) set(approval, "value", res.approval);
+    this.conversationAgent = res.agent ?? res.conversation?.meta?.agent ?? null;
+    this.composer.setAgent(this.conversationAgent);
+    this.showChoices();
+  }
+
+  /** What get_conversation says the conversation keeps besides its messages. */
+  #keep(res) {
+    this.ends = res.conversation?.meta?.task_ends ?? {};
+    this.undoable = Array.isArray(res.undoable) ? res.undoable : [];
+    if (Number.isInteger(res.context_limit)) this.contextLimit = res.context_limit;
+    if (Array.isArray(res.focus)) this.#setFocus(res.focus);
+  }
+
+  /** Render the shown branch with how its tasks ended, and its context use. */
+  #render(options) {
+    this.chat.renderHistory(this.index, this.viewLeaf, options);
+    this.chat.markTaskEnds(this.ends);
+    if (!options?.running) this.statusBar.setContext(this.#storedContext());
+  }
+
+  /** The context the branch's last model call used (its prompt and its answer), from the stored usage,
+   * or what a later summary left of it. */
+  #storedContext() {
+    if (!this.index || !this.contextLimit) return null;
+    const last = pathTo(this.index, this.viewLeaf).findLast((record) => (record.role === "assistant" && record.meta?.usage) || summaryOf(record));
+    if (!last) return null;
+    if (summaryOf(last)) return { used_tokens: summaryOf(last).tokens_after, limit_tokens: this.contextLimit };
+    const { prompt_tokens: prompt = 0, completion_tokens: completion = 0 } = last.meta.usage;
+    return { used_tokens: prompt + completion, limit_tokens: this.contextLimit };
+  }
+
+  // ---- focus files ---------------------------------------------------------------------------
+
+  #setFocus(paths) {
+    this.focus = paths;
+    this.tree.setFocus(paths);
+    this.statusBar.setFocus(paths, (path) => this.setFocused(path, false));
+  }
+
+  /** Pin a file for every model call of the open conversation (up to three), or unpin it. */
+  async setFocused(path, focused) {
+    if (!this.cid) {
+      if (focused && this.focus.length >= 3) return void this.composer.showError("At most three files can be in focus: unpin one first.");
+      this.#setFocus(focused ? [...new Set([...this.focus, path])] : this.focus.filter((p) => p !== path));
+      return;
+    }
+    const cid = this.cid;
+    const ack = await this.#request(focused ? "focus_file" : "unfocus_file", { conversation_id: cid, path });
+    if (this.cid !== cid) return;
+    if (ack.ok) this.#setFocus(ack.focus ?? []);
+    else this.composer.showError(`Could not ${focused ? "focus" : "unfocus"} ${path}: ${ack.error?.message ?? "unknown error"}`);
   }
 
   // ---- user actions ----------------------------------------------------------------------
 
   /** Send a message (parentId: branch from that message; null: branch at the root; skill: with that
    * skill; typed: what the user typed, put back on failure). Resolves to ok. */
-  async send(text, { parentId, skill, typed } = {}) {
+  async send(text, { parentId, skill, typed, attachments } = {}) {
     const cid = this.cid;
     const payload = { conversation_id: cid, text, mode: this.composer.mode, approval: this.composer.approval };
     if (this.composer.agent) payload.agent = this.composer.agent;
     if (skill) payload.skill = skill;
+    if (attachments?.length) payload.attachments = attachments.map((attachment) => attachment.path);
+    if (!cid && this.focus.length) payload.focus = this.focus;
     if (parentId !== undefined) payload.parent_id = parentId;
     else if (this.index && this.viewLeaf && this.viewLeaf !== this.index.latestLeaf) payload.parent_id = this.viewLeaf;
-    const message = this.chat.addUserMessage(text, { skill });
+    const message = this.chat.addUserMessage(text, { skill, attachments });
     if (!cid) this.pendingNew = [];
     const doneBefore = this.doneCount;
     const ack = await this.#request("send_message", payload, 30_000);
@@ -253,17 +370,100 @@ export class Session {
     return true;
   }
 
+  /** Send an edited message as a new branch. The tasks from it on stay on the old branch: when they changed
+   * files, offer to undo those changes first; kept, the page says the workspace still holds them. */
   async edit(record, text) {
     if (this.running.has(this.cid)) return;
+    const cid = this.cid;
+    const files = await this.#otherBranchChanges(record);
+    if (this.cid !== cid) return;
+    let kept = [];
+    if (files.items.length) {
+      const answer = await choose({
+        title: "Undo the other branch's file changes?",
+        body: [h("p", { text: "The tasks after this message changed these files. They stay on the other branch when you send this edit:" }),
+          fileList(files.items, UNDO_VERBS)],
+        choices: [{ label: "Keep the files", value: "keep" }, { label: "Undo them, then send", value: "undo", kind: "primary" }],
+        testid: "branch-undo-dialog",
+      });
+      if (answer === null || this.cid !== cid) return;
+      if (answer === "undo" && !(await this.#undoTasks(files.tasks))) return;
+      if (answer === "keep") kept = files.items.map((file) => file.path);
+    }
     this.chat.truncateFrom(record);
-    const ok = await this.send(text, { parentId: record.parent_id ?? null, skill: record.meta?.skill });
-    if (!ok && this.index) this.chat.renderHistory(this.index, this.viewLeaf);
+    if (kept.length) {
+      this.chat.showNotice(`The workspace still holds the other branch's changes to ${kept.join(", ")}.`, "info")
+        .dataset.testid = "other-branch-notice";
+    }
+    const ok = await this.send(text, { parentId: record.parent_id ?? null, skill: record.meta?.skill, attachments: record.meta?.attachments });
+    if (!ok && this.index) this.#render();
+  }
+
+  /** The files the tasks from `record` on (on the shown branch) changed and could still undo. */
+  async #otherBranchChanges(record) {
+    const none = { items: [], tasks: [] };
+    if (!this.index || !this.cid) return none;
+    const path = pathTo(this.index, this.viewLeaf);
+    const from = path.findIndex((entry) => entry.id === record.id);
+    const undoable = new Set(this.undoable);
+    const tasks = path.slice(Math.max(from, 0)).filter((entry) => entry.role === "user" && undoable.has(entry.id)).map((entry) => entry.id);
+    if (!tasks.length) return none;
+    const previews = await Promise.all(tasks.map((id) => this.#request("undo_preview", { conversation_id: this.cid, message_id: id })));
+    const byPath = new Map(); // the oldest task's action wins: undoing them all ends where it began
+    for (const preview of previews) for (const file of preview.ok ? preview.files ?? [] : []) if (!byPath.has(file.path)) byPath.set(file.path, file);
+    return { items: [...byPath.values()], tasks };
+  }
+
+  /** Before "Undo this task": list what it will remove and restore, and ask. */
+  async confirmUndo(messageId) {
+    const preview = await this.#request("undo_preview", { conversation_id: this.cid, message_id: messageId });
+    if (!preview.ok || !preview.files?.length) return true; // the undo itself says what there is
+    const answer = await choose({
+      title: "Undo this task?",
+      body: [h("p", { text: "These files go back to how they were before the task:" }), fileList(preview.files, UNDO_VERBS)],
+      choices: [{ label: "Undo", value: "undo", kind: "danger" }],
+      testid: "undo-dialog",
+    });
+    return answer === "undo";
+  }
+
+  /** Undo tasks newest first; false (with the reason shown) when one could not be undone. */
+  async #undoTasks(tasks) {
+    for (const id of [...tasks].reverse()) {
+      const ack = await this.#request("undo_task", { conversation_id: this.cid, message_id: id }, 30_000);
+      if (!ack.ok) {
+        this.composer.showError(`Could not undo the other branch's changes: ${ack.error?.message ?? "unknown error"}`);
+        return false;
+      }
+    }
+    this.undoable = this.undoable.filter((id) => !tasks.includes(id));
+    this.chat.safety.setUndoable(this.undoable);
+    this.tree.refresh();
+    return true;
   }
 
   switchBranch(recordId) {
     if (!this.index || this.running.has(this.cid)) return;
     this.viewLeaf = newestLeafUnder(this.index, recordId);
-    this.chat.renderHistory(this.index, this.viewLeaf);
+    this.#render();
+  }
+
+  /** Summarise the older turns now (or before the running task's next model call). */
+  async compact() {
+    const cid = this.cid;
+    if (!cid) return;
+    const ack = await this.#request("compact", { conversation_id: cid }, 30_000);
+    if (this.cid !== cid) return;
+    if (!ack.ok) this.chat.showNotice(ack.error?.message ?? "The context could not be condensed.", "info");
+    else if (ack.scheduled) this.chat.showNotice("The context will be condensed before the agent's next step.", "info");
+  }
+
+  #onContext(payload) {
+    this.statusBar.setCondensing(payload.phase === "condensing");
+    if (payload.phase !== "condensed") return void this.chat.onContext(payload);
+    this.statusBar.setContext({ used_tokens: payload.tokens_after, limit_tokens: payload.limit_tokens });
+    if (!this.chat.onContext(payload)) this.open(this.cid); // the first kept message is not shown here
+    else if (!this.running.has(this.cid)) this.#refreshModel(this.cid);
   }
 
   async cancel() {

@@ -1,4 +1,5 @@
-// The status bar: connection, task state, context meter, agent/provider/model/mode/approval/sandbox.
+// The status bar: connection, task state, context meter, focus files, agent/provider/model/mode/approval/sandbox.
+// Mode, approval and agent are what the open conversation's next task runs with (the composer's choices).
 import { formatCount, h, icon } from "./dom.js";
 
 const CONNECTION_TEXT = {
@@ -8,7 +9,10 @@ const CONNECTION_TEXT = {
   disconnected: "Disconnected",
   refused: "Not authorised",
 };
-const TASK_TEXT = { idle: "Idle", thinking: "Thinking", streaming: "Writing", tool: "Running tool" };
+// "thinking" is the server's state while a model call has not streamed an answer yet; "reasoning" is
+// ours, once the model's reasoning arrives (thinking mode only).
+const TASK_TEXT = { idle: "Idle", thinking: "Waiting for the model", reasoning: "Thinking", streaming: "Writing", tool: "Running tool" };
+const APPROVAL_TEXT = { auto: "auto", ask: "ask", "read-only": "read-only" };
 const NOT_ISOLATED = /^not isolated/i;
 
 export class StatusBar {
@@ -16,6 +20,12 @@ export class StatusBar {
     this.root = root;
     this.part = (role) => root.querySelector(`[data-role="${role}"]`);
     this.meter = root.querySelector("#context-meter");
+    this.compactButton = h("button", {
+      type: "button", class: "compact-button", "data-testid": "compact", disabled: true,
+      title: "Summarise the older turns so the context holds less (the first message and the newest turn stay as they are)",
+      onclick: () => this.onCompact?.(),
+    }, "Compact");
+    this.meter.after(this.compactButton);
     this.sandboxDetails = document.getElementById("sandbox-details");
     this.#bindSandbox();
     this.setConnection("connecting");
@@ -46,14 +56,38 @@ export class StatusBar {
     el.querySelector(".label").textContent = CONNECTION_TEXT[state] ?? state;
   }
 
-  /** subAgent: the sub-agent whose state it is (null: the conversation's agent). */
+  /** subAgent: the sub-agent whose state it is (null: the conversation's agent); iteration: the last known when absent. */
   setTask(state, iteration, subAgent = null) {
     const el = this.part("task");
     el.dataset.state = state ?? "idle";
+    if (Number.isInteger(iteration)) this.iteration = iteration;
+    if (!state || state === "idle") this.iteration = 0;
+    this.subAgent = subAgent;
     let text = TASK_TEXT[state] ?? state ?? "Idle";
-    if (state && state !== "idle" && Number.isInteger(iteration) && iteration > 0) text += ` · step ${iteration}`;
+    if (state && state !== "idle" && this.iteration > 0) text += ` · step ${this.iteration}`;
     if (subAgent && state !== "idle") text = `${subAgent}: ${text}`;
     el.querySelector(".label").textContent = text;
+  }
+
+  /** The model's reasoning is streaming (only a thinking call sends it). */
+  setReasoning(subAgent = null) {
+    if (this.part("task").dataset.state !== "reasoning" || subAgent !== this.subAgent) this.setTask("reasoning", undefined, subAgent);
+  }
+
+  /** What the next task of the open conversation runs with: {mode, approval, agent} (the composer's choices). */
+  setChoices({ mode, approval, agent }) {
+    if (mode) this.part("mode").textContent = mode;
+    if (approval) this.part("approval").textContent = APPROVAL_TEXT[approval] ?? approval;
+    if (agent !== undefined) this.setAgent(agent);
+  }
+
+  /** The focused files (pinned for every model call); onUnfocus(path) removes one. */
+  setFocus(paths, onUnfocus) {
+    const item = this.part("focus-item");
+    item.hidden = !paths.length;
+    this.part("focus").replaceChildren(...paths.map((path) => h("span", { class: "focus-chip", title: path },
+      h("span", { class: "focus-name", text: path.split("/").pop() }),
+      h("button", { type: "button", class: "focus-remove", "aria-label": `Unfocus ${path}`, title: "Unfocus", onclick: () => onUnfocus(path) }, "×"))));
   }
 
   /** The open conversation's agent (null: the server's default, for a new conversation). */
@@ -68,6 +102,19 @@ export class StatusBar {
   resetTask() {
     this.setTask("idle");
     this.setContext(null);
+  }
+
+  /** Whether the Compact button applies: a conversation is open (onCompact is set by the app). */
+  setCompactable(enabled) {
+    this.compactable = enabled;
+    this.compactButton.disabled = !enabled || this.meter.dataset.condensing === "true";
+  }
+
+  /** The history is being condensed (a `context` event with phase `condensing`) or no longer. */
+  setCondensing(condensing) {
+    this.meter.dataset.condensing = String(condensing);
+    this.compactButton.textContent = condensing ? "Condensing…" : "Compact";
+    this.setCompactable(Boolean(this.compactable));
   }
 
   setContext(context) {
@@ -99,8 +146,6 @@ export class StatusBar {
     const model = [status.provider, status.model].filter(Boolean).join(" · ");
     this.part("model").textContent = model || "—";
     this.part("model").title = status.api?.base_url ? `Endpoint: ${status.api.base_url}` : "";
-    this.part("mode").textContent = status.mode ?? "—";
-    this.part("approval").textContent = status.approval ?? "—";
     this.setSandbox(status.sandbox ?? {});
     this.part("api").hidden = status.api?.configured !== false;
     if (status.context) this.setContext(status.context);

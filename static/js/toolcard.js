@@ -2,11 +2,13 @@
 import { isDiff, renderDiff } from "./diffview.js";
 import { formatDuration, h, icon } from "./dom.js";
 import { highlight, languageForPath } from "./markdown.js";
+import { linkPaths, openPath } from "./preview.js";
 
 const LIVE_OUTPUT_LIMIT = 100_000;
 const SUMMARY_KEYS = ["path", "command", "query", "old_path", "directory", "pattern", "scope", "code", "task"];
 const BLOCK_LANGUAGES = { command: "bash", code: "python" };
 const CODE_KEYS = new Set(["content", "new_content", "old_text", "new_text"]);
+const PATH_KEYS = new Set(["path", "old_path", "new_path"]);
 const OPEN_OUTPUT_LINES = 12;
 const TIMED_TOOLS = new Set(["run_command", "run_python"]);
 const CLOCK_TICK_MS = 100;
@@ -14,6 +16,25 @@ const PREVIEW_LINES = 30;
 const PREVIEW_SLACK = 5;
 const DELEGATE_PREFIX = "delegate_to_";
 const PLAN_TOOLS = new Set(["make_plan", "finish_step"]);
+const PREVIEW_LANGUAGES = { run_command: "bash", run_python: "python" };
+const PREVIEWED_KEYS = ["command", "code"]; // an approval's preview shows them (control characters marked)
+const DECLINED = /^The user declined this /; // the result a rejected call gets (core/tool_step.py)
+const KEY_GUARD_MS = 400; // keys typed for something else just before the card took the focus do not answer it
+const TYPING_PAUSE_MS = 2000;
+
+let lastTyped = -Infinity; // when a character was last typed into a text field (a sent message clears it)
+document.addEventListener("keydown", (event) => {
+  if (!(event.target instanceof HTMLTextAreaElement || event.target instanceof HTMLInputElement)) return;
+  if (event.key === "Enter" && !event.shiftKey) lastTyped = -Infinity;
+  else if (event.key.length === 1) lastTyped = performance.now();
+}, { capture: true });
+
+/** Whether the user is busy typing elsewhere (the card then waits to be clicked or tabbed to). */
+function typingElsewhere() {
+  const active = document.activeElement;
+  const field = active instanceof HTMLTextAreaElement || (active instanceof HTMLInputElement && active.type !== "checkbox");
+  return field && (Boolean(active.value.trim()) || performance.now() - lastTyped < TYPING_PAUSE_MS);
+}
 
 function codeBlock(text, language) {
   const code = h("code", { class: "hljs" });
@@ -46,18 +67,26 @@ function renderValue(key, value, args) {
   if (typeof value !== "string") return h("code", { class: "arg-inline" }, JSON.stringify(value));
   if (isDiff(value)) return renderDiff(value);
   if (BLOCK_LANGUAGES[key]) return codeBlock(value, BLOCK_LANGUAGES[key]);
+  if (PATH_KEYS.has(key) && !value.includes("\n")) {
+    return h("a", { href: "#", class: "arg-inline path-link", "data-path": value, title: `Open ${value}`, onclick: (event) => {
+      event.preventDefault();
+      openPath(value);
+    } }, value);
+  }
   if (CODE_KEYS.has(key)) return codeBlock(value, languageForPath(args.path ?? ""));
   if (value.includes("\n") || value.length > 100) return h("pre", { class: "arg-text" }, value);
   return h("code", { class: "arg-inline" }, value);
 }
 
-/** Pretty view of a tool call's parsed arguments. */
-export function renderArguments(args) {
+/** Pretty view of a tool call's parsed arguments, but for the keys in `omit` (shown elsewhere). */
+export function renderArguments(args, omit = []) {
   if (args === null || typeof args !== "object" || Array.isArray(args)) {
     return h("pre", { class: "arg-text" }, typeof args === "string" ? args : JSON.stringify(args, null, 2));
   }
+  const entries = Object.entries(args).filter(([key]) => !omit.includes(key));
+  if (!entries.length) return null;
   const list = h("dl", { class: "tool-args-list" });
-  for (const [key, value] of Object.entries(args)) {
+  for (const [key, value] of entries) {
     list.append(h("dt", { text: key }), h("dd", {}, renderValue(key, value, args)));
   }
   return list;
@@ -102,7 +131,9 @@ export class ToolCard {
         : state === "approval" ? icon("alert")
           : icon(state === "ok" ? "check" : "close"),
     );
-    const labels = { running: this.prepared ? "running" : "preparing", approval: "needs approval", ok: "ok", failed: "failed" };
+    const labels = {
+      running: this.prepared ? "running" : "preparing", approval: "needs approval", ok: "ok", failed: "failed", rejected: "rejected",
+    };
     this.badge.textContent = label ?? labels[state];
   }
 
@@ -134,7 +165,15 @@ export class ToolCard {
     if (this.state === "running") this.#startClock();
     this.summary.textContent = summaryOf(parsed);
     this.summary.title = this.summary.textContent;
-    this.args.replaceChildren(renderArguments(parsed));
+    this.parsedArgs = parsed;
+    this.#renderArgs();
+  }
+
+  /** The arguments; while an approval shows the command or code, only once: in its preview. */
+  #renderArgs() {
+    const omit = this.approval ? PREVIEWED_KEYS : [];
+    const view = renderArguments(this.parsedArgs, omit);
+    this.args.replaceChildren(...(view ? [view] : []));
   }
 
   /** Elapsed time while a command runs, from now until its result or an interruption. */
@@ -162,27 +201,36 @@ export class ToolCard {
     const error = h("p", { class: "approval-error", role: "alert", hidden: true });
     const approve = h("button", { type: "button", class: "btn btn-primary btn-sm approve-button", "data-testid": "approve" }, icon("check"), "Approve");
     const reject = h("button", { type: "button", class: "btn btn-danger-outline btn-sm reject-button", "data-testid": "reject" }, icon("close"), "Reject");
+    const keys = h("span", { class: "approval-keys", "aria-hidden": "true" },
+      h("kbd", { text: "Enter" }), " or ", h("kbd", { text: "Y" }), " approve · ", h("kbd", { text: "Esc" }), " or ", h("kbd", { text: "N" }), " reject");
     const actions = h(
       "div",
       { class: "approval-actions" },
       approve,
       reject,
       h("label", { class: "approval-always-label" }, always, `Always allow ${this.name} in this conversation`),
+      keys,
     );
     const text = String(preview ?? "");
     const diff = isDiff(text);
-    const kind = diff ? "change" : "command";
+    const kind = diff ? "change" : this.name === "delete_file" ? "file" : "command";
     const notes = (warnings ?? []).map((warning) => h("li", { text: `This ${kind} ${warning}.` }));
+    const question = diff ? "The agent wants to make this change. Allow it?"
+      : this.name === "delete_file" ? "The agent wants to delete this. Allow it?"
+        : PREVIEW_LANGUAGES[this.name] ? "The agent wants to run this. Allow it?" : `The agent wants to use ${this.name}. Allow it?`;
     const box = h(
       "section",
-      { class: "tool-approval", "aria-label": `Approval for ${this.name}` },
-      h("p", { class: "approval-title" }, icon("alert"),
-        diff ? "The agent wants to make this change. Allow it?" : "The agent wants to run this. Allow it?"),
+      {
+        class: "tool-approval", tabindex: "0", "data-testid": "approval",
+        "aria-label": `Approval for ${this.name}: Enter or Y approves, Escape or N rejects`,
+      },
+      h("p", { class: "approval-title" }, icon("alert"), question),
       notes.length ? h("ul", { class: "approval-warnings", role: "alert" }, notes) : null,
-      previewBlock(text, (part) => (diff ? renderDiff(part) : codeBlock(part, this.name === "run_python" ? "python" : "bash"))),
+      previewBlock(text, (part) => (diff ? renderDiff(part) : codeBlock(part, PREVIEW_LANGUAGES[this.name] ?? "plaintext"))),
       actions,
       error,
     );
+    let keysFrom = 0;
     const decide = async (approved) => {
       for (const control of [approve, reject, always]) control.disabled = true;
       error.hidden = true;
@@ -194,16 +242,36 @@ export class ToolCard {
         return;
       }
       box.classList.add("decided");
+      this.rejected = !approved;
       actions.replaceChildren(h("span", { class: `approval-decision ${approved ? "approved" : "rejected"}` },
         approved ? `Approved${always.checked ? " (always for this tool)" : ""}` : "Rejected"));
       if (this.state === "approval") this.setState("running");
       if (approved && this.state === "running") this.#startClock();
+      if (box.contains(document.activeElement)) box.dispatchEvent(new CustomEvent("approval-decided", { bubbles: true }));
     };
     approve.addEventListener("click", () => decide(true));
     reject.addEventListener("click", () => decide(false));
+    box.addEventListener("keydown", (event) => {
+      if (box.classList.contains("decided") || approve.disabled || event.repeat) return;
+      if (event.ctrlKey || event.metaKey || event.altKey || performance.now() < keysFrom) return;
+      const key = event.key.toLowerCase();
+      const onButton = event.target instanceof HTMLButtonElement;
+      if ((key === "enter" && !onButton) || key === "y") {
+        event.preventDefault();
+        decide(true);
+      } else if (key === "escape" || key === "n") {
+        event.preventDefault(); // Esc here answers the call; it does not stop the task
+        decide(false);
+      }
+    });
     this.approval?.remove();
     this.approval = box;
     this.args.after(box);
+    if (this.parsedArgs !== undefined) this.#renderArgs();
+    if (!typingElsewhere()) {
+      box.focus({ preventScroll: true });
+      keysFrom = performance.now() + KEY_GUARD_MS;
+    }
   }
 
   /** Where the sub-agent this call hands work to shows it (made at its first event): its answers,
@@ -242,15 +310,16 @@ export class ToolCard {
     this.#stopClock();
     this.liveOutput?.remove();
     this.liveOutput = null;
-    this.setState(ok === false ? "failed" : "ok");
-    this.duration.textContent = durationMs === undefined || durationMs === null ? "" : formatDuration(durationMs);
+    const rejected = ok === false && (this.rejected || DECLINED.test(String(output ?? "")));
+    this.setState(rejected ? "rejected" : ok === false ? "failed" : "ok");
+    this.duration.textContent = durationMs === undefined || durationMs === null || rejected ? "" : formatDuration(durationMs);
     const text = String(output ?? "");
     const lines = text ? text.split("\n").length : 0;
     const details = h(
       "details",
-      { class: "tool-output", open: ok === false || lines <= OPEN_OUTPUT_LINES },
+      { class: "tool-output", open: !rejected && (ok === false || lines <= OPEN_OUTPUT_LINES) },
       h("summary", {}, text ? `Output · ${lines} line${lines === 1 ? "" : "s"}` : "No output"),
-      text ? h("pre", {}, text) : null,
+      text ? h("pre", {}, linkPaths(text)) : null,
     );
     this.body.querySelector(".tool-output")?.remove();
     this.body.append(details);
