@@ -39,8 +39,9 @@ demo: install
 system-test-deps:
 	@bash scripts/install_test_system.sh
 
+# Two workers, a test file each at a time: the end-to-end tests mostly wait on processes.
 test: install system-test-deps
-	@$(BIN)/python -m pytest; rc=$$?; \
+	@$(BIN)/python -m pytest -n 2 --dist loadfile; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
 
 lint: install

@@ -10,7 +10,6 @@ bearer token. Imported only when A2A is enabled: it loads the SDK, starlette and
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Awaitable, Callable, Generator, MutableMapping
 from contextlib import contextmanager
@@ -36,7 +35,7 @@ from starlette.responses import JSONResponse
 
 from a2a_executor import ConversationExecutor, WebWorld
 from utils.agent_specs import AgentCatalog
-from utils.async_loop import LoopThread, Pending, green_threads
+from utils.async_loop import LoopThread, Pending
 from web_access import HostGuard, LoginThrottle
 from web_state import WebState
 
@@ -148,19 +147,6 @@ def build_app(state: WebState, *, host: str, url: str) -> Asgi:
     return AccessGuard(Starlette(routes=routes), state=state, hosts=hosts)
 
 
-def _real_log_locks() -> None:
-    """Under eventlet, give the log handlers real OS locks.
-
-    The A2A thread logs (uvicorn, the SDK, refused tokens) through the same handlers as the
-    green threads. An OS thread that finds a green lock held waits forever (nothing in its
-    own hub wakes it); a real lock, held only while a record is written, never yields and is
-    safe on both sides.
-    """
-    real = sys.modules["eventlet.patcher"].original("threading")
-    for handler in logging.getLogger().handlers:
-        handler.lock = real.RLock()
-
-
 class _Uvicorn(uvicorn.Server):
     """uvicorn that leaves the process's signals to the web server."""
 
@@ -186,8 +172,6 @@ class A2AServer:
 
     def start(self) -> None:
         """Listen, or raise OSError (a port already taken)."""
-        if green_threads():
-            _real_log_locks()
         self._loop = LoopThread("a2a-server")
         self._serving = serving = self._loop.submit(self._server.serve())
         deadline = time.monotonic() + START_TIMEOUT_SECONDS

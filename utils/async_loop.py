@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sys
 import threading
 import time
@@ -109,10 +110,26 @@ class Pending(Generic[T]):
         return wait_real_event(self._done, timeout)
 
 
+def _real_log_locks() -> None:
+    """Under eventlet, give the log handlers real OS locks.
+
+    A loop thread logs (the SDKs, uvicorn, our own code) through the same handlers as the
+    green threads. An OS thread that finds a green lock held waits forever (nothing in its
+    own hub wakes it); a real lock, held only while a record is written, never yields and is
+    safe on both sides.
+    """
+    real = sys.modules["eventlet.patcher"].original("threading")
+    for handler in logging.getLogger().handlers:
+        if not isinstance(handler.lock, type(real.RLock())):
+            handler.lock = real.RLock()
+
+
 class LoopThread:
     """One asyncio loop running forever on a daemon OS thread of its own."""
 
     def __init__(self, name: str = "asyncio-loop") -> None:
+        if green_threads():
+            _real_log_locks()
         self._threading = _os_threading()
         self._loop = asyncio.new_event_loop()
         self._thread = self._threading.Thread(target=self._run, name=name, daemon=True)
