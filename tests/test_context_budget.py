@@ -8,7 +8,11 @@ from typing import Any
 
 import pytest
 
+from tests.fake_llm.flavours import FLAVOURS
+from tests.fake_llm.validation import validate_chat
 from utils.context_manager import ContextBuilder, estimate_text_tokens
+from utils.providers import prepare_messages, resolve_provider
+from utils.settings import Settings
 
 Record = dict[str, Any]
 
@@ -233,3 +237,35 @@ def test_ten_thousand_message_path_builds_whole() -> None:
     assert built.dropped == 0 and len(built.messages) == 10_001
     check_api_rules(built.messages)
     assert [set(r) for r in path] == keys_before, "no private keys are added to records"
+
+
+def _kimi_call(number: int) -> Record:
+    return {"id": f"functions.read_file:{number}", "type": "function",
+            "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}
+
+
+def test_a_call_id_repeated_after_older_calls_left_out_is_renamed_in_the_request() -> None:
+    """Kimi numbers call ids by the calls in the request: after a cut, a new call can
+    repeat a kept one's id, which the strict APIs refuse."""
+    kept = _rec("assistant", "", tool_calls=[_kimi_call(0), _kimi_call(1)])
+    again = _rec("assistant", "", tool_calls=[_kimi_call(1)])
+    path = [
+        _rec("user", "first"), kept,
+        _rec("tool", "one", tool_call_id="functions.read_file:0"),
+        _rec("tool", "two", tool_call_id="functions.read_file:1"),
+        _rec("user", "second"), again,
+        _rec("tool", "three", tool_call_id="functions.read_file:1"),
+    ]
+    original = [dict(r) for r in path]
+    built = ContextBuilder(100_000).build("sys", path)
+    check_api_rules(built.messages)
+    ids = [c["id"] for m in built.messages for c in m.get("tool_calls") or ()]
+    assert ids == ["functions.read_file:0", "functions.read_file:1", "functions.read_file:2"]
+    assert built.messages[-1]["tool_call_id"] == "functions.read_file:2"
+    assert built.messages[-1]["content"] == "three"
+    assert path == original, "the records keep the ids the model gave them"
+    assert ContextBuilder(100_000).build("sys", path).messages == built.messages
+    config = resolve_provider(Settings(provider="kimi", api_key="k"))
+    body = {"model": FLAVOURS["kimi"].models[0], "stream": True,
+            "messages": prepare_messages(built.messages, config)}
+    validate_chat(body, FLAVOURS["kimi"], set())

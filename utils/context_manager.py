@@ -159,7 +159,49 @@ class ContextBuilder:
             raw += unit.tokens
         estimated = math.ceil(raw * self._ratio)
         self.last_used_tokens = estimated
+        messages = _unique_call_ids(messages)
         return BuiltContext(messages, estimated, len(path) - kept, max(full, estimated))
+
+
+def _unique_call_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages with every tool-call id unique (the APIs refuse a request repeating one).
+
+    Kimi numbers its ids (`functions.NAME:N`) by the calls in the request, so once older
+    calls are left out or condensed away a new call can repeat a kept one's id. The later one
+    is renamed in the request only (its record keeps the id the model gave it), the same way
+    in every request, so what the provider caches stays the same.
+    """
+    seen: set[str] = set()
+    renamed: dict[str, str] = {}  # ids of the assistant message being copied, old -> new
+    out = []
+    for message in messages:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            renamed = {}
+            calls = []
+            for call in message["tool_calls"]:
+                call_id = call.get("id")
+                if isinstance(call_id, str) and call_id in seen:
+                    renamed[call_id] = _fresh_id(call_id, seen)
+                    call = {**call, "id": renamed[call_id]}
+                seen.add(call.get("id"))
+                calls.append(call)
+            message = {**message, "tool_calls": calls} if renamed else message
+        elif message.get("role") == "tool" and message.get("tool_call_id") in renamed:
+            message = {**message, "tool_call_id": renamed[message["tool_call_id"]]}
+        elif message.get("role") != "tool":
+            renamed = {}
+        out.append(message)
+    return out
+
+
+def _fresh_id(call_id: str, seen: set[str]) -> str:
+    """An id like `call_id` that `seen` does not hold: the next free number of a numbered
+    id (`functions.read_file:3` -> `functions.read_file:4`), else a numbered suffix."""
+    stem, _, number = call_id.rpartition(":")
+    stem, n = (stem + ":", int(number)) if stem and number.isdigit() else (call_id + "-", 1)
+    while f"{stem}{n}" in seen:
+        n += 1
+    return f"{stem}{n}"
 
 
 def _tokens(message: dict[str, Any], cache: dict[str, float]) -> float:
