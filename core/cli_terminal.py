@@ -312,7 +312,8 @@ def _history(t: CliTerminal, arg: str) -> str:
         t.open_conversation(arg)
         conversation = t.conversation
         assert conversation is not None
-        return f"opened {arg}: {len(conversation.path())} messages on this branch"
+        return (f"opened {arg}: {len(conversation.path())} messages on this branch · agent "
+                f"{t.agent}, mode {t.mode}, approval {t.approval}")
     rows = t.services.store.list()[:20]
     if not rows:
         return "no conversations yet"

@@ -7,7 +7,7 @@ import threading
 import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_args
 
 from core.approval import ApprovalGate
 from core.condensing import Condensation, Outcome, Trigger
@@ -131,6 +131,10 @@ class MainTerminal:
         newest = int(records[-1].get("seq") or 0) if records else 0
         self._conversation = conversation
         self.agent = stored.get("agent") or self.agent
+        if stored.get("mode") in get_args(Mode):  # what its last task ran with
+            self.mode = stored["mode"]
+        if stored.get("approval") in get_args(Approval):
+            self.approval = stored["approval"]
         self.focus = FocusFiles(list(stored.get("focus", [])))
         self._seq = max(int(stored.get("last_seq", 0)), newest)  # a crashed task saved no end
 
@@ -211,8 +215,10 @@ class MainTerminal:
             if attachments:
                 meta["attachments"] = attachments
             record = self._record("user", text, parent_id=parent_id, meta=meta or None)
-            if conversation.meta["meta"].get("agent") != agent.name:
-                conversation.update_meta(agent=agent.name)
+            chosen = {"agent": agent.name, "mode": self.mode, "approval": self.approval}
+            stored = conversation.meta["meta"]
+            if any(stored.get(key) != value for key, value in chosen.items()):
+                conversation.update_meta(**chosen)
             journal = self.services.journal.task(conversation.id, record["id"])
             self.task = Task(conversation, record, journal, self.mode, self.approval, agent,
                              _StoredTranscript(self), self._report)

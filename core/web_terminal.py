@@ -20,8 +20,6 @@ from utils.settings import Approval, Mode
 Send = Callable[[Event], None]  # to the room of the event's conversation
 Deliver = Callable[[Event], None]  # to one client
 Announce = Callable[[dict[str, Any]], None]  # to every client: a list entry changed ({id, ...})
-MODES: tuple[Mode, ...] = ("fast", "thinking")
-APPROVALS: tuple[Approval, ...] = ("auto", "ask", "read-only")
 
 
 class WebTerminal(MainTerminal):
@@ -37,15 +35,6 @@ class WebTerminal(MainTerminal):
         self._task_message: str | None = None  # the user message of the running or last task
         super().__init__(services, conversation_id, sink=self._relay)
         self._replays_after = self.last_seq  # the log holds every event after this seq
-
-    def open_conversation(self, conversation_id: str) -> None:
-        """Also take the mode and approval the conversation's last task ran with."""
-        super().open_conversation(conversation_id)
-        stored = self.conversation.meta.get("meta", {}) if self.conversation else {}
-        if stored.get("mode") in MODES:
-            self.mode = stored["mode"]
-        if stored.get("approval") in APPROVALS:
-            self.approval = stored["approval"]
 
     def _relay(self, event: Event) -> None:
         # Called with the core's lock held, so the log and the room see one order.
@@ -78,7 +67,6 @@ class WebTerminal(MainTerminal):
             self._log = []
             self._replays_after = self.last_seq
             self._task_message = task.user_record["id"]
-            task.conversation.update_meta(mode=task.mode, approval=task.approval)
             return task
 
     def start(

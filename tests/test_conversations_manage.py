@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from core.cli_terminal import CliTerminal, run_command
+from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import Recorder, Web
+from utils.settings import Settings
 
 
 def updates(client: Recorder, cid: str) -> list[dict[str, Any]]:
@@ -172,3 +177,26 @@ def test_changes_to_gitignored_paths_stay_out_of_the_tree(web: Web, fake_llm: Fa
     assert client.call("undo_task", {"conversation_id": cid})["ok"]
     undone = [c["path"] for name, p in client.poll() if name == "file_tree" for c in p["changes"]]
     assert "src.txt" in undone and not any(p.startswith("build") for p in undone)
+
+
+def test_the_cli_reopens_a_conversation_with_its_agent_mode_and_approval(
+    fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    settings = Settings(provider="deepseek", base_url=fake_llm.base_url,
+                        api_key=fake_llm.api_key, workspace=tmp_path / "ws",
+                        data_dir=tmp_path / "data")
+    fake_llm.script(Reply(content="Done."))
+    first = CliTerminal(build_services(settings), out=io.StringIO(), err=io.StringIO(),
+                        stdin=io.StringIO())
+    first.mode, first.approval, first.agent = "thinking", "read-only", "research"
+    first.handle_task("look around")
+    cid = first.conversation_id
+    assert cid is not None
+
+    out = io.StringIO()
+    second = CliTerminal(build_services(settings), out=out, err=io.StringIO(),
+                         stdin=io.StringIO())
+    assert (second.mode, second.approval, second.agent) == ("fast", "ask", "general")
+    run_command(second, f"/history {cid}")
+    assert (second.mode, second.approval, second.agent) == ("thinking", "read-only", "research")
+    assert "agent research, mode thinking, approval read-only" in out.getvalue()
