@@ -157,6 +157,8 @@ def test_retry_and_continue_after_a_stop(page: Any, served: Served) -> None:
     page.wait_for_selector(".assistant-message:has-text('word')")
     page.click("#stop-button")
     page.wait_for_selector('.task-end[data-reason="cancelled"] + [data-testid=task-followup]')
+    page.reload()  # the offer is made from the stored end of the task too
+    page.wait_for_selector('.task-end[data-reason="cancelled"] + [data-testid=task-followup]')
     page.click("[data-testid=continue]")
     page.wait_for_selector(".assistant-message:has-text('Went on.')")
     assert user_texts(fake) == ["a long story", "continue"]

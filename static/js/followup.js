@@ -17,7 +17,7 @@ export class Followup {
   constructor(root, { onRetry, onContinue }) {
     this.root = root;
     this.handlers = { onRetry, onContinue };
-    // A task's end line appears only live (a history has none): offer the buttons under it.
+    // Under the newest task's end line, live or from the history (markers go in oldest first).
     new MutationObserver((mutations) => {
       for (const mutation of mutations) {
         for (const node of mutation.addedNodes) {
