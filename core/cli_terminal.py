@@ -194,7 +194,8 @@ def run_once(terminal: CliTerminal, prompt: str) -> int:
     if reason != "complete":
         detail = {
             "error": terminal.last_error or "the task failed",
-            "max_iterations": f"stopped after {terminal.settings.max_iterations} model calls",
+            "max_iterations": f"stopped after {terminal.iteration} model calls, the agent's "
+                              "max_iterations",
             "cancelled": "cancelled",
         }[reason]
         terminal.err.write(f"error: {detail}\n")

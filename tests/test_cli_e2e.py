@@ -161,6 +161,17 @@ def test_looping_model_is_stopped_after_20_calls(fake: FakeLLM, dirs: tuple[Path
     assert "[warning]" in tool_messages[7]["content"]
 
 
+def test_an_agents_own_step_limit_is_the_one_reported(fake: FakeLLM, dirs: tuple[Path, Path]):
+    agents = dirs[0] / ".agents" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "brief.yaml").write_text("name: brief\ndescription: Few steps.\nmax_iterations: 3\n")
+    fake.responder = lambda request: Reply(tool_calls=[Call("list_files", {})])
+    result = run_cli(fake, dirs, "-p", "loop forever", "--agent", "brief")
+    assert result.returncode == 3, result.stderr
+    assert "stopped after 3 model calls, the agent's max_iterations" in result.stderr
+    assert len(fake.chat_requests) == 3
+
+
 def test_missing_key_fails_with_one_line(dirs: tuple[Path, Path]):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("AGENT_") and not k.endswith("_API_KEY")}
