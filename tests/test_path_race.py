@@ -19,7 +19,9 @@ from tests.helpers import call, make_ctx, state
 
 SECRET = "SECRET-7d1e9a-never-shown"
 MARKER = "outside-only-marker.txt"
-RUN_SECONDS = 6.0
+RUN_SECONDS = 6.0  # at least, and until MIN_CALLS calls were made (a busy machine is slower)
+MIN_CALLS = 1000
+MAX_SECONDS = 60.0
 
 FLIPPER = r"""
 import ctypes, os, platform, sys, time
@@ -58,7 +60,7 @@ print(swaps, flush=True)
 
 def _start_flipper(ws: Path, stop: Path) -> subprocess.Popen[str]:
     args = [sys.executable, "-c", FLIPPER, str(ws / "dir"), str(ws / "swap"), str(stop)]
-    proc = subprocess.Popen([*args, str(RUN_SECONDS + 5)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([*args, str(MAX_SECONDS + 5)], stdout=subprocess.PIPE, text=True)
     first = proc.stdout.readline().strip() if proc.stdout else ""
     if first != "ready":
         proc.wait(timeout=10)
@@ -96,9 +98,10 @@ def test_tools_never_escape_through_a_swapped_folder(tmp_path: Path) -> None:
     proc = _start_flipper(ws, stop)
     calls, leaks = 0, []
     try:
-        deadline = time.monotonic() + RUN_SECONDS
+        started = time.monotonic()
         n = 0
-        while time.monotonic() < deadline:
+        while (elapsed := time.monotonic() - started) < RUN_SECONDS or (
+                calls < MIN_CALLS and elapsed < MAX_SECONDS):
             for output in _round(ctx, n):
                 calls += 1
                 if SECRET in output or MARKER in output:
@@ -116,7 +119,7 @@ def test_tools_never_escape_through_a_swapped_folder(tmp_path: Path) -> None:
     escapes = len(leaks) + int(changed_outside)
     print(f"\nrace: {calls} tool calls, {swaps} swaps, {escapes} escapes")
     assert swaps > 1000, "the flipper hardly ran"
-    assert calls > 1000
+    assert calls >= MIN_CALLS
     assert not leaks, leaks[:3]
     assert not changed_outside, sorted(set(state(outside)) ^ set(before))
     assert (ws / "dir").is_dir() and not (ws / "dir").is_symlink()
