@@ -233,7 +233,7 @@ def test_a_parse_past_the_time_limit_is_stopped():
     with pytest.raises(ExtractionError, match="longer than 1 s") as caught:
         extract("slow.pdf", slow_pdf(), Limits(seconds=1))
     assert caught.value.code == "timeout"
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 6  # the limit, the child's start on a busy machine
 
 
 def test_the_parse_runs_under_the_memory_limit():
@@ -326,4 +326,4 @@ def test_the_extracted_text_is_cached_by_content(tmp_path: Path):
     assert (tmp_path / "data/attachments" / f"{first.sha256}.json").is_file()
     started = time.monotonic()
     [again] = _store(tmp_path).attach(["r.docx"])  # a new store: read from disk, no child
-    assert again == first and time.monotonic() - started < 0.2
+    assert again == first and time.monotonic() - started < 0.5
