@@ -11,7 +11,8 @@ from flask import request
 from flask_socketio import SocketIO, join_room
 from pydantic import BaseModel, Field, ValidationError
 
-from core.events import Event, FileTree
+from core.cluster import ClusterUnavailable
+from core.events import FileTree
 from core.main_terminal import NothingToCondense, TaskBusy
 from modules.file_tree import visible_changes
 from modules.proposals import ProposalError
@@ -119,6 +120,8 @@ def acked(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, Any]]
                 return failure("not_found", str(exc))
             except TaskBusy as exc:
                 return failure("busy", str(exc))
+            except ClusterUnavailable as exc:
+                return failure("unavailable", str(exc))
             except KeyError as exc:
                 return failure("not_found", str(exc.args[0] if exc.args else exc))
             except Exception as exc:
@@ -187,16 +190,16 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
     @socketio.on("cancel")
     @acked(Cancel)
     def on_cancel(msg: Cancel) -> dict[str, Any]:
-        if hub.get(msg.conversation_id).cancel():
+        if hub.cancel(msg.conversation_id):
             return {"ok": True}
         return failure("not_running", "no task is running in this conversation")
 
     @socketio.on("approve")
     @acked(Approve)
     def on_approve(msg: Approve) -> dict[str, Any]:
-        terminal = hub.get(msg.conversation_id)
-        if terminal.approve(msg.call_id, msg.approved, always=msg.always):
-            return {"ok": True, "always_allowed": terminal.gate.allowed()}
+        allowed = hub.approve(msg.conversation_id, msg.call_id, msg.approved, always=msg.always)
+        if allowed is not None:
+            return {"ok": True, "always_allowed": allowed}
         return failure("not_waiting", f"no call {msg.call_id!r} is waiting for approval")
 
     @socketio.on("revoke_approval")
@@ -226,14 +229,8 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
     @socketio.on("join")
     @acked(Join)
     def on_join(msg: Join) -> dict[str, Any]:
-        terminal = hub.get(msg.conversation_id)
         sid = request.sid  # type: ignore[attr-defined]
-
-        def deliver(event: Event) -> None:
-            socketio.emit(event.name, event.to_wire(), to=sid)
-
-        subscribe = functools.partial(join_room, msg.conversation_id)
-        return {"ok": True, **terminal.replay(msg.after_seq, deliver, subscribe=subscribe)}
+        return {"ok": True, **hub.join(msg.conversation_id, msg.after_seq, sid)}
 
 
 def _register_reading_handlers(socketio: SocketIO, state: WebState) -> None:

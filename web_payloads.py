@@ -24,8 +24,7 @@ def conversations_payload(state: WebState, query: str | None = None) -> dict[str
         found = [{k: m.get(k) for k in (*keys, "snippet")} for m in store.search(query)]
     else:
         found = [{k: m.get(k) for k in keys} for m in store.list()]
-    running = [t.conversation_id for t in state.hub.running()]
-    return {"ok": True, "conversations": found, "running": running}
+    return {"ok": True, "conversations": found, "running": state.hub.running_ids()}
 
 
 def conversation_payload(state: WebState, conversation_id: str) -> dict[str, Any]:
@@ -35,19 +34,24 @@ def conversation_payload(state: WebState, conversation_id: str) -> dict[str, Any
     """
     terminal = state.hub.get(conversation_id)
     records, seq = terminal.snapshot()
+    status = terminal.task_status()
+    if status is None and (status := state.hub.remote_status(conversation_id)) is not None:
+        # Another process runs the task: what streams after its newest record, it replays.
+        seq = int(records[-1].get("seq") or 0) if records else seq
     return {
         "ok": True,
         "conversation": terminal.conversation.meta if terminal.conversation else {},
         "messages": [public_record(r) for r in records],
         "seq": seq,
-        "running": terminal.running,
+        "running": status is not None,
         "undoable": state.services.journal.undoable(conversation_id),
         **_settings_of(terminal),
+        **({"status": status} if status is not None else {}),
     }
 
 
 def _settings_of(terminal: WebTerminal) -> dict[str, Any]:
-    """What the conversation's next task runs with, and where its running task is."""
+    """What the conversation's next task runs with."""
     found: dict[str, Any] = {
         "mode": terminal.mode,
         "approval": terminal.approval,
@@ -55,10 +59,6 @@ def _settings_of(terminal: WebTerminal) -> dict[str, Any]:
         "focus": terminal.focus.paths(),
         "context_limit": terminal.context_usage.limit_tokens,
     }
-    if terminal.running:
-        state = "thinking" if terminal.state == "idle" else terminal.state  # just begun
-        found["status"] = {"state": state, "iteration": terminal.iteration,
-                           "context": vars(terminal.context_usage)}
     return found
 
 

@@ -9,10 +9,12 @@ import signal
 import sys
 import time
 from types import FrameType
+from typing import Any
 
 from flask import Flask
 from flask_socketio import SocketIO
 
+from core.cluster import Cluster, LocalCluster
 from core.events import Event
 from core.services import build_services
 from core.web_terminal import TerminalHub
@@ -38,10 +40,14 @@ def create_app(
     app = Flask(__name__, template_folder="templates", static_folder="static")
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     socketio = SocketIO()
+    cluster = _cluster(settings)
+    queue = {"message_queue": settings.redis_url, "channel": "agent-socketio"} if (
+        settings.redis_url) else {}
 
     socketio.init_app(
         app,
         async_mode=async_mode,
+        **queue,
         cors_allowed_origins=origin_checker(settings.allowed_origins),
         max_http_buffer_size=MAX_REQUEST_BYTES,
         ping_interval=10,
@@ -60,11 +66,19 @@ def create_app(
         if green:  # let the emit leave now rather than at the stream's end
             socketio.sleep(0)
 
+    def to_client(sid: str, name: str, payload: dict[str, Any]) -> None:
+        socketio.emit(name, payload, to=sid)
+
+    def enter_room(sid: str, room: str) -> None:  # a client of another process: via the queue
+        socketio.server.enter_room(sid, room, namespace="/")
+
+    hub = TerminalHub(services, send, cluster=cluster, to_client=to_client,
+                      enter_room=enter_room)
     state = WebState(
         settings,
         services,
         socketio,
-        TerminalHub(services, send),
+        hub,
         settings.web_token or secrets.token_urlsafe(24),
         async_mode,
     )
@@ -72,7 +86,18 @@ def create_app(
     app.register_blueprint(routes)
     register_socket_handlers(socketio, state)
     register_manage_handlers(socketio, state)
+    cluster.serve(hub.handle, socketio.start_background_task)
+    state.closers.append(cluster.close)
     return app
+
+
+def _cluster(settings: Settings) -> Cluster:
+    """The other server processes sharing the data dir (AGENT_REDIS_URL), or none."""
+    if not settings.redis_url:
+        return LocalCluster()
+    from core.redis_cluster import RedisCluster  # the redis client: only when scaled out
+
+    return RedisCluster(settings.redis_url)
 
 
 def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) -> int:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import stat
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from core.events import Done, Event, FileTree
+from core.cluster import Cluster, ClusterUnavailable, LocalCluster
+from core.events import Done, Error, Event, FileTree
 from core.main_terminal import MainTerminal, TaskBusy
 from core.services import AgentServices
 from core.task import Task
@@ -20,6 +22,10 @@ from utils.settings import Approval, Mode
 Send = Callable[[Event], None]  # to the room of the event's conversation
 Deliver = Callable[[Event], None]  # to one client
 Announce = Callable[[dict[str, Any]], None]  # to every client: a list entry changed ({id, ...})
+ToClient = Callable[[str, str, dict[str, Any]], None]  # (sid, name, payload): to one client
+EnterRoom = Callable[[str, str], None]  # (sid, conversation id): a client of any process
+INTERRUPTED = ("The server process running this task stopped before it ended; what it "
+               "recorded is kept. Send a message to go on.")
 
 
 class WebTerminal(MainTerminal):
@@ -27,10 +33,11 @@ class WebTerminal(MainTerminal):
 
     def __init__(
         self, services: AgentServices, conversation_id: str | None, *, send: Send,
-        announce: Announce | None = None,
+        announce: Announce | None = None, cluster: Cluster | None = None,
     ) -> None:
         self._send = send
         self._announce = announce
+        self._cluster = cluster or LocalCluster()
         self._log: list[Event] = []
         self._task_message: str | None = None  # the user message of the running or last task
         super().__init__(services, conversation_id, sink=self._relay)
@@ -41,6 +48,7 @@ class WebTerminal(MainTerminal):
         if isinstance(event, FileTree):
             event.changes = visible_changes(self.services.workspace.root, event.changes)
         self._log.append(event)
+        self._cluster.record(event)
         self._send(event)
         if isinstance(event, Done) and event.depth is None:
             self._record_end(event)
@@ -62,11 +70,16 @@ class WebTerminal(MainTerminal):
         attachments: list[dict[str, Any]] | None = None,
     ) -> Task:
         with self._lock:
+            created = self.conversation is None
             task = super().begin_task(text, parent_id=parent_id, skill=skill,
                                       attachments=attachments)
             self._log = []
             self._replays_after = self.last_seq
             self._task_message = task.user_record["id"]
+            if created:  # nobody else knows it yet: the lease is free (the heartbeat takes
+                with contextlib.suppress(ClusterUnavailable):  # it once Redis answers again)
+                    self._cluster.claim(task.conversation.id)
+            self._cluster.begin(task.conversation.id, self._task_message, self._replays_after)
             return task
 
     def start(
@@ -94,15 +107,21 @@ class WebTerminal(MainTerminal):
         with self._lock:
             if self.running:
                 raise TaskBusy("a task is already running in this conversation")
-            if agent is not None:
-                self.services.agents.get(agent)  # KeyError names the agents there are
-                self.agent = agent
-            if focus is not None and self.conversation is None:
-                self.focus = FocusFiles([self.focus_path(path) for path in focus])
-            self.mode = mode or self.mode
-            self.approval = approval or self.approval
-            task = self.begin_task(text, parent_id=parent_id, skill=skill,
-                                   attachments=attachments)
+            claimed = self._take()
+            try:
+                if agent is not None:
+                    self.services.agents.get(agent)  # KeyError names the agents there are
+                    self.agent = agent
+                if focus is not None and self.conversation is None:
+                    self.focus = FocusFiles([self.focus_path(path) for path in focus])
+                self.mode = mode or self.mode
+                self.approval = approval or self.approval
+                task = self.begin_task(text, parent_id=parent_id, skill=skill,
+                                       attachments=attachments)
+            except BaseException:
+                if claimed is not None:
+                    self._cluster.end(claimed)
+                raise
             if focus is not None:
                 self.save_focus()
         if on_begun is not None:
@@ -110,8 +129,57 @@ class WebTerminal(MainTerminal):
         if self._announce is not None:
             self._announce({"id": task.conversation.id, "running": True,
                             "title": task.conversation.meta.get("title")})
-        run_in_background(self.run_task, task)
+        run_in_background(self._run_then_release, task)
         return task.user_record
+
+    def _take(self) -> str | None:
+        """Claim the conversation's task lease (cluster-wide) and, when other processes write
+        the data dir, its history as stored now; returns the id claimed (None: a new one)."""
+        cid = self.conversation_id
+        if cid is None:
+            return None
+        if not self._cluster.claim(cid):
+            raise TaskBusy("a task is already running in this conversation "
+                           "(in another server process)")
+        if self._cluster.shared:
+            try:
+                self.services.store.reload(cid)
+                self.open_conversation(cid)
+                self._seq = max(self._seq, self._cluster.last_seq(cid))
+                orphan = self._cluster.orphan(cid)
+                if orphan is not None:
+                    self.interrupt(orphan)
+            except BaseException:
+                self._cluster.end(cid)
+                raise
+        return cid
+
+    def _run_then_release(self, task: Task) -> None:
+        try:
+            self.run_task(task)
+        finally:
+            self._cluster.end(task.conversation.id)
+
+    def interrupt(self, message_id: str) -> None:
+        """End a task a stopped process left running: `error` and `done` ("interrupted") to
+        every client, and the end kept in the history like any task's."""
+        with self._lock:
+            conversation = self.conversation
+            if conversation is None or self.running:
+                return
+            self._seq = max(self._seq, self._cluster.last_seq(conversation.id))
+            self._log, self._replays_after = [], self._seq
+            self._task_message = message_id
+            self._report(Error("interrupted", INTERRUPTED))
+            self._report(Done("interrupted"))
+        conversation.update_meta(last_seq=self._seq)
+
+    def task_status(self) -> dict[str, Any] | None:
+        """Where the running task is (None when none runs here)."""
+        if not self.running:
+            return None
+        state = "thinking" if self.state == "idle" else self.state  # just begun
+        return {"state": state, "iteration": self.iteration, "context": vars(self.context_usage)}
 
     def focus_path(self, path: str) -> str:
         """The workspace path of a file that may be focused; raises ToolError otherwise."""
@@ -159,36 +227,59 @@ class WebTerminal(MainTerminal):
 
 
 class TerminalHub:
-    """The WebTerminal of each conversation, created on first use."""
+    """The WebTerminal of each conversation, created on first use, and what the `cluster`
+    says runs in other server processes: commands for those tasks go to their process."""
 
-    def __init__(self, services: AgentServices, send: Send) -> None:
+    def __init__(
+        self, services: AgentServices, send: Send, *, cluster: Cluster | None = None,
+        to_client: ToClient | None = None, enter_room: EnterRoom | None = None,
+    ) -> None:
         self.services = services
         self._send = send
+        self.cluster = cluster or LocalCluster()
+        self._to_client = to_client
+        self._enter_room = enter_room
         self.announce: Announce | None = None  # set by the Socket.IO handlers
         self._lock = threading.Lock()
         self._terminals: dict[str, WebTerminal] = {}
+        self._versions: dict[str, tuple[int, int]] = {}  # what each terminal's history read
 
     def get(self, conversation_id: str) -> WebTerminal:
-        """The conversation's terminal (raises ConversationNotFound)."""
+        """The conversation's terminal (raises ConversationNotFound).
+
+        When other processes write the data dir, an idle terminal whose history changed on
+        disk since it was read is made afresh.
+        """
         with self._lock:
             terminal = self._terminals.get(conversation_id)
+            if terminal is not None and self.cluster.shared and not terminal.running:
+                version = self.services.store.version(conversation_id)
+                if version != self._versions.get(conversation_id):
+                    self.services.store.reload(conversation_id)
+                    terminal = None
             if terminal is None:
-                terminal = WebTerminal(self.services, conversation_id, send=self._send,
-                                       announce=self.announce)
+                terminal = self._make(conversation_id)
                 self._terminals[conversation_id] = terminal
+                if self.cluster.shared:
+                    self._versions[conversation_id] = self.services.store.version(conversation_id)
             return terminal
 
     def new(self) -> WebTerminal:
         """A terminal for a conversation the next task will create; `register` it once begun."""
-        return WebTerminal(self.services, None, send=self._send, announce=self.announce)
+        return self._make(None)
+
+    def _make(self, conversation_id: str | None) -> WebTerminal:
+        return WebTerminal(self.services, conversation_id, send=self._send,
+                           announce=self.announce, cluster=self.cluster)
 
     def forget(self, conversation_id: str) -> None:
         """Drop an idle conversation's terminal (it is being deleted); raises TaskBusy."""
         with self._lock:
             terminal = self._terminals.get(conversation_id)
-            if terminal is not None and terminal.running:
+            if (terminal is not None and terminal.running) or self.cluster.owner(conversation_id):
                 raise TaskBusy("a task is running in this conversation; stop it first")
             self._terminals.pop(conversation_id, None)
+            self._versions.pop(conversation_id, None)
 
     def register(self, terminal: WebTerminal) -> None:
         """Make a begun terminal findable by its conversation id."""
@@ -197,6 +288,118 @@ class TerminalHub:
             self._terminals[terminal.conversation_id] = terminal
 
     def running(self) -> list[WebTerminal]:
-        """The terminals whose task is running now."""
+        """The terminals whose task is running in this process now."""
         with self._lock:
             return [t for t in self._terminals.values() if t.running]
+
+    def running_ids(self) -> list[str]:
+        """The conversations whose task runs now, in this process or another."""
+        here = [t.conversation_id for t in self.running() if t.conversation_id]
+        return here + sorted(self.cluster.running().difference(here))
+
+    # --- commands that act where the task runs ----------------------------------------
+
+    def cancel(self, conversation_id: str) -> bool:
+        """Stop the conversation's task or condensation; False when nothing runs."""
+        terminal = self.get(conversation_id)
+        if terminal.cancel():
+            return True
+        answer = self._ask(conversation_id, {"op": "cancel"})
+        return bool(answer and answer.get("cancelled"))
+
+    def approve(
+        self, conversation_id: str, call_id: str, approved: bool, *, always: bool = False
+    ) -> list[str] | None:
+        """Answer a call waiting for approval; the tools now always allowed, or None when no
+        such call waits."""
+        terminal = self.get(conversation_id)
+        if terminal.approve(call_id, approved, always=always):
+            return terminal.gate.allowed()
+        answer = self._ask(conversation_id, {"op": "approve", "call_id": call_id,
+                                             "approved": approved, "always": always})
+        allowed = answer.get("always_allowed") if answer else None
+        return list(allowed) if isinstance(allowed, list) else None
+
+    def join(self, conversation_id: str, after_seq: int, sid: str) -> dict[str, Any]:
+        """Put client `sid` in the conversation's room and replay what it missed after
+        `after_seq` (see WebTerminal.replay): by the process running the task, which alone
+        orders the replay before the live events; else from the last task's log."""
+        terminal = self.get(conversation_id)
+        if not terminal.running:
+            answer = self._ask(conversation_id, {"op": "join", "after_seq": after_seq,
+                                                 "sid": sid})
+            if answer is not None and "last_seq" in answer:
+                return answer
+            logged = self.cluster.replay_log(conversation_id, after_seq)
+            if logged is not None and not terminal.running:
+                self._subscribe(sid, conversation_id)
+                for name, wire in logged.events:
+                    self._deliver(sid, name, wire)
+                return {"running": False, "last_seq": max(logged.last_seq, terminal.last_seq),
+                        "replays_after": logged.replays_after}
+        return self._replay_here(terminal, after_seq, sid)
+
+    def remote_status(self, conversation_id: str) -> dict[str, Any] | None:
+        """Where the conversation's task is when another process runs it (None otherwise)."""
+        if self.cluster.owner(conversation_id) is None:
+            return None
+        answer = self._ask(conversation_id, {"op": "status"})
+        status = answer.get("status") if answer else None
+        return status if isinstance(status, dict) else {"state": "thinking", "iteration": 0}
+
+    def _ask(self, conversation_id: str, request: dict[str, Any]) -> dict[str, Any] | None:
+        owner = self.cluster.owner(conversation_id)
+        if owner is None:
+            return None
+        return self.cluster.ask(owner, {**request, "conversation_id": conversation_id})
+
+    def _replay_here(self, terminal: WebTerminal, after_seq: int, sid: str) -> dict[str, Any]:
+        def deliver(event: Event) -> None:
+            self._deliver(sid, event.name, event.to_wire())
+
+        return terminal.replay(after_seq, deliver,
+                               subscribe=lambda: self._subscribe(sid, terminal.conversation_id))
+
+    def _subscribe(self, sid: str, conversation_id: str | None) -> None:
+        if self._enter_room is not None and conversation_id is not None:
+            self._enter_room(sid, conversation_id)
+
+    def _deliver(self, sid: str, name: str, payload: dict[str, Any]) -> None:
+        if self._to_client is not None:
+            self._to_client(sid, name, payload)
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Apply a command another process forwarded for a task of this one."""
+        cid = str(request.get("conversation_id") or "")
+        op = request.get("op")
+        if op == "reap":
+            self._reap(cid)
+            return {"ok": True}
+        with self._lock:
+            terminal = self._terminals.get(cid)
+        if terminal is None or not terminal.running:
+            return {"ok": False}  # ended meanwhile: the asker falls back on its own
+        if op == "cancel":
+            return {"ok": True, "cancelled": terminal.cancel()}
+        if op == "approve":
+            answered = terminal.approve(str(request.get("call_id")), bool(request.get("approved")),
+                                        always=bool(request.get("always")))
+            return {"ok": True, "always_allowed": terminal.gate.allowed() if answered else None}
+        if op == "join":
+            return self._replay_here(terminal, int(request.get("after_seq") or 0),
+                                     str(request.get("sid")))
+        if op == "status":
+            return {"ok": True, "status": terminal.task_status()}
+        return {"ok": False}
+
+    def _reap(self, conversation_id: str) -> None:
+        """Mark the task a dead process left running interrupted (this process holds its
+        lease now)."""
+        message_id = self.cluster.orphan(conversation_id)
+        if message_id is None or not self.services.store.exists(conversation_id):
+            return
+        with self._lock:
+            self._terminals.pop(conversation_id, None)
+        self.services.store.reload(conversation_id)
+        self.get(conversation_id).interrupt(message_id)
+

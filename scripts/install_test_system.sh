@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What the tests need from the system: Debian's Chromium for the browser test, bubblewrap for
-# the local sandbox, and a Docker engine (docker.io, started here when it is not running) for
+# the local sandbox, redis-server and haproxy for the scale-out tests (which start their own
+# instances; the services apt may start are stopped), and a Docker engine (docker.io, started here when it is not running) for
 # the Docker sandbox. Installed only when missing and when this user may run apt-get; every
 # step is optional: when one is impossible, a note is printed and the tests that need it skip.
 set -u
@@ -17,6 +18,8 @@ install_packages() {
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
   command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+  command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+  command -v haproxy >/dev/null 2>&1 || need+=(haproxy)
   [ ${#need[@]} -eq 0 ] && return 0
   if [ "$sudo" = "unavailable" ]; then
     echo "note: ${need[*]} missing and apt-get is not allowed here; the tests that need them will skip"
@@ -29,12 +32,21 @@ install_packages() {
   echo "installing ${need[*]} from Debian's packages"
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq >/dev/null || echo "note: apt-get update failed; trying the install anyway"
-  $sudo apt-get install -y -qq "${need[@]}" >/dev/null && return 0
+  $sudo apt-get install -y -qq "${need[@]}" >/dev/null && { stop_services; return 0; }
   # One package may be unavailable: install the others one by one.
   for package in "${need[@]}"; do
     $sudo apt-get install -y -qq "$package" >/dev/null \
       || echo "note: could not install $package; the tests that need it will skip"
   done
+  stop_services
+}
+
+stop_services() {
+  # The scale-out tests start their own redis-server and haproxy on free loopback ports.
+  for service in redis-server haproxy; do
+    command -v service >/dev/null && $sudo service "$service" stop >/dev/null 2>&1
+  done
+  return 0
 }
 
 engine_answers() {

@@ -391,6 +391,25 @@ class ConversationStore:
         with self._lock:
             return self._cache.setdefault(conversation_id, conversation)
 
+    def version(self, conversation_id: str) -> tuple[int, int]:
+        """What changes whenever any process writes the conversation: the size of its
+        messages (appended only) and a hash of meta.json (small; its mtime may not move
+        between two writes in one clock tick); (-1, -1) if absent."""
+        directory = self._root / conversation_id
+        try:
+            return ((directory / "messages.jsonl").stat().st_size,
+                    hash((directory / "meta.json").read_bytes()))
+        except (OSError, ValueError):
+            return -1, -1
+
+    def reload(self, conversation_id: str) -> Conversation:
+        """Read the conversation from disk again (another process wrote it); raises
+        ConversationNotFound. Whoever holds the old object keeps a stale copy."""
+        conversation = self._load(conversation_id)
+        with self._lock:
+            self._cache[conversation_id] = conversation
+        return conversation
+
     def exists(self, conversation_id: str) -> bool:
         """Whether a conversation with this id is stored."""
         return (

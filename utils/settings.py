@@ -151,6 +151,10 @@ class Settings(BaseSettings):
     )
     log_redact_content: bool = Field(False, validation_alias=_env("AGENT_LOG_REDACT_CONTENT"))
     use_proxy: bool = Field(False, validation_alias=_env("AGENT_USE_PROXY"))
+    redis_url: str | None = Field(
+        None, validation_alias=_env("AGENT_REDIS_URL"),
+        description="scale out: several web processes coordinated through this Redis",
+    )
     a2a_enabled: bool = Field(False, validation_alias=_env("AGENT_A2A"))
     a2a_port: int | None = Field(
         None, ge=1, le=65535, validation_alias=_env("AGENT_A2A_PORT"),

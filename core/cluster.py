@@ -1,0 +1,130 @@
+"""Where the web server's tasks run: this process alone, or one of several sharing a Redis.
+
+`TerminalHub` and `WebTerminal` talk to a `Cluster`; `LocalCluster` is the single process
+(every answer is "here, nobody else"), `core.redis_cluster.RedisCluster` the scaled-out one,
+imported only when AGENT_REDIS_URL is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from core.events import Event
+
+Request = dict[str, Any]  # {"op": ..., "conversation_id": ..., ...}: a command for the owner
+Answer = dict[str, Any]
+Handler = Callable[[Request], Answer]
+
+
+class ClusterUnavailable(Exception):
+    """The coordination store (Redis) does not answer: no task may start now."""
+
+
+@dataclass
+class LoggedEvents:
+    """A conversation's replay log as another process left it."""
+
+    events: list[tuple[str, dict[str, Any]]]  # (event name, wire payload) with seq > after_seq
+    last_seq: int
+    replays_after: int
+
+
+class Cluster(Protocol):
+    """What a web process shares with the other processes serving the same data dir."""
+
+    shared: bool  # other processes write the same data dir: reload before trusting a cache
+
+    def claim(self, conversation_id: str) -> bool:
+        """Take the conversation's task lease; False when another process holds it.
+        Raises ClusterUnavailable."""
+        ...
+
+    def orphan(self, conversation_id: str) -> str | None:
+        """With the lease held: the user message id of a task a dead process left running."""
+        ...
+
+    def begin(self, conversation_id: str, message_id: str, replays_after: int) -> None:
+        """A task of ours started: it runs here, its replay log starts after `replays_after`."""
+        ...
+
+    def record(self, event: Event) -> None:
+        """Append an event of a task running here to the conversation's replay log."""
+        ...
+
+    def end(self, conversation_id: str) -> None:
+        """The task ended and its records are stored: release the lease, let the log expire."""
+        ...
+
+    def owner(self, conversation_id: str) -> str | None:
+        """The other process running the conversation's task; None: here or nowhere."""
+        ...
+
+    def running(self) -> set[str]:
+        """The conversations whose task runs in another process."""
+        ...
+
+    def last_seq(self, conversation_id: str) -> int:
+        """The newest seq another process gave this conversation's events (0: unknown)."""
+        ...
+
+    def replay_log(self, conversation_id: str, after_seq: int) -> LoggedEvents | None:
+        """The events of the conversation's last task after `after_seq`; None: none kept."""
+        ...
+
+    def ask(self, owner: str, request: Request) -> Answer | None:
+        """Have the owner process apply a command; None when it does not answer in time."""
+        ...
+
+    def serve(self, handler: Handler, start: Callable[..., Any]) -> None:
+        """Apply the commands other processes send here with `handler`, in a task `start`ed
+        in the background; also keep our leases alive and reap the ones dead processes left
+        (`reap(conversation_id)` through the handler with op "reap")."""
+        ...
+
+    def close(self) -> None:
+        """Release every lease held here and stop the background work."""
+        ...
+
+
+class LocalCluster:
+    """One process: every task runs here, and nothing is shared."""
+
+    shared = False
+
+    def claim(self, conversation_id: str) -> bool:
+        return True
+
+    def orphan(self, conversation_id: str) -> str | None:
+        return None
+
+    def begin(self, conversation_id: str, message_id: str, replays_after: int) -> None:
+        pass
+
+    def record(self, event: Event) -> None:
+        pass
+
+    def end(self, conversation_id: str) -> None:
+        pass
+
+    def owner(self, conversation_id: str) -> str | None:
+        return None
+
+    def running(self) -> set[str]:
+        return set()
+
+    def last_seq(self, conversation_id: str) -> int:
+        return 0
+
+    def replay_log(self, conversation_id: str, after_seq: int) -> LoggedEvents | None:
+        return None
+
+    def ask(self, owner: str, request: Request) -> Answer | None:
+        return None
+
+    def serve(self, handler: Handler, start: Callable[..., Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,325 @@
+"""Several web processes behind one balancer, coordinated through Redis (AGENT_REDIS_URL).
+
+What each key holds (all under `agent:`):
+- `lease:CID`  the process id running the conversation's task; `SET NX EX`, renewed by a
+  heartbeat, released by a compare-and-delete (Redis 7.0 has no `SET IFEQ`);
+- `running`    a hash CID -> {"owner", "message_id"}: what runs where, so a task whose lease
+  expired (its process died) is found and marked interrupted;
+- `log:CID`    a stream of the running or last task's events, id `SEQ-0`, expiring a while
+  after the task's records are stored; `state:CID` its `last_seq` and `replays_after`;
+- `proc:PID`   the channel where the process PID takes commands (cancel, approve, join,
+  status); it answers on the list named in the request (`reply:...`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from redis.exceptions import RedisError
+
+from core.cluster import Answer, ClusterUnavailable, Handler, LoggedEvents, Request
+from core.events import Event
+
+log = logging.getLogger(__name__)
+
+PREFIX = "agent:"
+LEASE_SECONDS = 8  # a dead process's task is found at most this + HEARTBEAT_SECONDS later
+HEARTBEAT_SECONDS = 2.0
+ASK_SECONDS = 1.5  # how long a command waits for the owner's answer
+REPLY_KEEP_SECONDS = 10
+LOG_KEEP_SECONDS = 600  # a finished task's events stay replayable this long
+RETRY_SECONDS = 1.0
+LISTEN_POLL_SECONDS = 1.0  # how soon the listener notices close()
+
+# Renew our lease, or take it back when it vanished (Redis restarted); 0: another owns it.
+_RENEW = """
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] or not holder then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  return 1
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class RedisCluster:
+    """A web process's view of the others: leases, replay logs and commands, over Redis."""
+
+    shared = True
+
+    def __init__(self, url: str, *, sleep: Callable[[float], Any] = time.sleep) -> None:
+        self.process_id = uuid.uuid4().hex[:12]
+        self._redis = redis.Redis.from_url(
+            url,
+            decode_responses=True,
+            socket_timeout=5,
+            socket_connect_timeout=3,
+            health_check_interval=30,
+        )
+        self._url = url
+        self._sleep = sleep
+        self._renew = self._redis.register_script(_RENEW)
+        self._release = self._redis.register_script(_RELEASE)
+        self._held: dict[str, str] = {}  # conversation id -> message id of our running task
+        self._lock = threading.Lock()
+        self._closed = False
+        self._log_failed_at = 0.0
+
+    @property
+    def channel(self) -> str:
+        return f"{PREFIX}proc:{self.process_id}"
+
+    # --- leases -----------------------------------------------------------------------
+
+    def claim(self, conversation_id: str) -> bool:
+        try:
+            return bool(
+                self._redis.set(_lease(conversation_id), self.process_id, nx=True, ex=LEASE_SECONDS)
+            )
+        except RedisError as exc:
+            raise ClusterUnavailable(f"Redis does not answer ({exc}); try again shortly") from exc
+
+    def orphan(self, conversation_id: str) -> str | None:
+        try:
+            entry = self._redis.hget(f"{PREFIX}running", conversation_id)
+        except RedisError:
+            return None
+        info = _json(entry)
+        if info.get("owner") in (None, self.process_id):
+            return None
+        return str(info.get("message_id") or "") or None
+
+    def begin(self, conversation_id: str, message_id: str, replays_after: int) -> None:
+        with self._lock:
+            self._held[conversation_id] = message_id
+        info = json.dumps({"owner": self.process_id, "message_id": message_id})
+        try:
+            with self._redis.pipeline() as pipe:
+                pipe.hset(f"{PREFIX}running", conversation_id, info)
+                pipe.delete(_log(conversation_id))
+                pipe.delete(_state(conversation_id))
+                pipe.hset(
+                    _state(conversation_id),
+                    mapping={"last_seq": replays_after, "replays_after": replays_after},
+                )
+                pipe.execute()
+        except RedisError as exc:
+            log.warning(
+                "could not record a task start in Redis",
+                extra={"fields": {"conversation_id": conversation_id, "error": str(exc)}},
+            )
+
+    def record(self, event: Event) -> None:
+        cid, seq = event.conversation_id, event.seq
+        if cid is None or seq is None:
+            return
+        entry = json.dumps([event.name, event.to_wire()], ensure_ascii=False)
+        try:
+            with self._redis.pipeline(transaction=False) as pipe:
+                pipe.xadd(_log(cid), {"e": entry}, id=f"{seq}-0")
+                pipe.hset(_state(cid), "last_seq", seq)
+                pipe.execute()
+        except RedisError as exc:  # the event still reaches the clients of this process
+            now = time.monotonic()
+            if now - self._log_failed_at > 5:
+                self._log_failed_at = now
+                log.warning(
+                    "could not log an event in Redis",
+                    extra={"fields": {"conversation_id": cid, "seq": seq, "error": str(exc)}},
+                )
+
+    def end(self, conversation_id: str) -> None:
+        with self._lock:
+            self._held.pop(conversation_id, None)
+        try:
+            with self._redis.pipeline() as pipe:
+                pipe.expire(_log(conversation_id), LOG_KEEP_SECONDS)
+                pipe.expire(_state(conversation_id), LOG_KEEP_SECONDS)
+                pipe.hdel(f"{PREFIX}running", conversation_id)
+                pipe.execute()
+            self._release(keys=[_lease(conversation_id)], args=[self.process_id])
+        except RedisError as exc:  # the lease expires by itself
+            log.warning(
+                "could not release a task lease",
+                extra={"fields": {"conversation_id": conversation_id, "error": str(exc)}},
+            )
+
+    # --- what runs where --------------------------------------------------------------
+
+    def owner(self, conversation_id: str) -> str | None:
+        try:
+            holder = self._redis.get(_lease(conversation_id))
+        except RedisError:
+            return None
+        return holder if holder and holder != self.process_id else None
+
+    def running(self) -> set[str]:
+        try:
+            entries = self._redis.hgetall(f"{PREFIX}running")
+        except RedisError:
+            return set()
+        return {cid for cid, info in entries.items() if _json(info).get("owner") != self.process_id}
+
+    def last_seq(self, conversation_id: str) -> int:
+        try:
+            return int(self._redis.hget(_state(conversation_id), "last_seq") or 0)
+        except (RedisError, ValueError):
+            return 0
+
+    def replay_log(self, conversation_id: str, after_seq: int) -> LoggedEvents | None:
+        try:
+            with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hgetall(_state(conversation_id))
+                pipe.xrange(_log(conversation_id), min=f"{max(after_seq, 0) + 1}-0")
+                state, entries = pipe.execute()
+        except RedisError:
+            return None
+        if not state:
+            return None
+        events = []
+        for _, fields in entries:
+            name, wire = json.loads(fields["e"])
+            events.append((name, wire))
+        return LoggedEvents(
+            events, int(state.get("last_seq", 0)), int(state.get("replays_after", 0))
+        )
+
+    # --- commands between processes ---------------------------------------------------
+
+    def ask(self, owner: str, request: Request) -> Answer | None:
+        reply = f"{PREFIX}reply:{uuid.uuid4().hex}"
+        try:
+            heard = self._redis.publish(
+                f"{PREFIX}proc:{owner}", json.dumps({**request, "reply": reply})
+            )
+            if not heard:
+                return None
+            got = self._redis.blpop([reply], timeout=ASK_SECONDS)
+        except RedisError as exc:
+            log.warning(
+                "could not reach the owner process",
+                extra={"fields": {"owner": owner, "op": request.get("op"), "error": str(exc)}},
+            )
+            return None
+        return _json(got[1]) if got else None
+
+    def serve(self, handler: Handler, start: Callable[..., Any]) -> None:
+        start(self._listen, handler)
+        start(self._keep_leases, handler)
+
+    def _listen(self, handler: Handler) -> None:
+        """Take commands from our channel until closed, resubscribing after a Redis outage."""
+        while not self._closed:
+            try:
+                with self._redis.pubsub(ignore_subscribe_messages=True) as pubsub:
+                    pubsub.subscribe(self.channel)
+                    while not self._closed:
+                        message = pubsub.get_message(timeout=LISTEN_POLL_SECONDS)
+                        if message is not None and message.get("type") == "message":
+                            self._answer(handler, _json(message.get("data")))
+            except (RedisError, OSError, ValueError) as exc:  # the latter two: close() ran
+                if self._closed:
+                    return
+                log.warning(
+                    "lost the command channel; resubscribing", extra={"fields": {"error": str(exc)}}
+                )
+                self._sleep(RETRY_SECONDS)
+
+    def _answer(self, handler: Handler, request: Request) -> None:
+        reply = request.pop("reply", None)
+        try:
+            answer = handler(request)
+        except Exception as exc:
+            log.exception("a command from another process failed")
+            answer = {
+                "ok": False,
+                "error": {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"},
+            }
+        if isinstance(reply, str) and reply.startswith(f"{PREFIX}reply:"):
+            with self._redis.pipeline() as pipe:
+                pipe.rpush(reply, json.dumps(answer))
+                pipe.expire(reply, REPLY_KEEP_SECONDS)
+                pipe.execute()
+
+    def _keep_leases(self, handler: Handler) -> None:
+        """Renew our leases; reap the tasks of processes whose lease expired."""
+        while not self._closed:
+            self._sleep(HEARTBEAT_SECONDS)
+            try:
+                self._heartbeat(handler)
+                self._reap(handler)
+            except RedisError as exc:
+                log.warning(
+                    "Redis does not answer the heartbeat", extra={"fields": {"error": str(exc)}}
+                )
+
+    def _heartbeat(self, handler: Handler) -> None:
+        with self._lock:
+            held = dict(self._held)
+        for cid, message_id in held.items():
+            if self._renew(keys=[_lease(cid)], args=[self.process_id, LEASE_SECONDS]):
+                # Put back what a restarted Redis forgot; a no-op otherwise.
+                self._redis.hset(
+                    f"{PREFIX}running",
+                    cid,
+                    json.dumps({"owner": self.process_id, "message_id": message_id}),
+                )
+            else:
+                log.error(
+                    "lost the lease of a running task; stopping it",
+                    extra={"fields": {"conversation_id": cid}},
+                )
+                handler({"op": "cancel", "conversation_id": cid})
+
+    def _reap(self, handler: Handler) -> None:
+        for cid, info in self._redis.hgetall(f"{PREFIX}running").items():
+            if _json(info).get("owner") == self.process_id or self._redis.exists(_lease(cid)):
+                continue
+            if self.claim(cid):
+                log.warning(
+                    "a task's process stopped answering; marking it interrupted",
+                    extra={"fields": {"conversation_id": cid, "info": info}},
+                )
+                try:
+                    handler({"op": "reap", "conversation_id": cid})
+                finally:
+                    self.end(cid)
+
+    def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            held = list(self._held)
+        for cid in held:
+            self.end(cid)
+        self._redis.close()
+
+
+def _lease(conversation_id: str) -> str:
+    return f"{PREFIX}lease:{conversation_id}"
+
+
+def _log(conversation_id: str) -> str:
+    return f"{PREFIX}log:{conversation_id}"
+
+
+def _state(conversation_id: str) -> str:
+    return f"{PREFIX}state:{conversation_id}"
+
+
+def _json(text: object) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,193 @@
+"""A scaled-out server for tests and benchmarks: a throwaway redis-server, several
+`main.py web` processes sharing one data dir through it, and haproxy in front."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import TypeVar
+
+from tests.web_helpers import REPO, ServerProcess, _wait_listening, free_port
+
+T = TypeVar("T")
+HAPROXY_CFG = REPO / "deploy" / "haproxy.cfg"
+
+
+def missing_programs() -> str | None:
+    """Why the scale-out tests cannot run here, or None."""
+    absent = [name for name in ("redis-server", "haproxy") if shutil.which(name) is None]
+    if absent:
+        return (
+            f"{' and '.join(absent)} not installed (make test installs Debian's "
+            "redis-server and haproxy)"
+        )
+    return None
+
+
+class RedisServer:
+    """`redis-server` on a free loopback port, without persistence; restartable in place."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def url(self, db: int = 0) -> str:
+        """A database of its own per cluster: processes of one cluster share a data dir."""
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def start(self) -> RedisServer:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._process = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            stdout=(self.workdir / "redis.log").open("ab"),
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        if not _wait_listening(self.port, 10):
+            self.stop()
+            raise RuntimeError(f"redis-server did not listen on {self.port}")
+        return self
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+class ClusterServer(ServerProcess):
+    """A web process of the cluster; `kill()` ends it like a crash (SIGKILL)."""
+
+    def kill(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+
+
+def haproxy_config(backends: list[int], port: int) -> str:
+    """deploy/haproxy.cfg with its frontend on `port` and its servers on these loopback ports."""
+    text = HAPROXY_CFG.read_text()
+    text = re.sub(r"(?m)^(\s*bind ).*$", rf"\g<1>127.0.0.1:{port}", text, count=1)
+    template = re.search(r"(?m)^\s*server agent1 .*$", text)
+    assert template is not None, "deploy/haproxy.cfg has no `server agent1` line"
+    text = re.sub(r"(?m)^\s*server agent\d+ .*\n?", "", text)
+    lines = "".join(
+        template[0]
+        .replace("agent1 agent1:5000", f"agent{n} 127.0.0.1:{backend}")
+        .replace("cookie agent1", f"cookie agent{n}")
+        + "\n"
+        for n, backend in enumerate(backends, start=1)
+    )
+    return text.rstrip("\n") + "\n" + lines
+
+
+class Haproxy:
+    """haproxy with deploy/haproxy.cfg's settings in front of `backends` (loopback ports)."""
+
+    def __init__(self, workdir: Path, backends: list[int]) -> None:
+        self.port = free_port()
+        self.config = workdir / "haproxy.cfg"
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.config.write_text(haproxy_config(backends, self.port))
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Haproxy:
+        self._process = subprocess.Popen(
+            ["haproxy", "-db", "-f", str(self.config)],
+            stdout=(self.config.parent / "haproxy.log").open("ab"),
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        if not _wait_listening(self.port, 10):
+            self.__exit__(None, None, None)
+            raise RuntimeError(f"haproxy did not listen; see {self.config.parent}/haproxy.log")
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            process.wait(10)
+
+
+@contextlib.contextmanager
+def cluster(
+    root: Path,
+    redis_url: str,
+    *,
+    base_url: str,
+    api_key: str,
+    processes: int = 2,
+    async_mode: str = "threading",
+) -> Iterator[list[ClusterServer]]:
+    """`processes` web servers sharing root/ws and root/data through `redis_url`."""
+    servers = [
+        ClusterServer(
+            root / "ws",
+            root / "data",
+            base_url=base_url,
+            api_key=api_key,
+            async_mode=async_mode,
+            env={"AGENT_REDIS_URL": redis_url},
+        )
+        for _ in range(processes)
+    ]
+    try:
+        for server in servers:
+            server.start()
+        yield servers
+    finally:
+        for server in servers:
+            with contextlib.suppress(Exception):
+                server.stop()
+
+
+def wait_for(condition: Callable[[], T], timeout: float, what: str, step: float = 0.05) -> T:
+    """Poll `condition()` until it is truthy; return it (AssertionError after `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(step)
