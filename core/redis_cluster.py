@@ -36,6 +36,7 @@ ASK_SECONDS = 1.5  # how long a command waits for the owner's answer
 REPLY_KEEP_SECONDS = 10
 LOG_KEEP_SECONDS = 600  # a finished task's events stay replayable this long
 RETRY_SECONDS = 1.0
+WRITE_BATCH_SECONDS = 0.01
 LISTEN_POLL_SECONDS = 1.0  # how soon the listener notices close()
 
 # Renew our lease, or take it back when it vanished (Redis restarted); 0: another owns it.
@@ -73,6 +74,9 @@ class RedisCluster:
         self._release = self._redis.register_script(_RELEASE)
         self._held: dict[str, str] = {}  # conversation id -> message id of our running task
         self._lock = threading.Lock()
+        self._unwritten: list[tuple[str, int, str]] = []  # events for the streams, in seq order
+        self._wake = threading.Event()
+        self._flushing = threading.Lock()
         self._closed = False
         self._log_failed_at = 0.0
 
@@ -121,25 +125,47 @@ class RedisCluster:
             )
 
     def record(self, event: Event) -> None:
+        """Queue the event for its conversation's stream: written in batches, off the path
+        of the token (the owner replays a running task from memory; `end` flushes)."""
         cid, seq = event.conversation_id, event.seq
         if cid is None or seq is None:
             return
         entry = json.dumps([event.name, event.to_wire()], ensure_ascii=False)
-        try:
-            with self._redis.pipeline(transaction=False) as pipe:
-                pipe.xadd(_log(cid), {"e": entry}, id=f"{seq}-0")
-                pipe.hset(_state(cid), "last_seq", seq)
-                pipe.execute()
-        except RedisError as exc:  # the event still reaches the clients of this process
-            now = time.monotonic()
-            if now - self._log_failed_at > 5:
-                self._log_failed_at = now
-                log.warning(
-                    "could not log an event in Redis",
-                    extra={"fields": {"conversation_id": cid, "seq": seq, "error": str(exc)}},
-                )
+        with self._lock:
+            self._unwritten.append((cid, seq, entry))
+        self._wake.set()
+
+    def _write_events(self) -> None:
+        while not self._closed:
+            if self._wake.wait(LISTEN_POLL_SECONDS):
+                self._wake.clear()
+                self._sleep(WRITE_BATCH_SECONDS)  # let a stream's next tokens join the batch
+                self._flush()
+
+    def _flush(self) -> None:
+        with self._flushing:  # stream ids must grow: one batch at a time, in order
+            with self._lock:
+                batch, self._unwritten = self._unwritten, []
+            if not batch:
+                return
+            last: dict[str, int] = {}
+            try:
+                with self._redis.pipeline(transaction=False) as pipe:
+                    for cid, seq, entry in batch:
+                        pipe.xadd(_log(cid), {"e": entry}, id=f"{seq}-0")
+                        last[cid] = seq
+                    for cid, seq in last.items():
+                        pipe.hset(_state(cid), "last_seq", seq)
+                    pipe.execute()
+            except RedisError as exc:  # the events still reached the clients
+                now = time.monotonic()
+                if now - self._log_failed_at > 5:
+                    self._log_failed_at = now
+                    log.warning("could not log events in Redis", extra={"fields": {
+                        "events": len(batch), "error": str(exc)}})
 
     def end(self, conversation_id: str) -> None:
+        self._flush()
         with self._lock:
             self._held.pop(conversation_id, None)
         try:
@@ -217,6 +243,7 @@ class RedisCluster:
     def serve(self, handler: Handler, start: Callable[..., Any]) -> None:
         start(self._listen, handler)
         start(self._keep_leases, handler)
+        start(self._write_events)
 
     def _listen(self, handler: Handler) -> None:
         """Take commands from our channel until closed, resubscribing after a Redis outage."""
@@ -297,6 +324,7 @@ class RedisCluster:
                     self.end(cid)
 
     def close(self) -> None:
+        self._flush()
         self._closed = True
         with self._lock:
             held = list(self._held)

@@ -22,6 +22,7 @@ from utils.settings import Approval, Mode
 Send = Callable[[Event], None]  # to the room of the event's conversation
 Deliver = Callable[[Event], None]  # to one client
 Announce = Callable[[dict[str, Any]], None]  # to every client: a list entry changed ({id, ...})
+UNWRITTEN_SEQ_GAP = 1000  # far more events than a write batch of core/redis_cluster.py holds
 ToClient = Callable[[str, str, dict[str, Any]], None]  # (sid, name, payload): to one client
 EnterRoom = Callable[[str, str], None]  # (sid, conversation id): a client of any process
 INTERRUPTED = ("The server process running this task stopped before it ended; what it "
@@ -167,7 +168,9 @@ class WebTerminal(MainTerminal):
             conversation = self.conversation
             if conversation is None or self.running:
                 return
-            self._seq = max(self._seq, self._cluster.last_seq(conversation.id))
+            # The stopped process's last batch of events may never have reached the stream
+            # while its clients saw them: go past any seq they can hold, or they drop ours.
+            self._seq = max(self._seq, self._cluster.last_seq(conversation.id)) + UNWRITTEN_SEQ_GAP
             self._log, self._replays_after = [], self._seq
             self._task_message = message_id
             self._report(Error("interrupted", INTERRUPTED))
