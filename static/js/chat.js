@@ -16,6 +16,7 @@ const END_TEXT = {
   cancelled: "Stopped.",
   max_iterations: "Stopped: the agent reached its step limit for one task.",
   error: "The task ended with an error.",
+  interrupted: "Interrupted: the server process running it stopped. Send a message to go on.",
 };
 
 /** The line that ends a task: why it stopped (unless it completed) and the tokens it used. */
