@@ -348,3 +348,21 @@ def test_updated_at_bumps_are_batched_but_never_lost(tmp_path: Path) -> None:
     assert json.loads(meta_path.read_text(encoding="utf-8"))["updated_at"] == last["created_at"]
     conv.update_meta(seq=3)  # meta changes are written at once
     assert json.loads(meta_path.read_text(encoding="utf-8"))["meta"] == {"seq": 3}
+
+
+def test_a_stale_copy_keeps_what_another_process_wrote_to_meta(tmp_path: Path) -> None:
+    """Two processes on one data dir (scale-out): each saves only the keys it changed on top
+    of what is on disk, so neither undoes the other's rename or task ends."""
+    first = ConversationStore(tmp_path).create(title="x")
+    second = ConversationStore(tmp_path).get(first.id)  # another process's copy
+    first.set_title("Renamed")
+    first.update_meta(focus=["a.py"])
+    second.update_meta(task_ends={"m1": {"reason": "complete"}}, focus=["b.py"])
+    on_disk = json.loads((tmp_path / "conversations" / first.id / "meta.json").read_text())
+    assert on_disk["title"] == "Renamed"
+    assert on_disk["meta"] == {"title_by_user": True, "focus": ["b.py"],
+                               "task_ends": {"m1": {"reason": "complete"}}}
+    assert second.meta["title"] == "Renamed"  # the saving copy is up to date again
+    first.update_meta(focus=None)
+    again = json.loads((tmp_path / "conversations" / first.id / "meta.json").read_text())
+    assert again["meta"]["task_ends"] == {"m1": {"reason": "complete"}}

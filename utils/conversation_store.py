@@ -17,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from utils.files import atomic_write
+from utils.files import atomic_write, directory_lock
 from utils.text import shown
 
 log = logging.getLogger(__name__)
@@ -104,6 +104,37 @@ def _write_meta(directory: Path, meta: dict[str, Any]) -> None:
     atomic_write(directory / "meta.json", json.dumps(meta, ensure_ascii=False))
 
 
+def _read_meta(directory: Path) -> dict[str, Any] | None:
+    try:
+        meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _merged_meta(
+    disk: dict[str, Any], base: dict[str, Any], mine: dict[str, Any]
+) -> dict[str, Any]:
+    """Another process wrote meta.json since `base` was read: its version, with the keys this
+    one changed since `base` (top-level, and inside the free-form `meta`) put on top."""
+    merged = copy.deepcopy(disk)
+    for key in mine.keys() | base.keys():
+        if key != "meta" and mine.get(key) != base.get(key):
+            if key in mine:
+                merged[key] = copy.deepcopy(mine[key])
+            else:
+                merged.pop(key, None)
+    ours, before = mine.get("meta") or {}, base.get("meta") or {}
+    inner = merged.setdefault("meta", {})
+    for key in ours.keys() | before.keys():
+        if ours.get(key) != before.get(key):
+            if key in ours:
+                inner[key] = copy.deepcopy(ours[key])
+            else:
+                inner.pop(key, None)
+    return merged
+
+
 def _read_records(path: Path, conversation_id: str) -> tuple[list[dict[str, Any]], bool]:
     """Parse messages.jsonl; returns the records and whether the file lacks a final newline."""
     try:
@@ -138,6 +169,7 @@ class Conversation:
     ) -> None:
         self._dir = directory
         self._meta = meta
+        self._meta_base = copy.deepcopy(meta)  # meta.json as this object last read or wrote it
         self._records: list[dict[str, Any]] = []
         self._by_id: dict[str, dict[str, Any]] = {}
         self._children: dict[str | None, list[str]] = {}
@@ -344,7 +376,12 @@ class Conversation:
         if not force and now - self._meta_saved_at < META_SAVE_INTERVAL:
             self._meta_dirty = True
             return
-        _write_meta(self._dir, self._meta)
+        with directory_lock(self._dir):  # several server processes share it (AGENT_REDIS_URL)
+            disk = _read_meta(self._dir)
+            if disk is not None and disk != self._meta_base:
+                self._meta = _merged_meta(disk, self._meta_base, self._meta)
+            _write_meta(self._dir, self._meta)
+        self._meta_base = copy.deepcopy(self._meta)
         self._meta_saved_at, self._meta_dirty = now, False
 
 

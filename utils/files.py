@@ -1,9 +1,13 @@
-"""The one way files are replaced: whole, through a temporary sibling and an atomic rename."""
+"""The one way files are replaced: whole, through a temporary sibling and an atomic rename;
+and a lock between processes that write the same files."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -34,3 +38,15 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def directory_lock(directory: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on `directory` against other processes (threads of one
+    process still need their own lock); no lock file is left behind."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
