@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -68,6 +69,12 @@ class Tool:
         return inspect.cleandoc(self.function.__doc__ or "")
 
     def schema(self) -> dict[str, Any]:
+        """Its OpenAI `tools` entry: built once (a pydantic schema costs about a millisecond,
+        and every task sends every tool's); shared, so never changed by a caller."""
+        return self._schema
+
+    @cached_property
+    def _schema(self) -> dict[str, Any]:
         if self.parameters is None:
             return function_schema(self.name, self.description, self.args_model)
         return {"type": "function", "function": {

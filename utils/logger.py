@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -84,8 +85,10 @@ class JsonLinesHandler(logging.Handler):
 class DebugStreamLog:
     """Appends every raw model delta, one JSON line each, tagged with the task's context.
 
-    Lines are flushed by a background thread at most FLUSH_SECONDS apart: a flush per delta
-    cost more than everything else the stream does.
+    The stream's thread only queues the delta with its context; a background thread formats
+    and writes what queued at most FLUSH_SECONDS apart, so neither a slow disk nor the JSON
+    encoding ever holds up a token (a write and flush per delta cost more than everything else
+    the stream does).
     """
 
     FLUSH_SECONDS = 0.2
@@ -94,16 +97,28 @@ class DebugStreamLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._file = path.open("a", encoding="utf-8")
-        self._lock = threading.Lock()
+        self._writing = threading.Lock()  # one writer of the file at a time
+        # deque appends and pops are atomic: the stream threads never wait on a lock here
+        self._queued: deque[tuple[float, dict[str, Any], str]] = deque()
         self._redact = redact_content
-        self._dirty = threading.Event()
         self._closed = False
         threading.Thread(target=self._flush_loop, name="debug-stream-flush", daemon=True).start()
 
     def __call__(self, raw: str) -> None:
-        ctx = _context.get() or {}
+        if not self._closed:
+            self._queued.append((time.time(), _context.get() or {}, raw))
+
+    def flush(self) -> None:
+        """Write what is queued now."""
+        with self._writing:
+            queued = [self._queued.popleft() for _ in range(len(self._queued))]
+            if queued and not self._file.closed:
+                self._file.write("".join(self._line(*item) for item in queued))
+                self._file.flush()
+
+    def _line(self, at: float, ctx: dict[str, Any], raw: str) -> str:
         entry: dict[str, Any] = {
-            "t": round(time.time(), 3),
+            "t": round(at, 3),
             "conversation_id": ctx.get("conversation_id"),
             "message_id": ctx.get("message_id"),
         }
@@ -111,29 +126,18 @@ class DebugStreamLog:
             entry["raw"] = {k: v for k, v in redact(raw).items() if k != "head"}
         else:
             entry["raw"] = raw
-        line = json.dumps(entry, ensure_ascii=False) + "\n"
-        with self._lock:
-            if not self._closed:
-                self._file.write(line)
-        self._dirty.set()
-
-    def flush(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._file.flush()
+        return json.dumps(entry, ensure_ascii=False) + "\n"
 
     def _flush_loop(self) -> None:
         while not self._closed:
-            self._dirty.wait()
             time.sleep(self.FLUSH_SECONDS)
-            self._dirty.clear()
             self.flush()
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
+        self._closed = True
+        self.flush()
+        with self._writing:
             self._file.close()
-        self._dirty.set()
 
 
 def setup_logging(logs_dir: Path, *, redact_content: bool) -> DebugStreamLog:
