@@ -1,5 +1,5 @@
 // Markdown rendering (marked + DOMPurify + highlight.js), incremental so that streaming stays smooth.
-import { Marked } from "../vendor/marked/marked.esm.js";
+import { Lexer, Marked } from "../vendor/marked/marked.esm.js";
 import DOMPurify from "../vendor/dompurify/purify.es.js";
 import hljs from "../vendor/highlight/highlight.min.js";
 import { copyText, h, icon } from "./dom.js";
@@ -124,10 +124,8 @@ function decorateCodeBlocks(root) {
   }
 }
 
-function renderTokens(tokens, links) {
-  const list = [...tokens];
-  list.links = links;
-  const fragment = DOMPurify.sanitize(md.parser(list), PURIFY);
+function renderToken(token) {
+  const fragment = DOMPurify.sanitize(md.parser([token]), PURIFY);
   for (const img of fragment.querySelectorAll("img[data-remote-src]")) img.replaceWith(remoteImageLink(img));
   const block = h("div", { class: "md-block" });
   block.append(fragment);
@@ -135,33 +133,111 @@ function renderTokens(tokens, links) {
   return block;
 }
 
-/** Renders Markdown into a container; set() re-renders only the blocks that changed. */
+// Line ends as marked sees them, so that token lengths add up to offsets in the text.
+const normalise = (text) => (text.includes("\r") ? text.replace(/\r\n?/g, "\n") : text);
+const rawLength = (tokens) => tokens.reduce((sum, token) => sum + token.raw.length, 0);
+
+const visible = (token) => token.type !== "space" && token.type !== "def";
+
+/**
+ * Renders Markdown into a container, one element per top-level block.
+ *
+ * set(text) shows a whole text at once. stream(text, budget) shows a text that grew since the
+ * last call: it lexes only from the open (last) block on; the blocks before it are closed,
+ * rendered once and kept. It spends about `budget` ms, rendering closed blocks in order and the
+ * open one when none is left, and returns true while some are left (call it again next frame).
+ *
+ * Marked decides where a block ends by looking at what follows, so in rare cases (a table whose
+ * delimiter row turns out malformed) a closed block is not what lexing the whole text makes;
+ * set() on the complete text then makes the elements exactly those of a one-shot render. A
+ * block is rendered again only when its token differs: the render of a token depends on
+ * nothing else (reference links are resolved while lexing).
+ */
 export class MarkdownView {
   constructor(container) {
     this.el = container;
-    this.blocks = [];
-    this.text = "";
+    this.shown = []; // { key: the token as JSON, node } per block on the page, in order
+    this.rendered = 0; // shown blocks of closed tokens; the rest show the open part
+    this.queue = []; // closed tokens not rendered yet
+    this.openTokens = []; // the blocks from the open one on
+    this.source = ""; // the text, line ends normalised as marked does
+    this.closedEnd = 0; // where the open block starts in source
+    this.links = Object.create(null); // the reference definitions of the text shown
+    this.closedLinks = Object.create(null); // those before the open block
     this.el.classList.add("markdown");
     this.el.addEventListener("click", (event) => this.#onClick(event));
   }
 
   set(text) {
-    this.text = text;
-    const tokens = md.lexer(text);
-    const visible = tokens.filter((t) => t.type !== "space" && t.type !== "def");
-    const hasLinks = Object.keys(tokens.links ?? {}).length > 0;
-    let keep = 0;
-    if (!hasLinks) {
-      while (keep < this.blocks.length && keep < visible.length && this.blocks[keep].raw === visible[keep].raw) {
-        keep += 1;
+    this.source = normalise(text);
+    const tokens = md.lexer(this.source);
+    this.links = { ...tokens.links };
+    this.closedLinks = Object.create(null);
+    this.rendered = 0;
+    this.queue = [];
+    this.closedEnd = 0;
+    this.#split(tokens, 0);
+    this.#draw(Infinity);
+  }
+
+  stream(text, budget = Infinity) {
+    const deadline = performance.now() + budget;
+    const source = normalise(text);
+    if (!source.startsWith(this.source.slice(0, this.closedEnd))) return void this.set(text);
+    const lexer = new Lexer(md.defaults);
+    Object.assign(lexer.tokens.links, this.closedLinks);
+    const tokens = lexer.lex(source.slice(this.closedEnd));
+    // A new (or growing) reference definition can change any block before it; so could a lexer
+    // gone astray.
+    const linksChanged = JSON.stringify(lexer.tokens.links) !== JSON.stringify(this.links);
+    if (linksChanged || this.closedEnd + rawLength(tokens) !== source.length) return void this.set(text);
+    this.source = source;
+    this.links = { ...lexer.tokens.links };
+    this.#split(tokens, this.closedEnd);
+    return this.#draw(deadline);
+  }
+
+  /** Queues the closed tokens of source[start:] and keeps the open ones; moves closedEnd. */
+  #split(tokens, start) {
+    const last = tokens.findLastIndex((token) => token.type !== "space");
+    let at = start;
+    this.openTokens = [];
+    tokens.forEach((token, index) => {
+      if (index === last) this.closedEnd = at;
+      at += token.raw.length;
+      if (visible(token)) (index < last ? this.queue : this.openTokens).push(token);
+      else if (token.type === "def" && index < last) {
+        this.closedLinks[token.tag] ??= { href: token.href, title: token.title };
       }
+    });
+  }
+
+  /** Renders queued blocks (one at least) until the deadline, then the open ones if none is left. */
+  #draw(deadline) {
+    const stale = this.shown.splice(this.rendered);
+    while (this.queue.length) {
+      this.#place(this.queue.shift(), stale);
+      this.rendered += 1;
+      if (performance.now() >= deadline) break;
     }
-    for (const block of this.blocks.splice(keep)) block.node.remove();
-    for (const token of visible.slice(keep)) {
-      const node = renderTokens([token], tokens.links);
-      this.el.append(node);
-      this.blocks.push({ raw: token.raw, node });
+    if (this.queue.length) this.shown.push(...stale.splice(0)); // the old open part stays until its turn
+    else for (const token of this.openTokens) this.#place(token, stale);
+    for (const block of stale) block.node.remove();
+    return this.queue.length > 0;
+  }
+
+  /** Shows a token in place of the first stale block (kept when it shows the same token). */
+  #place(token, stale) {
+    const key = JSON.stringify(token);
+    const old = stale.shift();
+    if (old?.key === key) {
+      this.shown.push(old);
+      return;
     }
+    const node = renderToken(token);
+    if (old) old.node.replaceWith(node);
+    else this.el.append(node);
+    this.shown.push({ key, node });
   }
 
   async #onClick(event) {

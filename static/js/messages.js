@@ -1,7 +1,12 @@
 // The message elements of a conversation: user bubbles (edit, branches) and streaming assistant answers.
-import { formatBytes, frameThrottle, h, icon } from "./dom.js";
+import { formatBytes, h, icon } from "./dom.js";
 import { MarkdownView } from "./markdown.js";
 import { openPath } from "./preview.js";
+
+// Rendering a streamed answer takes about this long per frame at most, so the page stays
+// responsive; more while it is behind the text received, to catch up without a long task.
+const FRAME_BUDGET_MS = 10;
+const CATCH_UP_BUDGET_MS = 20;
 
 /** "‹ 2/3 ›" switcher between sibling messages; onGo(offset) moves by -1 or +1. */
 function branchNav(position, total, onGo, disabled) {
@@ -138,7 +143,26 @@ export class AssistantView extends MessageBase {
     this.navSlot = h("div", { class: "nav-slot" });
     this.el = h("article", { class: "message assistant-message", "aria-label": "Agent" }, this.navSlot, this.body, this.cards);
     if (messageId) this.el.dataset.messageId = messageId;
-    this.render = frameThrottle(() => this.markdown.set(this.content));
+    this.finished = false;
+    this.frame = 0; // the requested animation frame, if any
+    this.behind = false; // the last frame left blocks to render
+    this.drawn = null; // the content when the last frame had rendered all of it
+  }
+
+  #schedule() {
+    this.frame ||= requestAnimationFrame(() => {
+      this.frame = 0;
+      this.#draw();
+    });
+  }
+
+  /** One frame of the streamed answer; once it is finished and all drawn, in a frame of its own,
+   * the check that makes it exactly a one-shot render of the whole text. */
+  #draw() {
+    if (this.finished && this.drawn === this.content) return void this.markdown.set(this.content);
+    this.behind = this.markdown.stream(this.content, this.behind ? CATCH_UP_BUDGET_MS : FRAME_BUDGET_MS);
+    if (!this.behind) this.drawn = this.content;
+    if (this.behind || this.finished) this.#schedule();
   }
 
   #thinkingBlock(open) {
@@ -187,7 +211,7 @@ export class AssistantView extends MessageBase {
     this.#markdown();
     this.el.classList.add("typing");
     this.content += text;
-    this.render();
+    this.#schedule();
   }
 
   /** History: the whole reasoning at once, collapsed. */
@@ -211,7 +235,8 @@ export class AssistantView extends MessageBase {
   }
 
   finish() {
-    this.render.flush();
+    this.finished = true;
+    if (this.markdown) this.#schedule();
     if (this.thinking) {
       this.thinking.classList.remove("streaming");
       this.thinkingLabel.textContent = "Thought process";

@@ -1,0 +1,305 @@
+"""Page benchmark: a long Markdown answer streamed at full speed, socket time vs. render time.
+
+Run from the repo root: `python bench/page.py [--chars 47000] [--chunk 8] [--runs 3]`.
+
+The fake model streams one ~47k-character Markdown answer (headings, paragraphs, nested lists,
+fenced code with blank lines inside, tables, block quotes, sanitised HTML) as fast as it can,
+in fragments of 1..--chunk characters. A real `main.py web` process relays them as `token`
+events to a headless Chromium showing the page. Per run we measure:
+
+- socket time: from the first `token` frame to the last one arriving on the page's WebSocket
+  (Chromium's own frame timestamps, `Network.webSocketFrameReceived`, so a busy main thread
+  does not stretch it);
+- render time: from the first `token` frame until the answer's DOM last changed (a
+  MutationObserver on the answer), mapped onto the same clock (`Performance.getMetrics`);
+- the ratio render / socket;
+- the longest main-thread task while the answer streamed, in wall time (PerformanceObserver
+  `longtask` entries, which start at 50 ms) and in CPU time of that thread (task events of a
+  Chromium trace, category `toplevel`): on a shared machine a task's wall time also counts the
+  time the thread waited for a core (the server relaying at full speed needs one of its own);
+- the main thread's CPU time from the first token on (all its tasks: socket events, rendering,
+  layout, paint);
+- whether the final answer is identical to a one-shot render of the whole text.
+
+Baseline in the same run: the same page with the answer renderer as it was before incremental
+rendering (static/js/markdown.js and messages.js of commit BASELINE_COMMIT, served in place of
+today's by request interception): it lexed the whole text again on every frame. Runs alternate
+between the two so a noisy machine slows both alike. Goals: ratio <= 1.25 and no task over 50 ms.
+The task goal is checked on CPU time.
+Exit code 1 when the incremental page misses one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.fake_llm import FakeLLM, Reply
+from tests.web_helpers import TOKEN, ServerProcess
+
+REPO = Path(__file__).resolve().parent.parent
+BASELINE_COMMIT = "43dbda2"  # the last commit with the full re-render of a streamed answer
+BASELINE_FILES = ("static/js/markdown.js", "static/js/messages.js")
+GOAL_RATIO = 1.25
+GOAL_TASK_MS = 50.0
+SENTINEL = "End of the answer (page-bench)."
+TRACE_CATEGORIES = ["toplevel"]
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+# Installed before the page's own scripts: long tasks and the answer's last DOM change.
+PAGE_PROBE = """
+window.__bench = { longtasks: [], firstChange: null, lastChange: null };
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) window.__bench.longtasks.push([e.startTime, e.duration]);
+}).observe({ type: "longtask", buffered: true });
+const watch = () => {
+  const answer = document.querySelector(".assistant-message .answer");
+  if (!answer) { requestAnimationFrame(watch); return; }
+  new MutationObserver(() => {
+    const now = performance.now();
+    window.__bench.firstChange ??= now;
+    window.__bench.lastChange = now;
+  }).observe(answer, { childList: true, subtree: true, characterData: true, attributes: true });
+};
+requestAnimationFrame(watch);
+"""
+
+# The answer as a one-shot render of the whole text would show it (MarkdownView.set on a
+# fresh container), compared with what streaming left on the page.
+SAME_AS_ONE_SHOT = """async (text) => {
+  const { MarkdownView } = await import("/static/js/markdown.js");
+  const fresh = document.createElement("div");
+  new MarkdownView(fresh).set(text);
+  const shown = document.querySelector(".assistant-message .answer");
+  return fresh.innerHTML === shown.innerHTML;
+}"""
+
+
+# --- the answer -----------------------------------------------------------------------------
+
+
+def markdown_answer(chars: int, seed: int = 7) -> str:
+    """A long, varied Markdown answer of about `chars` characters ending with SENTINEL."""
+    rng = random.Random(seed)
+    words = ["agent", "workspace", "token", "stream", "render", "block", "frame", "socket",
+             "markdown", "table", "list", "quote", "fence", "parser", "budget", "history"]
+
+    def sentence(n: int = 12) -> str:
+        text = " ".join(rng.choice(words) for _ in range(n))
+        return text[0].upper() + text[1:] + "."
+
+    parts: list[str] = []
+    section = 0
+    while sum(len(p) for p in parts) < chars:
+        section += 1
+        parts.append(f"## Section {section}: {rng.choice(words)}\n\n")
+        parts.append(f"{sentence()} See **`core/module_{section}.py:{section * 7}`** and [the "
+                     f"docs](https://example.com/docs/{section}) for *details*. {sentence(20)}\n\n")
+        parts.append("".join(f"- {sentence(6)}\n  - nested `item_{section}_{i}` {sentence(4)}\n"
+                             for i in range(4)) + "\n")
+        parts.append("".join(f"{i}. step {sentence(5)}\n" for i in range(1, 4)) + "\n")
+        code_lines = [f"def handler_{section}_{i}(event):\n"
+                      f"    return event.get('{rng.choice(words)}')\n" for i in range(4)]
+        parts.append("```python\n" + "\n".join(code_lines) + "```\n\n")
+        rows = "".join(f"| {rng.choice(words)} | {rng.randint(1, 999)} | {sentence(3)} |\n"
+                       for _ in range(5))
+        parts.append("| name | count | note |\n| --- | ---: | --- |\n" + rows + "\n")
+        parts.append(f"> {sentence(10)}\n> {sentence(8)}\n\n")
+        if section % 3 == 0:
+            parts.append('<div style="color:red">raw <b>html</b> <script>alert(1)</script>'
+                         f'<a href="javascript:alert(2)">{sentence(4)}</a></div>\n\n')
+    parts.append(SENTINEL + "\n")
+    return "".join(parts)
+
+
+def baseline_sources() -> dict[str, str]:
+    """The baseline's renderer files, by path, as they were in BASELINE_COMMIT."""
+    return {path: subprocess.run(["git", "show", f"{BASELINE_COMMIT}:{path}"], cwd=REPO, check=True,
+                                 capture_output=True, text=True).stdout for path in BASELINE_FILES}
+
+
+# --- one run --------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    socket_ms: float
+    render_ms: float
+    longest_task_ms: float
+    longest_task_cpu_ms: float
+    main_cpu_ms: float
+    same_as_one_shot: bool
+    tokens: int
+
+    @property
+    def ratio(self) -> float:
+        return self.render_ms / self.socket_ms
+
+
+def _serve(body: str) -> Any:
+    """A route handler answering with this JavaScript."""
+    return lambda route: route.fulfill(body=body, content_type="text/javascript; charset=utf-8")
+
+
+def main_thread_tasks(trace: bytes, since_ms: float) -> list[tuple[float, float]]:
+    """(wall ms, CPU ms) of each task of the page's main thread ending after since_ms."""
+    events = json.loads(trace)["traceEvents"]
+    mains = {(e["pid"], e["tid"]) for e in events
+             if e.get("name") == "thread_name" and e["args"].get("name") == "CrRendererMain"}
+    tasks = [e for e in events if e.get("name") == "ThreadControllerImpl::RunTask"
+             and e.get("ph") == "X" and (e["pid"], e["tid"]) in mains
+             and (e["ts"] + e["dur"]) / 1000 >= since_ms]
+    busiest = max(mains, key=lambda m: sum(t["dur"] for t in tasks if (t["pid"], t["tid"]) == m))
+    return [(t["dur"] / 1000, t.get("tdur", t["dur"]) / 1000) for t in tasks
+            if (t["pid"], t["tid"]) == busiest]
+
+
+def _clock_offset_ms(page: Any, cdp: Any) -> float:
+    """CDP monotonic time (ms) minus the page's performance.now(), best of a few tries."""
+    best: tuple[float, float] | None = None
+    for _ in range(5):
+        t0 = time.perf_counter()
+        now = page.evaluate("performance.now()")
+        metrics = cdp.send("Performance.getMetrics")["metrics"]
+        spent = time.perf_counter() - t0
+        stamp = next(m["value"] for m in metrics if m["name"] == "Timestamp") * 1000
+        if best is None or spent < best[0]:
+            best = (spent, stamp - now)
+    assert best is not None
+    return best[1]
+
+
+def run_once(browser: Any, server: ServerProcess, fake: FakeLLM, answer: str, chunk: int,
+             replaced: dict[str, str], seed: int) -> Run:
+    """One streamed answer in a fresh page; `replaced` serves those files instead of today's."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(120_000)
+        page.add_init_script(PAGE_PROBE)
+        cdp = context.new_cdp_session(page)
+        cdp.send("Network.enable")
+        cdp.send("Performance.enable")
+        frames: list[float] = []
+        errors: list[str] = []
+        page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+        page.on("pageerror", lambda e: errors.append(str(e)))
+
+        def on_frame(params: dict[str, Any]) -> None:
+            if params["response"]["payloadData"].startswith('42["token"'):
+                frames.append(params["timestamp"] * 1000)
+
+        cdp.on("Network.webSocketFrameReceived", on_frame)
+        for path, text in replaced.items():
+            page.route(f"**/{path}", _serve(text))
+        page.goto(f"{server.url}/?token={TOKEN}")
+        page.wait_for_selector('#file-tree [data-path="README.md"]')
+        page.click("#new-conversation")
+        page.wait_for_function("() => !document.querySelector('.assistant-message')")
+        fake.script(Reply(content=answer, chunk_size=chunk, split_seed=seed))
+        page.fill("#message-input", "write the long answer")
+        browser.start_tracing(page=page, categories=TRACE_CATEGORIES)
+        page.press("#message-input", "Enter")
+        page.wait_for_selector('.task-end[data-reason="complete"]', state="attached")
+        page.wait_for_timeout(500)  # anything still scheduled lands
+        trace = browser.stop_tracing()
+        probe = page.evaluate("window.__bench")
+        offset = _clock_offset_ms(page, cdp)
+        same = page.evaluate(SAME_AS_ONE_SHOT, answer)
+    finally:
+        context.close()
+    if errors:
+        raise RuntimeError(f"the page reported errors: {errors[:3]}")
+    first, last = min(frames), max(frames)
+    start_page = first - offset
+    tasks = [d for s, d in probe["longtasks"] if s + d >= start_page]
+    traced = main_thread_tasks(trace, first)
+    return Run(
+        socket_ms=last - first,
+        render_ms=probe["lastChange"] + offset - first,
+        longest_task_ms=max(tasks, default=0.0),
+        longest_task_cpu_ms=max(cpu for _, cpu in traced),
+        main_cpu_ms=sum(cpu for _, cpu in traced),
+        same_as_one_shot=same,
+        tokens=len(frames),
+    )
+
+
+# --- report ---------------------------------------------------------------------------------
+
+
+def summary(name: str, runs: list[Run]) -> str:
+    """One line per variant: medians over the runs, and the worst task of any run."""
+    def median(values: Any) -> float:
+        return statistics.median(values)
+
+    return (f"{name:<14} socket {median(r.socket_ms for r in runs):6.0f} ms  "
+            f"render {median(r.render_ms for r in runs):6.0f} ms  "
+            f"ratio {median(r.ratio for r in runs):4.2f}x  "
+            f"longest task wall {max(r.longest_task_ms for r in runs):4.0f} ms "
+            f"cpu {max(r.longest_task_cpu_ms for r in runs):4.0f} ms  "
+            f"main-thread cpu {median(r.main_cpu_ms for r in runs):5.0f} ms  "
+            f"one-shot identical {'yes' if all(r.same_as_one_shot for r in runs) else 'NO'}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chars", type=int, default=47_000)
+    parser.add_argument("--chunk", type=int, default=8, help="largest fragment in characters")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each variant")
+    args = parser.parse_args()
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        print("no Chromium on this machine", file=sys.stderr)
+        return 2
+    from playwright.sync_api import sync_playwright
+
+    answer = markdown_answer(args.chars)
+    variants = {"full (before)": baseline_sources(), "incremental": {}}
+    print(f"answer: {len(answer)} characters, fragments of 1..{args.chunk}; "
+          f"goal: ratio <= {GOAL_RATIO}x, no task over {GOAL_TASK_MS:.0f} ms")
+    results: dict[str, list[Run]] = {"full (before)": [], "incremental": []}
+    with tempfile.TemporaryDirectory() as tmp, FakeLLM("deepseek") as fake:
+        workspace = Path(tmp) / "ws"
+        workspace.mkdir()
+        (workspace / "README.md").write_text("# bench\n")
+        with ServerProcess(workspace, Path(tmp) / "data", base_url=fake.base_url,
+                           api_key=fake.api_key) as server, sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+            for n in range(args.runs):
+                for name, replaced in variants.items():
+                    run = run_once(browser, server, fake, answer, args.chunk, replaced, seed=n)
+                    results[name].append(run)
+                    print(f"  run {n + 1} {name:<14} ratio {run.ratio:.2f}x  socket "
+                          f"{run.socket_ms:.0f} ms ({run.tokens} token frames)  longest task "
+                          f"wall {run.longest_task_ms:.0f} ms cpu {run.longest_task_cpu_ms:.0f} ms",
+                          flush=True)
+            browser.close()
+    for name, runs in results.items():
+        print(summary(name, runs))
+    new = results["incremental"]
+    ratio = statistics.median(r.ratio for r in new)
+    longest = max(r.longest_task_cpu_ms for r in new)
+    ok = ratio <= GOAL_RATIO and longest <= GOAL_TASK_MS and all(r.same_as_one_shot for r in new)
+    print(f"goal {'met' if ok else 'MISSED'}: ratio {ratio:.2f}x (<= {GOAL_RATIO}), "
+          f"longest task {longest:.0f} ms of CPU (<= {GOAL_TASK_MS:.0f})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""A streamed answer, rendered block by block, ends exactly as a one-shot render of its text."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.fake_llm import FakeLLM, Reply
+from tests.web_helpers import TOKEN, ServerProcess
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+if CHROMIUM is None:
+    pytest.skip("no Chromium on this machine (make test installs Debian's chromium where "
+                "apt-get is allowed)", allow_module_level=True)
+
+playwright = pytest.importorskip("playwright.sync_api")
+
+DOCUMENTS = {
+    "headings": (
+        "# Title\n\nSome **bold**, *em*, `code` and [a link](https://example.com/a).\n\n"
+        "Setext heading\n==============\n\nAnother one\n---\n\n### Third\ntext right after\n"
+    ),
+    "lists": (
+        "- one\n- two\n  - nested *a*\n  - nested b\n\n    still b, after a blank line\n"
+        "- three\n\n1. first\n2. second\n   1. inner\n   2. inner two\n3. third\n\n"
+        "- [ ] task\n- [x] done task\n\nafter the lists\n"
+    ),
+    "code": (
+        "Before:\n\n```python\ndef f(x):\n\n    return x\n\n\n# after two blank lines\n```\n\n"
+        "~~~\nplain ~~~ fence\n\n```not closing here\n~~~\n\n"
+        "    indented code\n\n    more of it\n\n"
+        "```js\nconst a = 1;\n```\nend\n"
+    ),
+    "tables": (
+        "| name | count | note |\n| :--- | ---: | :---: |\n"
+        "| a | 1 | `x \\| y` |\n| b | 22 | **bold** |\n\n"
+        "text between\n\n| x | y |\n|---|---|\n| 1 | 2 |\nlast row-ish line\n\n"
+        "a paragraph\n| not | a table |\n|---|---|x\n"
+    ),
+    "quotes": (
+        "> quoted *text*\n> on two lines\n\n"
+        "> - a list in a quote\n> - second\n>\n> > nested quote\n\n"
+        "> ```\n> code in a quote\n> ```\nlazy continuation\n\nafter\n"
+    ),
+    "html": (
+        'Text <b>bold</b> <span style="color:red">styled</span>.\n\n'
+        '<div style="background:url(http://127.0.0.1:9/css)">block <i>html</i>\n'
+        "<script>alert(1)</script>\n</div>\n\n"
+        "![remote](http://127.0.0.1:9/leak?q=SECRET) and "
+        "![inline](data:image/png;base64,iVBORw0KGgo=)\n\n"
+        '<iframe src="http://127.0.0.1:9/frame"></iframe>\n\n[bad](javascript:alert(2)) '
+        "<details><summary>more</summary>\n\nhidden *text*\n\n</details>\n"
+    ),
+    "references": (
+        "See [the docs][docs] and [other].\n\n- a list item with [docs]\n\n"
+        "[docs]: https://example.com/docs \"Docs\"\n[other]: https://example.com/other\n\nafter\n"
+    ),
+    "crlf": "# CRLF\r\n\r\nline one\r\nline two\r\n\r\n- a\r\n- b\r\n\r\n```\r\ncode\r\n```\r\n",
+}
+
+# Streams `text` in the given pieces through one view (stream() per piece, each with the given
+# budget, as the page does per frame), then set() as when the answer is finished; returns
+# whether the result is a one-shot render's, and whether the first block's element, once
+# another block followed it, was kept.
+STREAM_AND_COMPARE = """async ([text, cuts, budget]) => {
+  const { MarkdownView } = await import("/static/js/markdown.js");
+  const streamed = new MarkdownView(document.createElement("div"));
+  let firstClosed = null;
+  let kept = true;
+  for (const cut of cuts) {
+    streamed.stream(text.slice(0, cut), budget);
+    if (firstClosed && streamed.el.firstElementChild !== firstClosed) kept = false;
+    if (streamed.el.childElementCount > 1) firstClosed ??= streamed.el.firstElementChild;
+  }
+  while (streamed.stream(text, budget)) {}
+  streamed.set(text);
+  const oneShot = new MarkdownView(document.createElement("div"));
+  oneShot.set(text);
+  return { same: streamed.el.innerHTML === oneShot.el.innerHTML, kept,
+           html: streamed.el.innerHTML, expected: oneShot.el.innerHTML };
+}"""
+
+
+def chunkings(text: str, rng: random.Random) -> Iterator[list[int]]:
+    """Cut points: one character at a time, then a few random chunkings (small to large)."""
+    yield list(range(1, len(text) + 1))
+    for largest in (3, 12, 80):
+        cuts, at = [], 0
+        while at < len(text):
+            at = min(len(text), at + rng.randint(1, largest))
+            cuts.append(at)
+        yield cuts
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, FakeLLM]]:
+    root = tmp_path_factory.mktemp("markdown")
+    (root / "ws").mkdir()
+    with FakeLLM("deepseek") as fake, ServerProcess(
+        root / "ws", root / "data", base_url=fake.base_url, api_key=fake.api_key
+    ) as server:
+        yield server, fake
+
+
+@pytest.fixture(scope="module")
+def page(served: tuple[ServerProcess, FakeLLM]) -> Iterator[Any]:
+    server, _ = served
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1200, "height": 800})
+        page.set_default_timeout(15_000)
+        page.errors = []  # type: ignore[attr-defined]
+        page.on("pageerror", lambda e: page.errors.append(str(e)))
+        page.goto(f"{server.url}/?token={TOKEN}")
+        page.wait_for_selector("#message-input")
+        yield page
+        browser.close()
+
+
+@pytest.mark.parametrize("name", list(DOCUMENTS))
+def test_any_chunking_ends_as_a_one_shot_render(page: Any, name: str) -> None:
+    text = DOCUMENTS[name]
+    rng = random.Random(name)
+    for cuts in chunkings(text, rng):
+        for budget in (1e9, 0):  # everything each time / one block per call
+            result = page.evaluate(STREAM_AND_COMPARE, [text, cuts, budget])
+            assert result["same"], (name, len(cuts), budget, result["html"], result["expected"])
+            # a reference definition changes blocks before it: those are rendered again
+            assert result["kept"] or name == "references", f"{name}: first block rendered again"
+    assert page.errors == []  # type: ignore[attr-defined]
+
+
+def test_the_page_streams_a_long_answer_into_the_same_elements(
+    page: Any, served: tuple[ServerProcess, FakeLLM]
+) -> None:
+    _, fake = served
+    answer = "\n\n".join(DOCUMENTS.values()) * 3
+    fake.script(Reply(content=answer, chunk_size=9, split_seed=4))
+    page.evaluate("""() => {
+      window.firstBlock = null;
+      new MutationObserver(() => {  // the first block once another follows it (closed)
+        const answer = document.querySelector(".assistant-message .answer");
+        if (answer?.childElementCount > 1) window.firstBlock ??= answer.firstElementChild;
+      }).observe(document.querySelector("#conversation"), { childList: true, subtree: true });
+    }""")
+    page.fill("#message-input", "write everything")
+    page.press("#message-input", "Enter")
+    page.wait_for_selector('.task-end[data-reason="complete"]', state="attached")
+    page.evaluate("""async (text) => {
+      const { MarkdownView } = await import("/static/js/markdown.js");
+      const oneShot = new MarkdownView(document.createElement("div"));
+      oneShot.set(text);
+      window.expected = oneShot.el.innerHTML;
+    }""", answer)
+    # the last frames and the final check may still be on their way
+    page.wait_for_function(
+        "() => document.querySelector('.assistant-message .answer').innerHTML === window.expected")
+    assert page.evaluate(
+        "document.querySelector('.assistant-message .answer').firstElementChild === firstBlock")
+    assert page.locator(".assistant-message pre.code-block").count() == \
+        page.locator(".assistant-message pre.code-block .copy-code").count() > 0
+    assert page.locator(".assistant-message a.remote-image").count() == 3
+    assert page.locator(".assistant-message img").count() == 3  # the inline data: ones
+    assert page.locator(".assistant-message img:not([src^='data:image/']), "
+                        ".assistant-message script, .assistant-message iframe, "
+                        ".assistant-message [style], .assistant-message a[href^=javascript]"
+                        ).count() == 0
+    assert page.errors == []  # type: ignore[attr-defined]
+
+
+def test_text_that_is_not_an_extension_starts_over(page: Any) -> None:
+    html = page.evaluate("""async () => {
+      const { MarkdownView } = await import("/static/js/markdown.js");
+      const view = new MarkdownView(document.createElement("div"));
+      view.stream("# one\\n\\nfirst text\\n\\n- a");
+      view.stream("# two\\n\\nother");
+      return view.el.innerHTML;
+    }""")
+    assert "two" in html and "one" not in html and "first text" not in html
+
