@@ -84,7 +84,8 @@ export class Attention {
 
   #render() {
     const flag = this.waiting.size ? WAITING : this.ended;
-    document.title = flag ? `${flag} · ${this.base}` : this.base;
+    const title = flag ? `${flag} · ${this.base}` : this.base;
+    if (document.title !== title) document.title = title;  // called on every event
   }
 
   #notify(title, body, cid, tag) {

@@ -91,30 +91,6 @@ export function formatDuration(ms) {
   return `${Math.floor(value / 60000)} m ${Math.round((value % 60000) / 1000)} s`;
 }
 
-/** Call fn at most once per animation frame, however often schedule() is called. */
-export function frameThrottle(fn) {
-  let pending = false;
-  let slowUntil = 0;
-  const run = () => {
-    if (!pending) return;
-    pending = false;
-    const started = performance.now();
-    fn();
-    const spent = performance.now() - started;
-    // A slow render (long text) backs off so the page keeps responding to input.
-    slowUntil = spent > 12 ? performance.now() + spent * 3 : 0;
-  };
-  const schedule = () => {
-    if (pending) return;
-    pending = true;
-    const wait = slowUntil - performance.now();
-    if (wait > 0) setTimeout(() => requestAnimationFrame(run), wait);
-    else requestAnimationFrame(run);
-  };
-  schedule.flush = run;
-  return schedule;
-}
-
 /** Debounce: run fn once, ms after the last call. */
 export function debounce(fn, ms) {
   let timer = null;
