@@ -104,12 +104,21 @@ def _write_meta(directory: Path, meta: dict[str, Any]) -> None:
     atomic_write(directory / "meta.json", json.dumps(meta, ensure_ascii=False))
 
 
-def _read_meta(directory: Path) -> dict[str, Any] | None:
+def _read_meta(directory: Path, *, quiet: bool = False) -> dict[str, Any] | None:
+    """meta.json's object; None (with a warning unless `quiet`) when it cannot be read."""
     try:
         meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) else None
+        if isinstance(meta, dict):
+            return meta
+        error = "not a JSON object"
+    except (OSError, ValueError) as exc:
+        error = str(exc)[:200]
+    if not quiet:
+        log.warning(
+            "skipped a conversation with unreadable meta.json",
+            extra={"fields": {"conversation_id": directory.name, "error": error}},
+        )
+    return None
 
 
 def _merged_meta(
@@ -377,7 +386,7 @@ class Conversation:
             self._meta_dirty = True
             return
         with directory_lock(self._dir):  # several server processes share it (AGENT_REDIS_URL)
-            disk = _read_meta(self._dir)
+            disk = _read_meta(self._dir, quiet=True)
             if disk is not None and disk != self._meta_base:
                 self._meta = _merged_meta(disk, self._meta_base, self._meta)
             _write_meta(self._dir, self._meta)
@@ -464,25 +473,11 @@ class ConversationStore:
             if directory.name in loaded:
                 metas.append(loaded[directory.name].meta)
             elif is_valid_id(directory.name):
-                meta = self._read_meta(directory)
+                meta = _read_meta(directory)
                 if meta is not None:
                     metas.append(meta)
         metas.sort(key=lambda m: str(m.get("updated_at") or ""), reverse=True)
         return metas
-
-    def _read_meta(self, directory: Path) -> dict[str, Any] | None:
-        try:
-            meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
-            if isinstance(meta, dict):
-                return meta
-            error = "not a JSON object"
-        except (OSError, ValueError) as exc:
-            error = str(exc)[:200]
-        log.warning(
-            "skipped a conversation with unreadable meta.json",
-            extra={"fields": {"conversation_id": directory.name, "error": error}},
-        )
-        return None
 
     def delete(self, conversation_id: str) -> None:
         """Remove a conversation and its messages for good; raises ConversationNotFound."""
@@ -548,7 +543,7 @@ class ConversationStore:
             raise ConversationNotFound(f"no conversation {shown(conversation_id)}")
         directory = self._root / conversation_id
         records, needs_newline = _read_records(directory / "messages.jsonl", conversation_id)
-        meta = self._read_meta(directory)
+        meta = _read_meta(directory)
         if meta is None:
             log.error(
                 "rebuilt meta.json from the messages", extra={"fields": {"id": conversation_id}}
