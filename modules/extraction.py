@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -282,13 +283,22 @@ def _run_worker(kind: Kind, data: bytes, limits: Limits, label: str) -> Extracte
             str(limits.memory_bytes), str(max(1, int(limits.seconds) + 1))]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+    # A timer kills the child rather than communicate(timeout=): under eventlet the green
+    # subprocess raises a TimeoutExpired class that `subprocess.TimeoutExpired` is not.
+    child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    overdue = threading.Event()
+    timer = threading.Timer(limits.seconds, lambda: (overdue.set(), child.kill()))
+    timer.start()
     try:
-        done = subprocess.run(argv, input=data, capture_output=True, cwd=ROOT, env=env,
-                              timeout=limits.seconds, check=False)
-    except subprocess.TimeoutExpired:
+        stdout, stderr = child.communicate(data)
+    finally:
+        timer.cancel()
+    if overdue.is_set():
         raise ExtractionError(
             f"Reading {label} took longer than {limits.seconds:g} s and was stopped; the file was "
-            "refused.", "timeout") from None
+            "refused.", "timeout")
+    done = subprocess.CompletedProcess(argv, child.returncode, stdout, stderr)
     if len(done.stdout) > STORED_CHARS * 4 + _OUTPUT_SLACK:
         raise ExtractionError(f"Reading {label} produced too much output.", "corrupt")
     try:

@@ -5,6 +5,7 @@ hostile files refused quickly while the server goes on serving; `/attach` and
 from __future__ import annotations
 
 import io
+import threading
 import time
 import zipfile
 from collections.abc import Iterator
@@ -229,3 +230,28 @@ def test_the_agent_reads_an_attachment_later_with_read_document(served):
     result = next(e.payload for e in events
                   if e.name == "tool" and e.payload["phase"] == "result")
     assert result["ok"] and "Revenue grew by 12 percent." in result["output"]
+
+
+def test_under_eventlet_a_parse_runs_beside_the_server_not_in_its_way(tmp_path: Path) -> None:
+    """The extraction child is waited on by a green thread: while a slow parse runs to its
+    time limit, the same server answers at once, and a good file still extracts."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {"AGENT_EXTRACT_TIMEOUT": "3"}
+    with FakeLLM("deepseek") as fake, ServerProcess(
+        workspace, tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key,
+        async_mode="eventlet", env=env,
+    ) as server:
+        results: dict[str, requests.Response] = {}
+        slow = threading.Thread(target=lambda: results.setdefault(
+            "slow", upload(server, "slow.pdf", slow_pdf())))
+        slow.start()
+        time.sleep(0.5)  # the parse is under way
+        started = time.monotonic()
+        status = requests.get(f"{server.url}/api/status", headers=AUTH, timeout=5)
+        assert status.ok and time.monotonic() - started < 1.0
+        good = upload(server, "notes.docx", make_docx())
+        assert good.status_code == 200 and good.json()["ok"]
+        slow.join(20)
+        assert results["slow"].status_code == 422
+        assert results["slow"].json()["error"]["code"] == "timeout"
