@@ -130,7 +130,7 @@ def _bubblewrap_isolation(cut: bool, visible: tuple[str, ...]) -> tuple[str, ...
 def _works(argv: list[str]) -> bool:
     try:
         done = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT_SECONDS)
-    except (OSError, subprocess.TimeoutExpired):
+    except Exception:  # OSError, TimeoutExpired (of another class under eventlet's subprocess)
         return False
     if done.returncode:
         reason = done.stderr[-300:].decode(errors="replace")
