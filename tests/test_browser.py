@@ -3,29 +3,20 @@
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.browser_helpers import chromium, require_chromium
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import TOKEN, ServerProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 
-if CHROMIUM is None:
-    pytest.skip("no Chromium on this machine (make test installs Debian's chromium where "
-                "apt-get is allowed)", allow_module_level=True)
-
-playwright = pytest.importorskip("playwright.sync_api")
+playwright = require_chromium()
 
 
 @pytest.fixture
@@ -61,8 +52,7 @@ def served_agents(tmp_path: Path) -> Iterator[tuple[ServerProcess, FakeLLM]]:
 
 @pytest.fixture
 def page(tmp_path: Path) -> Iterator[object]:
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium(playwright) as browser:
         context = browser.new_context(viewport={"width": 1400, "height": 900})
         page = context.new_page()
         page.set_default_timeout(15_000)
@@ -70,7 +60,6 @@ def page(tmp_path: Path) -> Iterator[object]:
         page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
         page.on("pageerror", lambda e: page.console_errors.append(str(e)))
         yield page
-        browser.close()
 
 
 def test_a_task_streams_into_the_page_and_stop_ends_a_slow_one(served, page):

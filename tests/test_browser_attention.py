@@ -4,30 +4,21 @@ once, answered by key, rejected calls not failed, deletions described, "always" 
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.browser_helpers import chromium, require_chromium
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import TOKEN, ServerProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 KEY_GUARD_S = 0.45  # a card that just took the focus ignores keys this long
 
-if CHROMIUM is None:
-    pytest.skip("no Chromium on this machine (make test installs Debian's chromium where "
-                "apt-get is allowed)", allow_module_level=True)
-
-playwright = pytest.importorskip("playwright.sync_api")
+playwright = require_chromium()
 
 # A spy around the real Notification, and a tab the test can hide (headless tabs never are).
 PAGE_SETUP = """
@@ -65,10 +56,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with playwright.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    with chromium(playwright) as launched:
+        yield launched
 
 
 @pytest.fixture

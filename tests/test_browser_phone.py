@@ -3,29 +3,20 @@ sideways, the sidebar is a drawer, the status bar wraps, an approval is read who
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.browser_helpers import chromium, require_chromium
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import TOKEN, ServerProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 PHONE = {"width": 390, "height": 844}
 
-if CHROMIUM is None:
-    pytest.skip("no Chromium on this machine (make test installs Debian's chromium where "
-                "apt-get is allowed)", allow_module_level=True)
-
-playwright = pytest.importorskip("playwright.sync_api")
+playwright = require_chromium()
 
 # Elements sticking out of the viewport on the right, or wider than it, unless an ancestor that
 # clips or scrolls them (a code block, say) itself fits. The drawer off screen is hidden.
@@ -85,10 +76,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with playwright.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    with chromium(playwright) as launched:
+        yield launched
 
 
 @pytest.fixture

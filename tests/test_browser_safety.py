@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.server
-import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,31 +10,15 @@ from typing import Any
 
 import pytest
 
+from tests.browser_helpers import chromium, require_chromium
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import TOKEN, ServerProcess, connected
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
-if CHROMIUM is None:
-    pytest.skip(
-        "no Chromium on this machine (make test installs Debian's chromium where "
-        "apt-get is allowed)",
-        allow_module_level=True,
-    )
-
-playwright = pytest.importorskip("playwright.sync_api")
+playwright = require_chromium()
 
 Served = tuple[ServerProcess, FakeLLM, Path]
 
@@ -61,10 +44,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with playwright.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    with chromium(playwright) as launched:
+        yield launched
 
 
 @pytest.fixture

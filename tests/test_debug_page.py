@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.browser_helpers import chromium, require_chromium
 from tests.fake_llm import FakeLLM, Reply
 from tests.web_helpers import TOKEN, ServerProcess
 from web_routes import read_log
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 
 
 def test_read_log_keeps_the_lines_with_every_asked_field(tmp_path: Path) -> None:
@@ -41,15 +35,12 @@ def test_read_log_keeps_the_lines_with_every_asked_field(tmp_path: Path) -> None
 @pytest.mark.browser
 @pytest.mark.e2e
 def test_follow_a_conversation_and_a_trace_with_json_laid_out(tmp_path: Path) -> None:
-    if CHROMIUM is None:
-        pytest.skip("no Chromium on this machine")
-    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    playwright = require_chromium()
     workspace = tmp_path / "ws"
     workspace.mkdir()
     with FakeLLM("deepseek") as fake, ServerProcess(
         workspace, tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key
-    ) as server, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    ) as server, chromium(playwright) as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.set_default_timeout(15_000)
         errors: list[str] = []
@@ -100,7 +91,6 @@ def test_follow_a_conversation_and_a_trace_with_json_laid_out(tmp_path: Path) ->
 
         page.click("[data-testid=trace-chip] [data-role=clear]")
         page.wait_for_selector("#pane-agent .line:has-text('third answer')")
-        browser.close()
         assert errors == []
 
 

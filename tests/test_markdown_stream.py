@@ -3,28 +3,18 @@
 from __future__ import annotations
 
 import random
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.browser_helpers import chromium, require_chromium
 from tests.fake_llm import FakeLLM, Reply
 from tests.web_helpers import TOKEN, ServerProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
-
-if CHROMIUM is None:
-    pytest.skip("no Chromium on this machine (make test installs Debian's chromium where "
-                "apt-get is allowed)", allow_module_level=True)
-
-playwright = pytest.importorskip("playwright.sync_api")
+playwright = require_chromium()
 
 DOCUMENTS = {
     "headings": (
@@ -116,8 +106,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
 @pytest.fixture(scope="module")
 def page(served: tuple[ServerProcess, FakeLLM]) -> Iterator[Any]:
     server, _ = served
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium(playwright) as browser:
         page = browser.new_page(viewport={"width": 1200, "height": 800})
         page.set_default_timeout(15_000)
         page.errors = []  # type: ignore[attr-defined]
@@ -125,7 +114,6 @@ def page(served: tuple[ServerProcess, FakeLLM]) -> Iterator[Any]:
         page.goto(f"{server.url}/?token={TOKEN}")
         page.wait_for_selector("#message-input")
         yield page
-        browser.close()
 
 
 @pytest.mark.parametrize("name", list(DOCUMENTS))

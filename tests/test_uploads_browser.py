@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser_helpers import chromium, require_chromium
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.web_helpers import TOKEN, ServerProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-playwright = pytest.importorskip("playwright.sync_api")
+playwright = require_chromium()
 
 DROP_FILE = """([name, text]) => {
   const transfer = new DataTransfer();
@@ -39,15 +39,13 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerProcess, FakeLLM]]:
 
 @pytest.fixture
 def page() -> Iterator[object]:
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium(playwright) as browser:
         page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
         page.set_default_timeout(15_000)
         page.console_errors = []  # type: ignore[attr-defined]
         page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
         page.on("pageerror", lambda e: page.console_errors.append(str(e)))
         yield page
-        browser.close()
 
 
 def test_attached_and_dropped_files_upload_show_in_the_tree_and_go_with_the_message(served, page):

@@ -1,0 +1,37 @@
+"""Headless Chromium for the browser tests: Debian's chromium, driven by playwright."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# As root in a container, without the network: no sandbox, GPU, QUIC or background traffic.
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def require_chromium() -> Any:
+    """playwright's sync API; skips the calling test module when Chromium or playwright is
+    missing (call it at module level)."""
+    if CHROMIUM is None:
+        pytest.skip("no Chromium on this machine (make test installs Debian's chromium where "
+                    "apt-get is allowed)", allow_module_level=True)
+    return pytest.importorskip("playwright.sync_api")
+
+
+@contextlib.contextmanager
+def chromium(playwright: Any) -> Iterator[Any]:
+    """A launched headless Chromium, closed afterwards."""
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
