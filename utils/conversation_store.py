@@ -19,6 +19,7 @@ from typing import Any
 
 from utils.files import atomic_write, directory_lock
 from utils.text import shown
+from utils.titles import title_from
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,6 @@ OPTIONAL_FIELDS = ("reasoning_content", "tool_calls", "tool_call_id", "name")
 RESERVED_FIELDS = frozenset(
     {"conversation_id", "parent_id", "depth", "version", "role", "content", "created_at"}
 )
-TITLE_LIMIT = 60
 SNIPPET_CONTEXT = 40  # characters shown on each side of a search hit
 # meta.json is rewritten on every change but a bare `updated_at` bump, which waits up to this
 # long (an atomic replace costs ~0.2-1 ms on ext4, far more than appending a record).
@@ -62,42 +62,6 @@ def new_id() -> str:
 def is_valid_id(value: object) -> bool:
     """Whether `value` may name a conversation on disk (letters, digits, `_` and `-` only)."""
     return isinstance(value, str) and _ID_PATTERN.fullmatch(value) is not None
-
-
-def title_from(text: str, answer: str = "") -> str:
-    """A one-line title made from the first exchange, without asking a model.
-
-    The first sentence of the user's message, past greetings and "can you"; when that says
-    too little ("hi", "help"), the first sentence of the answer instead.
-    """
-    line = _first_sentence(text) or " ".join(text.split())
-    stripped = _LEADING_FILLER.sub("", line).strip()
-    if len(stripped.split()) >= 2 or (stripped and not answer.strip()):
-        line = stripped[:1].upper() + stripped[1:] if stripped != line else line
-    elif answer.strip():
-        line = _first_sentence(answer, min_words=3) or line
-    if len(line) <= TITLE_LIMIT:
-        return line
-    return line[: TITLE_LIMIT - 1].rsplit(" ", 1)[0].rstrip(" ,;:-") + "…"
-
-
-_LEADING_FILLER = re.compile(
-    r"^(?:(?:hi|hello|hey|ok(?:ay)?|so|please|pls|thanks|thank you)\b[\s,.!:;-]*"
-    r"|(?:can|could|would|will) you(?: please)?\s+|i (?:want|need|would like) you to\s+)+",
-    re.IGNORECASE,
-)
-_CODE_BLOCK = re.compile(r"```.*?(?:```|$)", re.DOTALL)
-_MARKS = re.compile(r"[*_`#>]+")
-
-
-def _first_sentence(text: str, min_words: int = 1) -> str:
-    """The first sentence of `text` with at least `min_words` words, without Markdown marks."""
-    plain = _MARKS.sub("", _CODE_BLOCK.sub("\n", text))
-    for raw in plain.splitlines():
-        for sentence in re.split(r"(?<=[.!?])\s", " ".join(raw.split())):
-            if len([w for w in sentence.split() if any(c.isalnum() for c in w)]) >= min_words:
-                return sentence.rstrip(".")
-    return ""
 
 
 def _write_meta(directory: Path, meta: dict[str, Any]) -> None:
