@@ -35,3 +35,17 @@ def chromium(playwright: Any) -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+def collect_errors(page: Any) -> list[str]:
+    """The page's console errors and uncaught exceptions, as they happen."""
+    errors: list[str] = []
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return errors
+
+
+def send(page: Any, text: str) -> None:
+    """Type a message in the composer and send it with Enter."""
+    page.fill("#message-input", text)
+    page.press("#message-input", "Enter")

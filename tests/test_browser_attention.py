@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import chromium, require_chromium
+from tests.browser_helpers import chromium, collect_errors, require_chromium, send
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import TOKEN, ServerProcess
 
@@ -68,20 +68,13 @@ def page(browser: Any, served: Served) -> Iterator[Any]:
     context.add_init_script(PAGE_SETUP)
     page = context.new_page()
     page.set_default_timeout(15_000)
-    errors: list[str] = []
-    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    errors = collect_errors(page)
     page.goto(f"{server.url}/?token={TOKEN}")
     page.wait_for_selector("#status-bar [data-role=connection][data-state=connected]")
     yield page
     context.close()
     assert errors == []
     assert fake.pending == 0, "a scripted reply was left unused"
-
-
-def send(page: Any, text: str) -> None:
-    page.fill("#message-input", text)
-    page.press("#message-input", "Enter")
 
 
 def user_texts(fake: FakeLLM) -> list[str]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import chromium, require_chromium
+from tests.browser_helpers import chromium, collect_errors, require_chromium
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import TOKEN, ServerProcess
 
@@ -86,9 +86,7 @@ def phone(browser: Any, served: tuple[ServerProcess, FakeLLM]) -> Iterator[Any]:
     context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
     page = context.new_page()
     page.set_default_timeout(15_000)
-    errors: list[str] = []
-    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    errors = collect_errors(page)
     page.goto(f"{server.url}/?token={TOKEN}")
     page.wait_for_selector('#file-tree [data-path="README.md"]', state="attached")
     yield page

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import chromium, require_chromium
+from tests.browser_helpers import chromium, collect_errors, require_chromium, send
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import TOKEN, ServerProcess, connected
 
@@ -54,9 +54,7 @@ def page(browser: Any, served: Served) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(15_000)
-    errors: list[str] = []
-    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    errors = collect_errors(page)
     page.goto(f"{server.url}/?token={TOKEN}")
     page.wait_for_selector('#file-tree [data-path="README.md"]')
     page.wait_for_selector("#status-bar [data-role=approval]:has-text('ask')")
@@ -64,11 +62,6 @@ def page(browser: Any, served: Served) -> Iterator[Any]:
     context.close()
     assert errors == []
     assert fake.pending == 0, "a scripted reply was left unused"
-
-
-def send(page: Any, text: str) -> None:
-    page.fill("#message-input", text)
-    page.press("#message-input", "Enter")
 
 
 def wait_tasks_ended(page: Any, count: int) -> None:

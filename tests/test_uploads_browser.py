@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_helpers import chromium, require_chromium
+from tests.browser_helpers import chromium, collect_errors, require_chromium
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import TOKEN, ServerProcess
 
@@ -42,9 +42,7 @@ def page() -> Iterator[object]:
     with chromium(playwright) as browser:
         page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
         page.set_default_timeout(15_000)
-        page.console_errors = []  # type: ignore[attr-defined]
-        page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
-        page.on("pageerror", lambda e: page.console_errors.append(str(e)))
+        page.console_errors = collect_errors(page)  # type: ignore[attr-defined]
         yield page
 
 
