@@ -161,6 +161,21 @@ def test_raw_chunks_reach_the_debug_hook(fake_llm: FakeLLM) -> None:
     assert "usage" in parsed[-1]
 
 
+def test_the_body_is_read_in_the_consumers_own_thread(fake_llm: FakeLLM) -> None:
+    """One thread per stream: a reader thread handing each delta over would cost a thread
+    switch per token (bench/pace.py). Only the request and its headers wait in a helper
+    thread (so a cancel never waits for them), and it is gone once the body flows."""
+    fake_llm.script(Reply(content="abcdef", chunk_size=1, delay=0.05))
+    ours = {"model-request", "model-stream"}
+    stream = make_client(fake_llm).stream([USER], [], thinking=False, cancel=CancelToken())
+    next(item for item in stream if isinstance(item, ContentDelta))
+    time.sleep(0.02)
+    helpers = [t.name for t in threading.enumerate() if t.name in ours]
+    rest = list(stream)
+    assert helpers == []
+    assert "".join(i.text for i in rest if isinstance(i, ContentDelta)) == "bcdef"
+
+
 def test_usage_in_openai_extra_chunk_and_kimi_choice() -> None:
     with FakeLLM("openai") as fake:
         fake.script(Reply(content="x", usage=(7, 2)))

@@ -1,12 +1,10 @@
-"""One streamed HTTP response read in a worker thread, so a cancel never waits on the network."""
+"""One streamed HTTP response's SSE payloads, read so that a cancel never waits on the network."""
 
 from __future__ import annotations
 
 import contextlib
-import queue
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -15,68 +13,96 @@ if TYPE_CHECKING:
     import httpx2
 
 OpenResponse = Callable[[], AbstractContextManager[Any]]  # the SDK's streaming response
-YIELD_SECONDS = 0.005  # CPython's own thread switch interval
 NOT_A_STREAM_SHOWN = 300
-
-_END = object()
-_CLOSED = object()
 
 
 class ChunkPump:
-    """Reads one streamed response in a worker thread, so a cancel never waits on the network.
+    """Yields each SSE `data:` payload of one streamed response as received.
 
-    It hands over each SSE `data:` payload as received; parsing it with `json` costs a fifth
-    of what building the SDK's typed chunk objects does.
+    The request is sent and its headers awaited in a helper thread, so a cancel before the
+    first byte ends the iteration at once; the body is then read in the consumer's own thread,
+    as a thread hand-off per delta would cost more than everything else a delta does. A
+    `close` from any thread shuts the socket, which wakes a blocked read, and the iteration
+    ends quietly. Parsing each payload with `json` costs a fifth of what building the SDK's
+    typed chunk objects does, so the payloads are handed over as text.
     """
 
     def __init__(self, open_response: OpenResponse) -> None:
-        self._queue: queue.Queue[Any] = queue.Queue()
         self._lock = threading.Lock()
-        self._response: httpx2.Response | None = None
+        self._opened = threading.Event()  # the response or an error arrived, or close()
+        self._manager: AbstractContextManager[Any] | None = None
+        self._response: Any = None
+        self._error: Exception | None = None
         self._closed = False
+        self._finished = False  # the consumer is done: a late response is the opener's to end
         threading.Thread(
-            target=self._run, args=(open_response,), name="model-stream", daemon=True
+            target=self._open, args=(open_response,), name="model-request", daemon=True
         ).start()
 
     def __iter__(self) -> Iterator[str]:
-        while (item := self._queue.get()) is not _END and item is not _CLOSED:
-            if isinstance(item, Exception):
-                raise item
-            yield item
+        try:
+            self._opened.wait()
+            if self._closed:
+                return
+            if self._error is not None:
+                raise self._error
+            try:
+                yield from _payloads(self._response)
+            except Exception:
+                if not self._closed:  # a read cut by close() is how a cancel ends it
+                    raise
+        finally:
+            self._finish()
 
     def close(self) -> None:
         """Stop now (safe from any thread): the iteration ends and the connection is cut."""
         with self._lock:
             self._closed = True
             response = self._response
-        self._queue.put(_CLOSED)
+        self._opened.set()
         if response is not None:
-            _abort(response)
+            _abort(response.http_response)
 
-    def _run(self, open_response: OpenResponse) -> None:
+    def _open(self, open_response: OpenResponse) -> None:
         try:
-            with open_response() as response:
-                with self._lock:
-                    self._response = response.http_response
-                    closed = self._closed
-                if closed:
-                    _abort(response.http_response)
-                    return
-                _require_stream(response.http_response)
-                yielded = time.monotonic()
-                for line in response.iter_lines():
-                    if not line.startswith("data:"):
-                        continue  # blank separators, `: keep-alive` comments, `event:` lines
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
-                    self._queue.put(data)
-                    if time.monotonic() - yielded > YIELD_SECONDS:
-                        time.sleep(0)  # under eventlet, the consumer runs while chunks pour in
-                        yielded = time.monotonic()
-            self._queue.put(_END)
+            manager = open_response()
+            response = manager.__enter__()
         except Exception as err:
-            self._queue.put(err)
+            self._error = err
+            self._opened.set()
+            return
+        with self._lock:
+            late = self._finished or self._closed
+            if not late:
+                self._manager, self._response = manager, response
+        if late:
+            _end(manager, response)
+        self._opened.set()
+
+    def _finish(self) -> None:
+        with self._lock:
+            self._finished = True
+            manager, response = self._manager, self._response
+            self._manager = None
+        if manager is not None:
+            _end(manager, response)
+
+
+def _payloads(response: Any) -> Iterator[str]:
+    _require_stream(response.http_response)
+    for line in response.iter_lines():
+        if not line.startswith("data:"):
+            continue  # blank separators, `: keep-alive` comments, `event:` lines
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        yield data
+
+
+def _end(manager: AbstractContextManager[Any], response: Any) -> None:
+    _abort(response.http_response)
+    with contextlib.suppress(Exception):
+        manager.__exit__(None, None, None)
 
 
 class NotAStream(ValueError):
@@ -97,12 +123,17 @@ def _require_stream(response: httpx2.Response) -> None:
 
 
 def _abort(response: httpx2.Response) -> None:
-    """Cut a response still being read: shutting the socket wakes a blocked read at once."""
-    if not response.is_closed:
-        network = response.extensions.get("network_stream")
-        sock = network.get_extra_info("socket") if network is not None else None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-    with contextlib.suppress(Exception):
-        response.close()
+    """Cut a response still being read: shutting the socket wakes a blocked read at once.
+
+    The socket is not closed here: under eventlet a close from another green thread leaves
+    the reader waiting forever, so the reader closes it when it wakes (`_end`)."""
+    if response.is_closed:
+        return
+    network = response.extensions.get("network_stream")
+    sock = network.get_extra_info("socket") if network is not None else None
+    if sock is None:
+        with contextlib.suppress(Exception):
+            response.close()
+        return
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
