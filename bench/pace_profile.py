@@ -98,7 +98,7 @@ def start_py_spy(pid: int, out: Path, seconds: float) -> subprocess.Popen[bytes]
         "record",
         "--gil",
         "-r",
-        "200",
+        "997",  # prime: no aliasing with the 10 ms pace or a periodic flush
         "-f",
         "raw",
         "-o",

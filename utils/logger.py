@@ -82,6 +82,13 @@ class JsonLinesHandler(logging.Handler):
         super().close()
 
 
+_encode_string = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _encode_value(value: Any) -> str:
+    return "null" if value is None else _encode_string(str(value))
+
+
 class DebugStreamLog:
     """Appends every raw model delta, one JSON line each, tagged with the task's context.
 
@@ -117,16 +124,14 @@ class DebugStreamLog:
                 self._file.flush()
 
     def _line(self, at: float, ctx: dict[str, Any], raw: str) -> str:
-        entry: dict[str, Any] = {
-            "t": round(at, 3),
-            "conversation_id": ctx.get("conversation_id"),
-            "message_id": ctx.get("message_id"),
-        }
+        # By hand with one string encoder: `json.dumps` of the dict costs three times as much.
         if self._redact:  # a delta is short: even its first characters would be the reply
-            entry["raw"] = {k: v for k, v in redact(raw).items() if k != "head"}
+            digest = {k: v for k, v in redact(raw).items() if k != "head"}
+            shown = json.dumps(digest)
         else:
-            entry["raw"] = raw
-        return json.dumps(entry, ensure_ascii=False) + "\n"
+            shown = _encode_string(raw)
+        return (f'{{"t": {at:.3f}, "conversation_id": {_encode_value(ctx.get("conversation_id"))}, '
+                f'"message_id": {_encode_value(ctx.get("message_id"))}, "raw": {shown}}}\n')
 
     def _flush_loop(self) -> None:
         while not self._closed:
