@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import secrets
@@ -22,6 +23,7 @@ from utils.settings import Settings
 from web_access import HostGuard, is_loopback, origin_checker
 from web_events import register_socket_handlers
 from web_manage import register_manage_handlers
+from web_nodelay import NoDelay
 from web_routes import routes
 from web_state import AsyncMode, WebState
 
@@ -55,7 +57,7 @@ def create_app(
     )
     # Outermost, so the Socket.IO handshake is checked like every HTTP request.
     app.wsgi_app = HostGuard(  # type: ignore[method-assign]
-        app.wsgi_app, bind_host=host, allowed=settings.allowed_hosts
+        NoDelay(app.wsgi_app), bind_host=host, allowed=settings.allowed_hosts
     )
 
     green = async_mode == "eventlet"
@@ -105,6 +107,7 @@ def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) ->
     app = create_app(settings, async_mode=async_mode, host=host)
     state: WebState = app.extensions["agent"]
     state.services.warm_up()  # the first message must not wait for the SDK's import
+    gc.freeze()  # what start-up built lives as long as the server: full collections skip it
     a2a_url = _start_a2a(state, host, port) if settings.a2a_enabled else None
     state.start_watcher()
     _stop_on_signals(state)
