@@ -13,7 +13,7 @@ from modules.paths import Workspace
 from modules.proposals import ProposalStore
 from modules.registry import ToolRegistry
 from modules.sandbox import CommandRunner
-from modules.sandbox_factory import build_runner
+from modules.sandbox_factory import runner_for
 from modules.skills import SHIPPED_SKILLS, SkillCatalog
 from modules.tools import build_registry
 from modules.undo import UndoJournal
@@ -74,14 +74,20 @@ class AgentServices:
         return self._models[key]
 
     def warm_up(self) -> None:
-        """Build the model client now rather than on the first call (the `openai` SDK is
-        imported then): a server does it before it listens, the interactive CLI meanwhile."""
+        """Get ready for the first task rather than at its start: the undo baseline, the model
+        client (the `openai` SDK is imported then) and the sandbox (the Docker engine asked).
+        A server does it before it listens, the interactive CLI while the first prompt is
+        typed; `cli -p` does none of it ahead."""
+        self.journal.start_baseline()  # a child keeps the workspace for undo meanwhile
         if isinstance(self.model, ApiClient):
             self.model.warm()
+        _ = self.runner.kind
 
     def close(self) -> None:
-        """Release what outlives a task: the sandbox's containers, the MCP servers."""
+        """Release what outlives a task: the sandbox's containers, the MCP servers, the undo
+        baseline's child."""
         self.runner.close()
+        self.journal.close()
         if self.mcp is not None:
             self.mcp.close()
 
@@ -130,7 +136,7 @@ def build_services(settings: Settings) -> AgentServices:
         tools=tools,
         store=ConversationStore(settings.data_dir),
         workspace=workspace,
-        runner=build_runner(settings),
+        runner=runner_for(settings),
         memory=MemoryStore(settings.data_dir),
         annotations=AnnotationStore(settings.data_dir),
         journal=journal,

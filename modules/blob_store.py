@@ -15,12 +15,12 @@ import os
 import secrets
 import stat
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
 from modules.results import ToolError
-from modules.safe_fs import SafeRoot, replace_at
+from modules.safe_fs import NotRegular, SafeRoot, replace_at
 
 State = dict[str, Any]
 MISSING: State = {"kind": "missing"}
@@ -28,8 +28,12 @@ BLOB_LIMIT_BYTES = 50 * 1024 * 1024
 RACY_NS = 1_000_000_000  # a file changed this recently may change again within one timestamp
 _IN_MEMORY_BYTES = 1 << 20
 _CHUNK = 1 << 20
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 _STALE_TMP_SECONDS = 3600
 _KINDS = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
+_S_IFMT = 0o170000
+_FILE_KINDS = frozenset({stat.S_IFREG, stat.S_IFLNK})
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _new = tuple.__new__
 _MAX_DEPTH = 64  # folders held open at once in one descent
@@ -38,17 +42,26 @@ _MAX_DEPTH = 64  # folders held open at once in one descent
 class Stat(NamedTuple):
     """What a scan sees of one path; equal stats mean the path did not change.
 
-    A folder's stat holds only its kind and mode (its times change with its entries, and
-    those are scanned themselves), so a folder counts as unchanged while it stays a folder
-    with its mode.
+    `st_mode` holds the kind and the permission bits. A folder's stat holds only that (its
+    times change with its entries, and those are scanned themselves), so a folder counts as
+    unchanged while it stays a folder with its mode.
     """
 
-    kind: str
     size: int
     mtime_ns: int
     ctime_ns: int
     ino: int
-    mode: int
+    st_mode: int
+
+    @property
+    def kind(self) -> str:
+        """file, dir or symlink."""
+        return _KINDS[stat.S_IFMT(self.st_mode)]
+
+    @property
+    def mode(self) -> int:
+        """The permission bits."""
+        return self.st_mode & 0o7777
 
     @classmethod
     def of(cls, st: os.stat_result) -> Stat | None:
@@ -56,10 +69,9 @@ class Stat(NamedTuple):
         kind = _KINDS.get(stat.S_IFMT(st.st_mode))
         if kind is None:
             return None
-        mode = st.st_mode & 0o7777
         if kind == "dir":
-            return _new(cls, ("dir", 0, 0, 0, 0, mode))
-        return _new(cls, (kind, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode))
+            return _new(cls, (0, 0, 0, 0, st.st_mode))
+        return _new(cls, (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode))
 
 
 def lost(reason: str) -> State:
@@ -107,25 +119,26 @@ class _Walk:
 
     def folder(self, fd: int, prefix: str, depth: int) -> None:
         """Add the folder open at `fd` (which this closes) and everything under it."""
-        found, folders, kinds, new = self.found, [], _KINDS, _new
+        found, folders, new = self.found, [], _new
+        ifmt, ifdir, kept = _S_IFMT, stat.S_IFDIR, _FILE_KINDS
         try:
             with os.scandir(fd) as entries:
-                for entry in entries:  # Stat.of inlined: this runs for every path
+                for entry in entries:  # Stat.of inlined: this runs for every path, twice a command
                     try:
                         st = entry.stat(follow_symlinks=False)
                     except FileNotFoundError:
                         continue
                     mode = st.st_mode
-                    kind = kinds.get(mode & 0o170000)
-                    if kind is None:
-                        continue
-                    rel = prefix + entry.name
-                    if kind != "dir":
-                        found[rel] = new(Stat, (kind, st.st_size, st.st_mtime_ns,
-                                                st.st_ctime_ns, st.st_ino, mode & 0o7777))
-                    elif entry.name not in self.skip_names and rel not in self.skip_paths:
-                        found[rel] = new(Stat, ("dir", 0, 0, 0, 0, mode & 0o7777))
-                        folders.append(entry.name)
+                    kind = mode & ifmt
+                    if kind in kept:
+                        found[prefix + entry.name] = new(Stat, (
+                            st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode))
+                    elif kind == ifdir:
+                        name = entry.name
+                        rel = prefix + name
+                        if name not in self.skip_names and rel not in self.skip_paths:
+                            found[rel] = new(Stat, (0, 0, 0, 0, mode))
+                            folders.append(name)
             for name in folders:
                 self._below(fd, prefix, name, depth)
         except OSError:
@@ -185,52 +198,67 @@ class BlobStore:
         """Whether the blob with this hash is in the store."""
         return os.path.exists(f"{self.root}/{digest[:2]}/{digest}")
 
-    def store(self, fs: SafeRoot, rel: str) -> tuple[str, Stat | None]:
-        """Keep the bytes of the regular file `rel`: (their hash, the Stat they belong to).
+    def store_at(self, folder: int, name: str, shown: str) -> tuple[str, Stat | None]:
+        """Keep the bytes of the regular file `name` in the folder open at `folder`: (their
+        hash, the Stat they belong to, None when it changed while it was read). Never through
+        a link, never blocking: anything but a regular file is NotRegular, named `shown`."""
+        mode = os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
+        if not stat.S_ISREG(mode):  # checked before opening: a device is never opened
+            raise NotRegular(shown, mode)
+        fd = os.open(name, _READ_FLAGS, dir_fd=folder)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise NotRegular(shown, st.st_mode)
+            if st.st_size > _IN_MEMORY_BYTES:
+                return self._store_large(fd, st)
+            data = _read_all(fd, st.st_size)
+            digest = hashlib.sha256(data).hexdigest()
+            after = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if not self.has(digest):
+            self._place(self._write_tmp(lambda out: _write_all(out, data)), digest)
+        return digest, _unchanged(st, after)
 
-        The Stat is None when the file changed while it was read.
-        """
-        with fs.open_regular(rel, follow=False) as (source, st):
-            if st.st_size <= _IN_MEMORY_BYTES:
-                data = source.read()
-                digest = hashlib.sha256(data).hexdigest()
-                if not self.has(digest):
-                    self._publish(digest, lambda out: out.write(data))
-                return digest, _unchanged(st, os.fstat(source.fileno()))
-            hasher = hashlib.sha256()
+    def _store_large(self, fd: int, st: os.stat_result) -> tuple[str, Stat | None]:
+        hasher = hashlib.sha256()
 
-            def copy(out: BinaryIO) -> None:
-                while chunk := source.read(_CHUNK):
-                    hasher.update(chunk)
-                    out.write(chunk)
+        def copy(out: int) -> None:
+            while chunk := os.read(fd, _CHUNK):
+                hasher.update(chunk)
+                _write_all(out, chunk)
 
-            tmp = self._write_tmp(copy)
-            after = os.fstat(source.fileno())
+        tmp = self._write_tmp(copy)
+        after = os.fstat(fd)
         digest = hasher.hexdigest()
         self._place(tmp, digest)
         return digest, _unchanged(st, after)
 
-    def _publish(self, digest: str, write: Any) -> None:
-        self._place(self._write_tmp(write), digest)
-
-    def _write_tmp(self, write: Any) -> Path:
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / f"{secrets.token_hex(8)}.tmp"
+    def _write_tmp(self, write: Callable[[int], object]) -> str:
+        tmp = f"{self.root}/{secrets.token_hex(8)}.tmp"
         try:
-            with open(tmp, "wb") as out:
-                write(out)
+            fd = os.open(tmp, _TMP_FLAGS, 0o644)
+        except FileNotFoundError:
+            os.makedirs(self.root, exist_ok=True)
+            fd = os.open(tmp, _TMP_FLAGS, 0o644)
+        try:
+            write(fd)
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            os.unlink(tmp)
             raise
+        finally:
+            os.close(fd)
         return tmp
 
-    def _place(self, tmp: Path, digest: str) -> None:
-        target = self.path(digest)
-        if target.exists():
-            tmp.unlink(missing_ok=True)
-            return
-        target.parent.mkdir(exist_ok=True)
-        os.replace(tmp, target)
+    def _place(self, tmp: str, digest: str) -> None:
+        """Move a written blob to its place (an equal one there already is replaced)."""
+        target = f"{self.root}/{digest[:2]}/{digest}"
+        try:
+            os.replace(tmp, target)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.replace(tmp, target)
 
     def restore(self, digest: str, fs: SafeRoot, rel: str, mode: int) -> None:
         """Put the blob's bytes at `rel` (atomically, with `mode`); ValueError if damaged."""
@@ -262,6 +290,20 @@ class BlobStore:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(entry.path)
         return removed
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """What is in the file at `fd` (`size` expected; a file that grew meanwhile is read on)."""
+    parts = []
+    while chunk := os.read(fd, _CHUNK if parts else size + 1):
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _unchanged(before: os.stat_result, after: os.stat_result) -> Stat | None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from modules.local_runner import LocalRunner
 from modules.local_sandbox import detect_confinement
-from modules.sandbox import CommandRunner
+from modules.sandbox import CommandResult, CommandRunner
+from utils.cancel import CancelToken
 from utils.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -36,3 +39,63 @@ def _engine_may_answer() -> bool:
     """Whether a Docker engine could answer at all (DOCKER_HOST, or the default socket): seen
     before the docker SDK, a tenth of a second of imports, is loaded for nothing."""
     return bool(os.environ.get("DOCKER_HOST")) or Path("/var/run/docker.sock").exists()
+
+
+class DeferredRunner:
+    """The runner `build_runner` picks, built when first needed: asking a Docker engine and
+    probing bubblewrap cost a process that never runs a command (`cli -p` answering a question)
+    up to a second. AGENT_SANDBOX=docker is built at once instead, so a missing engine is an
+    error at start."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._runner: CommandRunner | None = None
+
+    @property
+    def chosen(self) -> CommandRunner | None:
+        """The runner, once something needed it."""
+        return self._runner
+
+    @property
+    def built(self) -> CommandRunner:
+        with self._lock:
+            if self._runner is None:
+                self._runner = build_runner(self._settings)
+            return self._runner
+
+    @property
+    def kind(self) -> str:
+        return self.built.kind
+
+    @property
+    def isolation(self) -> list[str]:
+        return self.built.isolation
+
+    @property
+    def python(self) -> str:
+        return self.built.python
+
+    def run(
+        self,
+        argv: list[str],
+        *,
+        cwd: Path,
+        timeout: float,
+        cancel: CancelToken,
+        on_output: Callable[[str], None],
+        stdin: str | None = None,
+    ) -> CommandResult:
+        return self.built.run(argv, cwd=cwd, timeout=timeout, cancel=cancel,
+                              on_output=on_output, stdin=stdin)
+
+    def close(self) -> None:
+        with self._lock:
+            runner = self._runner
+        if runner is not None:
+            runner.close()
+
+
+def runner_for(settings: Settings) -> CommandRunner:
+    """What a process uses: built now for AGENT_SANDBOX=docker, else when first needed."""
+    return build_runner(settings) if settings.sandbox == "docker" else DeferredRunner(settings)

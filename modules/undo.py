@@ -13,8 +13,11 @@ their bytes are in the blob store already, so nothing is read or copied for them
 built-in skipped folders of modules.ignore (`.git`: git keeps its own history; virtualenvs,
 node_modules, caches: tools regenerate them) are left out of those scans, but .gitignore'd
 paths are not (a command may delete build outputs), and files over the size limit are
-reported, not kept. Undo removes folders the task created only when they are empty again, so
-files the user put there stay; it never follows a link out of the workspace.
+reported, not kept. Files the index does not know yet (a new workspace) are kept before the
+command's scan ends, by the baseline child the fronts start when they open the workspace
+(undo_baseline; `python -m modules.undo DATA_DIR WORKSPACE` runs it), or else by the snapshot
+itself. Undo removes folders the task created only when they are empty again, so files the
+user put there stay; it never follows a link out of the workspace.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -43,8 +47,9 @@ from modules.blob_store import (
 from modules.ignore import SKIPPED_DIRS
 from modules.paths import PathOutsideWorkspace, Workspace
 from modules.results import FileChange, ToolError
+from modules.undo_baseline import Baseline
 from modules.undo_index import FileIndex, Keeper, Snapshot
-from utils.files import atomic_write
+from utils.files import atomic_write, directory_lock
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +127,24 @@ class UndoJournal:
         self._skip_paths = frozenset({os.path.realpath(data_dir)})
         self._lock = threading.RLock()
         self._pending: dict[int, Snapshot] = {}
+        self.baseline = Baseline(Path(data_dir), workspace.root)
+
+    def start_baseline(self) -> None:
+        """Fill the index and blob store now, in a child process (see undo_baseline), so
+        that the first command need not copy the workspace before it runs; and read the
+        index meanwhile (the first snapshot reads it again only if the child wrote)."""
+        self.baseline.start()
+        with self._lock:
+            _ = self.keeper.index.stats
+
+    def build_baseline(self) -> None:
+        """Keep every path the index lacks: what the baseline child runs."""
+        with self._lock:
+            self._scan_and_keep()
+
+    def close(self) -> None:
+        """Stop a baseline child that still runs (what it kept so far stays kept)."""
+        self.baseline.stop()
 
     def task(self, conversation_id: str, task_id: str) -> TaskJournal:
         """The journal of one task; nothing is written until its first change."""
@@ -241,12 +264,16 @@ class UndoJournal:
             self.keeper.index.flush()
 
     def _snapshot(self) -> Snapshot:
+        self.baseline.wait()
         with self._lock:
-            started = time.time_ns()
-            stats = scan(self.workspace, SKIPPED_DIRS, self._skip_paths)
-            snap = self.keeper.snapshot(self.workspace, stats, started)
+            snap = self._scan_and_keep()
             self._pending[id(snap)] = snap
             return snap
+
+    def _scan_and_keep(self) -> Snapshot:
+        started = time.time_ns()
+        stats = scan(self.workspace, SKIPPED_DIRS, self._skip_paths)
+        return self.keeper.snapshot(self.workspace, stats, started)
 
     def _record_since(self, journal: TaskJournal, snap: Snapshot) -> list[str]:
         with self._lock:
@@ -320,6 +347,8 @@ class UndoJournal:
 
     def _collect_blobs(self) -> int:
         """Remove the blobs no journal, index entry or pending snapshot names; how many."""
+        if self.baseline.busy():
+            return 0  # a baseline keeps blobs that its index names only once it writes it
         indexed = self.keeper.live()
         if indexed is None:
             return 0  # the index cannot be read: which blobs it needs is not known
@@ -452,3 +481,16 @@ class _Restore:
             self.ws.chmod(rel, state["mode"])
             if not any(change.path == rel for change in self.changes):
                 self.changes.append(FileChange("modified", rel, is_dir=True))
+
+
+def _build_baseline(argv: list[str]) -> int:
+    """The baseline child (see undo_baseline): DATA_DIR WORKSPACE, built under its lock."""
+    journal = UndoJournal(Path(argv[0]), Workspace(Path(argv[1])))
+    journal.root.mkdir(parents=True, exist_ok=True)
+    with directory_lock(journal.root):
+        journal.build_baseline()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_build_baseline(sys.argv[1:]))

@@ -20,7 +20,7 @@ import pytest
 from modules.local_runner import LocalRunner
 from modules.local_sandbox import CGROUP_PREFIX, ResourceLimits, bwrap_args, find_pids_cgroup
 from modules.sandbox import CommandResult, CommandRunner
-from modules.sandbox_factory import build_runner
+from modules.sandbox_factory import DeferredRunner, build_runner, runner_for
 from tests.helpers import call, live_command_lines, make_ctx, wait_until
 from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import LocalSandboxSettings, Settings
@@ -332,3 +332,16 @@ def test_cgroups_left_by_a_killed_agent_are_removed_at_start() -> None:
     finally:
         if leftover.exists():
             leftover.rmdir()
+
+
+def test_the_runner_is_chosen_only_when_first_needed(tmp_path: Path) -> None:
+    """`cli -p` answering a question never probes bubblewrap or asks a Docker engine."""
+    settings = local_settings(tmp_path)
+    runner = runner_for(settings)
+    assert isinstance(runner, DeferredRunner)
+    assert runner.chosen is None
+    runner.close()  # nothing built, nothing to release
+    result = runner.run(["sh", "-c", "echo ran"], cwd=settings.workspace, timeout=10,
+                        cancel=CancelToken(), on_output=lambda _: None)
+    assert result.output.strip() == "ran"
+    assert runner.chosen is not None and runner.kind == runner.chosen.kind

@@ -34,13 +34,13 @@ def make_files(root: Path, count: int = 30, prefix: str = "f") -> None:
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every workspace file the blob store reads (to hash and keep it)."""
     seen: list[str] = []
-    original = BlobStore.store
+    original = BlobStore.store_at
 
-    def counting(self: BlobStore, fs: Workspace, rel: str) -> tuple:
+    def counting(self: BlobStore, folder: int, name: str, rel: str) -> tuple:
         seen.append(rel)
-        return original(self, fs, rel)
+        return original(self, folder, name, rel)
 
-    monkeypatch.setattr(BlobStore, "store", counting)
+    monkeypatch.setattr(BlobStore, "store_at", counting)
     return seen
 
 
