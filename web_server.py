@@ -32,6 +32,7 @@ MAX_REQUEST_BYTES = 1024 * 1024  # a socket payload or HTTP body; send_message t
 WEAK_TOKEN_CHARS = 16
 SHUTDOWN_GRACE_SECONDS = 3.0
 SIGNAL_POLL_SECONDS = 0.2
+GREEN_YIELD_SECONDS = 0.005  # CPython's own thread switch interval
 
 
 def create_app(
@@ -61,12 +62,16 @@ def create_app(
     )
 
     green = async_mode == "eventlet"
+    yielded = [time.monotonic()]
 
     def send(event: Event) -> None:
         socketio.emit(event.name, event.to_wire(), to=event.conversation_id)
         state.taps.publish(event)
-        if green:  # let the emit leave now rather than at the stream's end
+        # Under eventlet an emit leaves when the sending task yields: a stream read at a
+        # model's pace yields at every read; one pouring in must still let the writers run.
+        if green and time.monotonic() - yielded[0] > GREEN_YIELD_SECONDS:
             socketio.sleep(0)
+            yielded[0] = time.monotonic()
 
     def to_client(sid: str, name: str, payload: dict[str, Any]) -> None:
         socketio.emit(name, payload, to=sid)
