@@ -235,6 +235,7 @@ class MainTerminal:
                 "prompt": task.user_record["content"], "message_id": task.user_record["id"]}})
             reason = self._run_guarded(task)
             log.info("task ended", extra={"fields": {"reason": reason, **vars(task.usage)}})
+        self.services.journal.settle()  # its last command's changes, before anyone asks
         self._finish(task, reason)
         return reason
 

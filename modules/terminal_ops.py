@@ -92,14 +92,15 @@ def _report(result: CommandResult, timeout: float) -> str:
 
 
 def _journaled(ctx: ToolContext, argv: list[str], timeout: float | None, stdin: str | None) -> str:
-    """Run a command between two workspace scans, so the task can undo what it changed."""
+    """Run a command between two workspace scans, so the task can undo what it changed. The
+    scan after it runs while the model reads the result: the journal's next use waits for it."""
     if ctx.journal is None:
         return _execute(ctx, argv, timeout, stdin)
     snapshot = ctx.journal.snapshot()
     try:
         return _execute(ctx, argv, timeout, stdin)
     finally:
-        ctx.journal.record_changes_since(snapshot)
+        ctx.journal.record_changes_later(snapshot)
 
 
 def run_command(ctx: ToolContext, args: RunCommandArgs) -> str:

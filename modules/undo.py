@@ -92,19 +92,28 @@ class TaskJournal:
 
     def before_change(self, path: Path) -> None:
         """Keep the state of `path` (and all under a folder) unless this task already did."""
+        self._owner.settle()
         self._owner._keep(self, path)
 
     def before_move(self, source: Path, dest: Path) -> None:
         """Keep both sides of a rename: the source tree and its future place under `dest`."""
+        self._owner.settle()
         self._owner._keep(self, source, mirror=dest)
 
     def snapshot(self) -> Snapshot:
         """Scan the workspace before a command runs: stats, and hashes from the index."""
+        self._owner.settle()
         return self._owner._snapshot()
 
     def record_changes_since(self, snapshot: Snapshot) -> list[str]:
         """Keep the earlier state of every path changed since `snapshot`; returns them."""
+        self._owner.settle()
         return self._owner._record_since(self, snapshot)
+
+    def record_changes_later(self, snapshot: Snapshot) -> None:
+        """`record_changes_since` in a background thread, so a command's result need not
+        wait for the scan after it: every later use of the journal waits for it instead."""
+        self._owner._record_later(self, snapshot)
 
 
 class UndoJournal:
@@ -127,7 +136,15 @@ class UndoJournal:
         self._skip_paths = frozenset({os.path.realpath(data_dir)})
         self._lock = threading.RLock()
         self._pending: dict[int, Snapshot] = {}
+        # Held from a command's end until its changes are recorded (a plain Lock: the
+        # recording thread releases what the command's thread took).
+        self._recording = threading.Lock()
         self.baseline = Baseline(Path(data_dir), workspace.root)
+
+    def settle(self) -> None:
+        """Wait until the changes of every command that ended are recorded."""
+        with self._recording:
+            pass
 
     def start_baseline(self) -> None:
         """Fill the index and blob store now, in a child process (see undo_baseline), so
@@ -143,7 +160,9 @@ class UndoJournal:
             self._scan_and_keep()
 
     def close(self) -> None:
-        """Stop a baseline child that still runs (what it kept so far stays kept)."""
+        """Record what ended commands changed; stop a baseline child that still runs (what it
+        kept so far stays kept)."""
+        self.settle()
         self.baseline.stop()
 
     def task(self, conversation_id: str, task_id: str) -> TaskJournal:
@@ -155,12 +174,14 @@ class UndoJournal:
 
     def undoable(self, conversation_id: str) -> list[str]:
         """Ids of the conversation's tasks whose changes are not undone yet, newest first."""
+        self.settle()
         with self._lock:
             manifests = reversed(self._manifests(conversation_id))
             return [_task_of(p) for p in manifests if not _load(p).get("undone_ns")]
 
     def preview(self, conversation_id: str, task_id: str | None = None) -> UndoPreview:
         """What `undo` would change now (default: the newest task with a journal)."""
+        self.settle()
         with self._lock:
             where = self._manifest_of(conversation_id, task_id)
             if where is None:
@@ -195,6 +216,7 @@ class UndoJournal:
     def forget(self, conversation_id: str) -> None:
         """Drop every undo journal of a conversation (it is being deleted), and the blobs
         nothing else needs."""
+        self.settle()
         with self._lock:
             if not _ID.match(conversation_id):
                 return
@@ -209,6 +231,7 @@ class UndoJournal:
 
     def undo(self, conversation_id: str, task_id: str | None = None) -> UndoResult:
         """Put back every path the task changed (default: the newest task with a journal)."""
+        self.settle()
         with self._lock:
             manifests = self._manifests(conversation_id)
             if task_id is not None:
@@ -290,6 +313,23 @@ class UndoJournal:
             finally:
                 self._pending.pop(id(snap), None)
         return changed
+
+    def _record_later(self, journal: TaskJournal, snap: Snapshot) -> None:
+        self._recording.acquire()
+        try:
+            threading.Thread(target=self._record_then_release, args=(journal, snap),
+                             name="undo-record", daemon=True).start()
+        except BaseException:
+            self._recording.release()
+            raise
+
+    def _record_then_release(self, journal: TaskJournal, snap: Snapshot) -> None:
+        try:
+            self._record_since(journal, snap)
+        except Exception:
+            log.exception("the changes of a command could not be recorded for undo")
+        finally:
+            self._recording.release()
 
     # --- manifests ------------------------------------------------------------------------
 

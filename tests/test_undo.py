@@ -377,3 +377,23 @@ def test_a_change_within_one_timestamp_tick_is_still_seen(setup) -> None:
     assert task.record_changes_since(snap) == ["keep.txt"]
     journal.undo("conv-1", "tick")
     assert target.read_text() == "line one\nline two\n"
+
+
+def test_the_scan_after_a_command_runs_behind_its_result(setup) -> None:
+    """A command's result goes back before the scan after it; whoever uses the journal next
+    (here `undoable`, as the page asks when the task ends) waits for that scan."""
+    ctx, journal = setup
+    task = journal.task("conv", "t1")
+    snap = task.snapshot()
+    (ctx.workspace.root / "made-by-the-command.txt").write_text("new")
+    answered: list[list[str]] = []
+    asking = threading.Thread(target=lambda: answered.append(journal.undoable("conv")))
+    with journal._lock:  # the journal busy elsewhere: the scan cannot start yet
+        task.record_changes_later(snap)  # returns at once all the same
+        asking.start()
+        asking.join(0.3)
+        assert asking.is_alive() and answered == []
+    asking.join(10)
+    assert answered == [["t1"]]
+    journal.undo("conv", "t1")
+    assert not (ctx.workspace.root / "made-by-the-command.txt").exists()

@@ -175,4 +175,5 @@ def test_two_processes_build_and_snapshot_at_once(
     assert reads == []  # whichever child ran first kept everything
     before = state(ctx.workspace.root)
     run(ctx, journals[1], "t1", EDIT)
+    journals[1].settle()  # as the task's end does, before another process is asked
     assert journals[0].undo("conv-1").skipped == [] and state(ctx.workspace.root) == before
