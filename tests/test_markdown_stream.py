@@ -1,4 +1,5 @@
-"""A streamed answer, rendered block by block, ends exactly as a one-shot render of its text."""
+"""A streamed answer, rendered block by block, ends exactly as a one-shot render of its text; so
+does a long one shown from history, in slices of frames."""
 
 from __future__ import annotations
 
@@ -57,6 +58,14 @@ DOCUMENTS = {
         "[docs]: https://example.com/docs \"Docs\"\n[other]: https://example.com/other\n\nafter\n"
     ),
     "crlf": "# CRLF\r\n\r\nline one\r\nline two\r\n\r\n- a\r\n- b\r\n\r\n```\r\ncode\r\n```\r\n",
+    # lists and tables are rendered part by part while open; code stays plain until closed
+    "parts": (
+        "3. three *x*\n4. four `y`\n   - nested\n   - nested two\n5. five\n\n   now loose\n"
+        "6. six\n   ```python\n   def f():\n       return 6\n   ```\n7. [ ] task\n\n"
+        "- a <b>raw</b>\n- b\n- c\n\n"
+        "| k | v |\n|:--|--:|\n| a | **1** |\n| b \\| c | 2 |\n| short |\n| d | `4` | extra |\n\n"
+        '```python\n"""Doc\n\nstring."""\nclass A:\n    x = [1, 2]  # c\n```\n'
+    ),
 }
 
 # Streams `text` in the given pieces through one view (stream() per piece, each with the given
@@ -177,3 +186,155 @@ def test_text_that_is_not_an_extension_starts_over(page: Any) -> None:
     }""")
     assert "two" in html and "one" not in html and "first text" not in html
 
+
+CODE_ELEMENT = """async (text) => {
+  const { MarkdownView } = await import("/static/js/markdown.js");
+  const view = new MarkdownView(document.createElement("div"));
+  view.stream(text);
+  const code = view.el.querySelector("pre code");
+  const spans = code.querySelectorAll("span").length;
+  return { classes: code.className, spans, text: code.textContent };
+}"""
+
+
+def test_open_code_shows_plain_until_its_fence_closes(page: Any) -> None:
+    open_code = "Look:\n\n```python\ndef f():\n    return 1\n"
+    shown = page.evaluate(CODE_ELEMENT, open_code)
+    assert shown == {"classes": "hljs language-python", "spans": 0,
+                     "text": "def f():\n    return 1"}
+    closed = page.evaluate(CODE_ELEMENT, open_code + "```\n\nafter\n")
+    assert closed["spans"] > 0 and closed["text"] == "def f():\n    return 1"
+
+
+def test_code_blocks_are_text_whatever_they_hold(page: Any) -> None:
+    """Code blocks skip the sanitiser (their HTML is made by markdown.js): nothing in them, nor in
+    their language, may become an element."""
+    hostile = '<img src=x onerror="window.hit=1"></code></pre><script>window.hit=2</script>'
+    text = (f"```python\n{hostile}\n```\n\n```\n{hostile}\n```\n\n"
+            f'```python"><img src=x onerror="window.hit=3">\n{hostile}\n```\n')
+    shown = page.evaluate("""async (text) => {
+      const { MarkdownView } = await import("/static/js/markdown.js");
+      const view = new MarkdownView(document.createElement("div"));
+      document.body.append(view.el);
+      view.set(text);
+      const result = {
+        codes: [...view.el.querySelectorAll("pre code")].map((code) => code.textContent),
+        langs: [...view.el.querySelectorAll("pre")].map((pre) => pre.dataset.lang),
+        elements: view.el.querySelectorAll("img, script, code :not(span)").length,
+      };
+      view.el.remove();
+      return result;
+    }""", text)
+    assert shown == {"codes": [hostile] * 3, "langs": ["python", "", 'python"><img'], "elements": 0}
+    assert page.evaluate("window.hit") is None
+
+
+def test_an_open_list_past_its_budget_shows_a_part_per_call(page: Any) -> None:
+    items = page.evaluate("""async () => {
+      const { MarkdownView } = await import("/static/js/markdown.js");
+      const view = new MarkdownView(document.createElement("div"));
+      const text = Array.from({ length: 5 }, (_, i) => `- item *${i}*`).join("\\n");
+      const counts = [];
+      let more = true;
+      while (more) {
+        more = view.stream(text, 0);
+        counts.push([view.el.querySelectorAll("li").length, more]);
+      }
+      return counts;
+    }""")
+    assert items == [[1, True], [2, True], [3, True], [4, True], [5, False]]
+
+
+# show() of a long text: how many blocks there were at each animation frame until it resolved,
+# and whether it ended as set() would.
+SHOW_IN_SLICES = """async ([text, other]) => {
+  const { MarkdownView } = await import("/static/js/markdown.js");
+  const view = new MarkdownView(document.createElement("div"));
+  const counts = [];
+  let done = false;
+  const count = () => {
+    counts.push(view.el.childElementCount);
+    if (!done) requestAnimationFrame(count);
+  };
+  count();
+  await view.show(text);
+  done = true;
+  const oneShot = new MarkdownView(document.createElement("div"));
+  oneShot.set(text);
+  const same = view.el.innerHTML === oneShot.el.innerHTML;
+  const overtaken = view.show(text);  // a later set() wins over a show() under way
+  view.set(other);
+  await overtaken;
+  return { counts, same, blocks: oneShot.el.childElementCount, other: view.el.textContent };
+}"""
+
+
+def long_text() -> str:
+    return "\n\n".join(DOCUMENTS.values()) * 4
+
+
+def test_show_renders_a_long_text_in_slices_as_set_would(page: Any) -> None:
+    result = page.evaluate(SHOW_IN_SLICES, [long_text(), "# other"])
+    assert result["same"]
+    assert result["counts"][0] == 0
+    assert any(0 < n < result["blocks"] for n in result["counts"]), result["counts"]
+    assert result["other"] == "other\n"
+    assert any(worker.url.endswith("/static/js/mdlex.js") for worker in page.workers)
+    assert page.errors == []  # type: ignore[attr-defined]
+
+
+def test_show_stops_for_a_container_taken_out_of_the_page(page: Any) -> None:
+    result = page.evaluate("""async (text) => {
+      const { MarkdownView } = await import("/static/js/markdown.js");
+      const box = document.createElement("div");
+      document.body.append(box);
+      const view = new MarkdownView(box);
+      const shown = view.show(text);
+      const frame = () => new Promise((resolve) => requestAnimationFrame(resolve));
+      while (!box.childElementCount) await frame();
+      box.remove();  // as when another conversation is opened
+      await shown;
+      const left = box.childElementCount;
+      await frame();
+      await frame();
+      const oneShot = new MarkdownView(document.createElement("div"));
+      oneShot.set(text);
+      return { left, later: box.childElementCount, all: oneShot.el.childElementCount };
+    }""", long_text())
+    assert 0 < result["left"] == result["later"] < result["all"], result
+
+
+def test_show_without_workers_lexes_on_the_page(
+    page: Any, served: tuple[ServerProcess, FakeLLM]
+) -> None:
+    other = page.context.browser.new_page()
+    try:
+        other.add_init_script("delete window.Worker")
+        other.goto(f"{served[0].url}/?token={TOKEN}")
+        result = other.evaluate(SHOW_IN_SLICES, [long_text(), "# other"])
+        assert result["same"] and result["other"] == "other\n"
+        assert other.workers == []
+    finally:
+        other.close()
+
+
+def test_a_long_answer_from_history_shows_as_a_one_shot_render(
+    page: Any, served: tuple[ServerProcess, FakeLLM]
+) -> None:
+    _, fake = served
+    answer = long_text()
+    fake.script(Reply(content=answer, chunk_size=500))
+    page.click("#new-conversation")
+    page.fill("#message-input", "a long one")
+    page.press("#message-input", "Enter")
+    page.wait_for_selector('.task-end[data-reason="complete"]', state="attached")
+    page.reload()
+    page.wait_for_selector(".assistant-message .answer")
+    page.evaluate("""async (text) => {
+      const { MarkdownView } = await import("/static/js/markdown.js");
+      const oneShot = new MarkdownView(document.createElement("div"));
+      oneShot.set(text);
+      window.expected = oneShot.el.innerHTML;
+    }""", answer)
+    page.wait_for_function(
+        "() => document.querySelector('.assistant-message .answer').innerHTML === window.expected")

@@ -3,6 +3,7 @@ import { Lexer, Marked } from "../vendor/marked/marked.esm.js";
 import DOMPurify from "../vendor/dompurify/purify.es.js";
 import hljs from "../vendor/highlight/highlight.min.js";
 import { copyText, h, icon } from "./dom.js";
+import { LEXER_OPTIONS, lexAside } from "./mdlex.js";
 
 const EXTENSION_LANGUAGES = {
   py: "python", pyi: "python", js: "javascript", mjs: "javascript", cjs: "javascript",
@@ -18,6 +19,10 @@ const FILENAME_LANGUAGES = { makefile: "makefile", gnumakefile: "makefile", ".ba
 const HIGHLIGHT_LIMIT = 200_000;
 const CACHE_LIMIT = 300;
 const cache = new Map();
+// show() renders a text up to this long at once; a longer one is lexed by a worker and rendered
+// in slices, SLICE_BUDGET_MS of each animation frame at most, shared by all views doing so.
+const SYNC_CHARS = 4_000;
+const SLICE_BUDGET_MS = 6;
 
 export function escapeHtml(text) {
   return String(text)
@@ -55,8 +60,14 @@ export function highlight(code, language) {
 // Inline styles would be refused by the page's Content-Security-Policy, noisily, while parsing.
 const STYLE_ATTRIBUTE = /\sstyle\s*=\s*("[^"]*"|'[^']*'|[^\s>]+)/gi;
 
+// The block still being streamed shows its code unhighlighted (highlighting a long code block
+// again at every frame made long tasks); it is highlighted once closed.
+const render = { live: false, plain: false }; // rendering that block; code was left plain
+const PLAIN = "plain\u0000"; // before the key of a block shown with plain code
+const PARTIAL = "partial\u0000"; // before the key of a list or table not all of whose parts show
+
 const md = new Marked({
-  gfm: true,
+  ...LEXER_OPTIONS,
   renderer: {
     html({ text }) {
       return text.replace(STYLE_ATTRIBUTE, "");
@@ -64,9 +75,10 @@ const md = new Marked({
     code({ text, lang }) {
       const language = (lang ?? "").trim().split(/\s+/)[0].toLowerCase();
       const known = language && hljs.getLanguage(language) ? language : "";
+      render.plain ||= Boolean(known && render.live);
       return (
         `<pre class="code-block" data-lang="${escapeHtml(language)}">` +
-        `<code class="hljs${known ? ` language-${known}` : ""}">${highlight(text, known)}</code></pre>`
+        `<code class="hljs${known ? ` language-${known}` : ""}">${render.live ? escapeHtml(text) : highlight(text, known)}</code></pre>`
       );
     },
   },
@@ -124,13 +136,73 @@ function decorateCodeBlocks(root) {
   }
 }
 
-function renderToken(token) {
-  const fragment = DOMPurify.sanitize(md.parser([token]), PURIFY);
+/** The nodes of HTML made entirely here: a code block's is its escaped text, or highlight.js's
+ * spans around it, in a <pre> whose attributes are escaped. Sanitising it cost most of the time
+ * of a long block. */
+function madeHere(html) {
+  const template = document.createElement("template");
+  template.innerHTML = html;
+  return template.content;
+}
+
+/** The element of a block; `live` for the block being streamed (see render). */
+function renderToken(token, live) {
+  Object.assign(render, { live, plain: false });
+  let html;
+  try {
+    html = md.parser([token]);
+  } finally {
+    render.live = false;
+  }
+  const fragment = token.type === "code" ? madeHere(html) : DOMPurify.sanitize(html, PURIFY);
   for (const img of fragment.querySelectorAll("img[data-remote-src]")) img.replaceWith(remoteImageLink(img));
   const block = h("div", { class: "md-block" });
   block.append(fragment);
   decorateCodeBlocks(block);
   return block;
+}
+
+/** A block to show: its key, and its element made by renderToken. */
+function tokenBlock(token, key, live) {
+  const node = renderToken(token, live);
+  return { key: render.plain ? PLAIN + key : key, node };
+}
+
+// A list or table being streamed is rendered part by part (items, rows), each part again only when
+// it changed: a long one then costs what its last part does. The elements are renderToken's;
+// holder(element) is where the parts go.
+const PARTS = {
+  list: { field: "items", holder: (node) => node.firstElementChild, part: (node) => node.querySelector("li") },
+  table: {
+    field: "rows",
+    holder: (node) => node.querySelector("tbody") ?? node.firstElementChild.appendChild(document.createElement("tbody")),
+    part: (node) => node.querySelector("tbody > tr"),
+  },
+};
+// (Raw HTML could make a part parsed alone differ from the same part parsed with the others.)
+const partwise = (token, key) => Object.hasOwn(PARTS, token.type) && !key.includes('"type":"html"');
+
+/** The block of a list or table being streamed, made part by part (see PARTS) from `old`'s parts;
+ * once past the deadline it leaves the parts still to render (one at least is) for later. */
+function partsBlock(token, key, old, deadline) {
+  const { field, holder, part } = PARTS[token.type];
+  const parts = token[field];
+  const shell = JSON.stringify({ ...token, raw: "", [field]: [] });
+  const reuse = old?.shell === shell && old.parts.length <= parts.length;
+  const block = reuse ? old : { shell, parts: [], node: renderToken({ ...token, [field]: [] }, true) };
+  let rendered = 0;
+  for (const [index, value] of parts.entries()) {
+    const partKey = JSON.stringify(value);
+    const shown = block.parts[index];
+    if (shown?.key === partKey) continue;
+    if (rendered && performance.now() >= deadline) return { ...block, key: PARTIAL + key, complete: false };
+    const el = part(renderToken({ ...token, [field]: [value] }, true));
+    if (shown) shown.el.replaceWith(el);
+    else holder(block.node).append(el, "\n");
+    block.parts[index] = { key: partKey, el, plain: render.plain };
+    rendered += 1;
+  }
+  return { ...block, key: block.parts.some((shown) => shown.plain) ? PLAIN + key : key, complete: true };
 }
 
 // Line ends as marked sees them, so that token lengths add up to offsets in the text.
@@ -139,24 +211,57 @@ const rawLength = (tokens) => tokens.reduce((sum, token) => sum + token.raw.leng
 
 const visible = (token) => token.type !== "space" && token.type !== "def";
 
+const keys = new WeakMap(); // token -> its JSON, for the tokens of a worker (which made it)
+const keyOf = (token) => keys.get(token) ?? JSON.stringify(token);
+
+const slices = []; // { step, done } of the views rendering in slices, in turn
+let sliceFrame = 0;
+
+/** Calls step(deadline) in animation frames until it returns false (it has nothing left to do). */
+function inSlices(step) {
+  return new Promise((done) => {
+    slices.push({ step, done });
+    sliceFrame ||= requestAnimationFrame(runSlices);
+  });
+}
+
+function runSlices() {
+  const deadline = performance.now() + SLICE_BUDGET_MS;
+  try {
+    while (slices.length && performance.now() < deadline) {
+      let more = false;
+      try {
+        more = slices[0].step(deadline);
+      } finally {
+        if (!more) slices.shift().done(); // done, or failed: the others go on
+      }
+    }
+  } finally {
+    sliceFrame = slices.length ? requestAnimationFrame(runSlices) : 0;
+  }
+}
+
 /**
  * Renders Markdown into a container, one element per top-level block.
  *
- * set(text) shows a whole text at once. stream(text, budget) shows a text that grew since the
+ * set(text) shows a whole text at once; show(text) too, without a long task when the text is long
+ * (it resolves once all is shown). stream(text, budget) shows a text that grew since the
  * last call: it lexes only from the open (last) block on; the blocks before it are closed,
  * rendered once and kept. It spends about `budget` ms, rendering closed blocks in order and the
  * open one when none is left, and returns true while some are left (call it again next frame).
+ * The open block shows its code unhighlighted, and a list or table in it is rendered part by
+ * part (see render and PARTS).
  *
  * Marked decides where a block ends by looking at what follows, so in rare cases (a table whose
  * delimiter row turns out malformed) a closed block is not what lexing the whole text makes;
- * set() on the complete text then makes the elements exactly those of a one-shot render. A
- * block is rendered again only when its token differs: the render of a token depends on
- * nothing else (reference links are resolved while lexing).
+ * set() or show() on the complete text then makes the elements exactly those of a one-shot
+ * render. A block is rendered again only when its token differs: the render of a token depends
+ * on nothing else (reference links are resolved while lexing).
  */
 export class MarkdownView {
   constructor(container) {
     this.el = container;
-    this.shown = []; // { key: the token as JSON, node } per block on the page, in order
+    this.shown = []; // { key: the token as JSON, node, and parts of PARTS } per block shown, in order
     this.rendered = 0; // shown blocks of closed tokens; the rest show the open part
     this.queue = []; // closed tokens not rendered yet
     this.openTokens = []; // the blocks from the open one on
@@ -164,23 +269,38 @@ export class MarkdownView {
     this.closedEnd = 0; // where the open block starts in source
     this.links = Object.create(null); // the reference definitions of the text shown
     this.closedLinks = Object.create(null); // those before the open block
+    this.generation = 0; // counts the calls of set, stream and show: a pending show() gives up
     this.el.classList.add("markdown");
     this.el.addEventListener("click", (event) => this.#onClick(event));
   }
 
   set(text) {
-    this.source = normalise(text);
-    const tokens = md.lexer(this.source);
-    this.links = { ...tokens.links };
-    this.closedLinks = Object.create(null);
-    this.rendered = 0;
-    this.queue = [];
-    this.closedEnd = 0;
-    this.#split(tokens, 0);
+    this.generation += 1;
+    const source = normalise(text);
+    this.#adopt(source, md.lexer(source));
     this.#draw(Infinity);
   }
 
+  async show(text) {
+    if (text.length <= SYNC_CHARS) return void this.set(text);
+    this.generation += 1;
+    const run = this.generation;
+    const source = normalise(text);
+    const lexed = await lexAside(source);
+    if (run !== this.generation) return;
+    lexed.tokens.forEach((token, index) => keys.set(token, lexed.keys[index]));
+    lexed.tokens.links = lexed.links;
+    this.#adopt(source, lexed.tokens);
+    let placed = false; // a container taken out of the page (another conversation shown) stops
+    await inSlices((deadline) => {
+      if (this.el.isConnected) placed = true;
+      else if (placed) return false;
+      return run === this.generation && this.#draw(deadline);
+    });
+  }
+
   stream(text, budget = Infinity) {
+    this.generation += 1;
     const deadline = performance.now() + budget;
     const source = normalise(text);
     if (!source.startsWith(this.source.slice(0, this.closedEnd))) return void this.set(text);
@@ -194,7 +314,18 @@ export class MarkdownView {
     this.source = source;
     this.links = { ...lexer.tokens.links };
     this.#split(tokens, this.closedEnd);
-    return this.#draw(deadline);
+    return this.#draw(deadline, true);
+  }
+
+  /** Takes the tokens of a whole text: all to be shown again (or kept where they are the same). */
+  #adopt(source, tokens) {
+    this.source = source;
+    this.links = { ...tokens.links };
+    this.closedLinks = Object.create(null);
+    this.rendered = 0;
+    this.queue = [];
+    this.closedEnd = 0;
+    this.#split(tokens, 0);
   }
 
   /** Queues the closed tokens of source[start:] and keeps the open ones; moves closedEnd. */
@@ -212,32 +343,36 @@ export class MarkdownView {
     });
   }
 
-  /** Renders queued blocks (one at least) until the deadline, then the open ones if none is left. */
-  #draw(deadline) {
+  /** Renders queued blocks (one at least) until the deadline, then the open ones if none is left;
+   * whether some are left. */
+  #draw(deadline, live = false) {
     const stale = this.shown.splice(this.rendered);
     while (this.queue.length) {
-      this.#place(this.queue.shift(), stale);
+      this.#place(this.queue.shift(), stale, false, deadline);
       this.rendered += 1;
       if (performance.now() >= deadline) break;
     }
+    let complete = true;
     if (this.queue.length) this.shown.push(...stale.splice(0)); // the old open part stays until its turn
-    else for (const token of this.openTokens) this.#place(token, stale);
+    else for (const token of this.openTokens) complete = this.#place(token, stale, live, deadline) && complete;
     for (const block of stale) block.node.remove();
-    return this.queue.length > 0;
+    return this.queue.length > 0 || !complete;
   }
 
-  /** Shows a token in place of the first stale block (kept when it shows the same token). */
-  #place(token, stale) {
-    const key = JSON.stringify(token);
+  /** Shows a token in place of the first stale block (kept when it shows the same token, and
+   * for a `live` one also when it shows it with plain code); false when it shows only part of it. */
+  #place(token, stale, live, deadline) {
+    const key = keyOf(token);
     const old = stale.shift();
-    if (old?.key === key) {
+    if (old?.key === key || (live && old?.key === PLAIN + key)) {
       this.shown.push(old);
-      return;
+      return true;
     }
-    const node = renderToken(token);
-    if (old) old.node.replaceWith(node);
-    else this.el.append(node);
-    this.shown.push({ key, node });
+    const block = live && partwise(token, key) ? partsBlock(token, key, old, deadline) : tokenBlock(token, key, live);
+    if (!old) this.el.append(block.node);
+    else if (old.node !== block.node) old.node.replaceWith(block.node);
+    this.shown.push(block);
+    return block.complete ?? true;
   }
 
   async #onClick(event) {

@@ -5,8 +5,8 @@ import { openPath } from "./preview.js";
 
 // Rendering a streamed answer takes about this long per frame at most, so the page stays
 // responsive; more while it is behind the text received, to catch up without a long task.
-const FRAME_BUDGET_MS = 10;
-const CATCH_UP_BUDGET_MS = 20;
+const FRAME_BUDGET_MS = 6;
+const CATCH_UP_BUDGET_MS = 10;
 
 /** "‹ 2/3 ›" switcher between sibling messages; onGo(offset) moves by -1 or +1. */
 function branchNav(position, total, onGo, disabled) {
@@ -134,6 +134,10 @@ export class UserMessage extends MessageBase {
 }
 
 export class AssistantView extends MessageBase {
+  get messageId() {
+    return this.record?.id ?? this.streamedId; // asked for at every token: fields, not the dataset
+  }
+
   constructor(messageId) {
     super();
     this.content = "";
@@ -142,6 +146,7 @@ export class AssistantView extends MessageBase {
     this.cards = h("div", { class: "tool-cards" });
     this.navSlot = h("div", { class: "nav-slot" });
     this.el = h("article", { class: "message assistant-message", "aria-label": "Agent" }, this.navSlot, this.body, this.cards);
+    this.streamedId = messageId ?? null;
     if (messageId) this.el.dataset.messageId = messageId;
     this.finished = false;
     this.frame = 0; // the requested animation frame, if any
@@ -156,10 +161,10 @@ export class AssistantView extends MessageBase {
     });
   }
 
-  /** One frame of the streamed answer; once it is finished and all drawn, in a frame of its own,
-   * the check that makes it exactly a one-shot render of the whole text. */
+  /** One frame of the streamed answer; once it is finished and all drawn, the check that makes it
+   * exactly a one-shot render of the whole text (in slices of frames when it is long). */
   #draw() {
-    if (this.finished && this.drawn === this.content) return void this.markdown.set(this.content);
+    if (this.finished && this.drawn === this.content) return void this.markdown.show(this.content);
     this.behind = this.markdown.stream(this.content, this.behind ? CATCH_UP_BUDGET_MS : FRAME_BUDGET_MS);
     if (!this.behind) this.drawn = this.content;
     if (this.behind || this.finished) this.#schedule();
@@ -209,7 +214,7 @@ export class AssistantView extends MessageBase {
       this.thinkingLabel.textContent = "Thought process";
     }
     this.#markdown();
-    this.el.classList.add("typing");
+    if (!this.el.classList.contains("typing")) this.el.classList.add("typing");
     this.content += text;
     this.#schedule();
   }
@@ -222,11 +227,11 @@ export class AssistantView extends MessageBase {
     this.thinkingLabel.textContent = "Thought process";
   }
 
-  /** History: the whole answer at once. */
+  /** History: the whole answer (a long one is shown over a few frames). */
   setContent(text) {
     if (!text) return;
     this.content = text;
-    this.#markdown().set(text);
+    void this.#markdown().show(text);
   }
 
   addCard(card) {

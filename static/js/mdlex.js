@@ -1,0 +1,55 @@
+// Lexing Markdown as markdown.js renders it. lexAside() has whole long texts lexed off the page's
+// main thread, by this same module run as a worker.
+import { Marked } from "../vendor/marked/marked.esm.js";
+
+export const LEXER_OPTIONS = { gfm: true };
+
+const marked = new Marked(LEXER_OPTIONS);
+
+/** A text's top-level tokens, each one's key (its JSON: a block is rendered again only when its
+ * key changes) and the reference links it defines. */
+export function lexWhole(source) {
+  const tokens = marked.lexer(source);
+  return { tokens, keys: tokens.map((token) => JSON.stringify(token)), links: { ...tokens.links } };
+}
+
+let lexer = null; // the worker lexing long texts; false where none can run
+const lexing = new Map(); // request id -> { source, resolve }
+let lastRequest = 0;
+
+const lexHere = (source) => new Promise((resolve) => resolve(lexWhole(source)));
+
+/** lexWhole(source), from the worker (or this thread when no worker can run). */
+export function lexAside(source) {
+  lexer ??= startLexer();
+  if (!lexer) return lexHere(source);
+  lastRequest += 1;
+  const id = lastRequest;
+  return new Promise((resolve) => {
+    lexing.set(id, { source, resolve });
+    lexer.postMessage({ id, source });
+  });
+}
+
+function startLexer() {
+  try {
+    const worker = new Worker(new URL("./mdlex.js", import.meta.url), { type: "module" });
+    worker.onmessage = ({ data }) => {
+      lexing.get(data.id)?.resolve(data);
+      lexing.delete(data.id);
+    };
+    worker.onerror = () => { // it did not load, or failed: lex on this thread from now on
+      lexer = false;
+      worker.terminate();
+      for (const { source, resolve } of lexing.values()) resolve(lexHere(source));
+      lexing.clear();
+    };
+    return worker;
+  } catch {
+    return false;
+  }
+}
+
+if (typeof WorkerGlobalScope !== "undefined" && globalThis instanceof WorkerGlobalScope) {
+  globalThis.onmessage = ({ data }) => globalThis.postMessage({ id: data.id, ...lexWhole(data.source) });
+}
