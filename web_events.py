@@ -152,7 +152,13 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
         if not state.token_ok(token):
             state.throttle.failed(address, "socket")
             return False
+        if isinstance(auth, dict) and auth.get("batch_deltas") is True:
+            state.batched.add(request.sid)  # type: ignore[attr-defined]
         return True
+
+    @socketio.on("disconnect")
+    def on_disconnect(*_: Any) -> None:
+        state.batched.discard(request.sid)  # type: ignore[attr-defined]
 
     @socketio.on("send_message")
     @acked(SendMessage)
@@ -164,7 +170,7 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
 
         def enter(record: dict[str, Any]) -> None:
             hub.register(terminal)
-            join_room(record["conversation_id"])
+            join_room(state.room_for(request.sid, record["conversation_id"]))  # type: ignore[attr-defined]
 
         # Absent: under the current leaf; an explicit null: a new root (editing the first message).
         parent = msg.parent_id if "parent_id" in msg.model_fields_set else LEAF
@@ -221,7 +227,7 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
             cancel = terminal.begin_compaction(msg.instructions)
         except NothingToCondense as exc:
             return failure("invalid", str(exc))
-        join_room(msg.conversation_id)
+        join_room(state.room_for(request.sid, msg.conversation_id))  # type: ignore[attr-defined]
         if cancel is not None:  # else the running task condenses before its next model call
             socketio.start_background_task(terminal.run_compaction, cancel, msg.instructions)
         return {"ok": True, "scheduled": cancel is None}
@@ -230,7 +236,8 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
     @acked(Join)
     def on_join(msg: Join) -> dict[str, Any]:
         sid = request.sid  # type: ignore[attr-defined]
-        return {"ok": True, **hub.join(msg.conversation_id, msg.after_seq, sid)}
+        room = state.room_for(sid, msg.conversation_id)
+        return {"ok": True, **hub.join(msg.conversation_id, msg.after_seq, sid, room)}
 
 
 def _register_reading_handlers(socketio: SocketIO, state: WebState) -> None:

@@ -21,6 +21,7 @@ from core.services import build_services
 from core.web_terminal import TerminalHub
 from utils.settings import Settings
 from web_access import HostGuard, is_loopback, origin_checker
+from web_batching import DeltaBatcher
 from web_events import register_socket_handlers
 from web_manage import register_manage_handlers
 from web_nodelay import NoDelay
@@ -64,8 +65,14 @@ def create_app(
     green = async_mode == "eventlet"
     yielded = [time.monotonic()]
 
+    def in_room(room: str) -> bool:  # with Redis, clients of other processes may be in it
+        return bool(settings.redis_url) or any(socketio.server.manager.get_participants("/", room))
+
+    batcher = DeltaBatcher(lambda name, payload, to: socketio.emit(name, payload, to=to),
+                           socketio.sleep, socketio.start_background_task, in_room)
+
     def send(event: Event) -> None:
-        socketio.emit(event.name, event.to_wire(), to=event.conversation_id)
+        batcher.send(event, event.to_wire())
         state.taps.publish(event)
         # Under eventlet an emit leaves when the sending task yields: a stream read at a
         # model's pace yields at every read; one pouring in must still let the writers run.
@@ -95,6 +102,7 @@ def create_app(
     register_manage_handlers(socketio, state)
     cluster.serve(hub.handle, socketio.start_background_task)
     state.closers.append(cluster.close)
+    state.closers.append(batcher.close)
     return app
 
 

@@ -16,6 +16,7 @@ from modules.file_watcher import WorkspaceWatcher
 from modules.results import FileChange
 from utils.settings import Settings
 from web_access import LoginThrottle
+from web_batching import batched_room
 
 AsyncMode = Literal["threading", "eventlet"]
 
@@ -57,6 +58,11 @@ class WebState:
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
     taps: EventTaps = field(default_factory=EventTaps)
     closers: list[Callable[[], None]] = field(default_factory=list)  # run at shutdown
+    batched: set[str] = field(default_factory=set)  # sids that asked for gathered deltas
+
+    def room_for(self, sid: str, conversation_id: str) -> str:
+        """The conversation's room this client gets its events in (see web_batching)."""
+        return batched_room(conversation_id) if sid in self.batched else conversation_id
 
     def token_ok(self, candidate: object) -> bool:
         """Constant-time check; any string is safe to pass (compare_digest refuses non-ASCII)."""

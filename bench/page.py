@@ -9,6 +9,7 @@ section a 100-line code block and a 40-item list) as fast as it can, in fragment
 headless Chromium showing the page. Per run we measure:
 
 - socket time: from the first `token` frame to the last one arriving on the page's WebSocket
+  (a frame of gathered `deltas` counts too: the page asks for them, see web_batching.py)
   (Chromium's own frame timestamps, `Network.webSocketFrameReceived`);
 - render time: from the first `token` frame until the answer's DOM last changed (a
   MutationObserver), mapped onto the same clock (`Performance.getMetrics`);
@@ -255,7 +256,7 @@ def run_once(browser: Any, server: ServerProcess, fake: FakeLLM, answer: str, ch
 
         def on_frame(params: dict[str, Any]) -> None:
             data = params["response"]["payloadData"]
-            if data.startswith('42["token"'):
+            if data.startswith(('42["token"', '42["deltas"')):  # deltas: gathered tokens
                 frames.append(params["timestamp"] * 1000)
             elif data.startswith('42["done"'):
                 done.append(params["timestamp"] * 1000)

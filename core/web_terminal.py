@@ -24,7 +24,7 @@ Deliver = Callable[[Event], None]  # to one client
 Announce = Callable[[dict[str, Any]], None]  # to every client: a list entry changed ({id, ...})
 UNWRITTEN_SEQ_GAP = 1000  # far more events than a write batch of core/redis_cluster.py holds
 ToClient = Callable[[str, str, dict[str, Any]], None]  # (sid, name, payload): to one client
-EnterRoom = Callable[[str, str], None]  # (sid, conversation id): a client of any process
+EnterRoom = Callable[[str, str], None]  # (sid, room): a client of any process
 INTERRUPTED = ("The server process running this task stopped before it ended; what it "
                "recorded is kept. Send a message to go on.")
 
@@ -323,24 +323,27 @@ class TerminalHub:
         allowed = answer.get("always_allowed") if answer else None
         return list(allowed) if isinstance(allowed, list) else None
 
-    def join(self, conversation_id: str, after_seq: int, sid: str) -> dict[str, Any]:
-        """Put client `sid` in the conversation's room and replay what it missed after
-        `after_seq` (see WebTerminal.replay): by the process running the task, which alone
-        orders the replay before the live events; else from the last task's log."""
+    def join(self, conversation_id: str, after_seq: int, sid: str,
+             room: str | None = None) -> dict[str, Any]:
+        """Put client `sid` in the conversation's `room` (default: the one named by its id)
+        and replay what it missed after `after_seq` (see WebTerminal.replay): by the process
+        running the task, which alone orders the replay before the live events; else from
+        the last task's log."""
+        room = room or conversation_id
         terminal = self.get(conversation_id)
         if not terminal.running:
             answer = self._ask(conversation_id, {"op": "join", "after_seq": after_seq,
-                                                 "sid": sid})
+                                                 "sid": sid, "room": room})
             if answer is not None and "last_seq" in answer:
                 return answer
             logged = self.cluster.replay_log(conversation_id, after_seq)
             if logged is not None and not terminal.running:
-                self._subscribe(sid, conversation_id)
+                self._subscribe(sid, room)
                 for name, wire in logged.events:
                     self._deliver(sid, name, wire)
                 return {"running": False, "last_seq": max(logged.last_seq, terminal.last_seq),
                         "replays_after": logged.replays_after}
-        return self._replay_here(terminal, after_seq, sid)
+        return self._replay_here(terminal, after_seq, sid, room)
 
     def remote_status(self, conversation_id: str) -> dict[str, Any] | None:
         """Where the conversation's task is when another process runs it (None otherwise)."""
@@ -356,16 +359,17 @@ class TerminalHub:
             return None
         return self.cluster.ask(owner, {**request, "conversation_id": conversation_id})
 
-    def _replay_here(self, terminal: WebTerminal, after_seq: int, sid: str) -> dict[str, Any]:
+    def _replay_here(
+        self, terminal: WebTerminal, after_seq: int, sid: str, room: str
+    ) -> dict[str, Any]:
         def deliver(event: Event) -> None:
             self._deliver(sid, event.name, event.to_wire())
 
-        return terminal.replay(after_seq, deliver,
-                               subscribe=lambda: self._subscribe(sid, terminal.conversation_id))
+        return terminal.replay(after_seq, deliver, subscribe=lambda: self._subscribe(sid, room))
 
-    def _subscribe(self, sid: str, conversation_id: str | None) -> None:
-        if self._enter_room is not None and conversation_id is not None:
-            self._enter_room(sid, conversation_id)
+    def _subscribe(self, sid: str, room: str) -> None:
+        if self._enter_room is not None:
+            self._enter_room(sid, room)
 
     def _deliver(self, sid: str, name: str, payload: dict[str, Any]) -> None:
         if self._to_client is not None:
@@ -390,7 +394,7 @@ class TerminalHub:
             return {"ok": True, "always_allowed": terminal.gate.allowed() if answered else None}
         if op == "join":
             return self._replay_here(terminal, int(request.get("after_seq") or 0),
-                                     str(request.get("sid")))
+                                     str(request.get("sid")), str(request.get("room") or cid))
         if op == "status":
             return {"ok": True, "status": terminal.task_status()}
         return {"ok": False}

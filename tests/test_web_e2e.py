@@ -145,6 +145,54 @@ def test_slow_stream_arrives_while_streaming(fake: FakeLLM, client: EventClient)
     assert 50 <= early <= 150, f"{early} of 200 tokens in the first half of the stream"
 
 
+def deltas_of(events: list[Received]) -> list[tuple[int, str]]:
+    """(seq, text) of every token delta a batched client got, plain or gathered."""
+    got: list[tuple[int, str]] = []
+    for event in events:
+        if event.name == "token":
+            got.append((event.payload["seq"], event.payload["text"]))
+        elif event.name == "deltas" and event.payload["of"] == "token":
+            first = event.payload["first_seq"]
+            got += [(first + i, text) for i, text in enumerate(event.payload["texts"])]
+            assert event.payload["seq"] == first + len(event.payload["texts"]) - 1
+    return got
+
+
+def test_a_batched_client_gets_a_pouring_stream_gathered_in_one_order(
+    server: ServerProcess, fake: FakeLLM, client: EventClient
+):
+    text = "".join(chr(ord("a") + i % 26) for i in range(3000))
+    fake.script(Reply(content=text, chunk_size=1, latency=0.5))
+    with connected(server.url, batch_deltas=True) as batched:
+        cid = batched.start("stream 3000 to a page")
+        assert client.call("join", {"conversation_id": cid, "after_seq": 0})["ok"]
+        gathered = batched.wait_done(cid)
+        plain = client.wait_done(cid)
+    assert len(tokens(plain)) == 3000 and text_of(plain) == text  # one per delta, as ever
+    got = deltas_of(gathered)
+    assert "".join(t for _, t in got) == text
+    assert [seq for seq, _ in got] == [e.payload["seq"] for e in tokens(plain)]
+    messages = [e for e in gathered if e.name in ("token", "deltas")]
+    assert len(messages) < 1000, f"{len(messages)} messages for 3000 deltas: not gathered"
+    seqs = [seq for e in gathered for seq in (
+        [s for s, _ in deltas_of([e])] if e.name in ("token", "deltas") else [e.payload["seq"]])]
+    assert seqs == sorted(seqs) and gathered[-1].name == "done"
+    assert [e.name for e in plain if e.name not in ("token",)] == [
+        e.name for e in gathered if e.name not in ("token", "deltas")]
+
+
+def test_a_batched_client_gets_a_paced_stream_as_it_comes(
+    server: ServerProcess, fake: FakeLLM
+):
+    fake.script(Reply(content="x" * 40, chunk_size=1, delay=0.04))
+    with connected(server.url, batch_deltas=True) as batched:
+        cid = batched.start("stream slowly to a page")
+        events = batched.wait_done(cid)
+    assert "".join(t for _, t in deltas_of(events)) == "x" * 40
+    single = sum(e.name == "token" for e in events)
+    assert single >= 30, f"only {single} of 40 deltas 40 ms apart went out as they came"
+
+
 def test_tool_phases_and_file_tree_events(
     server: ServerProcess, fake: FakeLLM, client: EventClient
 ):

@@ -206,6 +206,7 @@ class EventClient:
     token: str | None = TOKEN
     transports: list[str] | None = None
     origin: str | None = None  # None: what the client libraries send by themselves
+    batch_deltas: bool = False  # ask for gathered deltas, as the page does (web_batching.py)
     events: list[Received] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -222,6 +223,8 @@ class EventClient:
 
     def connect(self) -> EventClient:
         auth = {"token": self.token} if self.token is not None else None
+        if auth is not None and self.batch_deltas:
+            auth["batch_deltas"] = True
         self.sio.connect(
             self.url, auth=auth, headers=self.headers, transports=self.transports, wait_timeout=10
         )

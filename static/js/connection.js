@@ -8,10 +8,15 @@ export class Connection {
   /** onEvent(name, payload); onState(state, detail) with state connected|reconnecting|refused|disconnected. */
   constructor({ token, onEvent, onState }) {
     this.connectedOnce = false;
-    this.socket = io({ auth: { token }, reconnectionDelay: 500, reconnectionDelayMax: 4000 });
+    // batch_deltas: a stream pouring in comes as `deltas` events of several token/thinking
+    // deltas (web_batching.py): a few hundred messages for a long answer, not thousands.
+    this.socket = io({ auth: { token, batch_deltas: true }, reconnectionDelay: 500, reconnectionDelayMax: 4000 });
     for (const name of SERVER_EVENTS) {
       this.socket.on(name, (payload) => onEvent(name, payload ?? {}));
     }
+    this.socket.on("deltas", ({ of, texts, first_seq: first, seq: _last, ...shared }) => {
+      texts.forEach((text, i) => onEvent(of, { ...shared, text, seq: first + i }));
+    });
     this.socket.on("connect", () => {
       const first = !this.connectedOnce;
       this.connectedOnce = true;
