@@ -14,6 +14,7 @@ messages of a long answer in seconds of main-thread work; gathered, they are a f
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from typing import Any
 
 from core.events import Event, Thinking, Token
 
+log = logging.getLogger(__name__)
 WINDOW_SECONDS = 0.008
 BATCHED_SUFFIX = "/batched"
 SAME_BATCH = ("message_id", "agent", "parent_call_id", "depth")
@@ -131,4 +133,8 @@ class DeltaBatcher:
                 rooms = list(self._rooms.items())
             for cid, room in rooms:
                 with room.lock:
-                    self._send_gathered(cid, room)
+                    try:
+                        self._send_gathered(cid, room)
+                    except Exception:  # the next room's clients still get theirs
+                        log.exception("gathered deltas could not be sent",
+                                      extra={"fields": {"conversation_id": cid}})
