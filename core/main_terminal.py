@@ -32,7 +32,7 @@ from core.task import MAX_DEPTH, StreamProgress, Task
 from core.tool_step import ToolStep
 from modules.file_tree import describe_tree
 from modules.focus import FocusFiles
-from modules.undo import UndoResult
+from modules.undo_restore import UndoResult
 from utils.agent_specs import AgentSpec
 from utils.api_client import ApiError, StreamInterrupted
 from utils.cancel import CancelToken, TaskCancelled
