@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from modules.blob_store import BlobStore
 from tests.fake_llm import FakeLLM
 from tests.web_helpers import TOKEN, Web
 from utils.settings import load_settings
@@ -48,3 +49,17 @@ def make_web(tmp_path: Path, fake_llm: FakeLLM) -> Callable[..., Web]:
 @pytest.fixture
 def web(make_web: Callable[..., Web]) -> Web:
     return make_web()
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every workspace file the undo blob store reads (to hash and keep it)."""
+    seen: list[str] = []
+    original = BlobStore.store_at
+
+    def counting(self: BlobStore, folder: int, name: str, rel: str) -> tuple:
+        seen.append(rel)
+        return original(self, folder, name, rel)
+
+    monkeypatch.setattr(BlobStore, "store_at", counting)
+    return seen

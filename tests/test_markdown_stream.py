@@ -91,6 +91,14 @@ STREAM_AND_COMPARE = """async ([text, cuts, budget]) => {
 }"""
 
 
+EXPECT_ONE_SHOT = """async (text) => {
+  const { MarkdownView } = await import("/static/js/markdown.js");
+  const oneShot = new MarkdownView(document.createElement("div"));
+  oneShot.set(text);
+  window.expected = oneShot.el.innerHTML;
+}"""  # window.expected: a one-shot render of the whole answer
+
+
 def chunkings(text: str, rng: random.Random) -> Iterator[list[int]]:
     """Cut points: one character at a time, then a few random chunkings (small to large)."""
     yield list(range(1, len(text) + 1))
@@ -154,12 +162,7 @@ def test_the_page_streams_a_long_answer_into_the_same_elements(
     page.fill("#message-input", "write everything")
     page.press("#message-input", "Enter")
     page.wait_for_selector('.task-end[data-reason="complete"]', state="attached")
-    page.evaluate("""async (text) => {
-      const { MarkdownView } = await import("/static/js/markdown.js");
-      const oneShot = new MarkdownView(document.createElement("div"));
-      oneShot.set(text);
-      window.expected = oneShot.el.innerHTML;
-    }""", answer)
+    page.evaluate(EXPECT_ONE_SHOT, answer)
     # the last frames and the final check may still be on their way
     page.wait_for_function(
         "() => document.querySelector('.assistant-message .answer').innerHTML === window.expected")
@@ -330,11 +333,6 @@ def test_a_long_answer_from_history_shows_as_a_one_shot_render(
     page.wait_for_selector('.task-end[data-reason="complete"]', state="attached")
     page.reload()
     page.wait_for_selector(".assistant-message .answer")
-    page.evaluate("""async (text) => {
-      const { MarkdownView } = await import("/static/js/markdown.js");
-      const oneShot = new MarkdownView(document.createElement("div"));
-      oneShot.set(text);
-      window.expected = oneShot.el.innerHTML;
-    }""", answer)
+    page.evaluate(EXPECT_ONE_SHOT, answer)
     page.wait_for_function(
         "() => document.querySelector('.assistant-message .answer').innerHTML === window.expected")

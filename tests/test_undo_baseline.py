@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from modules.blob_store import BlobStore
 from modules.context import ToolContext
 from modules.undo import UndoJournal
 from tests.helpers import call, make_ctx, state
@@ -28,20 +27,6 @@ def make_files(root: Path, count: int = 40) -> None:
         os.utime(path, (PAST, PAST))
     os.symlink("d0/f0.txt", root / "link")
     os.utime(root / "link", (PAST, PAST), follow_symlinks=False)
-
-
-@pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every workspace file this process reads to keep it."""
-    seen: list[str] = []
-    original = BlobStore.store_at
-
-    def counting(self: BlobStore, folder: int, name: str, rel: str) -> tuple:
-        seen.append(rel)
-        return original(self, folder, name, rel)
-
-    monkeypatch.setattr(BlobStore, "store_at", counting)
-    return seen
 
 
 @pytest.fixture

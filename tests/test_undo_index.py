@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from modules.blob_store import BlobStore
 from modules.paths import Workspace
 from modules.undo import UndoJournal
 from tests.helpers import call, make_ctx
@@ -28,20 +27,6 @@ def make_files(root: Path, count: int = 30, prefix: str = "f") -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"content {prefix} {i}\n" * (i + 1))
         os.utime(path, (PAST, PAST))
-
-
-@pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every workspace file the blob store reads (to hash and keep it)."""
-    seen: list[str] = []
-    original = BlobStore.store_at
-
-    def counting(self: BlobStore, folder: int, name: str, rel: str) -> tuple:
-        seen.append(rel)
-        return original(self, folder, name, rel)
-
-    monkeypatch.setattr(BlobStore, "store_at", counting)
-    return seen
 
 
 def command_cycle(journal: UndoJournal, task: str = "t") -> list[str]:
