@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from modules.blob_store import BlobStore
+from tests.browser_helpers import chromium, require_chromium
 from tests.fake_llm import FakeLLM
 from tests.web_helpers import TOKEN, Web
 from utils.settings import load_settings
@@ -63,3 +64,10 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(BlobStore, "store_at", counting)
     return seen
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """A headless Chromium for the module's pages (skips it when there is none)."""
+    with chromium(require_chromium()) as launched:
+        yield launched

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import chromium, collect_errors, require_chromium
+from tests.browser_helpers import collect_errors, require_chromium
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import TOKEN, ServerProcess
 
@@ -72,12 +72,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
         env={"AGENT_APPROVAL": "ask"},
     ) as server:
         yield server, fake
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium(playwright) as launched:
-        yield launched
 
 
 @pytest.fixture

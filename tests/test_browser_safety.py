@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import chromium, collect_errors, require_chromium, send
+from tests.browser_helpers import collect_errors, require_chromium, send
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import TOKEN, ServerProcess, connected
 
@@ -40,12 +40,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         ) as server,
     ):
         yield server, fake, workspace
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium(playwright) as launched:
-        yield launched
 
 
 @pytest.fixture
