@@ -23,7 +23,7 @@ from utils.api_client import ApiClient, OnWait
 from utils.cancel import CancelToken
 from utils.completion import StreamItem
 from utils.conversation_store import ConversationStore
-from utils.logger import setup_logging
+from utils.logger import DebugStreamLog, setup_logging
 from utils.providers import ProviderConfig, resolve_provider
 from utils.settings import Settings
 
@@ -56,7 +56,7 @@ class AgentServices:
     agents: AgentCatalog
     skills: SkillCatalog
     attachments: AttachmentStore
-    stream_log: Callable[[str], None] | None = None
+    stream_log: DebugStreamLog | None = None
     mcp: McpManager | None = None
     _models: dict[tuple[str, str], ModelClient] = field(default_factory=dict)
 
@@ -85,11 +85,13 @@ class AgentServices:
 
     def close(self) -> None:
         """Release what outlives a task: the sandbox's containers, the MCP servers, the undo
-        baseline's child."""
+        baseline's child; the deltas still queued for debug_stream.log are written."""
         self.runner.close()
         self.journal.close()
         if self.mcp is not None:
             self.mcp.close()
+        if self.stream_log is not None:
+            self.stream_log.close()
 
 
 def model_client(

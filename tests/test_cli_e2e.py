@@ -134,6 +134,20 @@ def test_rate_limit_is_retried(fake: FakeLLM, dirs: tuple[Path, Path]):
     assert time.monotonic() - started >= 0.3
 
 
+def test_every_raw_delta_reaches_the_debug_stream_log_before_exit(fake: FakeLLM,
+                                                                   dirs: tuple[Path, Path]):
+    _, data = dirs
+    answer = "A short answer, written out before the process ends."
+    fake.script(Reply(content=answer, chunk_size=4, usage=(20, 13)))
+    result = run_cli(fake, dirs, "-p", "hello")
+    assert result.returncode == 0, result.stderr
+    lines = (data / "logs" / "debug_stream.log").read_text().splitlines()
+    chunks = [json.loads(json.loads(line)["raw"]) for line in lines]
+    texts = [choice["delta"].get("content") or "" for c in chunks for choice in c["choices"]]
+    assert "".join(texts) == answer
+    assert chunks[-1]["usage"]["completion_tokens"] == 13  # the last chunk too
+
+
 def test_cut_stream_is_reported_and_partial_answer_kept(fake: FakeLLM, dirs: tuple[Path, Path]):
     _, data = dirs
     fake.script(Reply(content="The first part of a long answer that never ends", chunk_size=5,
