@@ -7,7 +7,9 @@ runs `--runs` times as a subprocess against it, in fresh temporary folders. The 
 of runs of `python -c pass` and `python -c "import openai"` are timed in the same run as
 baselines: the machine is shared, so compare the ratios, not the absolute times. One more
 run under `-X importtime` gives the ten imports that cost the most (cumulative). The goal
-line prints PASS when the median is at most GOAL_SECONDS. This is a measurement, not a test.
+line prints PASS when the median is at most GOAL_SECONDS; as that absolute figure belongs to
+the machine the issue was measured on (where `import openai` took OPENAI_THEN seconds), a
+second line scales it by this run's `import openai`. This is a measurement, not a test.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from tests.fake_llm import FakeLLM, echo_responder
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_SECONDS = 0.4
+OPENAI_THEN = 0.29  # `import openai` on the issue's machine, when the goal was set
 TOP = 10
 _IMPORT_LINE = re.compile(r"^import time:\s+(\d+)\s+\|\s+(\d+)\s+\|( *)(\S+)\s*$")
 
@@ -136,7 +139,6 @@ def main() -> int:
             f"{timing.median / base:>8.1f}x"
         )
     cli = timings[-1]
-    print(f"\ncli -p / import openai: {cli.median / timings[1].median:.2f}x")
     print(
         f"\ntop {TOP} imports of one cli -p run (-X importtime, cumulative, "
         "the costliest per top-level package):"
@@ -145,6 +147,9 @@ def main() -> int:
         print(f"  {cumulative / 1000:>8.1f} ms  (self {own / 1000:>6.1f} ms)  {module}")
     verdict = "PASS" if cli.median <= GOAL_SECONDS else "FAIL"
     print(f"\ngoal: median <= {GOAL_SECONDS:.1f}s: {cli.median:.3f}s -> {verdict}")
+    ratio, scaled = cli.median / timings[1].median, GOAL_SECONDS / OPENAI_THEN
+    verdict = "PASS" if ratio <= scaled else "FAIL"
+    print(f"scaled to this machine: <= {scaled:.2f}x import openai: {ratio:.2f}x -> {verdict}")
     return 0
 
 
