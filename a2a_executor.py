@@ -111,7 +111,8 @@ class ConversationExecutor(AgentExecutor):
         if context.current_task is None:
             history = [context.message] if context.message else []
             await event_queue.enqueue_event(
-                new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED, history=history))
+                new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED, history=history)
+            )
         text = context.get_user_input().strip()
         events: asyncio.Queue[Event] = asyncio.Queue()
         loop = asyncio.get_running_loop()
@@ -130,8 +131,9 @@ class ConversationExecutor(AgentExecutor):
             return
         self._runs[task_id] = _Run(conversation_id, updater)
         try:
-            await updater.update_status(TaskState.TASK_STATE_WORKING,
-                                        metadata={"conversation_id": conversation_id})
+            await updater.update_status(
+                TaskState.TASK_STATE_WORKING, metadata={"conversation_id": conversation_id}
+            )
             await _relay(events, updater)
         finally:
             self._runs.pop(task_id, None)
@@ -163,7 +165,12 @@ class ConversationExecutor(AgentExecutor):
                 state.taps.subscribe(record["conversation_id"], listen)
 
             record = terminal.start(
-                text, parent_id=LEAF, mode=None, approval=None, agent=agent, on_begun=enter,
+                text,
+                parent_id=LEAF,
+                mode=None,
+                approval=None,
+                agent=agent,
+                on_begun=enter,
                 run_in_background=state.socketio.start_background_task,
             )
         except TaskBusy:
@@ -198,17 +205,26 @@ class _Answer:
             return
         chunk = "".join(self._pending)
         self._pending.clear()
-        await self._updater.add_artifact([Part(text=chunk)], artifact_id=self._id, name="answer",
-                                         append=bool(self._text), last_chunk=False)
+        await self._updater.add_artifact(
+            [Part(text=chunk)],
+            artifact_id=self._id,
+            name="answer",
+            append=bool(self._text),
+            last_chunk=False,
+        )
         self._text.append(chunk)
 
     async def close(self) -> None:
         """Replace the chunks by the whole text (what GetTask returns: one part)."""
         await self.flush()
         if self._text:
-            await self._updater.add_artifact([Part(text="".join(self._text))],
-                                             artifact_id=self._id, name="answer",
-                                             append=False, last_chunk=True)
+            await self._updater.add_artifact(
+                [Part(text="".join(self._text))],
+                artifact_id=self._id,
+                name="answer",
+                append=False,
+                last_chunk=True,
+            )
 
 
 async def _relay(events: asyncio.Queue[Event], updater: TaskUpdater) -> None:
@@ -226,8 +242,11 @@ async def _relay(events: asyncio.Queue[Event], updater: TaskUpdater) -> None:
                 answer.add(event)
             elif isinstance(event, ToolEvent) and event.phase in ("end", "approval"):
                 await answer.flush()
-                note = (f"calling {event.tool}" if event.phase == "end" else
-                        f"{event.tool} waits for approval in the web page")
+                note = (
+                    f"calling {event.tool}"
+                    if event.phase == "end"
+                    else f"{event.tool} waits for approval in the web page"
+                )
                 await updater.update_status(TaskState.TASK_STATE_WORKING, _note(updater, note))
             elif isinstance(event, Error):
                 error = event.message

@@ -42,8 +42,9 @@ from web_state import WebState
 log = logging.getLogger(__name__)
 
 Scope = MutableMapping[str, Any]
-Asgi = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
-                Awaitable[None]]
+Asgi = Callable[
+    [Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]
+]
 MAX_REQUEST_BYTES = 1024 * 1024
 START_TIMEOUT_SECONDS = 10.0
 STOP_TIMEOUT_SECONDS = 3.0
@@ -54,8 +55,9 @@ def agent_card(agents: AgentCatalog, default_agent: str, url: str) -> AgentCard:
     """The public card: our agents as skills, the JSON-RPC interface, bearer auth. It names no
     path, model, provider or token."""
     skills = [
-        AgentSkill(id=spec["name"], name=spec["name"], description=spec["description"],
-                   tags=[spec["mode"]])
+        AgentSkill(
+            id=spec["name"], name=spec["name"], description=spec["description"], tags=[spec["mode"]]
+        )
         for spec in agents.summaries()
     ]
     description = (
@@ -65,13 +67,15 @@ def agent_card(agents: AgentCatalog, default_agent: str, url: str) -> AgentCard:
         "the same context continue the same conversation."
     )
     bearer = HTTPAuthSecurityScheme(
-        scheme="bearer", description="the web server's access token (AGENT_WEB_TOKEN)")
+        scheme="bearer", description="the web server's access token (AGENT_WEB_TOKEN)"
+    )
     return AgentCard(
         name="Workspace Agent",
         description=description,
         version=VERSION,
         supported_interfaces=[
-            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")],
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
+        ],
         capabilities=AgentCapabilities(streaming=True),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
@@ -104,21 +108,32 @@ class AccessGuard:
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> JSONResponse | None:
         if not self.hosts.accepts(headers.get("host", "")):
-            return _error(403, "forbidden_host",
-                          "this server answers only to the host names it is configured for")
+            return _error(
+                403,
+                "forbidden_host",
+                "this server answers only to the host names it is configured for",
+            )
         if scope["path"] == AGENT_CARD_WELL_KNOWN_PATH and scope["method"] in ("GET", "HEAD"):
             return None
         address = (scope.get("client") or ("", 0))[0]
         wait = self.throttle.retry_after(address)
         if wait:
-            return _error(429, "too_many_attempts", "too many wrong tokens; wait",
-                          {"Retry-After": str(int(wait) + 1)})
+            return _error(
+                429,
+                "too_many_attempts",
+                "too many wrong tokens; wait",
+                {"Retry-After": str(int(wait) + 1)},
+            )
         scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not self.state.token_ok(token.strip()):
             self.throttle.failed(address, "a2a")
-            return _error(401, "unauthorized", "missing or wrong token: send "
-                          "`Authorization: Bearer TOKEN` (the web server's token)",
-                          {"WWW-Authenticate": "Bearer"})
+            return _error(
+                401,
+                "unauthorized",
+                "missing or wrong token: send "
+                "`Authorization: Bearer TOKEN` (the web server's token)",
+                {"WWW-Authenticate": "Bearer"},
+            )
         length = headers.get("content-length")
         if scope["method"] == "POST" and (length is None or not length.isdigit()):
             return _error(411, "length_required", "send the body with a Content-Length")
@@ -130,8 +145,11 @@ class AccessGuard:
 def _error(
     status: int, code: str, message: str, headers: dict[str, str] | None = None
 ) -> JSONResponse:
-    return JSONResponse({"ok": False, "error": {"code": code, "message": message}},
-                        status_code=status, headers=headers)
+    return JSONResponse(
+        {"ok": False, "error": {"code": code, "message": message}},
+        status_code=status,
+        headers=headers,
+    )
 
 
 def build_app(state: WebState, *, host: str, url: str) -> Asgi:
@@ -140,9 +158,12 @@ def build_app(state: WebState, *, host: str, url: str) -> Asgi:
     card = agent_card(state.services.agents, settings.default_agent, url)
     executor = ConversationExecutor(state, WebWorld(state))
     handler = DefaultRequestHandler(
-        agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)
-    routes = [*create_agent_card_routes(card),
-              *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True)]
+        agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card
+    )
+    routes = [
+        *create_agent_card_routes(card),
+        *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True),
+    ]
     hosts = HostGuard(lambda environ, start: [], bind_host=host, allowed=settings.allowed_hosts)
     return AccessGuard(Starlette(routes=routes), state=state, hosts=hosts)
 
@@ -163,8 +184,14 @@ class A2AServer:
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         self.url = f"http://{shown}:{port}/"
         config = uvicorn.Config(
-            build_app(state, host=host, url=self.url), host=host, port=port, log_config=None,
-            access_log=False, lifespan="off", proxy_headers=False, timeout_graceful_shutdown=1,
+            build_app(state, host=host, url=self.url),
+            host=host,
+            port=port,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            proxy_headers=False,
+            timeout_graceful_shutdown=1,
         )
         self._server = _Uvicorn(config)
         self._loop: LoopThread | None = None
@@ -179,8 +206,10 @@ class A2AServer:
             self.state.socketio.sleep(0.02)
         if not self._server.started:
             self.stop()
-            raise OSError(f"the A2A server could not listen on {self.host}:{self.port} (is the "
-                          "port taken? set AGENT_A2A_PORT)")
+            raise OSError(
+                f"the A2A server could not listen on {self.host}:{self.port} (is the "
+                "port taken? set AGENT_A2A_PORT)"
+            )
         log.info("a2a server started", extra={"fields": {"host": self.host, "port": self.port}})
 
     def stop(self) -> None:

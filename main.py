@@ -20,8 +20,11 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--workspace", help="the only folder the agent may change (./workspace)")
         p.add_argument("--data-dir", help="history, memory, annotations and logs (./data)")
         p.add_argument("--mode", choices=["fast", "thinking"], help="thinking policy")
-        p.add_argument("--approval", choices=["auto", "ask", "read-only"],
-                       help="run every tool / ask before commands and overwrites / read only")
+        p.add_argument(
+            "--approval",
+            choices=["auto", "ask", "read-only"],
+            help="run every tool / ask before commands and overwrites / read only",
+        )
         p.add_argument("--agent", help="the agent new conversations use (default: general)")
 
     web = sub.add_parser("web", help="serve the browser workspace")
@@ -39,10 +42,17 @@ def _parser() -> argparse.ArgumentParser:
     mcp = sub.add_parser("mcp", help="serve the workspace's tools to MCP clients over stdio")
     mcp.add_argument("--workspace", help="the only folder the tools may change (./workspace)")
     mcp.add_argument("--data-dir", help="memory, annotations and logs (./data)")
-    mcp.add_argument("--approval", choices=["auto", "ask", "read-only"],
-                     help="every tool / reading ones and --allow-tool ones / reading only")
-    mcp.add_argument("--allow-tool", action="append", metavar="NAME",
-                     help="also offer this tool in ask mode (repeatable; AGENT_MCP_SERVER_TOOLS)")
+    mcp.add_argument(
+        "--approval",
+        choices=["auto", "ask", "read-only"],
+        help="every tool / reading ones and --allow-tool ones / reading only",
+    )
+    mcp.add_argument(
+        "--allow-tool",
+        action="append",
+        metavar="NAME",
+        help="also offer this tool in ask mode (repeatable; AGENT_MCP_SERVER_TOOLS)",
+    )
     return parser
 
 
@@ -59,10 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     from utils.validation import describe_validation_error
 
     try:
-        settings = load_settings(workspace=args.workspace, data_dir=args.data_dir,
-                                 mode=getattr(args, "mode", None), approval=args.approval,
-                                 default_agent=getattr(args, "agent", None),
-                                 mcp_server_tools=getattr(args, "allow_tool", None))
+        settings = load_settings(
+            workspace=args.workspace,
+            data_dir=args.data_dir,
+            mode=getattr(args, "mode", None),
+            approval=args.approval,
+            default_agent=getattr(args, "agent", None),
+            mcp_server_tools=getattr(args, "allow_tool", None),
+        )
         if args.front == "mcp":
             from mcp_server import serve_stdio
 
@@ -83,8 +97,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _start_problem(exc: OSError) -> str:
     if isinstance(exc, PermissionError) and exc.filename:
-        return (f"no permission to write {exc.filename}; the workspace and the data folder "
-                "must be writable (see --workspace and --data-dir)")
+        return (
+            f"no permission to write {exc.filename}; the workspace and the data folder "
+            "must be writable (see --workspace and --data-dir)"
+        )
     return str(exc)
 
 
@@ -107,8 +123,9 @@ def _run_terminal(services: AgentServices, args: argparse.Namespace) -> int:
         print(f"error: {services.agents.get(settings.default_agent)}", file=sys.stderr)
         return 2
     try:
-        terminal = CliTerminal(services, args.conversation, json_mode=args.json,
-                               one_shot=args.prompt is not None)
+        terminal = CliTerminal(
+            services, args.conversation, json_mode=args.json, one_shot=args.prompt is not None
+        )
     except ConversationNotFound:
         print(f"error: no conversation {args.conversation!r}", file=sys.stderr)
         return 2

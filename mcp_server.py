@@ -34,14 +34,13 @@ SERVER_NAME = "workspace-agent"
 CONVERSATION_ID = "mcp"  # whose task memory `update_memory` with scope `task` keeps
 # Tools that only make sense inside the agent's own loop (its focus, its skills, its
 # proposals shown on the page).
-LOOP_ONLY = frozenset({"focus_file", "unfocus_file", "use_skill", "read_skill_file",
-                       "propose_edit"})
+LOOP_ONLY = frozenset(
+    {"focus_file", "unfocus_file", "use_skill", "read_skill_file", "propose_edit"}
+)
 COMMAND_GRACE_SECONDS = 15.0
 
 
-def offered_tools(
-    registry: ToolRegistry, settings: Settings
-) -> tuple[dict[str, Tool], list[str]]:
+def offered_tools(registry: ToolRegistry, settings: Settings) -> tuple[dict[str, Tool], list[str]]:
     """The tools this approval mode offers, and warnings about names that were not added."""
     usable: dict[str, Tool] = {}
     for name in registry.names():
@@ -78,10 +77,12 @@ class WorkspaceServer:
         self.memory = MemoryStore(settings.data_dir)
         self.annotations = AnnotationStore(settings.data_dir)
         self.server = Server(
-            SERVER_NAME, version="1",
+            SERVER_NAME,
+            version="1",
             instructions=f"Tools working inside the folder {settings.workspace}; paths are "
-                         "relative to it.",
-            on_list_tools=self._list_tools, on_call_tool=self._call_tool,
+            "relative to it.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
         )
 
     async def _list_tools(
@@ -94,17 +95,18 @@ class WorkspaceServer:
     ) -> types.CallToolResult:
         tool = self.tools.get(params.name)
         if tool is None:
-            return _result(f"Unknown tool {params.name!r}. Available: {', '.join(self.tools)}",
-                           ok=False)
+            return _result(
+                f"Unknown tool {params.name!r}. Available: {', '.join(self.tools)}", ok=False
+            )
         try:
-            _, args = self.registry.parse_arguments(params.name,
-                                                    json.dumps(params.arguments or {}))
+            _, args = self.registry.parse_arguments(params.name, json.dumps(params.arguments or {}))
         except ToolError as exc:
             return _result(str(exc), ok=False)
         cancel = CancelToken()
         try:
-            result = await anyio.to_thread.run_sync(self._run, tool, args, cancel,
-                                                    abandon_on_cancel=True)
+            result = await anyio.to_thread.run_sync(
+                self._run, tool, args, cancel, abandon_on_cancel=True
+            )
         except anyio.get_cancelled_exc_class():
             cancel.cancel()  # the client cancelled the request: stop the command too
             raise
@@ -113,8 +115,13 @@ class WorkspaceServer:
     def _run(self, tool: Tool, args: Any, cancel: CancelToken) -> ToolResult:
         settings = self.settings
         context = ToolContext(
-            settings=settings, workspace=self.workspace, runner=self.runner, memory=self.memory,
-            annotations=self.annotations, focus=FocusFiles(), conversation_id=CONVERSATION_ID,
+            settings=settings,
+            workspace=self.workspace,
+            runner=self.runner,
+            memory=self.memory,
+            annotations=self.annotations,
+            focus=FocusFiles(),
+            conversation_id=CONVERSATION_ID,
             cancel=cancel,
         )
         if "timeout" in type(args).model_fields:
@@ -141,7 +148,9 @@ class WorkspaceServer:
 def _describe(tool: Tool) -> types.Tool:
     parameters = tool.schema()["function"]["parameters"]
     return types.Tool(
-        name=tool.name, description=tool.description, input_schema=parameters,
+        name=tool.name,
+        description=tool.description,
+        input_schema=parameters,
         annotations=types.ToolAnnotations(
             read_only_hint=tool.read_only,
             destructive_hint=None if tool.read_only else tool.asks != "never",
@@ -150,8 +159,9 @@ def _describe(tool: Tool) -> types.Tool:
 
 
 def _result(text: str, *, ok: bool) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                is_error=not ok)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], is_error=not ok
+    )
 
 
 def serve_stdio(settings: Settings) -> int:
@@ -159,8 +169,12 @@ def serve_stdio(settings: Settings) -> int:
     server = WorkspaceServer(settings)
     for warning in server.warnings:
         print(f"warning: {warning}", file=sys.stderr, flush=True)
-    print(f"Workspace Agent MCP server: {settings.workspace} ({settings.approval} mode, "
-          f"{len(server.tools)} tools: {', '.join(server.tools)})", file=sys.stderr, flush=True)
+    print(
+        f"Workspace Agent MCP server: {settings.workspace} ({settings.approval} mode, "
+        f"{len(server.tools)} tools: {', '.join(server.tools)})",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         anyio.run(server.serve)
     except KeyboardInterrupt:

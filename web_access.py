@@ -59,14 +59,23 @@ class HostGuard:
         header = environ.get("HTTP_HOST") or environ.get("SERVER_NAME", "")
         if self.accepts(header):
             return self.app(environ, start_response)
-        log.warning("request refused: unknown Host", extra={"fields": {
-            "host": shown(header), "remote": environ.get("REMOTE_ADDR")}})
-        body = json.dumps({"ok": False, "error": {
-            "code": "forbidden_host",
-            "message": "this server answers only to the host names it is configured for",
-        }}).encode()
-        start_response("403 FORBIDDEN", [
-            ("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        log.warning(
+            "request refused: unknown Host",
+            extra={"fields": {"host": shown(header), "remote": environ.get("REMOTE_ADDR")}},
+        )
+        body = json.dumps(
+            {
+                "ok": False,
+                "error": {
+                    "code": "forbidden_host",
+                    "message": "this server answers only to the host names it is configured for",
+                },
+            }
+        ).encode()
+        start_response(
+            "403 FORBIDDEN",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+        )
         return [body]
 
 
@@ -88,8 +97,9 @@ def origin_checker(allowed: list[str]) -> Callable[[str | None, dict[str, Any]],
         candidate = _normal_origin(origin)
         allowed_here = candidate == _normal_origin(own) or candidate in extra
         if not allowed_here:
-            log.warning("socket refused: foreign origin", extra={"fields": {
-                "origin": shown(origin)}})
+            log.warning(
+                "socket refused: foreign origin", extra={"fields": {"origin": shown(origin)}}
+            )
         return allowed_here
 
     return origin_allowed
@@ -120,8 +130,10 @@ class LoginThrottle:
             recent = self._recent(address or "")
             recent.append(time.monotonic())
             count = len(recent)
-        log.warning("access refused: missing or wrong token", extra={"fields": {
-            "remote": address, "where": where, "recent_failures": count}})
+        log.warning(
+            "access refused: missing or wrong token",
+            extra={"fields": {"remote": address, "where": where, "recent_failures": count}},
+        )
 
     def _recent(self, address: str) -> deque[float]:
         recent = self._failures.setdefault(address, deque())

@@ -52,7 +52,10 @@ class DeltaBatcher:
     """Sends each conversation event to both rooms, deltas gathered for the batched one."""
 
     def __init__(
-        self, emit: Emit, sleep: Sleep, start: Callable[[Callable[[], None]], Any],
+        self,
+        emit: Emit,
+        sleep: Sleep,
+        start: Callable[[Callable[[], None]], Any],
         wanted: Callable[[str], bool],
     ) -> None:
         """`wanted(room)`: whether a client may be in that batched room (else deltas are not
@@ -117,9 +120,14 @@ class DeltaBatcher:
     def _send_gathered(self, cid: str, room: _Room) -> None:
         if not room.texts:
             return
-        payload = {"conversation_id": cid, "of": room.kind, **room.head,
-                   "first_seq": room.first_seq, "seq": room.first_seq + len(room.texts) - 1,
-                   "texts": room.texts}
+        payload = {
+            "conversation_id": cid,
+            "of": room.kind,
+            **room.head,
+            "first_seq": room.first_seq,
+            "seq": room.first_seq + len(room.texts) - 1,
+            "texts": room.texts,
+        }
         room.texts = []
         room.last_sent = time.monotonic()
         self._emit("deltas", payload, batched_room(cid))
@@ -136,5 +144,7 @@ class DeltaBatcher:
                     try:
                         self._send_gathered(cid, room)
                     except Exception:  # the next room's clients still get theirs
-                        log.exception("gathered deltas could not be sent",
-                                      extra={"fields": {"conversation_id": cid}})
+                        log.exception(
+                            "gathered deltas could not be sent",
+                            extra={"fields": {"conversation_id": cid}},
+                        )

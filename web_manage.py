@@ -85,8 +85,7 @@ def register_manage_handlers(socketio: SocketIO, state: WebState) -> None:
         services.store.get(msg.conversation_id)
         preview = services.journal.preview(msg.conversation_id, msg.message_id)
         files = [{"path": path, "action": action} for path, action in preview.files]
-        return {"ok": True, "message_id": preview.task_id, "undone": preview.undone,
-                "files": files}
+        return {"ok": True, "message_id": preview.task_id, "undone": preview.undone, "files": files}
 
     @socketio.on("get_memory")
     @acked(MemoryRef)
@@ -107,8 +106,10 @@ def register_manage_handlers(socketio: SocketIO, state: WebState) -> None:
             services.store.get(cid)
         size = len(msg.content.rstrip()) + 1
         if size > memory.limit:
-            return failure("invalid", f"Too long: {size:,} characters, the limit is "
-                                      f"{memory.limit:,}. Shorten it, then save.")
+            return failure(
+                "invalid",
+                f"Too long: {size:,} characters, the limit is "
+                f"{memory.limit:,}. Shorten it, then save.",
+            )
         text = memory.replace(msg.scope, cid, msg.content)
         return {"ok": True, "content": text, "limit": memory.limit}
-

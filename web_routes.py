@@ -36,18 +36,20 @@ LOG_TAIL_BYTES = 64 * 1024
 OVERSIZED_LINE_HEAD = 4096
 LOG_FILES = {"agent": "agent.jsonl", "debug_stream": "debug_stream.log"}
 LOG_FILTERS = ("conversation_id", "trace_id")  # fields a log line must carry with the asked value
-CONTENT_SECURITY_POLICY = "; ".join((
-    "default-src 'self'",
-    "script-src 'self'",
-    "style-src 'self'",
-    "img-src 'self' data:",
-    "font-src 'self'",
-    "connect-src 'self'",
-    "object-src 'none'",
-    "base-uri 'none'",
-    "form-action 'self'",
-    "frame-ancestors 'none'",
-))
+CONTENT_SECURITY_POLICY = "; ".join(
+    (
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "font-src 'self'",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    )
+)
 
 routes = Blueprint("workspace", __name__)
 
@@ -114,8 +116,12 @@ def http_error(error: HTTPException) -> Any:
 @routes.get("/")
 def index() -> str:
     state = _state()
-    return render_template("index.html", token=state.token, version="0.1.0",
-                           upload_limit=state.services.attachments.limits.max_bytes)
+    return render_template(
+        "index.html",
+        token=state.token,
+        version="0.1.0",
+        upload_limit=state.services.attachments.limits.max_bytes,
+    )
 
 
 @routes.get("/debug")
@@ -218,8 +224,13 @@ def download() -> Any:
             copy = os.fdopen(os.dup(handle.fileno()), "rb")
     except (OSError, ToolError) as exc:
         return _error(404, "not_found", f"{request.args.get('path')!r} cannot be downloaded: {exc}")
-    return send_file(copy, mimetype="application/octet-stream", as_attachment=True,
-                     download_name=rel.rsplit("/", 1)[-1], max_age=0)
+    return send_file(
+        copy,
+        mimetype="application/octet-stream",
+        as_attachment=True,
+        download_name=rel.rsplit("/", 1)[-1],
+        max_age=0,
+    )
 
 
 @routes.get("/api/archive")

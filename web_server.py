@@ -45,8 +45,11 @@ def create_app(
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     socketio = SocketIO()
     cluster = _cluster(settings)
-    queue = {"message_queue": settings.redis_url, "channel": "agent-socketio"} if (
-        settings.redis_url) else {}
+    queue = (
+        {"message_queue": settings.redis_url, "channel": "agent-socketio"}
+        if (settings.redis_url)
+        else {}
+    )
 
     socketio.init_app(
         app,
@@ -68,8 +71,12 @@ def create_app(
     def in_room(room: str) -> bool:  # with Redis, clients of other processes may be in it
         return bool(settings.redis_url) or any(socketio.server.manager.get_participants("/", room))
 
-    batcher = DeltaBatcher(lambda name, payload, to: socketio.emit(name, payload, to=to),
-                           socketio.sleep, socketio.start_background_task, in_room)
+    batcher = DeltaBatcher(
+        lambda name, payload, to: socketio.emit(name, payload, to=to),
+        socketio.sleep,
+        socketio.start_background_task,
+        in_room,
+    )
 
     def send(event: Event) -> None:
         batcher.send(event, event.to_wire())
@@ -86,8 +93,7 @@ def create_app(
     def enter_room(sid: str, room: str) -> None:  # a client of another process: via the queue
         socketio.server.enter_room(sid, room, namespace="/")
 
-    hub = TerminalHub(services, send, cluster=cluster, to_client=to_client,
-                      enter_room=enter_room)
+    hub = TerminalHub(services, send, cluster=cluster, to_client=to_client, enter_room=enter_room)
     state = WebState(
         settings,
         services,
@@ -145,8 +151,11 @@ def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) ->
         f"workspace {settings.workspace} · data {settings.data_dir} · {async_mode} mode", flush=True
     )
     if a2a_url is not None:
-        print(f"A2A: {a2a_url} (Agent Card: {a2a_url}.well-known/agent-card.json; "
-              "bearer token: the web token)", flush=True)
+        print(
+            f"A2A: {a2a_url} (Agent Card: {a2a_url}.well-known/agent-card.json; "
+            "bearer token: the web token)",
+            flush=True,
+        )
     if state.services.provider.problem is not None:
         print(f"note: {state.services.provider.problem}", flush=True)
     log.info(

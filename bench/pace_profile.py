@@ -109,5 +109,3 @@ def start_py_spy(pid: int, out: Path, seconds: float) -> subprocess.Popen[bytes]
         str(max(1, int(seconds))),
     ]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-

@@ -69,7 +69,9 @@ TRACE_CATEGORIES = ["toplevel", "blink.user_timing"]
 # Installed before the page's own scripts: long tasks, when the answer's element appeared and
 # when it last changed.
 ANSWER_MARK = "page-bench-answer"
-PAGE_PROBE = f'const ANSWER_MARK = "{ANSWER_MARK}";' + """
+PAGE_PROBE = (
+    f'const ANSWER_MARK = "{ANSWER_MARK}";'
+    + """
 window.__bench = { longtasks: [], answerAt: null, lastChange: null };
 new PerformanceObserver((list) => {
   for (const e of list.getEntries()) window.__bench.longtasks.push([e.startTime, e.duration]);
@@ -86,6 +88,7 @@ new MutationObserver((records) => {
   else if (records.some((r) => answer.contains(r.target))) bench.lastChange = now;
 }).observe(document, { childList: true, subtree: true, characterData: true, attributes: true });
 """
+)
 QUIET_MS = 700  # the answer is taken as shown completely when it has not changed for this long
 
 # Whether the answer shown is what a one-shot render of the whole text makes (MarkdownView.set
@@ -105,8 +108,24 @@ SAME_AS_ONE_SHOT = """async (text) => {
 def markdown_answer(chars: int, seed: int = 7) -> str:
     """A long, varied Markdown answer of about `chars` characters ending with SENTINEL."""
     rng = random.Random(seed)
-    words = ["agent", "workspace", "token", "stream", "render", "block", "frame", "socket",
-             "markdown", "table", "list", "quote", "fence", "parser", "budget", "history"]
+    words = [
+        "agent",
+        "workspace",
+        "token",
+        "stream",
+        "render",
+        "block",
+        "frame",
+        "socket",
+        "markdown",
+        "table",
+        "list",
+        "quote",
+        "fence",
+        "parser",
+        "budget",
+        "history",
+    ]
 
     def sentence(n: int = 12) -> str:
         text = " ".join(rng.choice(words) for _ in range(n))
@@ -117,28 +136,47 @@ def markdown_answer(chars: int, seed: int = 7) -> str:
     while sum(len(p) for p in parts) < chars:
         section += 1
         parts.append(f"## Section {section}: {rng.choice(words)}\n\n")
-        parts.append(f"{sentence()} See **`core/module_{section}.py:{section * 7}`** and [the "
-                     f"docs](https://example.com/docs/{section}) for *details*. {sentence(20)}\n\n")
-        parts.append("".join(f"- {sentence(6)}\n  - nested `item_{section}_{i}` {sentence(4)}\n"
-                             for i in range(4)) + "\n")
+        parts.append(
+            f"{sentence()} See **`core/module_{section}.py:{section * 7}`** and [the "
+            f"docs](https://example.com/docs/{section}) for *details*. {sentence(20)}\n\n"
+        )
+        parts.append(
+            "".join(
+                f"- {sentence(6)}\n  - nested `item_{section}_{i}` {sentence(4)}\n"
+                for i in range(4)
+            )
+            + "\n"
+        )
         parts.append("".join(f"{i}. step {sentence(5)}\n" for i in range(1, 4)) + "\n")
-        code_lines = [f"def handler_{section}_{i}(event):\n"
-                      f"    return event.get('{rng.choice(words)}')\n" for i in range(4)]
+        code_lines = [
+            f"def handler_{section}_{i}(event):\n    return event.get('{rng.choice(words)}')\n"
+            for i in range(4)
+        ]
         parts.append("```python\n" + "\n".join(code_lines) + "```\n\n")
-        rows = "".join(f"| {rng.choice(words)} | {rng.randint(1, 999)} | {sentence(3)} |\n"
-                       for _ in range(5))
+        rows = "".join(
+            f"| {rng.choice(words)} | {rng.randint(1, 999)} | {sentence(3)} |\n" for _ in range(5)
+        )
         parts.append("| name | count | note |\n| --- | ---: | --- |\n" + rows + "\n")
         parts.append(f"> {sentence(10)}\n> {sentence(8)}\n\n")
         if section % 3 == 0:
-            parts.append('<div style="color:red">raw <b>html</b> <script>alert(1)</script>'
-                         f'<a href="javascript:alert(2)">{sentence(4)}</a></div>\n\n')
+            parts.append(
+                '<div style="color:red">raw <b>html</b> <script>alert(1)</script>'
+                f'<a href="javascript:alert(2)">{sentence(4)}</a></div>\n\n'
+            )
         if section % 5 == 0:  # long blocks: the open one is shown again and again as it grows
-            parts.append("```python\n" + "".join(
-                f"def step_{section}_{i}(state, {rng.choice(words)}=None):\n"
-                f"    return state.update({{'{rng.choice(words)}': {i}}})  # {sentence(3)}\n"
-                for i in range(100)) + "```\n\n")
-            parts.append("".join(f"{i}. **{rng.choice(words)}** {sentence(8)}\n"
-                                 for i in range(1, 41)) + "\n")
+            parts.append(
+                "```python\n"
+                + "".join(
+                    f"def step_{section}_{i}(state, {rng.choice(words)}=None):\n"
+                    f"    return state.update({{'{rng.choice(words)}': {i}}})  # {sentence(3)}\n"
+                    for i in range(100)
+                )
+                + "```\n\n"
+            )
+            parts.append(
+                "".join(f"{i}. **{rng.choice(words)}** {sentence(8)}\n" for i in range(1, 41))
+                + "\n"
+            )
     parts.append(SENTINEL + "\n")
     return "".join(parts)
 
@@ -149,14 +187,22 @@ def baseline_sources() -> dict[str, str]:
     BASELINE_FILES as they were in BASELINE_COMMIT; their imports from dom.js that today's no
     longer has (frameThrottle) come from the baseline's dom.js, served as BASELINE_DOM.
     """
+
     def at_baseline(path: str) -> str:
-        return subprocess.run(["git", "show", f"{BASELINE_COMMIT}:{path}"], cwd=REPO, check=True,
-                              capture_output=True, text=True).stdout
+        return subprocess.run(
+            ["git", "show", f"{BASELINE_COMMIT}:{path}"],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
 
     sources = {path: at_baseline(path) for path in BASELINE_FILES}
     old_import = 'import { formatBytes, frameThrottle, h, icon } from "./dom.js";'
-    new_import = ('import { formatBytes, h, icon } from "./dom.js";\n'
-                  f'import {{ frameThrottle }} from "./{Path(BASELINE_DOM).name}";')
+    new_import = (
+        'import { formatBytes, h, icon } from "./dom.js";\n'
+        f'import {{ frameThrottle }} from "./{Path(BASELINE_DOM).name}";'
+    )
     messages = sources["static/js/messages.js"]
     assert old_import in messages, "the baseline's messages.js does not import as expected"
     sources["static/js/messages.js"] = messages.replace(old_import, new_import)
@@ -194,14 +240,25 @@ def _serve(body: str) -> Any:
 def main_thread_tasks(trace: bytes, since_ms: float) -> list[tuple[float, float]]:
     """(wall ms, CPU ms) of each task of the page's main thread ending after since_ms."""
     events = json.loads(trace)["traceEvents"]
-    mains = {(e["pid"], e["tid"]) for e in events
-             if e.get("name") == "thread_name" and e["args"].get("name") == "CrRendererMain"}
-    tasks = [e for e in events if e.get("name") == "ThreadControllerImpl::RunTask"
-             and e.get("ph") == "X" and (e["pid"], e["tid"]) in mains
-             and (e["ts"] + e["dur"]) / 1000 >= since_ms]
+    mains = {
+        (e["pid"], e["tid"])
+        for e in events
+        if e.get("name") == "thread_name" and e["args"].get("name") == "CrRendererMain"
+    }
+    tasks = [
+        e
+        for e in events
+        if e.get("name") == "ThreadControllerImpl::RunTask"
+        and e.get("ph") == "X"
+        and (e["pid"], e["tid"]) in mains
+        and (e["ts"] + e["dur"]) / 1000 >= since_ms
+    ]
     busiest = max(mains, key=lambda m: sum(t["dur"] for t in tasks if (t["pid"], t["tid"]) == m))
-    return [(t["dur"] / 1000, t.get("tdur", t["dur"]) / 1000) for t in tasks
-            if (t["pid"], t["tid"]) == busiest]
+    return [
+        (t["dur"] / 1000, t.get("tdur", t["dur"]) / 1000)
+        for t in tasks
+        if (t["pid"], t["tid"]) == busiest
+    ]
 
 
 def mark_ms(trace: bytes, name: str) -> float:
@@ -236,8 +293,15 @@ def _until_quiet(page: Any, started: Any, timeout_s: float = 120) -> None:
     raise RuntimeError("the answer did not settle")
 
 
-def run_once(browser: Any, server: ServerProcess, fake: FakeLLM, answer: str, chunk: int,
-             replaced: dict[str, str], seed: int) -> Run:
+def run_once(
+    browser: Any,
+    server: ServerProcess,
+    fake: FakeLLM,
+    answer: str,
+    chunk: int,
+    replaced: dict[str, str],
+    seed: int,
+) -> Run:
     """One streamed answer in a fresh page, then the page reloaded to show it from history;
     `replaced` serves those files instead of today's."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -312,16 +376,20 @@ def run_once(browser: Any, server: ServerProcess, fake: FakeLLM, answer: str, ch
     )
 
 
-def bare_socket_ms(server: ServerProcess, fake: FakeLLM, answer: str, chunk: int,
-                   seed: int) -> float:
+def bare_socket_ms(
+    server: ServerProcess, fake: FakeLLM, answer: str, chunk: int, seed: int
+) -> float:
     """From the first token to the last at a Socket.IO client that only records them: the pace
     the server sends at when the client keeps up (the page's own socket time includes the time
     its busy main thread held the socket back)."""
     client = EventClient(server.url).connect()
     try:
         fake.script(Reply(content=answer, chunk_size=chunk, split_seed=seed))
-        tokens = [e.at for e in client.wait_done(client.start("write the long answer"), timeout=120)
-                  if e.name == "token"]
+        tokens = [
+            e.at
+            for e in client.wait_done(client.start("write the long answer"), timeout=120)
+            if e.name == "token"
+        ]
     finally:
         client.disconnect()
     return (tokens[-1] - tokens[0]) * 1000
@@ -332,23 +400,26 @@ def bare_socket_ms(server: ServerProcess, fake: FakeLLM, answer: str, chunk: int
 
 def summary(name: str, runs: list[Run]) -> str:
     """Two lines per variant: medians over the runs, and the worst task of any run."""
+
     def median(values: Any) -> float:
         return statistics.median(values)
 
     def yes(values: Any) -> str:
         return "yes" if all(values) else "NO"
 
-    return (f"{name:<14} socket {median(r.socket_ms for r in runs):6.0f} ms  "
-            f"render {median(r.render_ms for r in runs):6.0f} ms  "
-            f"ratio {median(r.ratio for r in runs):4.2f}x  "
-            f"longest task wall {max(r.longest_task_ms for r in runs):4.0f} ms "
-            f"cpu {max(r.longest_task_cpu_ms for r in runs):4.0f} ms  "
-            f"main-thread cpu {median(r.main_cpu_ms for r in runs):5.0f} ms  "
-            f"one-shot identical {yes(r.same_as_one_shot for r in runs)}\n"
-            f"{'':<14} history: shown {median(r.history_ms for r in runs):5.0f} ms after load  "
-            f"longest task wall {max(r.history_task_ms for r in runs):4.0f} ms "
-            f"cpu {max(r.history_task_cpu_ms for r in runs):4.0f} ms  "
-            f"one-shot identical {yes(r.history_same for r in runs)}")
+    return (
+        f"{name:<14} socket {median(r.socket_ms for r in runs):6.0f} ms  "
+        f"render {median(r.render_ms for r in runs):6.0f} ms  "
+        f"ratio {median(r.ratio for r in runs):4.2f}x  "
+        f"longest task wall {max(r.longest_task_ms for r in runs):4.0f} ms "
+        f"cpu {max(r.longest_task_cpu_ms for r in runs):4.0f} ms  "
+        f"main-thread cpu {median(r.main_cpu_ms for r in runs):5.0f} ms  "
+        f"one-shot identical {yes(r.same_as_one_shot for r in runs)}\n"
+        f"{'':<14} history: shown {median(r.history_ms for r in runs):5.0f} ms after load  "
+        f"longest task wall {max(r.history_task_ms for r in runs):4.0f} ms "
+        f"cpu {max(r.history_task_cpu_ms for r in runs):4.0f} ms  "
+        f"one-shot identical {yes(r.history_same for r in runs)}"
+    )
 
 
 def main() -> int:
@@ -364,16 +435,22 @@ def main() -> int:
 
     answer = markdown_answer(args.chars)
     variants = {"full (before)": baseline_sources(), "incremental": {}}
-    print(f"answer: {len(answer)} characters, fragments of 1..{args.chunk}; "
-          f"goal: ratio <= {GOAL_RATIO}x, no task over {GOAL_TASK_MS:.0f} ms")
+    print(
+        f"answer: {len(answer)} characters, fragments of 1..{args.chunk}; "
+        f"goal: ratio <= {GOAL_RATIO}x, no task over {GOAL_TASK_MS:.0f} ms"
+    )
     results: dict[str, list[Run]] = {name: [] for name in variants}
     bare: list[float] = []
     with tempfile.TemporaryDirectory() as tmp, FakeLLM("deepseek") as fake:
         workspace = Path(tmp) / "ws"
         workspace.mkdir()
         (workspace / "README.md").write_text("# bench\n")
-        with ServerProcess(workspace, Path(tmp) / "data", base_url=fake.base_url,
-                           api_key=fake.api_key) as server, sync_playwright() as p:
+        with (
+            ServerProcess(
+                workspace, Path(tmp) / "data", base_url=fake.base_url, api_key=fake.api_key
+            ) as server,
+            sync_playwright() as p,
+        ):
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             for n in range(args.runs):
                 bare.append(bare_socket_ms(server, fake, answer, args.chunk, seed=n))
@@ -381,11 +458,14 @@ def main() -> int:
                 for name, replaced in variants.items():
                     run = run_once(browser, server, fake, answer, args.chunk, replaced, seed=n)
                     results[name].append(run)
-                    print(f"  run {n + 1} {name:<14} ratio {run.ratio:.2f}x  socket "
-                          f"{run.socket_ms:.0f} ms ({run.tokens} token frames)  longest task "
-                          f"wall {run.longest_task_ms:.0f} ms cpu {run.longest_task_cpu_ms:.0f} ms"
-                          f"  history task wall {run.history_task_ms:.0f} ms "
-                          f"cpu {run.history_task_cpu_ms:.0f} ms", flush=True)
+                    print(
+                        f"  run {n + 1} {name:<14} ratio {run.ratio:.2f}x  socket "
+                        f"{run.socket_ms:.0f} ms ({run.tokens} token frames)  longest task "
+                        f"wall {run.longest_task_ms:.0f} ms cpu {run.longest_task_cpu_ms:.0f} ms"
+                        f"  history task wall {run.history_task_ms:.0f} ms "
+                        f"cpu {run.history_task_cpu_ms:.0f} ms",
+                        flush=True,
+                    )
             browser.close()
     for name, runs in results.items():
         print(summary(name, runs))
@@ -393,12 +473,19 @@ def main() -> int:
     ratio = statistics.median(r.ratio for r in new)
     longest = max(max(r.longest_task_cpu_ms, r.history_task_cpu_ms) for r in new)
     bare_ratio = statistics.median(r.render_ms for r in new) / statistics.median(bare)
-    print(f"tokens reach a bare Socket.IO client in {statistics.median(bare):.0f} ms (median): "
-          f"the page shows the answer in {bare_ratio:.2f}x that")
-    ok = (ratio <= GOAL_RATIO and longest <= GOAL_TASK_MS
-          and all(r.same_as_one_shot and r.history_same for r in new))
-    print(f"goal {'met' if ok else 'MISSED'}: ratio {ratio:.2f}x (<= {GOAL_RATIO}), "
-          f"longest task {longest:.0f} ms of CPU (<= {GOAL_TASK_MS:.0f}), streaming or history")
+    print(
+        f"tokens reach a bare Socket.IO client in {statistics.median(bare):.0f} ms (median): "
+        f"the page shows the answer in {bare_ratio:.2f}x that"
+    )
+    ok = (
+        ratio <= GOAL_RATIO
+        and longest <= GOAL_TASK_MS
+        and all(r.same_as_one_shot and r.history_same for r in new)
+    )
+    print(
+        f"goal {'met' if ok else 'MISSED'}: ratio {ratio:.2f}x (<= {GOAL_RATIO}), "
+        f"longest task {longest:.0f} ms of CPU (<= {GOAL_TASK_MS:.0f}), streaming or history"
+    )
     return 0 if ok else 1
 
 

@@ -148,10 +148,15 @@ def measure(base: Path, runs: int) -> dict[str, float]:
     built = _spawn(base, baseline=True)
     samples = [_spawn(base) for _ in range(runs)]
     got = {key: statistics.median(s[key] for s in samples) for key in samples[0]}
-    return {"cold": cold, "baseline": built["baseline"], "after_baseline": built["first"],
-            "after_baseline_journal": built["first_journal"],
-            "after_baseline_cpu": built["first_cpu"],
-            "after_baseline_behind": built["first_behind"], **got}
+    return {
+        "cold": cold,
+        "baseline": built["baseline"],
+        "after_baseline": built["first"],
+        "after_baseline_journal": built["first_journal"],
+        "after_baseline_cpu": built["first_cpu"],
+        "after_baseline_behind": built["first_behind"],
+        **got,
+    }
 
 
 def _verdict(ok: bool) -> str:
@@ -162,27 +167,37 @@ def report(results: dict[int, dict[str, float]], megabytes: dict[int, float]) ->
     """Print the figures and verdicts; True when every expectation held."""
     empty = results[0]
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"empty workspace: first command {empty['after_baseline']:.3f} s, new process "
-          f"{empty['first']:.3f} s, later {empty['second']:.3f} s per run_command('true')")
+    print(
+        f"empty workspace: first command {empty['after_baseline']:.3f} s, new process "
+        f"{empty['first']:.3f} s, later {empty['second']:.3f} s per run_command('true')"
+    )
     ok = True
     for count in SIZES[1:]:
         got = results[count]
         print(f"\n{count:,} files ({megabytes[count]:.0f} MB)")
-        print(f"  first command ever, at once (copies the workspace first)  "
-              f"+{got['cold'] - empty['cold']:6.3f} s  (one-time, not judged)")
-        print(f"  baseline child, from the workspace's opening to done      "
-              f" {got['baseline']:6.3f} s  (in the background; not judged)")
-        rows = (("after_baseline", "first command ever, once the baseline is done "),
-                ("first", "first command of a new process               "),
-                ("second", "a later command, same process                "))
+        print(
+            f"  first command ever, at once (copies the workspace first)  "
+            f"+{got['cold'] - empty['cold']:6.3f} s  (one-time, not judged)"
+        )
+        print(
+            f"  baseline child, from the workspace's opening to done      "
+            f" {got['baseline']:6.3f} s  (in the background; not judged)"
+        )
+        rows = (
+            ("after_baseline", "first command ever, once the baseline is done "),
+            ("first", "first command of a new process               "),
+            ("second", "a later command, same process                "),
+        )
         for key, what in rows:
             added = got[key] - empty[key]
             good = added <= MAX_ADDED_SECONDS
             ok = ok and good
-            print(f"  {what}  +{added:6.3f} s  expected <= +{MAX_ADDED_SECONDS} s  "
-                  f"{_verdict(good)}   (snapshot: {got[key + '_journal']:.3f} s, "
-                  f"CPU {got[key + '_cpu']:.3f} s; the scan after, behind the result: "
-                  f"{got[key + '_behind']:.3f} s)")
+            print(
+                f"  {what}  +{added:6.3f} s  expected <= +{MAX_ADDED_SECONDS} s  "
+                f"{_verdict(good)}   (snapshot: {got[key + '_journal']:.3f} s, "
+                f"CPU {got[key + '_cpu']:.3f} s; the scan after, behind the result: "
+                f"{got[key + '_behind']:.3f} s)"
+            )
     return ok
 
 

@@ -34,8 +34,17 @@ _HIDDEN = re.compile(
 )
 _BLANK_RUN = re.compile(r"(?:\n[ \t]*(?=\n))+")
 _CONTROL_NAMES = {
-    "\x00": "NUL", "\x07": "BEL", "\x08": "BS", "\x0b": "VT", "\x0c": "FF", "\r": "CR",
-    "\x1b": "ESC", "\x7f": "DEL", "\u200b": "ZWSP", "\u202e": "RLO", "\u202d": "LRO",
+    "\x00": "NUL",
+    "\x07": "BEL",
+    "\x08": "BS",
+    "\x0b": "VT",
+    "\x0c": "FF",
+    "\r": "CR",
+    "\x1b": "ESC",
+    "\x7f": "DEL",
+    "\u200b": "ZWSP",
+    "\u202e": "RLO",
+    "\u202d": "LRO",
     "\ufeff": "BOM",
 }
 
@@ -153,13 +162,18 @@ def _describe_file(workspace: Workspace, rel: str, size: int) -> str:
     lines = data.decode("utf-8", errors="replace").splitlines()
     whole = len(data) >= size
     counted = _count(len(lines), "line") if whole else "many lines"
-    head = [line if len(line) <= DELETE_LINE_CHARS else line[:DELETE_LINE_CHARS] + " …"
-            for line in lines[:DELETE_HEAD_LINES]]
+    head = [
+        line if len(line) <= DELETE_LINE_CHARS else line[:DELETE_LINE_CHARS] + " …"
+        for line in lines[:DELETE_HEAD_LINES]
+    ]
     if len(lines) <= DELETE_HEAD_LINES and whole:
         return f"Delete {rel}: {human_size(size)}, {counted}:\n" + "\n".join(head)
     rest = f"… {len(lines) - DELETE_HEAD_LINES:,} more lines" if whole else "… and the rest"
-    return (f"Delete {rel}: {human_size(size)}, {counted}. The first {len(head)}:\n"
-            + "\n".join(head) + f"\n{rest}")
+    return (
+        f"Delete {rel}: {human_size(size)}, {counted}. The first {len(head)}:\n"
+        + "\n".join(head)
+        + f"\n{rest}"
+    )
 
 
 def _describe_folder(workspace: Workspace, rel: str) -> str:
@@ -180,13 +194,19 @@ def _describe_folder(workspace: Workspace, rel: str) -> str:
         else:
             files += 1
             size += info.st_size
-    counted = (f"{_count(files, 'file')}, {_count(folders, 'folder')}, {human_size(size)}"
-               + ("" if not pending else f" (at least: stopped counting at {len(seen):,})"))
-    shown = [f"{name}/" if stat.S_ISDIR(info.st_mode) else name
-             for name, info in top[:FOLDER_ENTRIES_SHOWN]]
+    counted = f"{_count(files, 'file')}, {_count(folders, 'folder')}, {human_size(size)}" + (
+        "" if not pending else f" (at least: stopped counting at {len(seen):,})"
+    )
+    shown = [
+        f"{name}/" if stat.S_ISDIR(info.st_mode) else name
+        for name, info in top[:FOLDER_ENTRIES_SHOWN]
+    ]
     more = f"\n… {len(top) - len(shown):,} more" if len(top) > len(shown) else ""
-    return (f"Delete the folder {rel} and everything in it: {counted}. It holds:\n"
-            + "\n".join(shown) + more)
+    return (
+        f"Delete the folder {rel} and everything in it: {counted}. It holds:\n"
+        + "\n".join(shown)
+        + more
+    )
 
 
 def _count(n: int, noun: str) -> str:

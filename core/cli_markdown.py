@@ -55,14 +55,15 @@ class Trimmed:
         self.renderable, self.keep = renderable, keep
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        lines = [_rstrip(line) for line in console.render_lines(self.renderable, options,
-                                                                 pad=False)]
+        lines = [
+            _rstrip(line) for line in console.render_lines(self.renderable, options, pad=False)
+        ]
         while lines and not lines[-1]:
             lines.pop()
         first = next((n for n, line in enumerate(lines) if line), len(lines))
         lines = lines[first:]
         if self.keep is not None:
-            lines = lines[-self.keep:]
+            lines = lines[-self.keep :]
         for line in lines:
             yield from line
             yield Segment.line()
@@ -85,8 +86,11 @@ def _rstrip(line: list[Segment]) -> list[Segment]:
 def block_starts(text: str) -> list[int]:
     """Where each top-level Markdown block of `text` starts (character offsets)."""
     line_starts = [0] + [at + 1 for at, char in enumerate(text) if char == "\n"]
-    return [line_starts[token.map[0]] for token in _PARSER.parse(text)
-            if token.level == 0 and token.map is not None]
+    return [
+        line_starts[token.map[0]]
+        for token in _PARSER.parse(text)
+        if token.level == 0 and token.map is not None
+    ]
 
 
 class MarkdownStream:
@@ -103,9 +107,14 @@ class MarkdownStream:
         if "\n" in text:
             self._print_finished(final=False)
         if self._live is None and self._pending.strip():
-            self._live = Live(console=self.console, get_renderable=self._view, transient=True,
-                              refresh_per_second=REFRESH_PER_SECOND, redirect_stdout=False,
-                              redirect_stderr=False)
+            self._live = Live(
+                console=self.console,
+                get_renderable=self._view,
+                transient=True,
+                refresh_per_second=REFRESH_PER_SECOND,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
             self._live.start(refresh=True)
 
     def close(self) -> None:
@@ -126,12 +135,12 @@ class MarkdownStream:
             self._live.stop()
             self._live = None
         ends = [*starts[1:], len(self._pending)]
-        for begin, end in list(zip(starts, ends, strict=True))[:None if final else -1]:
+        for begin, end in list(zip(starts, ends, strict=True))[: None if final else -1]:
             if self._printed:
                 self.console.print()
             self.console.print(markdown(self._pending[begin:end]))
             self._printed = True
-        self._pending = "" if final else self._pending[starts[-1]:]
+        self._pending = "" if final else self._pending[starts[-1] :]
 
     def _view(self) -> RenderableType:
         """The block being written, as much of its end as the screen holds. A very long block
@@ -150,9 +159,14 @@ class Waiting:
     """A spinner on one line while nothing else shows that work goes on; gone when stopped."""
 
     def __init__(self, console: Console, text: str) -> None:
-        self._live = Live(Spinner("dots", text=text, style="cyan"), console=console,
-                          transient=True, refresh_per_second=10, redirect_stdout=False,
-                          redirect_stderr=False)
+        self._live = Live(
+            Spinner("dots", text=text, style="cyan"),
+            console=console,
+            transient=True,
+            refresh_per_second=10,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
         self._live.start(refresh=True)
 
     def stop(self) -> None:
@@ -165,5 +179,6 @@ _THEME = Theme({"markdown.code": "bold cyan"})
 
 def console_for(stream: TextIO) -> Console:
     """A console writing to `stream` (a terminal that takes colour)."""
-    return Console(file=stream, force_terminal=True, highlight=False, emoji=False, markup=False,
-                   theme=_THEME)
+    return Console(
+        file=stream, force_terminal=True, highlight=False, emoji=False, markup=False, theme=_THEME
+    )

@@ -43,8 +43,12 @@ INDENT = "  "  # per level of sub-agent
 GUTTER = "│ "  # before each line of a command's live output
 STEP_MARKS = {"pending": "○", "running": "◐", "done": "✓", "failed": "✗"}
 PLAN_TOOLS = {"make_plan", "finish_step"}  # the plan's lines say it all; only a failure shows
-VERBS = {"run_command": "run", "run_python": "run", "delete_file": "delete",
-         "rename_file": "rename"}
+VERBS = {
+    "run_command": "run",
+    "run_python": "run",
+    "delete_file": "delete",
+    "rename_file": "rename",
+}
 
 
 def use_color(stream: TextIO) -> bool:
@@ -71,8 +75,9 @@ class _Out:
 class EventPrinter:
     """Turns PROTOCOL §4 events into terminal output; one instance per terminal."""
 
-    def __init__(self, out: TextIO, err: TextIO, *, color: bool,
-                 progress: TextIO | None = None) -> None:
+    def __init__(
+        self, out: TextIO, err: TextIO, *, color: bool, progress: TextIO | None = None
+    ) -> None:
         self.color = color
         self._outs: dict[int, _Out] = {}
         self._answer, self._err = self._out(out), self._out(err)
@@ -199,7 +204,7 @@ class EventPrinter:
         return shutil.get_terminal_size((100, 40)).columns
 
     def _fit(self, line: str, room: int) -> str:
-        return line if len(line) <= room else line[:max(room - 1, 0)] + "…"
+        return line if len(line) <= room else line[: max(room - 1, 0)] + "…"
 
     def _console(self, out: _Out) -> Console:
         from core.cli_markdown import console_for
@@ -251,8 +256,11 @@ class EventPrinter:
             self._progress.end_line()  # after the line of the turn's previous call
             self._write(self._progress, f"⚙ {event.tool} ", CYAN, BOLD)
             # "⚙ NAME " and one column spare: a line that fills the last one may wrap.
-            self._args_room = (self._width() - len(self._indent) - len(event.tool) - 4
-                               if self.color else PLAIN_ARGS_CHARS)
+            self._args_room = (
+                self._width() - len(self._indent) - len(event.tool) - 4
+                if self.color
+                else PLAIN_ARGS_CHARS
+            )
         elif event.phase == "args":
             self._enter("args")
             self._tool_args(event.delta or "")
@@ -273,7 +281,7 @@ class EventPrinter:
         text = self._visible(delta.replace("\n", " "))
         self._args_room -= len(text)
         if self._args_room < 0:
-            text = text[:self._args_room - 1] + "…"
+            text = text[: self._args_room - 1] + "…"
             self._args_room = 0
         self._write(self._progress, text, DIM)
 
@@ -291,8 +299,10 @@ class EventPrinter:
         if isinstance(proposal, dict):
             diff = str(proposal.get("diff", ""))
             verb = "create" if diff.startswith("--- /dev/null") else "change"
-            title = (f"proposes to {verb} {proposal.get('path')} (nothing is written until "
-                     "you apply it):")
+            title = (
+                f"proposes to {verb} {proposal.get('path')} (nothing is written until "
+                "you apply it):"
+            )
             self._write(self._progress, self.paint(title, YELLOW) + "\n", prefix=INDENT)
             self._write(self._progress, self.diff(diff), prefix=INDENT)
             return
@@ -330,8 +340,10 @@ class EventPrinter:
         if reason == "cancelled":
             self._write(self._progress, self.paint("stopped.", YELLOW) + "\n")
         elif reason == "max_iterations":
-            self._write(self._progress,
-                        self.paint("stopped: too many model calls in one task.", YELLOW) + "\n")
+            self._write(
+                self._progress,
+                self.paint("stopped: too many model calls in one task.", YELLOW) + "\n",
+            )
         self._answered, self._answer_message = False, None
         self._streamed.clear()
 
@@ -348,8 +360,9 @@ class EventPrinter:
             verb = VERBS.get(event.tool, "use")
             head = f"{event.tool} wants to {verb}:"
             body = "".join(f"  {line}\n" for line in preview.splitlines())
-        warnings = "".join(self.paint(f"warning: it {w}", YELLOW) + "\n"
-                           for w in event.warnings or ())
+        warnings = "".join(
+            self.paint(f"warning: it {w}", YELLOW) + "\n" for w in event.warnings or ()
+        )
         return self.paint(head, YELLOW, BOLD) + "\n" + body + warnings
 
     def diff(self, diff: str) -> str:
@@ -387,8 +400,10 @@ def context_line(event: ContextEvent) -> str:
     """One line on the history being condensed."""
     if event.phase == "condensing":
         return f"condensing the context ({event.tokens_before:,} tokens)…"
-    return (f"context condensed: {event.summarized} earlier messages summarised, "
-            f"{event.tokens_before:,} → {event.tokens_after or 0:,} tokens")
+    return (
+        f"context condensed: {event.summarized} earlier messages summarised, "
+        f"{event.tokens_before:,} → {event.tokens_after or 0:,} tokens"
+    )
 
 
 def json_line(event: Event) -> str:

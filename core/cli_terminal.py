@@ -40,7 +40,10 @@ HELP = """\
 /quit                   leave (Ctrl-D too); Ctrl-C stops a running task"""
 
 EXIT_CODES: dict[DoneReason, int] = {
-    "complete": 0, "error": 1, "max_iterations": 3, "cancelled": 130,
+    "complete": 0,
+    "error": 1,
+    "max_iterations": 3,
+    "cancelled": 130,
 }
 EXIT_DECLINED = 4  # `-p`: the task ended, but without an action it needed
 
@@ -52,15 +55,22 @@ class CliTerminal(MainTerminal):
     """
 
     def __init__(
-        self, services: AgentServices, conversation_id: str | None = None, *,
-        json_mode: bool = False, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
-        stdin: TextIO = sys.stdin, one_shot: bool = False,
+        self,
+        services: AgentServices,
+        conversation_id: str | None = None,
+        *,
+        json_mode: bool = False,
+        out: TextIO = sys.stdout,
+        err: TextIO = sys.stderr,
+        stdin: TextIO = sys.stdin,
+        one_shot: bool = False,
     ) -> None:
         self.json_mode = json_mode
         self.out, self.err, self.stdin = out, err, stdin
         progress = err if one_shot else out
-        self.printer = EventPrinter(out, err, progress=progress,
-                                    color=use_color(out) and use_color(progress))
+        self.printer = EventPrinter(
+            out, err, progress=progress, color=use_color(out) and use_color(progress)
+        )
         self.last_error = ""
         self.declined: list[str] = []  # of the last task: why each declined call was
         self.attachments: list[Attachment] = []  # for the next message (/attach)
@@ -86,12 +96,14 @@ class CliTerminal(MainTerminal):
         self.last_error = ""
         self.declined = []
         skill, text = split_skill(text)
-        task = self.begin_task(text, skill=skill,
-                               attachments=[a.to_meta() for a in self.attachments] or None)
+        task = self.begin_task(
+            text, skill=skill, attachments=[a.to_meta() for a in self.attachments] or None
+        )
         self.attachments = []
         outcome: list[DoneReason] = []
-        worker = threading.Thread(target=lambda: outcome.append(self.run_task(task)),
-                                  name="agent-task", daemon=True)
+        worker = threading.Thread(
+            target=lambda: outcome.append(self.run_task(task)), name="agent-task", daemon=True
+        )
         worker.start()
         while worker.is_alive():
             try:
@@ -114,7 +126,9 @@ class CliTerminal(MainTerminal):
         outcome: list[str] = []
         worker = threading.Thread(
             target=lambda: outcome.append(self.run_compaction(cancel, instructions or None)),
-            name="condense", daemon=True)
+            name="condense",
+            daemon=True,
+        )
         worker.start()
         while worker.is_alive():
             try:
@@ -133,8 +147,11 @@ class CliTerminal(MainTerminal):
             self.err.write(
                 f"{request.tool} needs approval but there is no terminal to ask: declined.\n"
             )
-            self._decline(request, f"{request.tool} needed approval and there was no terminal "
-                                   "to ask (--approval auto runs such calls)")
+            self._decline(
+                request,
+                f"{request.tool} needed approval and there was no terminal "
+                "to ask (--approval auto runs such calls)",
+            )
             return
         self.err.write(self.printer.approval_text(request))
         self.err.write("Allow? [y]es / [n]o / [a]lways for this tool: ")
@@ -149,8 +166,7 @@ class CliTerminal(MainTerminal):
         if answer in ("y", "yes", "a", "always"):
             self.approve(request.call_id, True, always=answer in ("a", "always"))
             return
-        self.err.write(self.printer.paint(f"declined: {request.tool} does not run.", YELLOW)
-                       + "\n")
+        self.err.write(self.printer.paint(f"declined: {request.tool} does not run.", YELLOW) + "\n")
         self.err.flush()
         self._decline(request, f"you declined {request.tool}")
 
@@ -174,8 +190,10 @@ def demo_banner(terminal: CliTerminal) -> str:
     from utils.demo_model import demo_suggestions
 
     head = terminal.printer.paint("DEMO", YELLOW, BOLD)
-    return (f"{head} · a scripted model plays a few tasks: no API key, no network; the tools "
-            f"are real and work on this workspace.\nTry: {' · '.join(demo_suggestions())}\n")
+    return (
+        f"{head} · a scripted model plays a few tasks: no API key, no network; the tools "
+        f"are real and work on this workspace.\nTry: {' · '.join(demo_suggestions())}\n"
+    )
 
 
 def run_once(terminal: CliTerminal, prompt: str) -> int:
@@ -195,7 +213,7 @@ def run_once(terminal: CliTerminal, prompt: str) -> int:
         detail = {
             "error": terminal.last_error or "the task failed",
             "max_iterations": f"stopped after {terminal.iteration} model calls, the agent's "
-                              "max_iterations",
+            "max_iterations",
             "cancelled": "cancelled",
         }[reason]
         terminal.err.write(f"error: {detail}\n")
@@ -209,9 +227,10 @@ def repl(terminal: CliTerminal) -> int:
     provider = terminal.services.provider
     # The model client (the `openai` import) is built while the first prompt is typed.
     threading.Thread(target=terminal.services.warm_up, name="warm-up", daemon=True).start()
-    terminal.out.write(f"Workspace Agent — {terminal.services.workspace.root}\n"
-                       f"{provider.name} · {provider.model} · /help for commands\n"
-                       + demo_banner(terminal))
+    terminal.out.write(
+        f"Workspace Agent — {terminal.services.workspace.root}\n"
+        f"{provider.name} · {provider.model} · /help for commands\n" + demo_banner(terminal)
+    )
     if not provider.configured:
         terminal.err.write(provider.problem + "\n")
     while True:
@@ -261,11 +280,13 @@ def _status(t: CliTerminal, _: str) -> str:
     focus = ", ".join(t.focus.paths()) or "none"
     runner = t.services.runner
     isolation = "".join(f"\n  {line}" for line in runner.isolation)
-    return (f"agent {t.agent} · provider {p.name} · model {p.model} · mode {t.mode} · "
-            f"approval {t.approval}\n"
-            f"conversation {t.conversation_id or '(new)'} · iteration {t.iteration}\n"
-            f"context {usage.used_tokens:,} / {usage.limit_tokens:,} tokens · focus: {focus}\n"
-            f"sandbox {runner.kind}:{isolation}")
+    return (
+        f"agent {t.agent} · provider {p.name} · model {p.model} · mode {t.mode} · "
+        f"approval {t.approval}\n"
+        f"conversation {t.conversation_id or '(new)'} · iteration {t.iteration}\n"
+        f"context {usage.used_tokens:,} / {usage.limit_tokens:,} tokens · focus: {focus}\n"
+        f"sandbox {runner.kind}:{isolation}"
+    )
 
 
 APPROVAL_MODES = ("auto", "ask", "read-only")
@@ -298,9 +319,11 @@ def _approval(t: CliTerminal, arg: str) -> str:
     if arg:
         t.approval = _choice(arg, APPROVAL_MODES, "approval")  # type: ignore[assignment]
     allowed = ", ".join(t.gate.allowed()) or "none"
-    return (f"approval: {t.approval} ({APPROVAL_MEANING[t.approval]})\n"
-            f"always allowed in this session: {allowed}"
-            + ("\n/approval revoke NAME asks again before one" if allowed != "none" else ""))
+    return (
+        f"approval: {t.approval} ({APPROVAL_MEANING[t.approval]})\n"
+        f"always allowed in this session: {allowed}"
+        + ("\n/approval revoke NAME asks again before one" if allowed != "none" else "")
+    )
 
 
 def _new(t: CliTerminal, _: str) -> str:
@@ -313,13 +336,16 @@ def _history(t: CliTerminal, arg: str) -> str:
         t.open_conversation(arg)
         conversation = t.conversation
         assert conversation is not None
-        return (f"opened {arg}: {len(conversation.path())} messages on this branch · agent "
-                f"{t.agent}, mode {t.mode}, approval {t.approval}")
+        return (
+            f"opened {arg}: {len(conversation.path())} messages on this branch · agent "
+            f"{t.agent}, mode {t.mode}, approval {t.approval}"
+        )
     rows = t.services.store.list()[:20]
     if not rows:
         return "no conversations yet"
-    return "\n".join(f"{m['id']}  {m['updated_at'][:16]}  {m.get('title') or '(untitled)'}"
-                     for m in rows)
+    return "\n".join(
+        f"{m['id']}  {m['updated_at'][:16]}  {m.get('title') or '(untitled)'}" for m in rows
+    )
 
 
 def _focus(t: CliTerminal, arg: str) -> str:
@@ -365,16 +391,19 @@ def _undo(t: CliTerminal, arg: str) -> str:
     result = t.undo(arg or None)
     removed = set(result.removed)
     lines = [result.message]
-    lines += [f"  {'removed ' if path in removed else 'restored'} {path}"
-              for path in result.restored]
+    lines += [
+        f"  {'removed ' if path in removed else 'restored'} {path}" for path in result.restored
+    ]
     lines += [f"  skipped  {reason}" for reason in result.skipped]
     return "\n".join(lines)
 
 
 def _agents(t: CliTerminal, _: str) -> str:
     catalog = t.services.agents
-    lines = [f"{'*' if a['name'] == t.agent else ' '} {a['name']:<12} {a['mode']:<12} "
-             f"{a['description']}" for a in catalog.summaries()]
+    lines = [
+        f"{'*' if a['name'] == t.agent else ' '} {a['name']:<12} {a['mode']:<12} {a['description']}"
+        for a in catalog.summaries()
+    ]
     lines += [f"  broken: {p.path}: {p.message}" for p in catalog.problems]
     return "\n".join(lines)
 
@@ -390,8 +419,12 @@ def _skills(t: CliTerminal, _: str) -> str:
     rows = t.services.skills.summaries()
     if not rows:
         return "no skills (add folders with a SKILL.md to .agents/skills/ in the workspace)"
-    return "\n".join(f"  {r['name']:<20} broken: {r['broken']}" if "broken" in r
-                     else f"  {r['name']:<20} {r['description']}" for r in rows)
+    return "\n".join(
+        f"  {r['name']:<20} broken: {r['broken']}"
+        if "broken" in r
+        else f"  {r['name']:<20} {r['description']}"
+        for r in rows
+    )
 
 
 def _mcp(t: CliTerminal, arg: str) -> str:
@@ -423,7 +456,8 @@ def _mcp_policy(tool: dict[str, Any]) -> str:
 def _attach(t: CliTerminal, arg: str) -> str:
     if not arg:
         return "\n".join(f"  {a.path} ({a.label()})" for a in t.attachments) or (
-            "no files attached; /attach PATH sends one with your next message")
+            "no files attached; /attach PATH sends one with your next message"
+        )
     if len(t.attachments) >= MAX_ATTACHMENTS:
         raise ValueError(f"at most {MAX_ATTACHMENTS} files go with one message")
     store, workspace = t.services.attachments, t.services.workspace
@@ -448,8 +482,21 @@ def _detach(t: CliTerminal, _: str) -> str:
 
 
 COMMANDS = {
-    "status": _status, "mode": _mode, "approval": _approval, "new": _new,
-    "history": _history, "focus": _focus, "unfocus": _unfocus, "memory": _memory,
-    "undo": _undo, "agents": _agents, "agent": _agent, "skills": _skills, "mcp": _mcp,
-    "compact": _compact, "attach": _attach, "detach": _detach, "help": lambda t, a: HELP,
+    "status": _status,
+    "mode": _mode,
+    "approval": _approval,
+    "new": _new,
+    "history": _history,
+    "focus": _focus,
+    "unfocus": _unfocus,
+    "memory": _memory,
+    "undo": _undo,
+    "agents": _agents,
+    "agent": _agent,
+    "skills": _skills,
+    "mcp": _mcp,
+    "compact": _compact,
+    "attach": _attach,
+    "detach": _detach,
+    "help": lambda t, a: HELP,
 }

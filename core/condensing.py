@@ -79,27 +79,45 @@ class Condensation:
             self.report(event("failed", message="Condensing was stopped."))
             raise
         except ApiError as exc:
-            return self._fail(event, f"The context could not be condensed, so it stays as it "
-                                     f"was: {exc}")
+            return self._fail(
+                event, f"The context could not be condensed, so it stays as it was: {exc}"
+            )
         earlier = summary_meta(cut.previous) if cut.previous else None
         summarized = len(cut.replaced) + int((earlier or {}).get("summarized") or 0)
         summary: dict[str, Any] = {
-            "first_kept_id": cut.first_kept["id"], "summarized": summarized,
-            "trigger": self.trigger, "tokens_before": before,
+            "first_kept_id": cut.first_kept["id"],
+            "summarized": summarized,
+            "trigger": self.trigger,
+            "tokens_before": before,
         }
         if cut.previous:
             summary["previous_id"] = cut.previous["id"]
         if self.instructions:
             summary["instructions"] = self.instructions
-        record = {"id": uuid.uuid4().hex, "role": "system", "content": text,
-                  "meta": {"summary": summary}}
+        record = {
+            "id": uuid.uuid4().hex,
+            "role": "system",
+            "content": text,
+            "meta": {"summary": summary},
+        }
         summary["tokens_after"] = after = self.measure([*self.path, record])
         if after >= before:
-            return self._fail(event, "The summary came out no shorter than what it would "
-                                     "replace, so the context stays as it was.")
-        self.commit(event("condensed", tokens_after=after, message_id=record["id"],
-                          first_kept_id=cut.first_kept["id"], summarized=summarized,
-                          summary=text), record)
+            return self._fail(
+                event,
+                "The summary came out no shorter than what it would "
+                "replace, so the context stays as it was.",
+            )
+        self.commit(
+            event(
+                "condensed",
+                tokens_after=after,
+                message_id=record["id"],
+                first_kept_id=cut.first_kept["id"],
+                summarized=summarized,
+                summary=text,
+            ),
+            record,
+        )
         return "condensed"
 
     def _fail(self, event: Callable[..., ContextEvent], message: str) -> Outcome:
@@ -109,11 +127,11 @@ class Condensation:
 
     def _summarise(self, cut: Cut) -> str:
         limit = min(REQUEST_MAX_CHARS, int(REQUEST_SHARE * self.window * CHARS_PER_TOKEN))
-        messages = summary_request(self.path, cut, instructions=self.instructions,
-                                   max_chars=limit)
+        messages = summary_request(self.path, cut, instructions=self.instructions, max_chars=limit)
         parts: list[str] = []
-        for item in self.model.stream(messages, [], thinking=False, cancel=self.cancel,
-                                      on_wait=self._on_wait):
+        for item in self.model.stream(
+            messages, [], thinking=False, cancel=self.cancel, on_wait=self._on_wait
+        ):
             if isinstance(item, ContentDelta):
                 parts.append(item.text)
             elif isinstance(item, StreamEnd):

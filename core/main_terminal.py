@@ -55,7 +55,6 @@ from utils.tool_calls import ToolCall, ToolCallArgs, ToolCallStarted
 log = logging.getLogger(__name__)
 
 
-
 class TaskBusy(Exception):
     """A task is already running in this conversation."""
 
@@ -89,8 +88,13 @@ class MainTerminal:
         self.agent = agent or self.settings.default_agent
         self.context = ContextBuilder(services.provider.context_window)
         self.gate = ApprovalGate()
-        self.tool_step = ToolStep(services, self.gate, set_state=self._set_state,
-                                  focus=lambda: self.focus, delegate=self._delegate)
+        self.tool_step = ToolStep(
+            services,
+            self.gate,
+            set_state=self._set_state,
+            focus=lambda: self.focus,
+            delegate=self._delegate,
+        )
         self.state: TaskState = "idle"
         self.context_usage = ContextUsage(0, self.context.limit_tokens)
         self.focus = FocusFiles()
@@ -187,7 +191,11 @@ class MainTerminal:
         return self.run_task(self.begin_task(text, parent_id=parent_id, skill=skill))
 
     def begin_task(
-        self, text: str, *, parent_id: str | None = LEAF, skill: str | None = None,
+        self,
+        text: str,
+        *,
+        parent_id: str | None = LEAF,
+        skill: str | None = None,
         attachments: list[dict[str, Any]] | None = None,
     ) -> Task:
         """Record the user message under `parent_id` (None: a new root; default: the leaf).
@@ -201,8 +209,9 @@ class MainTerminal:
             if self.task is not None:
                 raise TaskBusy("a task is already running in this conversation")
             if self._compacting is not None:
-                raise TaskBusy("the conversation's context is being condensed; send it when "
-                               "that ends")
+                raise TaskBusy(
+                    "the conversation's context is being condensed; send it when that ends"
+                )
             agent = self.services.agents.get(self.agent)
             if skill is not None:
                 self.services.skills.require(skill)
@@ -220,19 +229,38 @@ class MainTerminal:
             if any(stored.get(key) != value for key, value in chosen.items()):
                 conversation.update_meta(**chosen)
             journal = self.services.journal.task(conversation.id, record["id"])
-            self.task = Task(conversation, record, journal, self.mode, self.approval, agent,
-                             _StoredTranscript(self), self._report)
+            self.task = Task(
+                conversation,
+                record,
+                journal,
+                self.mode,
+                self.approval,
+                agent,
+                _StoredTranscript(self),
+                self._report,
+            )
             self.iteration = 0
             return self.task
 
     def run_task(self, task: Task) -> DoneReason:
         """Run the loop for a task begun with `begin_task`; always ends with a `done` event."""
         provider = self.services.provider
-        fields = {"trace_id": task.trace_id, "conversation_id": task.conversation.id,
-                  "provider": provider.name, "model": provider.model}
+        fields = {
+            "trace_id": task.trace_id,
+            "conversation_id": task.conversation.id,
+            "provider": provider.name,
+            "model": provider.model,
+        }
         with log_context(**fields):
-            log.info("task started", extra={"fields": {
-                "prompt": task.user_record["content"], "message_id": task.user_record["id"]}})
+            log.info(
+                "task started",
+                extra={
+                    "fields": {
+                        "prompt": task.user_record["content"],
+                        "message_id": task.user_record["id"],
+                    }
+                },
+            )
             reason = self._run_guarded(task)
             log.info("task ended", extra={"fields": {"reason": reason, **vars(task.usage)}})
         self.services.journal.settle()  # its last command's changes, before anyone asks
@@ -288,8 +316,11 @@ class MainTerminal:
         self, agent: AgentSpec, approval: Approval, depth: int
     ) -> list[dict[str, Any]]:
         registry = self.services.tools
-        schemas = [s for s in registry.schemas(read_only=approval == "read-only")
-                   if agent.allows(s["function"]["name"])]
+        schemas = [
+            s
+            for s in registry.schemas(read_only=approval == "read-only")
+            if agent.allows(s["function"]["name"])
+        ]
         if depth < MAX_DEPTH:
             schemas += [delegation_schema(self.services.agents.get(name)) for name in agent.agents]
         return schemas
@@ -319,7 +350,10 @@ class MainTerminal:
         with log_context(message_id=message_id, agent=task.agent.name):
             try:
                 stream = model.stream(
-                    messages, tools or [], thinking=task.thinks(), cancel=task.cancel,
+                    messages,
+                    tools or [],
+                    thinking=task.thinks(),
+                    cancel=task.cancel,
                     on_wait=lambda seconds, text: task.report(Notice("retrying", text, seconds)),
                 )
                 completion = self._consume(task, stream, message_id, progress)
@@ -330,11 +364,19 @@ class MainTerminal:
         task.usage.add(completion.usage)
         if completion.usage.prompt_tokens and task.depth == 0:
             self.context.observe_usage(estimated, completion.usage.prompt_tokens)
-        log.info("model reply", extra={"fields": {
-            "message_id": message_id, "reply": completion.content,
-            "tool_calls": len(completion.tool_calls)}})
-        task.transcript.append("assistant", completion.content, id=message_id,
-                               **_assistant_fields(completion))
+        log.info(
+            "model reply",
+            extra={
+                "fields": {
+                    "message_id": message_id,
+                    "reply": completion.content,
+                    "tool_calls": len(completion.tool_calls),
+                }
+            },
+        )
+        task.transcript.append(
+            "assistant", completion.content, id=message_id, **_assistant_fields(completion)
+        )
         return completion
 
     def _consume(
@@ -363,9 +405,13 @@ class MainTerminal:
     ) -> None:
         if not (partial.content or partial.reasoning_content):
             return
-        task.transcript.append("assistant", partial.content, id=message_id,
-                               reasoning_content=partial.reasoning_content or None,
-                               meta={"interrupted": reason})
+        task.transcript.append(
+            "assistant",
+            partial.content,
+            id=message_id,
+            reasoning_content=partial.reasoning_content or None,
+            meta={"interrupted": reason},
+        )
 
     def _build_context(
         self, task: Task, tools: list[dict[str, Any]]
@@ -391,14 +437,19 @@ class MainTerminal:
         )
 
     def _fit(
-        self, prompt: str, agent: AgentSpec, path: list[dict[str, Any]],
+        self,
+        prompt: str,
+        agent: AgentSpec,
+        path: list[dict[str, Any]],
         tools: list[dict[str, Any]],
     ) -> BuiltContext:
         """A root-to-leaf path as one call sends it: its condensed view, expanded, fitted."""
         services = self.services
         images = getattr(services.model_for(agent), "config", services.provider).images
-        view = [services.attachments.expand(services.skills.expand(record), images=images)
-                for record in model_view(path)]
+        view = [
+            services.attachments.expand(services.skills.expand(record), images=images)
+            for record in model_view(path)
+        ]
         return self.context.build(prompt, view, tools=tools)
 
     # --- condensing the context (core/condensing.py) ----------------------------------
@@ -419,7 +470,8 @@ class MainTerminal:
             if self._condensation(path, "user", CancelToken(), self._report).plan() is None:
                 raise NothingToCondense(
                     "Nothing to condense yet: the first message and the newest turn are always "
-                    "kept as they are, and nothing else comes before the newest turn.")
+                    "kept as they are, and nothing else comes before the newest turn."
+                )
             self._compacting = CancelToken()
             return self._compacting
 
@@ -436,14 +488,29 @@ class MainTerminal:
         try:
             prompt = self._system_prompt(conversation, agent)
             tools = self._agent_schemas(agent, self.approval, 0)
-            return self._condensation(conversation.path(), "user", cancel, report, instructions,
-                                      agent=agent, prompt=prompt, tools=tools).run()
+            return self._condensation(
+                conversation.path(),
+                "user",
+                cancel,
+                report,
+                instructions,
+                agent=agent,
+                prompt=prompt,
+                tools=tools,
+            ).run()
         except TaskCancelled:
             return "failed"
         except Exception as exc:
             log.exception("condensing crashed")
-            report(ContextEvent("failed", "user", 0, self.context.limit_tokens,
-                                message=f"Condensing failed: {type(exc).__name__}: {exc}"))
+            report(
+                ContextEvent(
+                    "failed",
+                    "user",
+                    0,
+                    self.context.limit_tokens,
+                    message=f"Condensing failed: {type(exc).__name__}: {exc}",
+                )
+            )
             return "failed"
         finally:
             with self._lock:
@@ -460,27 +527,47 @@ class MainTerminal:
         # also before the builder would have to leave older turns out (a small window's reserve)
         limit = min(threshold * self.context.limit_tokens, self.context.budget_tokens)
         due = request is not None or (
-            threshold > 0 and limit <= built.full_tokens and self._condense_failed != task.trace_id)
+            threshold > 0 and limit <= built.full_tokens and self._condense_failed != task.trace_id
+        )
         if not due:
             return built
         condensation = self._condensation(
-            task.transcript.path(), "user" if request is not None else "threshold", task.cancel,
-            task.report, request, agent=task.agent, prompt=prompt, tools=tools)
+            task.transcript.path(),
+            "user" if request is not None else "threshold",
+            task.cancel,
+            task.report,
+            request,
+            agent=task.agent,
+            prompt=prompt,
+            tools=tools,
+        )
         outcome = condensation.run()
         task.usage.add(condensation.usage)
         if outcome == "failed":
             self._condense_failed = task.trace_id
         elif outcome == "nothing" and request is not None:
-            task.report(Notice("condense_skipped", "Nothing to condense yet: the running "
-                                                   "task and the first message are always kept."))
+            task.report(
+                Notice(
+                    "condense_skipped",
+                    "Nothing to condense yet: the running "
+                    "task and the first message are always kept.",
+                )
+            )
         if outcome != "condensed":
             return built
         return self._fit(prompt, task.agent, task.transcript.path(), tools)
 
     def _condensation(
-        self, path: list[dict[str, Any]], trigger: Trigger, cancel: CancelToken,
-        report: EventSink, instructions: str | None = None, *, agent: AgentSpec | None = None,
-        prompt: str = "", tools: list[dict[str, Any]] | None = None,
+        self,
+        path: list[dict[str, Any]],
+        trigger: Trigger,
+        cancel: CancelToken,
+        report: EventSink,
+        instructions: str | None = None,
+        *,
+        agent: AgentSpec | None = None,
+        prompt: str = "",
+        tools: list[dict[str, Any]] | None = None,
     ) -> Condensation:
         agent = agent or self.services.agents.get(self.agent)
 
@@ -493,8 +580,17 @@ class MainTerminal:
                 self._record("system", record["content"], id=record["id"], meta=record["meta"])
                 self.context_usage = ContextUsage(event.tokens_after or 0, event.limit_tokens)
 
-        return Condensation(path, self.context.limit_tokens, self.services.model_for(agent),
-                            cancel, report, measure, commit, trigger, instructions)
+        return Condensation(
+            path,
+            self.context.limit_tokens,
+            self.services.model_for(agent),
+            cancel,
+            report,
+            measure,
+            commit,
+            trigger,
+            instructions,
+        )
 
     # --- events and records -----------------------------------------------------------
 
@@ -540,6 +636,10 @@ def _assistant_fields(completion: Completion) -> dict[str, Any]:
         fields["tool_calls"] = [call.to_message() for call in completion.tool_calls]
     usage = completion.usage
     if usage.prompt_tokens or usage.completion_tokens:  # the context meter of a reopened branch
-        fields["meta"] = {"usage": {"prompt_tokens": usage.prompt_tokens,
-                                    "completion_tokens": usage.completion_tokens}}
+        fields["meta"] = {
+            "usage": {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+            }
+        }
     return fields

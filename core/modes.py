@@ -72,7 +72,8 @@ def run_agent(runner: Runner, task: Task) -> DoneReason:
 
 class MakePlanArgs(BaseModel):
     steps: list[str] = Field(
-        min_length=1, max_length=MAX_STEPS,
+        min_length=1,
+        max_length=MAX_STEPS,
         description="The steps in order; each one short sentence: what to do, what it gives.",
     )
 
@@ -82,10 +83,10 @@ class FinishStepArgs(BaseModel):
     summary: str = Field(description="One line: what was done, or why it could not be.")
 
 
-MAKE_PLAN = function_schema("make_plan", "Record the plan: the task's steps, in order.",
-                            MakePlanArgs)
-FINISH_STEP = function_schema("finish_step", "End the current step of the plan.",
-                              FinishStepArgs)
+MAKE_PLAN = function_schema(
+    "make_plan", "Record the plan: the task's steps, in order.", MakePlanArgs
+)
+FINISH_STEP = function_schema("finish_step", "End the current step of the plan.", FinishStepArgs)
 
 
 @dataclass
@@ -126,15 +127,22 @@ class PlanExecute:
                 continue
             if self.plan.revision >= self.task.agent.max_replans:
                 self._emit("finished")
-                self.task.report(Error("plan_failed", (
-                    f"Step {step['index']} failed and the plan was already revised "
-                    f"{self.plan.revision} times (max_replans): {summary}")))
+                self.task.report(
+                    Error(
+                        "plan_failed",
+                        (
+                            f"Step {step['index']} failed and the plan was already revised "
+                            f"{self.plan.revision} times (max_replans): {summary}"
+                        ),
+                    )
+                )
                 return "error"
             self.plan.revision += 1
             prompt = REPLAN_PROMPT.format(index=step["index"], title=step["title"], reason=summary)
             self._make_plan(prompt, "replanned", reason=summary)
-        self.task.transcript.append("user", FINAL_PROMPT,
-                                    meta={"plan_prompt": "final", "plan": self.plan.as_dict()})
+        self.task.transcript.append(
+            "user", FINAL_PROMPT, meta={"plan_prompt": "final", "plan": self.plan.as_dict()}
+        )
         self.runner.call_model(self.task, None)
         self._emit("finished")
         return "complete"
@@ -143,8 +151,9 @@ class PlanExecute:
         """Ask for the plan with make_plan as the only tool; a reply without it plans one step
         from its numbered lines, or from the request itself."""
         task = self.task
-        task.transcript.append("user", prompt,
-                               meta={"plan_prompt": phase, "plan": self.plan.as_dict()})
+        task.transcript.append(
+            "user", prompt, meta={"plan_prompt": phase, "plan": self.plan.as_dict()}
+        )
         titles: list[str] = []
 
         def record(call_id: str, arguments: dict[str, Any]) -> ToolResult:
@@ -153,8 +162,9 @@ class PlanExecute:
             except ValidationError as exc:
                 return ToolResult(False, f"Invalid plan: {describe_validation_error(exc)}")
             self.plan.replace_pending(titles)
-            return ToolResult(True, f"Plan recorded: {len(titles)} steps.",
-                              details={"plan": self.plan.as_dict()})
+            return ToolResult(
+                True, f"Plan recorded: {len(titles)} steps.", details={"plan": self.plan.as_dict()}
+            )
 
         task.internal_tools = {"make_plan": (MAKE_PLAN, record)}
         completion = self.runner.call_model(task, [MAKE_PLAN])
@@ -172,8 +182,9 @@ class PlanExecute:
         self._emit("step_started", step=step["index"])
         total = len(self.plan.steps)
         prompt = STEP_PROMPT.format(index=step["index"], total=total, title=step["title"])
-        task.transcript.append("user", prompt,
-                               meta={"plan_step": step["index"], "plan": self.plan.as_dict()})
+        task.transcript.append(
+            "user", prompt, meta={"plan_step": step["index"], "plan": self.plan.as_dict()}
+        )
         self._step_end = None
 
         def finish(call_id: str, arguments: dict[str, Any]) -> ToolResult:
@@ -257,11 +268,16 @@ def delegate(
     report = answers[-1]["content"][:REPORT_CHARS] if answers else ""
     details = {"agent": agent.name}
     if reason == "complete":
-        return ToolResult(True, report or f"The {agent.name} agent finished without a report.",
-                          details=details)
+        return ToolResult(
+            True, report or f"The {agent.name} agent finished without a report.", details=details
+        )
     if reason == "max_iterations":
-        return ToolResult(False, (
-            f"The {agent.name} agent used all {runner.budget(child)} of its model calls without "
-            f"finishing. Its last words: {report or '(none)'}"), details=details)
-    return ToolResult(False, f"The {agent.name} agent failed: {report or reason}",
-                      details=details)
+        return ToolResult(
+            False,
+            (
+                f"The {agent.name} agent used all {runner.budget(child)} of its model calls "
+                f"without finishing. Its last words: {report or '(none)'}"
+            ),
+            details=details,
+        )
+    return ToolResult(False, f"The {agent.name} agent failed: {report or reason}", details=details)

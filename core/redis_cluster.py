@@ -161,8 +161,10 @@ class RedisCluster:
                 now = time.monotonic()
                 if now - self._log_failed_at > 5:
                     self._log_failed_at = now
-                    log.warning("could not log events in Redis", extra={"fields": {
-                        "events": len(batch), "error": str(exc)}})
+                    log.warning(
+                        "could not log events in Redis",
+                        extra={"fields": {"events": len(batch), "error": str(exc)}},
+                    )
 
     def end(self, conversation_id: str) -> None:
         self._flush()

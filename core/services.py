@@ -35,8 +35,13 @@ log = logging.getLogger(__name__)
 
 class ModelClient(Protocol):
     def stream(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
-        thinking: bool, cancel: CancelToken, on_wait: OnWait | None = None,
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        thinking: bool,
+        cancel: CancelToken,
+        on_wait: OnWait | None = None,
     ) -> Iterator[StreamItem]: ...
 
 
@@ -114,14 +119,22 @@ def build_services(settings: Settings) -> AgentServices:
     provider = resolve_provider(settings)
     workspace = Workspace(settings.workspace)
     journal = UndoJournal(settings.data_dir, workspace)
-    agent_folders = [SHIPPED_AGENTS, settings.data_dir / "agents",
-                     settings.workspace / ".agents" / "agents"]
-    skill_folders = [SHIPPED_SKILLS, settings.data_dir / "skills",
-                     settings.workspace / ".agents" / "skills"]
+    agent_folders = [
+        SHIPPED_AGENTS,
+        settings.data_dir / "agents",
+        settings.workspace / ".agents" / "agents",
+    ]
+    skill_folders = [
+        SHIPPED_SKILLS,
+        settings.data_dir / "skills",
+        settings.workspace / ".agents" / "skills",
+    ]
     agents = load_agents(agent_folders)
     for problem in agents.problems:
-        log.warning("an agent definition did not load", extra={"fields": {
-            "path": problem.path, "error": problem.message}})
+        log.warning(
+            "an agent definition did not load",
+            extra={"fields": {"path": problem.path, "error": problem.message}},
+        )
     tools = build_registry()
     mcp = _mcp_servers(settings)
     if mcp is not None:

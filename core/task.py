@@ -43,8 +43,11 @@ class MemoryTranscript:
         return list(self.records)
 
     def append(self, role: str, content: str, **fields: Any) -> dict[str, Any]:
-        record = {"id": fields.pop("id", None) or uuid.uuid4().hex, "role": role,
-                  "content": content or ""}
+        record = {
+            "id": fields.pop("id", None) or uuid.uuid4().hex,
+            "role": role,
+            "content": content or "",
+        }
         record.update((k, v) for k, v in fields.items() if v is not None)
         self.records.append(record)
         return record
@@ -86,9 +89,19 @@ class Task:
     def child(self, agent: AgentSpec, parent_call_id: str) -> Task:
         """A sub-agent's task under this one, on a fresh transcript."""
         return Task(
-            self.conversation, self.user_record, self.journal, self.mode, self.approval,
-            agent, MemoryTranscript(), self.sink, self.cancel, self.usage,
-            depth=self.depth + 1, parent_call_id=parent_call_id, trace_id=self.trace_id,
+            self.conversation,
+            self.user_record,
+            self.journal,
+            self.mode,
+            self.approval,
+            agent,
+            MemoryTranscript(),
+            self.sink,
+            self.cancel,
+            self.usage,
+            depth=self.depth + 1,
+            parent_call_id=parent_call_id,
+            trace_id=self.trace_id,
         )
 
     def thinks(self) -> bool:
@@ -103,8 +116,10 @@ class Task:
         self._repeat = (tool, count)
         if count < REPEAT_WARNING_AFTER:
             return ""
-        return (f"\n\n[warning] {tool} has now been called {count} times in a row. "
-                "If this is not making progress, change approach or finish the task.")
+        return (
+            f"\n\n[warning] {tool} has now been called {count} times in a row. "
+            "If this is not making progress, change approach or finish the task."
+        )
 
 
 @dataclass

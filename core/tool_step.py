@@ -68,8 +68,9 @@ class ToolStep:
             task.report(ToolEvent(call.id, call.name, "end", arguments=call.arguments))
             self._finish(task, call, ToolResult(False, str(exc)))
             return
-        task.report(ToolEvent(call.id, call.name, "end",
-                              arguments=args.model_dump(exclude_unset=True)))
+        task.report(
+            ToolEvent(call.id, call.name, "end", arguments=args.model_dump(exclude_unset=True))
+        )
         if not task.agent.allows(call.name):
             refused = f"{call.name} is not available to the {task.agent.name} agent."
             self._finish(task, call, ToolResult(False, refused))
@@ -123,8 +124,11 @@ class ToolStep:
                 lambda: self.services.tools.run(tool, args, context), task.cancel, limit
             )
         except TimeoutError:
-            return ToolResult(False, f"{call.name} did not finish within {limit:g} s and was "
-                                     "abandoned; what it did so far stays. Try a smaller step.")
+            return ToolResult(
+                False,
+                f"{call.name} did not finish within {limit:g} s and was "
+                "abandoned; what it did so far stays. Try a smaller step.",
+            )
         finally:
             live.clear()  # an abandoned call reports nothing more
 
@@ -134,8 +138,9 @@ class ToolStep:
             return True
         self.gate.open(call.id, call.name)
         shown, warnings = preview(args.model_dump(), plan)
-        task.report(ToolEvent(call.id, call.name, "approval", preview=shown,
-                              warnings=warnings or None))
+        task.report(
+            ToolEvent(call.id, call.name, "approval", preview=shown, warnings=warnings or None)
+        )
         return self.gate.wait(call.id, task.cancel)
 
     def _context(self, task: Task, call: ToolCall, live: threading.Event) -> ToolContext:
@@ -146,24 +151,44 @@ class ToolStep:
                 task.report(ToolEvent(call.id, call.name, "output", delta=delta))
 
         return ToolContext(
-            settings=services.settings, workspace=services.workspace, runner=services.runner,
-            memory=services.memory, annotations=services.annotations, focus=self._focus(),
-            conversation_id=task.conversation.id, cancel=task.cancel,
-            on_output=on_output, journal=task.journal, proposals=services.proposals,
+            settings=services.settings,
+            workspace=services.workspace,
+            runner=services.runner,
+            memory=services.memory,
+            annotations=services.annotations,
+            focus=self._focus(),
+            conversation_id=task.conversation.id,
+            cancel=task.cancel,
+            on_output=on_output,
+            journal=task.journal,
+            proposals=services.proposals,
             skills=services.skills,
         )
 
     def _finish(self, task: Task, call: ToolCall, result: ToolResult) -> None:
         output = result.output + task.repeat_warning(call.name)
-        task.report(ToolEvent(call.id, call.name, "result", ok=result.ok, output=output,
-                              duration_ms=result.duration_ms, details=result.details or None))
+        task.report(
+            ToolEvent(
+                call.id,
+                call.name,
+                "result",
+                ok=result.ok,
+                output=output,
+                duration_ms=result.duration_ms,
+                details=result.details or None,
+            )
+        )
         if result.changes:
             task.report(FileTree(result.changes))
-        self._record_tool(task, call, ToolResult(result.ok, output, result.duration_ms,
-                                                 details=result.details))
+        self._record_tool(
+            task, call, ToolResult(result.ok, output, result.duration_ms, details=result.details)
+        )
 
     def _record_tool(self, task: Task, call: ToolCall, result: ToolResult) -> None:
         task.transcript.append(
-            "tool", result.output, tool_call_id=call.id, name=call.name,
+            "tool",
+            result.output,
+            tool_call_id=call.id,
+            name=call.name,
             meta={"ok": result.ok, "duration_ms": result.duration_ms, **result.details},
         )

@@ -25,16 +25,23 @@ Announce = Callable[[dict[str, Any]], None]  # to every client: a list entry cha
 UNWRITTEN_SEQ_GAP = 1000  # far more events than a write batch of core/redis_cluster.py holds
 ToClient = Callable[[str, str, dict[str, Any]], None]  # (sid, name, payload): to one client
 EnterRoom = Callable[[str, str], None]  # (sid, room): a client of any process
-INTERRUPTED = ("The server process running this task stopped before it ended; what it "
-               "recorded is kept. Send a message to go on.")
+INTERRUPTED = (
+    "The server process running this task stopped before it ended; what it "
+    "recorded is kept. Send a message to go on."
+)
 
 
 class WebTerminal(MainTerminal):
     """One per conversation; keeps every event of its running or last task for `join`."""
 
     def __init__(
-        self, services: AgentServices, conversation_id: str | None, *, send: Send,
-        announce: Announce | None = None, cluster: Cluster | None = None,
+        self,
+        services: AgentServices,
+        conversation_id: str | None,
+        *,
+        send: Send,
+        announce: Announce | None = None,
+        cluster: Cluster | None = None,
     ) -> None:
         self._send = send
         self._announce = announce
@@ -63,17 +70,23 @@ class WebTerminal(MainTerminal):
         ends[message_id] = {"reason": done.reason, "usage": vars(done.usage)}
         conversation.update_meta(task_ends=ends)
         if self._announce is not None:
-            self._announce({"id": conversation.id, "running": False,
-                            "title": conversation.meta.get("title")})
+            self._announce(
+                {"id": conversation.id, "running": False, "title": conversation.meta.get("title")}
+            )
 
     def begin_task(
-        self, text: str, *, parent_id: str | None = LEAF, skill: str | None = None,
+        self,
+        text: str,
+        *,
+        parent_id: str | None = LEAF,
+        skill: str | None = None,
         attachments: list[dict[str, Any]] | None = None,
     ) -> Task:
         with self._lock:
             created = self.conversation is None
-            task = super().begin_task(text, parent_id=parent_id, skill=skill,
-                                      attachments=attachments)
+            task = super().begin_task(
+                text, parent_id=parent_id, skill=skill, attachments=attachments
+            )
             self._log = []
             self._replays_after = self.last_seq
             self._task_message = task.user_record["id"]
@@ -117,8 +130,9 @@ class WebTerminal(MainTerminal):
                     self.focus = FocusFiles([self.focus_path(path) for path in focus])
                 self.mode = mode or self.mode
                 self.approval = approval or self.approval
-                task = self.begin_task(text, parent_id=parent_id, skill=skill,
-                                       attachments=attachments)
+                task = self.begin_task(
+                    text, parent_id=parent_id, skill=skill, attachments=attachments
+                )
             except BaseException:
                 if claimed is not None:
                     self._cluster.end(claimed)
@@ -128,8 +142,13 @@ class WebTerminal(MainTerminal):
         if on_begun is not None:
             on_begun(task.user_record)
         if self._announce is not None:
-            self._announce({"id": task.conversation.id, "running": True,
-                            "title": task.conversation.meta.get("title")})
+            self._announce(
+                {
+                    "id": task.conversation.id,
+                    "running": True,
+                    "title": task.conversation.meta.get("title"),
+                }
+            )
         run_in_background(self._run_then_release, task)
         return task.user_record
 
@@ -140,8 +159,9 @@ class WebTerminal(MainTerminal):
         if cid is None:
             return None
         if not self._cluster.claim(cid):
-            raise TaskBusy("a task is already running in this conversation "
-                           "(in another server process)")
+            raise TaskBusy(
+                "a task is already running in this conversation (in another server process)"
+            )
         if self._cluster.shared:
             try:
                 self.services.store.reload(cid)
@@ -202,8 +222,9 @@ class WebTerminal(MainTerminal):
             if focused:
                 self.focus.add(self.focus_path(path))
             else:
-                self.focus.remove(self.services.workspace.relative(
-                    self.services.workspace.resolve(path)))
+                self.focus.remove(
+                    self.services.workspace.relative(self.services.workspace.resolve(path))
+                )
             self.save_focus()
             return self.focus.paths()
 
@@ -234,8 +255,13 @@ class TerminalHub:
     says runs in other server processes: commands for those tasks go to their process."""
 
     def __init__(
-        self, services: AgentServices, send: Send, *, cluster: Cluster | None = None,
-        to_client: ToClient | None = None, enter_room: EnterRoom | None = None,
+        self,
+        services: AgentServices,
+        send: Send,
+        *,
+        cluster: Cluster | None = None,
+        to_client: ToClient | None = None,
+        enter_room: EnterRoom | None = None,
     ) -> None:
         self.services = services
         self._send = send
@@ -272,8 +298,13 @@ class TerminalHub:
         return self._make(None)
 
     def _make(self, conversation_id: str | None) -> WebTerminal:
-        return WebTerminal(self.services, conversation_id, send=self._send,
-                           announce=self.announce, cluster=self.cluster)
+        return WebTerminal(
+            self.services,
+            conversation_id,
+            send=self._send,
+            announce=self.announce,
+            cluster=self.cluster,
+        )
 
     def forget(self, conversation_id: str) -> None:
         """Drop an idle conversation's terminal (it is being deleted); raises TaskBusy."""
@@ -318,13 +349,16 @@ class TerminalHub:
         terminal = self.get(conversation_id)
         if terminal.approve(call_id, approved, always=always):
             return terminal.gate.allowed()
-        answer = self._ask(conversation_id, {"op": "approve", "call_id": call_id,
-                                             "approved": approved, "always": always})
+        answer = self._ask(
+            conversation_id,
+            {"op": "approve", "call_id": call_id, "approved": approved, "always": always},
+        )
         allowed = answer.get("always_allowed") if answer else None
         return list(allowed) if isinstance(allowed, list) else None
 
-    def join(self, conversation_id: str, after_seq: int, sid: str,
-             room: str | None = None) -> dict[str, Any]:
+    def join(
+        self, conversation_id: str, after_seq: int, sid: str, room: str | None = None
+    ) -> dict[str, Any]:
         """Put client `sid` in the conversation's `room` (default: the one named by its id)
         and replay what it missed after `after_seq` (see WebTerminal.replay): by the process
         running the task, which alone orders the replay before the live events; else from
@@ -332,8 +366,9 @@ class TerminalHub:
         room = room or conversation_id
         terminal = self.get(conversation_id)
         if not terminal.running:
-            answer = self._ask(conversation_id, {"op": "join", "after_seq": after_seq,
-                                                 "sid": sid, "room": room})
+            answer = self._ask(
+                conversation_id, {"op": "join", "after_seq": after_seq, "sid": sid, "room": room}
+            )
             if answer is not None and "last_seq" in answer:
                 return answer
             logged = self.cluster.replay_log(conversation_id, after_seq)
@@ -341,8 +376,11 @@ class TerminalHub:
                 self._subscribe(sid, room)
                 for name, wire in logged.events:
                     self._deliver(sid, name, wire)
-                return {"running": False, "last_seq": max(logged.last_seq, terminal.last_seq),
-                        "replays_after": logged.replays_after}
+                return {
+                    "running": False,
+                    "last_seq": max(logged.last_seq, terminal.last_seq),
+                    "replays_after": logged.replays_after,
+                }
         return self._replay_here(terminal, after_seq, sid, room)
 
     def remote_status(self, conversation_id: str) -> dict[str, Any] | None:
@@ -389,12 +427,19 @@ class TerminalHub:
         if op == "cancel":
             return {"ok": True, "cancelled": terminal.cancel()}
         if op == "approve":
-            answered = terminal.approve(str(request.get("call_id")), bool(request.get("approved")),
-                                        always=bool(request.get("always")))
+            answered = terminal.approve(
+                str(request.get("call_id")),
+                bool(request.get("approved")),
+                always=bool(request.get("always")),
+            )
             return {"ok": True, "always_allowed": terminal.gate.allowed() if answered else None}
         if op == "join":
-            return self._replay_here(terminal, int(request.get("after_seq") or 0),
-                                     str(request.get("sid")), str(request.get("room") or cid))
+            return self._replay_here(
+                terminal,
+                int(request.get("after_seq") or 0),
+                str(request.get("sid")),
+                str(request.get("room") or cid),
+            )
         if op == "status":
             return {"ok": True, "status": terminal.task_status()}
         return {"ok": False}
@@ -409,4 +454,3 @@ class TerminalHub:
             self._terminals.pop(conversation_id, None)
         self.services.store.reload(conversation_id)
         self.get(conversation_id).interrupt(message_id)
-

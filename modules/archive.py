@@ -46,21 +46,23 @@ class _Sink:
         return data
 
 
-def zip_stream(workspace: Workspace, folder: str = "", *, skip: frozenset[str] = frozenset()
-               ) -> Iterator[bytes]:
+def zip_stream(
+    workspace: Workspace, folder: str = "", *, skip: frozenset[str] = frozenset()
+) -> Iterator[bytes]:
     """The zip of `folder` ("" for the whole workspace) in pieces; entries are named from the
     folder's own name. `skip`: workspace paths left out with all inside them."""
     top = folder.rsplit("/", 1)[-1] if folder else workspace.root.name
     sink = _Sink()
     with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as archive:
         for rel in _shown_files(workspace, folder, skip):
-            name = f"{top}/{rel[len(folder):].lstrip('/')}"
+            name = f"{top}/{rel[len(folder) :].lstrip('/')}"
             yield from _add(archive, workspace, rel, name, sink)
     yield sink.take()
 
 
-def _add(archive: zipfile.ZipFile, workspace: Workspace, rel: str, name: str, sink: _Sink
-         ) -> Iterator[bytes]:
+def _add(
+    archive: zipfile.ZipFile, workspace: Workspace, rel: str, name: str, sink: _Sink
+) -> Iterator[bytes]:
     try:
         with workspace.open_regular(rel, follow=False) as (handle, info):
             entry = zipfile.ZipInfo(name, time.localtime(max(info.st_mtime, _EPOCH_1980))[:6])

@@ -131,8 +131,9 @@ class _Walk:
                     mode = st.st_mode
                     kind = mode & ifmt
                     if kind in kept:
-                        found[prefix + entry.name] = new(Stat, (
-                            st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode))
+                        found[prefix + entry.name] = new(
+                            Stat, (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode)
+                        )
                     elif kind == ifdir:
                         name = entry.name
                         rel = prefix + name

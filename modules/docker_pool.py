@@ -195,4 +195,3 @@ def reap_orphans(client: Any) -> None:
             if owner_host == host and pid.isdigit() and not pid_alive(int(pid)):
                 with contextlib.suppress(DockerException):
                     client.api.remove_container(summary["Id"], force=True)
-

@@ -90,12 +90,15 @@ def refuse_dtds(data: bytes) -> None:
             except _RootReached:
                 continue
             except DefusedXmlException:
-                raise Refused(f"its part {entry.filename!r} declares a DTD or XML entities (as in "
-                              "a 'billion laughs' attack); Office files never do: refused.",
-                              "xml_entities") from None
+                raise Refused(
+                    f"its part {entry.filename!r} declares a DTD or XML entities (as in "
+                    "a 'billion laughs' attack); Office files never do: refused.",
+                    "xml_entities",
+                ) from None
             except SAXParseException as exc:
-                raise Refused(f"its part {entry.filename!r} is not valid XML ({exc}).",
-                              "corrupt") from None
+                raise Refused(
+                    f"its part {entry.filename!r} is not valid XML ({exc}).", "corrupt"
+                ) from None
 
 
 # --- the formats ------------------------------------------------------------------------------
@@ -108,8 +111,9 @@ def pdf_text(data: bytes, out: _Text) -> dict[str, Any]:
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
-            raise Refused("the PDF is encrypted with a password; upload an unlocked copy.",
-                          "encrypted")
+            raise Refused(
+                "the PDF is encrypted with a password; upload an unlocked copy.", "encrypted"
+            )
         pages = len(reader.pages)
         read = 0
         for number, page in enumerate(reader.pages, 1):
@@ -143,8 +147,10 @@ def docx_text(data: bytes, out: _Text) -> dict[str, Any]:
             prefix = "#" * min(int(style[8:]) + 1, 6) + " "
         if block.text and not out.add(prefix + block.text):
             break
-    return {"note": _count(blocks, "paragraph or table", "paragraphs and tables"),
-            "info": {"blocks": blocks}}
+    return {
+        "note": _count(blocks, "paragraph or table", "paragraphs and tables"),
+        "info": {"blocks": blocks},
+    }
 
 
 def xlsx_text(data: bytes, out: _Text) -> dict[str, Any]:
@@ -159,8 +165,11 @@ def xlsx_text(data: bytes, out: _Text) -> dict[str, Any]:
             sheet_f, sheet_v = formulas[name], values[name]
             if not out.add(f"## Sheet: {name}"):
                 break
-            rows = zip(sheet_f.iter_rows(values_only=True), sheet_v.iter_rows(values_only=True),
-                       strict=False)
+            rows = zip(
+                sheet_f.iter_rows(values_only=True),
+                sheet_v.iter_rows(values_only=True),
+                strict=False,
+            )
             for number, (row_f, row_v) in enumerate(rows, 1):
                 if number > MAX_SHEET_ROWS:
                     cut.append(f"{name}: first {MAX_SHEET_ROWS:,} rows")
@@ -180,8 +189,11 @@ def xlsx_text(data: bytes, out: _Text) -> dict[str, Any]:
     if counted:
         notes.append(f"{_count(counted, 'formula')} shown as 'cached value [=FORMULA]'")
     notes += cut
-    return {"note": "; ".join(notes), "truncated": bool(cut),
-            "info": {"sheets": formulas.sheetnames}}
+    return {
+        "note": "; ".join(notes),
+        "truncated": bool(cut),
+        "info": {"sheets": formulas.sheetnames},
+    }
 
 
 def _formula_count(row: Iterable[Any]) -> int:
@@ -274,11 +286,17 @@ def main(argv: list[str]) -> int:
     except Refused as exc:
         answer = {"ok": False, "code": exc.code, "error": str(exc)}
     except MemoryError:
-        answer = {"ok": False, "code": "memory",
-                  "error": f"reading it needed more than {memory / 2**20:,.0f} MB of memory."}
+        answer = {
+            "ok": False,
+            "code": "memory",
+            "error": f"reading it needed more than {memory / 2**20:,.0f} MB of memory.",
+        }
     except Exception as exc:  # a damaged file: say what the parser said
-        answer = {"ok": False, "code": "corrupt",
-                  "error": f"it could not be read ({type(exc).__name__}: {str(exc)[:300]})."}
+        answer = {
+            "ok": False,
+            "code": "corrupt",
+            "error": f"it could not be read ({type(exc).__name__}: {str(exc)[:300]}).",
+        }
     sys.stdout.write(json.dumps(answer, ensure_ascii=False))
     return 0
 

@@ -22,8 +22,15 @@ from modules.results import ToolError
 
 Kind = Literal["pdf", "docx", "xlsx", "pptx", "csv", "tsv", "text", "image", "sqlite"]
 ErrorCode = Literal[
-    "too_large", "unsupported", "mismatch", "zip_bomb", "xml_entities", "encrypted",
-    "corrupt", "timeout", "memory",
+    "too_large",
+    "unsupported",
+    "mismatch",
+    "zip_bomb",
+    "xml_entities",
+    "encrypted",
+    "corrupt",
+    "timeout",
+    "memory",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,21 +46,96 @@ OFFICE_MAIN = {  # the main part each Office kind must have, and its content typ
     "xlsx": ("xl/workbook.xml", "spreadsheetml.sheet.main+xml"),
     "pptx": ("ppt/presentation.xml", "presentationml.presentation.main+xml"),
 }
-IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
-               ".gif": "image/gif", ".webp": "image/webp"}
-_TEXT_SUFFIXES = frozenset({
-    ".txt", ".md", ".markdown", ".rst", ".org", ".tex", ".log", ".json", ".jsonl", ".yaml",
-    ".yml", ".toml", ".ini", ".cfg", ".conf", ".env", ".xml", ".html", ".htm", ".css", ".scss",
-    ".svg", ".py", ".pyi", ".ipynb", ".js", ".mjs", ".cjs", ".ts", ".tsx", ".jsx", ".vue",
-    ".java", ".kt", ".scala", ".go", ".rs", ".c", ".h", ".cc", ".cpp", ".hpp", ".cs", ".rb",
-    ".php", ".pl", ".lua", ".r", ".jl", ".swift", ".m", ".sh", ".bash", ".zsh", ".fish", ".ps1",
-    ".bat", ".sql", ".graphql", ".proto", ".dockerfile", ".makefile", ".gradle", ".properties",
-    ".diff", ".patch", ".srt", ".vtt",
-})
+IMAGE_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
+_TEXT_SUFFIXES = frozenset(
+    {
+        ".txt",
+        ".md",
+        ".markdown",
+        ".rst",
+        ".org",
+        ".tex",
+        ".log",
+        ".json",
+        ".jsonl",
+        ".yaml",
+        ".yml",
+        ".toml",
+        ".ini",
+        ".cfg",
+        ".conf",
+        ".env",
+        ".xml",
+        ".html",
+        ".htm",
+        ".css",
+        ".scss",
+        ".svg",
+        ".py",
+        ".pyi",
+        ".ipynb",
+        ".js",
+        ".mjs",
+        ".cjs",
+        ".ts",
+        ".tsx",
+        ".jsx",
+        ".vue",
+        ".java",
+        ".kt",
+        ".scala",
+        ".go",
+        ".rs",
+        ".c",
+        ".h",
+        ".cc",
+        ".cpp",
+        ".hpp",
+        ".cs",
+        ".rb",
+        ".php",
+        ".pl",
+        ".lua",
+        ".r",
+        ".jl",
+        ".swift",
+        ".m",
+        ".sh",
+        ".bash",
+        ".zsh",
+        ".fish",
+        ".ps1",
+        ".bat",
+        ".sql",
+        ".graphql",
+        ".proto",
+        ".dockerfile",
+        ".makefile",
+        ".gradle",
+        ".properties",
+        ".diff",
+        ".patch",
+        ".srt",
+        ".vtt",
+    }
+)
 _TEXT_NAMES = frozenset({"Dockerfile", "Makefile", "LICENSE", "README", "CHANGELOG", ".gitignore"})
 LABELS: dict[str, str] = {
-    "pdf": "PDF", "docx": "Word document", "xlsx": "Excel workbook", "pptx": "PowerPoint deck",
-    "csv": "CSV", "tsv": "TSV", "text": "text", "image": "image", "sqlite": "SQLite database",
+    "pdf": "PDF",
+    "docx": "Word document",
+    "xlsx": "Excel workbook",
+    "pptx": "PowerPoint deck",
+    "csv": "CSV",
+    "tsv": "TSV",
+    "text": "text",
+    "image": "image",
+    "sqlite": "SQLite database",
 }
 
 
@@ -86,13 +168,25 @@ class Extracted:
     info: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "text": self.text, "truncated": self.truncated,
-                "note": self.note, "mime": self.mime, "info": self.info}
+        return {
+            "kind": self.kind,
+            "text": self.text,
+            "truncated": self.truncated,
+            "note": self.note,
+            "mime": self.mime,
+            "info": self.info,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Extracted:
-        return cls(data["kind"], data.get("text", ""), bool(data.get("truncated")),
-                   data.get("note", ""), data.get("mime", ""), data.get("info") or {})
+        return cls(
+            data["kind"],
+            data.get("text", ""),
+            bool(data.get("truncated")),
+            data.get("note", ""),
+            data.get("mime", ""),
+            data.get("info") or {},
+        )
 
 
 def suffix_of(name: str) -> str:
@@ -165,8 +259,13 @@ def image_mime(head: bytes) -> str:
 
 
 def _mismatch(label: str, kind: str, found: str | None, *, detail: str = "") -> ExtractionError:
-    content = {"pdf": "a PDF", "zip": "a zip archive", "sqlite": "an SQLite database",
-               "image": "an image", "binary": "binary data"}.get(found or "", "something else")
+    content = {
+        "pdf": "a PDF",
+        "zip": "a zip archive",
+        "sqlite": "an SQLite database",
+        "image": "an image",
+        "binary": "binary data",
+    }.get(found or "", "something else")
     why = detail or f"its content is {content}"
     return ExtractionError(
         f"{label}: the name says {LABELS[kind]} but {why}; the file was refused.", "mismatch"
@@ -197,26 +296,34 @@ def check_zip(data: bytes, kind: Kind, label: str) -> None:
         if len(entries) > MAX_ZIP_ENTRIES:
             raise ExtractionError(
                 f"{label} holds {len(entries):,} files (at most {MAX_ZIP_ENTRIES:,}): refused as a "
-                "possible zip bomb.", "zip_bomb")
+                "possible zip bomb.",
+                "zip_bomb",
+            )
         total = sum(entry.file_size for entry in entries)
         if total > MAX_ZIP_TOTAL:
             raise ExtractionError(
                 f"{label} would unpack to {total / 2**20:,.0f} MB (at most "
-                f"{MAX_ZIP_TOTAL / 2**20:,.0f} MB): refused as a possible zip bomb.", "zip_bomb")
+                f"{MAX_ZIP_TOTAL / 2**20:,.0f} MB): refused as a possible zip bomb.",
+                "zip_bomb",
+            )
         for entry in entries:
-            if entry.file_size > RATIO_FLOOR and \
-                    entry.file_size > MAX_ZIP_RATIO * max(entry.compress_size, 1):
+            if entry.file_size > RATIO_FLOOR and entry.file_size > MAX_ZIP_RATIO * max(
+                entry.compress_size, 1
+            ):
                 ratio = entry.file_size / max(entry.compress_size, 1)
                 raise ExtractionError(
                     f"{label}: its part {entry.filename[:80]!r} is compressed {ratio:,.0f} to 1 "
                     f"(at most {MAX_ZIP_RATIO} to 1): refused as a possible zip bomb.",
-                    "zip_bomb")
+                    "zip_bomb",
+                )
         main, content_type = OFFICE_MAIN[kind]
         names = {entry.filename for entry in entries}
         if "[Content_Types].xml" not in names or main not in names:
             raise ExtractionError(
                 f"{label}: the name says {LABELS[kind]} but the archive has no {main}; the file "
-                "was refused.", "mismatch")
+                "was refused.",
+                "mismatch",
+            )
         _check_content_types(archive.read("[Content_Types].xml"), main, content_type, label, kind)
 
 
@@ -229,10 +336,13 @@ def _check_content_types(xml: bytes, main: str, content_type: str, label: str, k
     except DefusedXmlException:
         raise ExtractionError(
             f"{label}: [Content_Types].xml declares a DTD or entities, which Office files never "
-            "do: refused.", "xml_entities") from None
+            "do: refused.",
+            "xml_entities",
+        ) from None
     except ParseError as exc:
-        raise ExtractionError(f"{label}: [Content_Types].xml is not valid XML ({exc}).",
-                              "corrupt") from None
+        raise ExtractionError(
+            f"{label}: [Content_Types].xml is not valid XML ({exc}).", "corrupt"
+        ) from None
     for element in root:
         if element.get("PartName") == f"/{main}":
             if (element.get("ContentType") or "").endswith(content_type):
@@ -240,7 +350,9 @@ def _check_content_types(xml: bytes, main: str, content_type: str, label: str, k
             break
     raise ExtractionError(
         f"{label}: the name says {LABELS[kind]} but its main part is declared as something "
-        "else; the file was refused.", "mismatch")
+        "else; the file was refused.",
+        "mismatch",
+    )
 
 
 def decode_text(data: bytes, label: str) -> str:
@@ -252,7 +364,8 @@ def decode_text(data: bytes, label: str) -> str:
     except UnicodeDecodeError as exc:
         raise ExtractionError(
             f"{label} is not UTF-8 text (byte {exc.start:,} does not decode); save it as UTF-8.",
-            "mismatch") from None
+            "mismatch",
+        ) from None
 
 
 def extract(name: str, data: bytes, limits: Limits) -> Extracted:
@@ -261,7 +374,9 @@ def extract(name: str, data: bytes, limits: Limits) -> Extracted:
     if len(data) > limits.max_bytes:
         raise ExtractionError(
             f"{label} is {len(data) / 2**20:,.1f} MB; the limit is "
-            f"{limits.max_bytes / 2**20:,.0f} MB.", "too_large")
+            f"{limits.max_bytes / 2**20:,.0f} MB.",
+            "too_large",
+        )
     kind = identify(name, data)
     if kind in ("text", "csv", "tsv"):
         text = decode_text(data, label)
@@ -279,14 +394,31 @@ def extract(name: str, data: bytes, limits: Limits) -> Extracted:
 
 
 def _run_worker(kind: Kind, data: bytes, limits: Limits, label: str) -> Extracted:
-    argv = [sys.executable, "-m", "modules.extract_worker", kind, str(STORED_CHARS),
-            str(limits.memory_bytes), str(max(1, int(limits.seconds) + 1))]
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
-           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+    argv = [
+        sys.executable,
+        "-m",
+        "modules.extract_worker",
+        kind,
+        str(STORED_CHARS),
+        str(limits.memory_bytes),
+        str(max(1, int(limits.seconds) + 1)),
+    ]
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+    }
     # A timer kills the child rather than communicate(timeout=): under eventlet the green
     # subprocess raises a TimeoutExpired class that `subprocess.TimeoutExpired` is not.
-    child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    child = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env=env,
+    )
     overdue = threading.Event()
     timer = threading.Timer(limits.seconds, lambda: (overdue.set(), child.kill()))
     timer.start()
@@ -297,7 +429,9 @@ def _run_worker(kind: Kind, data: bytes, limits: Limits, label: str) -> Extracte
     if overdue.is_set():
         raise ExtractionError(
             f"Reading {label} took longer than {limits.seconds:g} s and was stopped; the file was "
-            "refused.", "timeout")
+            "refused.",
+            "timeout",
+        )
     done = subprocess.CompletedProcess(argv, child.returncode, stdout, stderr)
     if len(done.stdout) > STORED_CHARS * 4 + _OUTPUT_SLACK:
         raise ExtractionError(f"Reading {label} produced too much output.", "corrupt")
@@ -307,7 +441,9 @@ def _run_worker(kind: Kind, data: bytes, limits: Limits, label: str) -> Extracte
         if done.returncode < 0 or b"MemoryError" in done.stderr:
             raise ExtractionError(
                 f"Reading {label} needed more than {limits.memory_bytes / 2**20:,.0f} MB of "
-                "memory or CPU time and was stopped; the file was refused.", "memory") from None
+                "memory or CPU time and was stopped; the file was refused.",
+                "memory",
+            ) from None
         tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         raise ExtractionError(f"Reading {label} failed: {tail[0][:300]}", "corrupt") from None
     if not answer.get("ok"):

@@ -172,8 +172,12 @@ def plan_modify(workspace: Workspace, args: ModifyFileArgs) -> PlannedWrite:
     rel = workspace.relative(path)
     text = read_text(workspace, rel, EDIT_LIMIT_BYTES, strict=True)
     new, summary = modified_text(
-        text, rel, args.operation,
-        content=args.content, old_text=args.old_text, new_text=args.new_text,
+        text,
+        rel,
+        args.operation,
+        content=args.content,
+        old_text=args.old_text,
+        new_text=args.new_text,
     )
     return PlannedWrite(path, rel, True, text, new, summary)
 

@@ -15,10 +15,20 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-SKIPPED_DIRS = frozenset({
-    ".git", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".pytest_cache",
-    ".ruff_cache", ".tox", ".nox",
-})
+SKIPPED_DIRS = frozenset(
+    {
+        ".git",
+        "node_modules",
+        ".venv",
+        "venv",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+        ".nox",
+    }
+)
 GITIGNORE = ".gitignore"
 _VIM_WRITE_TEST = "4913"
 

@@ -276,8 +276,9 @@ class PidsCgroup:
             PidsCgroup(path).remove()
             removed += not path.exists()
         if removed:
-            log.info("removed cgroups left by agents that died", extra={"fields": {
-                "count": removed}})
+            log.info(
+                "removed cgroups left by agents that died", extra={"fields": {"count": removed}}
+            )
         return removed
 
     def members(self) -> list[int]:
@@ -303,4 +304,3 @@ class PidsCgroup:
                 "could not remove a pids cgroup",
                 extra={"fields": {"path": str(self.path), "error": str(exc)}},
             )
-

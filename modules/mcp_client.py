@@ -65,7 +65,8 @@ class McpServer:
         self.name = config.name
         self.state: State = "starting" if config.enabled else "disabled"
         self.error: str | None = config.problem or (
-            "disabled in its configuration" if config.entry and config.entry.disabled else None)
+            "disabled in its configuration" if config.entry and config.entry.disabled else None
+        )
         # The tools by namespaced name, and each one's name on the server: replaced together.
         self._listing: tuple[dict[str, Tool], dict[str, str]] = ({}, {})
         self._manager = manager
@@ -112,8 +113,10 @@ class McpServer:
             raise
         except TimeoutError:
             self._lost(client, f"{remote} did not answer within {timeout:g} s")
-            raise ToolError(f"MCP server {self.name} did not answer {remote} within {timeout:g} s; "
-                            "it is restarted on its next use.") from None
+            raise ToolError(
+                f"MCP server {self.name} did not answer {remote} within {timeout:g} s; "
+                "it is restarted on its next use."
+            ) from None
         except Exception as exc:
             self._refused_or_lost(client, remote, exc)
         return _output(result)
@@ -126,12 +129,16 @@ class McpServer:
         if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
             raise ToolError(f"MCP server {self.name} refused {remote}: {exc.message}") from None
         if isinstance(exc, ValidationError):
-            raise ToolError(f"MCP server {self.name} answered {remote} with a malformed "
-                            f"result: {exc.error_count()} problems") from None
+            raise ToolError(
+                f"MCP server {self.name} answered {remote} with a malformed "
+                f"result: {exc.error_count()} problems"
+            ) from None
         reason = f"the connection broke ({_describe(exc)}){self._stderr_tail()}"
         self._lost(client, reason)
-        raise ToolError(f"MCP server {self.name} stopped while running {remote}: {reason}. "
-                        "It is restarted on its next use.") from None
+        raise ToolError(
+            f"MCP server {self.name} stopped while running {remote}: {reason}. "
+            "It is restarted on its next use."
+        ) from None
 
     def _lost(self, client: Client, reason: str) -> None:
         """Mark the server failed and close its connection, unless a newer one replaced it."""
@@ -150,9 +157,16 @@ class McpServer:
             "target": _target(entry) if entry else None,
             "state": self.state,
             "error": self.error,
-            "tools": [{"name": name, "tool": remote[name], "read_only": tool.read_only,
-                       "asks": tool.asks == "always", "description": tool.description}
-                      for name, tool in tools.items()],
+            "tools": [
+                {
+                    "name": name,
+                    "tool": remote[name],
+                    "read_only": tool.read_only,
+                    "asks": tool.asks == "always",
+                    "description": tool.description,
+                }
+                for name, tool in tools.items()
+            ],
         }
 
     # --- on the loop thread -------------------------------------------------------------
@@ -171,14 +185,18 @@ class McpServer:
             if isinstance(exc, asyncio.CancelledError):
                 raise
             self.state, self.error = "failed", _failure(exc) + self._stderr_tail()
-            log.warning("MCP server failed to start", extra={"fields": {
-                "server": self.name, "error": self.error}})
+            log.warning(
+                "MCP server failed to start",
+                extra={"fields": {"server": self.name, "error": self.error}},
+            )
             return
         self._client, self._stop, self._holder = client, stop, holder
         self._listing = self._tools(listed)
         self.state, self.error = "connected", None
-        log.info("MCP server connected", extra={"fields": {
-            "server": self.name, "tools": len(self.tools)}})
+        log.info(
+            "MCP server connected",
+            extra={"fields": {"server": self.name, "tools": len(self.tools)}},
+        )
 
     async def _hold(self, ready: asyncio.Future[Any], stop: asyncio.Event) -> None:
         """Open the connection, hand it over, keep it until `stop`, then close it."""
@@ -191,8 +209,10 @@ class McpServer:
             if not ready.done():
                 ready.set_exception(exc)
             else:
-                log.info("MCP connection closed with an error", extra={"fields": {
-                    "server": self.name, "error": _describe(exc)}})
+                log.info(
+                    "MCP connection closed with an error",
+                    extra={"fields": {"server": self.name, "error": _describe(exc)}},
+                )
         except asyncio.CancelledError:
             if not ready.done():
                 ready.cancel()
@@ -209,12 +229,15 @@ class McpServer:
             from mcp.client.sse import sse_client
             from mcp.client.streamable_http import streamable_http_client
 
-            def http_client(headers: dict[str, str] | None = None, timeout: Any = None,
-                            auth: Any = None) -> httpx2.AsyncClient:
+            def http_client(
+                headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None
+            ) -> httpx2.AsyncClient:
                 return httpx2.AsyncClient(
-                    headers={**entry.headers, **(headers or {})}, auth=auth,
+                    headers={**entry.headers, **(headers or {})},
+                    auth=auth,
                     timeout=timeout or httpx2.Timeout(30.0, read=300.0),
-                    trust_env=self._manager.use_proxy)
+                    trust_env=self._manager.use_proxy,
+                )
 
             assert entry.url is not None
             if entry.transport == "sse":
@@ -235,8 +258,10 @@ class McpServer:
             raise FileNotFoundError(f"command not found: {entry.command}")
         command, args = entry.command or "", list(entry.args)
         if sys.platform.startswith("linux"):
-            command, args = sys.executable, ["-I", "-S", "-c", _ORPHAN_GUARD, str(os.getpid()),
-                                             command, *args]
+            command, args = (
+                sys.executable,
+                ["-I", "-S", "-c", _ORPHAN_GUARD, str(os.getpid()), command, *args],
+            )
         cwd = Path(entry.cwd).expanduser() if entry.cwd else self._manager.workspace
         if not cwd.is_absolute():
             cwd = Path(self.config.source).parent / cwd
@@ -266,10 +291,12 @@ class McpServer:
             name = tool_name(self.name, remote.name)
             remote_names[name] = remote.name
             tools[name] = Tool.described(
-                name, self._function(remote.name),
+                name,
+                self._function(remote.name),
                 description=f"[MCP server {self.name}] {description}",
                 parameters=remote.input_schema or {"type": "object", "properties": {}},
-                read_only=read_only, asks="never" if allowed else "always",
+                read_only=read_only,
+                asks="never" if allowed else "always",
                 time_limit=CONNECT_TIMEOUT + entry.timeout + CLOSE_TIMEOUT,
             )
         return tools, remote_names
@@ -302,8 +329,9 @@ class McpServer:
 class McpManager:
     """Every configured server; the registry's source of MCP tools."""
 
-    def __init__(self, config: McpConfig, *, workspace: Path, logs: Path,
-                 use_proxy: bool = False) -> None:
+    def __init__(
+        self, config: McpConfig, *, workspace: Path, logs: Path, use_proxy: bool = False
+    ) -> None:
         self.workspace, self.logs, self.use_proxy = workspace, logs, use_proxy
         self.problems = config.problems
         self.servers = {name: McpServer(server, self) for name, server in config.servers.items()}
@@ -337,8 +365,10 @@ class McpManager:
         return {name: tool for s in self.servers.values() for name, tool in s.tools.items()}
 
     def status(self) -> dict[str, Any]:
-        return {"servers": [s.status() for s in self.servers.values()],
-                "problems": list(self.problems)}
+        return {
+            "servers": [s.status() for s in self.servers.values()],
+            "problems": list(self.problems),
+        }
 
     def restart(self, name: str) -> None:
         """Reconnect one server now (KeyError for an unknown one)."""
@@ -422,5 +452,9 @@ def build_manager(settings: Settings) -> McpManager:
     """The servers of the user's file and of the workspace's; none is started yet."""
     user_file, workspace_file = settings.mcp_files()
     config = load_config(user_file, workspace_file, trust_workspace=settings.mcp_trust_workspace)
-    return McpManager(config, workspace=settings.workspace, logs=settings.data_dir / "logs",
-                      use_proxy=settings.use_proxy)
+    return McpManager(
+        config,
+        workspace=settings.workspace,
+        logs=settings.data_dir / "logs",
+        use_proxy=settings.use_proxy,
+    )

@@ -21,8 +21,12 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 Transport = Literal["stdio", "http", "sse"]
 _TRANSPORTS: dict[str, Transport] = {
-    "stdio": "stdio", "http": "http", "streamable-http": "http", "streamable_http": "http",
-    "streamablehttp": "http", "sse": "sse",
+    "stdio": "stdio",
+    "http": "http",
+    "streamable-http": "http",
+    "streamable_http": "http",
+    "streamablehttp": "http",
+    "sse": "sse",
 }
 
 
@@ -42,11 +46,13 @@ class ServerEntry(BaseModel):
     )
     disabled: bool = False
     allowed_tools: list[str] | None = Field(
-        None, validation_alias=AliasChoices("allowed_tools", "allowedTools"),
+        None,
+        validation_alias=AliasChoices("allowed_tools", "allowedTools"),
         description="names or globs of the server's tools to offer (default: all)",
     )
     always_allow: list[str] = Field(
-        default_factory=list, validation_alias=AliasChoices("always_allow", "alwaysAllow"),
+        default_factory=list,
+        validation_alias=AliasChoices("always_allow", "alwaysAllow"),
         description="tools that run without asking in `ask` mode",
     )
     timeout: float = Field(60.0, gt=0, le=3600, description="seconds a call may take")
@@ -100,9 +106,13 @@ def load_config(user_file: Path, workspace_file: Path, *, trust_workspace: bool)
     """The servers of the workspace's file (listed but not started unless trusted), then of
     the user's file, which wins on a name both define."""
     config = McpConfig()
-    untrusted = None if trust_workspace else (
-        f"not started: servers of the workspace's {workspace_file.name} run commands outside "
-        "the sandbox; set AGENT_MCP_TRUST_WORKSPACE=true to start them"
+    untrusted = (
+        None
+        if trust_workspace
+        else (
+            f"not started: servers of the workspace's {workspace_file.name} run commands outside "
+            "the sandbox; set AGENT_MCP_TRUST_WORKSPACE=true to start them"
+        )
     )
     for path, problem in ((workspace_file, untrusted), (user_file, None)):
         if path.is_file():
@@ -128,8 +138,9 @@ def _server(name: str, source: str, raw: Any, problem: str | None) -> ServerConf
     try:
         entry = ServerEntry.model_validate(_expanded(raw))
     except ValidationError as exc:
-        return ServerConfig(name, source, None, f"bad entry in {source}: "
-                            f"{describe_validation_error(exc, name)}")
+        return ServerConfig(
+            name, source, None, f"bad entry in {source}: {describe_validation_error(exc, name)}"
+        )
     except KeyError as exc:
         return ServerConfig(name, source, None, f"{source}: {exc.args[0]}")
     return ServerConfig(name, source, entry, problem)
@@ -162,4 +173,4 @@ def tool_name(server: str, tool: str) -> str:
     if cleaned == plain and len(plain) <= TOOL_NAME_LIMIT:
         return plain
     digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
-    return f"{cleaned[:TOOL_NAME_LIMIT - 9]}_{digest}"
+    return f"{cleaned[: TOOL_NAME_LIMIT - 9]}_{digest}"

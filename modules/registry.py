@@ -53,14 +53,30 @@ class Tool:
 
     @classmethod
     def described(
-        cls, name: str, function: ToolFunction, *, description: str,
-        parameters: dict[str, Any], read_only: bool, asks: Asks, time_limit: float,
+        cls,
+        name: str,
+        function: ToolFunction,
+        *,
+        description: str,
+        parameters: dict[str, Any],
+        read_only: bool,
+        asks: Asks,
+        time_limit: float,
     ) -> Tool:
         """A tool described by a JSON schema rather than a pydantic model (MCP servers')."""
         if read_only and asks != "never":
             raise ValueError(f"tool {name}: a read-only tool never asks")
-        return cls(name, function, JsonArguments, read_only, asks, None, parameters,
-                   description, time_limit)
+        return cls(
+            name,
+            function,
+            JsonArguments,
+            read_only,
+            asks,
+            None,
+            parameters,
+            description,
+            time_limit,
+        )
 
     @property
     def description(self) -> str:
@@ -77,8 +93,14 @@ class Tool:
     def _schema(self) -> dict[str, Any]:
         if self.parameters is None:
             return function_schema(self.name, self.description, self.args_model)
-        return {"type": "function", "function": {
-            "name": self.name, "description": self.description, "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
 
 
 class ToolSource(Protocol):

@@ -48,7 +48,8 @@ conversation continue the same remote conversation."""
 class CallAgentArgs(BaseModel):
     name: str = Field(description="The remote agent's name, as listed in this tool's description.")
     message: str = Field(
-        min_length=1, max_length=100_000,
+        min_length=1,
+        max_length=100_000,
         description="What to ask it: the whole task, with everything it needs to know.",
     )
 
@@ -90,8 +91,15 @@ class RemoteAgents:
         with self._lock:
             if self._tool is None or self._tool.summary != description:
                 limit = max(agent.timeout for agent in self._agents.values()) + CALL_GRACE_SECONDS
-                self._tool = Tool("call_agent", self.call_agent, CallAgentArgs, read_only=False,
-                                  asks="always", summary=description, time_limit=limit)
+                self._tool = Tool(
+                    "call_agent",
+                    self.call_agent,
+                    CallAgentArgs,
+                    read_only=False,
+                    asks="always",
+                    summary=description,
+                    time_limit=limit,
+                )
             return {"call_agent": self._tool}
 
     def description(self) -> str:
@@ -118,7 +126,8 @@ class RemoteAgents:
             first = self._fetcher is None
             self._attempted = time.monotonic()
             self._fetcher = threading.Thread(
-                target=self._fetch_cards, args=(missing,), name="a2a-cards", daemon=True)
+                target=self._fetch_cards, args=(missing,), name="a2a-cards", daemon=True
+            )
             self._fetcher.start()
             fetcher = self._fetcher
         if first:
@@ -128,8 +137,9 @@ class RemoteAgents:
         import asyncio
 
         async def fetch_all() -> list[Any]:
-            return await asyncio.gather(*(self._card_text(name) for name in names),
-                                        return_exceptions=True)
+            return await asyncio.gather(
+                *(self._card_text(name) for name in names), return_exceptions=True
+            )
 
         for name, result in zip(names, asyncio.run(fetch_all()), strict=True):
             with self._lock:
@@ -139,8 +149,10 @@ class RemoteAgents:
                 else:
                     self._card_problems[name] = _problem(result)
             if not isinstance(result, str):
-                log.warning("remote agent card not read", extra={"fields": {
-                    "agent": name, "error": _problem(result)}})
+                log.warning(
+                    "remote agent card not read",
+                    extra={"fields": {"agent": name, "error": _problem(result)}},
+                )
 
     async def _card_text(self, name: str) -> str:
         import asyncio
@@ -151,10 +163,14 @@ class RemoteAgents:
         remote = self._agents[name]
         async with httpx.AsyncClient(timeout=self._card_timeout) as http:
             card = await asyncio.wait_for(
-                A2ACardResolver(http, remote.url).get_agent_card(), self._card_timeout)
+                A2ACardResolver(http, remote.url).get_agent_card(), self._card_timeout
+            )
         skills = "; ".join(f"{s.name}: {s.description}" for s in card.skills)
-        text = " ".join(f"{card.description} Skills: {skills}".split()) if skills else " ".join(
-            card.description.split())
+        text = (
+            " ".join(f"{card.description} Skills: {skills}".split())
+            if skills
+            else " ".join(card.description.split())
+        )
         return text if len(text) <= CARD_TEXT_CHARS else text[: CARD_TEXT_CHARS - 1] + "…"
 
     # --- the call ---------------------------------------------------------------------
@@ -165,8 +181,9 @@ class RemoteAgents:
 
         remote = self._agents.get(args.name)
         if remote is None:
-            raise ToolError(f"No remote agent {args.name!r}; the remote agents are: "
-                            f"{', '.join(self._agents)}.")
+            raise ToolError(
+                f"No remote agent {args.name!r}; the remote agents are: {', '.join(self._agents)}."
+            )
         reply = asyncio.run(self._call(remote, args.message, ctx))
         return _outcome(remote.name, reply)
 
@@ -186,24 +203,30 @@ class RemoteAgents:
         try:
             async with httpx.AsyncClient(headers=headers, timeout=timeout) as http:
                 client = await create_client(
-                    remote.url, client_config=ClientConfig(streaming=True, httpx_client=http))
-                run = asyncio.create_task(_stream(client, _request(text, reply), reply,
-                                                  ctx.on_output))
+                    remote.url, client_config=ClientConfig(streaming=True, httpx_client=http)
+                )
+                run = asyncio.create_task(
+                    _stream(client, _request(text, reply), reply, ctx.on_output)
+                )
                 stop = asyncio.create_task(stopped.wait())
-                await asyncio.wait({run, stop}, timeout=remote.timeout,
-                                   return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    {run, stop}, timeout=remote.timeout, return_when=asyncio.FIRST_COMPLETED
+                )
                 stop.cancel()
                 if not run.done():
                     run.cancel()
                     await _cancel_remote(client, reply.task_id)
                     if stopped.is_set():
                         raise TaskCancelled()
-                    raise ToolError(f"{remote.name} did not finish within {remote.timeout:g} s; "
-                                    f"its task was cancelled. It wrote so far:\n{reply.text}")
+                    raise ToolError(
+                        f"{remote.name} did not finish within {remote.timeout:g} s; "
+                        f"its task was cancelled. It wrote so far:\n{reply.text}"
+                    )
                 run.result()
         except (A2AError, httpx.HTTPError, ValueError) as exc:
-            raise ToolError(f"Could not reach {remote.name} at {remote.url}: "
-                            f"{_problem(exc)}") from None
+            raise ToolError(
+                f"Could not reach {remote.name} at {remote.url}: {_problem(exc)}"
+            ) from None
         finally:
             unregister()
         if reply.context_id:
@@ -270,8 +293,9 @@ async def _cancel_remote(client: Client, task_id: str) -> None:
     if not task_id:
         return
     with contextlib.suppress(Exception):
-        await asyncio.wait_for(client.cancel_task(CancelTaskRequest(id=task_id)),
-                               CANCEL_REMOTE_SECONDS)
+        await asyncio.wait_for(
+            client.cancel_task(CancelTaskRequest(id=task_id)), CANCEL_REMOTE_SECONDS
+        )
 
 
 def _outcome(name: str, reply: _Reply) -> str:
@@ -281,12 +305,15 @@ def _outcome(name: str, reply: _Reply) -> str:
     if reply.state == "TASK_STATE_COMPLETED":
         return answer
     if reply.state in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"):
-        raise ToolError(f"{name} stopped answering before its task ended ({state}). "
-                        f"It wrote so far:\n{answer}")
+        raise ToolError(
+            f"{name} stopped answering before its task ended ({state}). It wrote so far:\n{answer}"
+        )
     if reply.state in ("TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"):
         return f"{answer}\n\n[{name} stopped: {state}: {reply.note or 'no details'}]"
-    raise ToolError(f"{name} ended its task as {state}: {reply.note or 'no details'}."
-                    + (f"\nIt wrote:\n{reply.text}" if reply.text.strip() else ""))
+    raise ToolError(
+        f"{name} ended its task as {state}: {reply.note or 'no details'}."
+        + (f"\nIt wrote:\n{reply.text}" if reply.text.strip() else "")
+    )
 
 
 def _problem(exc: BaseException) -> str:

@@ -150,8 +150,9 @@ class SafeRoot:
     def list_dir(self, rel: str) -> list[tuple[str, os.stat_result]]:
         """Each entry of the folder `rel` with its lstat; entries that vanish are left out."""
         with self.parent_of(rel) as (parent, name):
-            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         dir_fd=parent)
+            fd = os.open(
+                name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent
+            )
         try:
             found = []
             with os.scandir(fd) as entries:

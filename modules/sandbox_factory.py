@@ -86,8 +86,9 @@ class DeferredRunner:
         on_output: Callable[[str], None],
         stdin: str | None = None,
     ) -> CommandResult:
-        return self.built.run(argv, cwd=cwd, timeout=timeout, cancel=cancel,
-                              on_output=on_output, stdin=stdin)
+        return self.built.run(
+            argv, cwd=cwd, timeout=timeout, cancel=cancel, on_output=on_output, stdin=stdin
+        )
 
     def close(self) -> None:
         with self._lock:

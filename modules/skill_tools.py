@@ -64,8 +64,10 @@ def use_skill(ctx: ToolContext, args: UseSkillArgs) -> str:
     """
     skill = _find(ctx, args.name)
     if skill.user_only:
-        raise ToolError(f"The skill {skill.name!r} can only be invoked by the user "
-                        f"(/skill {skill.name} ...); do not use it on your own.")
+        raise ToolError(
+            f"The skill {skill.name!r} can only be invoked by the user "
+            f"(/skill {skill.name} ...); do not use it on your own."
+        )
     return skill_text(skill, _where_scripts_run(ctx, skill))
 
 
@@ -75,8 +77,10 @@ def _where_scripts_run(ctx: ToolContext, skill: Skill) -> str | None:
         rel = skill.folder.resolve().relative_to(root)
     except ValueError:
         return None
-    return (f"Its folder is `{rel.as_posix()}` in the workspace: run a script with "
-            f"run_command, for example `python3 {rel.as_posix()}/scripts/NAME.py ARGS`.")
+    return (
+        f"Its folder is `{rel.as_posix()}` in the workspace: run a script with "
+        f"run_command, for example `python3 {rel.as_posix()}/scripts/NAME.py ARGS`."
+    )
 
 
 def read_skill_file(ctx: ToolContext, args: ReadSkillFileArgs) -> str:
@@ -95,22 +99,29 @@ def read_skill_file(ctx: ToolContext, args: ReadSkillFileArgs) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ToolError(f"{rel} of the skill {skill.name!r} is not UTF-8 text "
-                        f"(byte {exc.start}).") from None
+        raise ToolError(
+            f"{rel} of the skill {skill.name!r} is not UTF-8 text (byte {exc.start})."
+        ) from None
     return f"{skill.name}/{rel}:\n{text}"
 
 
 def _skill_path(path: str) -> str:
     if path.startswith("/") or "\x00" in path:
-        raise ToolError(f"{path[:200]!r} is not a path inside the skill's folder: give it "
-                        "relative to the folder, e.g. 'references/format.md'.")
+        raise ToolError(
+            f"{path[:200]!r} is not a path inside the skill's folder: give it "
+            "relative to the folder, e.g. 'references/format.md'."
+        )
     parts = [p for p in path.split("/") if p not in ("", ".")]
     if not parts or ".." in parts:
-        raise ToolError(f"{path[:200]!r} leads outside the skill's folder; give a file "
-                        "relative to it, e.g. 'references/format.md'.")
+        raise ToolError(
+            f"{path[:200]!r} leads outside the skill's folder; give a file "
+            "relative to it, e.g. 'references/format.md'."
+        )
     if len(parts) > 2 or (len(parts) == 2 and parts[0] not in RESOURCE_FOLDERS):
-        raise ToolError(f"{path[:200]!r} is too deep: a skill's files are its own ones and "
-                        "those one level inside scripts/, references/ or assets/.")
+        raise ToolError(
+            f"{path[:200]!r} is too deep: a skill's files are its own ones and "
+            "those one level inside scripts/, references/ or assets/."
+        )
     return "/".join(parts)
 
 
@@ -118,19 +129,26 @@ def _read_limited(skill: Skill, rel: str, shown: str) -> bytes:
     try:
         with SafeRoot(skill.folder).open_regular(rel, shown) as (handle, info):
             if info.st_size > MAX_FILE_BYTES:
-                raise ToolError(f"{rel} is {info.st_size:,} bytes, over the "
-                                f"{MAX_FILE_BYTES:,} byte limit of read_skill_file.")
+                raise ToolError(
+                    f"{rel} is {info.st_size:,} bytes, over the "
+                    f"{MAX_FILE_BYTES:,} byte limit of read_skill_file."
+                )
             data = handle.read(MAX_FILE_BYTES + 1)
     except PathOutsideWorkspace:
-        raise ToolError(f"{shown[:200]!r} leads outside the skill's folder (a symbolic link "
-                        "points out of it); it cannot be read.") from None
+        raise ToolError(
+            f"{shown[:200]!r} leads outside the skill's folder (a symbolic link "
+            "points out of it); it cannot be read."
+        ) from None
     except NotRegular:
-        raise ToolError(f"{rel} of the skill {skill.name!r} is not a regular file; its files "
-                        f"are: {', '.join([SKILL_FILE, *skill_files(skill)])}.") from None
+        raise ToolError(
+            f"{rel} of the skill {skill.name!r} is not a regular file; its files "
+            f"are: {', '.join([SKILL_FILE, *skill_files(skill)])}."
+        ) from None
     except (FileNotFoundError, NotADirectoryError):
         files = ", ".join([SKILL_FILE, *skill_files(skill)])
-        raise ToolError(f"The skill {skill.name!r} has no file {rel}; its files: "
-                        f"{files}.") from None
+        raise ToolError(
+            f"The skill {skill.name!r} has no file {rel}; its files: {files}."
+        ) from None
     except OSError as exc:
         why = "too many symbolic links" if exc.errno == errno.ELOOP else exc.strerror
         raise ToolError(f"{rel} of the skill {skill.name!r} cannot be read: {why}.") from None

@@ -115,15 +115,19 @@ def build_registry() -> ToolRegistry:
     """Every tool of PROTOCOL §6, each with when it asks for approval in `ask` mode."""
     registry = ToolRegistry()
     registry.register(
-        "create_file", file_manager.create_file,
-        asks="on_overwrite", plan=file_manager.plan_create,
+        "create_file",
+        file_manager.create_file,
+        asks="on_overwrite",
+        plan=file_manager.plan_create,
     )
     registry.register("create_folder", file_manager.create_folder)
     registry.register("read_file", file_manager.read_file, read_only=True)
     registry.register("read_document", uploads.read_document, read_only=True)
     registry.register(
-        "modify_file", file_manager.modify_file,
-        asks="on_overwrite", plan=file_manager.plan_modify,
+        "modify_file",
+        file_manager.modify_file,
+        asks="on_overwrite",
+        plan=file_manager.plan_modify,
     )
     registry.register("delete_file", file_manager.delete_file, asks="always")
     registry.register("rename_file", file_manager.rename_file, asks="always")

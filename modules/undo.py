@@ -174,10 +174,15 @@ class UndoJournal:
             if where is None:
                 return UndoPreview(task_id)
             manifest = _load(where)
-            files = [] if manifest.get("undone_ns") else [
-                (rel, action) for rel in sorted(manifest["entries"])
-                if (action := self._action(rel, manifest["entries"][rel])) is not None
-            ]
+            files = (
+                []
+                if manifest.get("undone_ns")
+                else [
+                    (rel, action)
+                    for rel in sorted(manifest["entries"])
+                    if (action := self._action(rel, manifest["entries"][rel])) is not None
+                ]
+            )
             return UndoPreview(manifest["task_id"], files, bool(manifest.get("undone_ns")))
 
     def _action(self, rel: str, before: State) -> UndoAction | None:
@@ -187,9 +192,12 @@ class UndoJournal:
             now = kind_of(self.workspace, rel)
             if now == before["kind"] == "file":
                 info = self.workspace.lstat(rel)
-                same = (info is not None and info.st_size == before["size"]
-                        and (info.st_mode & 0o7777) == before["mode"]
-                        and sha256_at(self.workspace, rel) == before["blob"])
+                same = (
+                    info is not None
+                    and info.st_size == before["size"]
+                    and (info.st_mode & 0o7777) == before["mode"]
+                    and sha256_at(self.workspace, rel) == before["blob"]
+                )
             elif now == before["kind"] == "symlink":
                 same = self.workspace.readlink(rel) == before["target"]
             else:
@@ -304,8 +312,12 @@ class UndoJournal:
     def _record_later(self, journal: TaskJournal, snap: Snapshot) -> None:
         self._recording.acquire()
         try:
-            threading.Thread(target=self._record_then_release, args=(journal, snap),
-                             name="undo-record", daemon=True).start()
+            threading.Thread(
+                target=self._record_then_release,
+                args=(journal, snap),
+                name="undo-record",
+                daemon=True,
+            ).start()
         except BaseException:
             self._recording.release()
             raise

@@ -54,15 +54,22 @@ class Baseline:
             try:
                 self.lock_dir.mkdir(parents=True, exist_ok=True)
                 errors = tempfile.TemporaryFile()  # noqa: SIM115  (closed by _reap)
-                child = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=errors)
+                child = subprocess.Popen(
+                    argv,
+                    cwd=ROOT,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=errors,
+                )
             except OSError as exc:  # then the first command keeps what it needs itself
-                log.warning("the undo baseline could not be started",
-                            extra={"fields": {"error": str(exc)}})
+                log.warning(
+                    "the undo baseline could not be started", extra={"fields": {"error": str(exc)}}
+                )
                 return
             self._child = child
-        threading.Thread(target=self._reap, args=(child, errors), name="undo-baseline",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._reap, args=(child, errors), name="undo-baseline", daemon=True
+        ).start()
 
     def wait(self, timeout: float = WAIT_SECONDS) -> None:
         """Until no baseline is being built, by this process's child or any other process;
@@ -70,14 +77,17 @@ class Baseline:
         started = time.monotonic()
         while self.busy():
             if time.monotonic() - started > timeout:
-                log.warning("the undo baseline is still being built; going on without it",
-                            extra={"fields": {"waited_s": round(timeout, 1)}})
+                log.warning(
+                    "the undo baseline is still being built; going on without it",
+                    extra={"fields": {"waited_s": round(timeout, 1)}},
+                )
                 return
             time.sleep(_POLL_SECONDS)  # a green sleep under eventlet: the hub runs meanwhile
         waited = time.monotonic() - started
         if waited > _POLL_SECONDS:
-            log.info("waited for the undo baseline", extra={"fields": {
-                "waited_s": round(waited, 3)}})
+            log.info(
+                "waited for the undo baseline", extra={"fields": {"waited_s": round(waited, 3)}}
+            )
 
     def busy(self) -> bool:
         """Whether a baseline is being built now, by this process's child or another."""
@@ -103,8 +113,10 @@ class Baseline:
             if code > 0:  # a negative code: stopped by `stop`, on purpose
                 errors.seek(0)
                 tail = errors.read().decode("utf-8", "replace")[-_ERROR_TAIL:]
-                log.warning("the undo baseline failed", extra={"fields": {
-                    "exit_code": code, "stderr": tail}})
+                log.warning(
+                    "the undo baseline failed",
+                    extra={"fields": {"exit_code": code, "stderr": tail}},
+                )
 
     def _locked(self) -> bool:
         """Whether some process holds the baseline lock now."""

@@ -25,7 +25,6 @@ class UndoResult:
     removed: list[str] = field(default_factory=list)  # of `restored`: made by the task, now gone
 
 
-
 def kind_of(ws: Workspace, rel: str) -> str:
     st = ws.lstat(rel)
     if st is None:
@@ -56,8 +55,13 @@ class Restore:
             if rel not in self.skipped and self.entries[rel]["kind"] == "dir":
                 self._guarded(rel, self._folder_mode)
         restored = sorted({change.path for change in self.changes})
-        removed = sorted({c.path for c in self.changes if c.event == "deleted"
-                          and self.entries[c.path]["kind"] == "missing"})
+        removed = sorted(
+            {
+                c.path
+                for c in self.changes
+                if c.event == "deleted" and self.entries[c.path]["kind"] == "missing"
+            }
+        )
         skipped = [f"{rel}: {why}" for rel, why in sorted(self.skipped.items())]
         message = f"Undid task {task_id}: restored {len(restored)} path(s)"
         if removed:

@@ -20,9 +20,15 @@ from playwright.sync_api import Page, sync_playwright
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "screenshot-token-0123456789abcdef"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def free_port() -> int:
@@ -34,12 +40,26 @@ def free_port() -> int:
 def start_server(root: Path, port: int) -> subprocess.Popen[bytes]:
     shutil.copytree(REPO / "demo" / "workspace", root / "workspace")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}
-    env.update(AGENT_PROVIDER="demo", AGENT_WEB_TOKEN=TOKEN, AGENT_APPROVAL="ask",
-               AGENT_MODE="thinking")
+    env.update(
+        AGENT_PROVIDER="demo", AGENT_WEB_TOKEN=TOKEN, AGENT_APPROVAL="ask", AGENT_MODE="thinking"
+    )
     server = subprocess.Popen(
-        [sys.executable, str(REPO / "main.py"), "web", "--workspace", str(root / "workspace"),
-         "--data-dir", str(root / "data"), "--port", str(port)],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            str(REPO / "main.py"),
+            "web",
+            "--workspace",
+            str(root / "workspace"),
+            "--data-dir",
+            str(root / "data"),
+            "--port",
+            str(port),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         with socket.socket() as probe:
@@ -73,8 +93,12 @@ def main() -> None:
                 desktop = browser.new_page(viewport={"width": 1440, "height": 900})
                 run_to_approval(desktop, url)
                 desktop.screenshot(path=str(REPO / "docs" / "screenshot.png"))
-                phone = browser.new_page(viewport={"width": 390, "height": 844},
-                                         device_scale_factor=2, is_mobile=True, has_touch=True)
+                phone = browser.new_page(
+                    viewport={"width": 390, "height": 844},
+                    device_scale_factor=2,
+                    is_mobile=True,
+                    has_touch=True,
+                )
                 run_to_approval(phone, url)
                 phone.screenshot(path=str(REPO / "docs" / "screenshot-phone.png"))
                 browser.close()

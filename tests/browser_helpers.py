@@ -12,8 +12,13 @@ import pytest
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # As root in a container, without the network: no sandbox, GPU, QUIC or background traffic.
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -21,8 +26,11 @@ def require_chromium() -> Any:
     """playwright's sync API; skips the calling test module when Chromium or playwright is
     missing (call it at module level)."""
     if CHROMIUM is None:
-        pytest.skip("no Chromium on this machine (make test installs Debian's chromium where "
-                    "apt-get is allowed)", allow_module_level=True)
+        pytest.skip(
+            "no Chromium on this machine (make test installs Debian's chromium where "
+            "apt-get is allowed)",
+            allow_module_level=True,
+        )
     return pytest.importorskip("playwright.sync_api")
 
 

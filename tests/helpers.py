@@ -114,8 +114,12 @@ class Recorder(MainTerminal):
 def make_terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> Recorder:
     """A recording terminal on the fake model, workspace and data under tmp_path."""
     settings = Settings(
-        provider="deepseek", base_url=fake.base_url, api_key=fake.api_key,
-        workspace=tmp_path / "ws", data_dir=tmp_path / "data", retry_base_delay=0.01,
+        provider="deepseek",
+        base_url=fake.base_url,
+        api_key=fake.api_key,
+        workspace=tmp_path / "ws",
+        data_dir=tmp_path / "data",
+        retry_base_delay=0.01,
         **{"approval": "auto", **overrides},
     )
     return Recorder(build_services(settings))

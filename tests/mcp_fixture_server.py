@@ -19,11 +19,18 @@ from mcp.server import Server, ServerRequestContext
 TEXT = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 NOTHING: dict[str, Any] = {"type": "object", "properties": {}}
 TOOLS = [
-    types.Tool(name="echo", description="Say the text back.", input_schema=TEXT,
-               annotations=types.ToolAnnotations(read_only_hint=True)),
+    types.Tool(
+        name="echo",
+        description="Say the text back.",
+        input_schema=TEXT,
+        annotations=types.ToolAnnotations(read_only_hint=True),
+    ),
     types.Tool(name="write_note", description="Pretend to write a note.", input_schema=TEXT),
-    types.Tool(name="slow", description="Answer after `seconds`.", input_schema={
-        "type": "object", "properties": {"seconds": {"type": "number"}}}),
+    types.Tool(
+        name="slow",
+        description="Answer after `seconds`.",
+        input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}},
+    ),
     types.Tool(name="hang", description="Never answer.", input_schema=NOTHING),
     types.Tool(name="fail", description="Answer with an error result.", input_schema=NOTHING),
     types.Tool(name="crash", description="Exit the server process.", input_schema=NOTHING),
@@ -31,17 +38,20 @@ TOOLS = [
 
 
 def text(value: str, *, error: bool = False) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=value)],
-                                is_error=error)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=value)], is_error=error
+    )
 
 
-async def list_tools(ctx: ServerRequestContext[Any],
-                     params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+async def list_tools(
+    ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
     return types.ListToolsResult(tools=TOOLS)
 
 
-async def call_tool(ctx: ServerRequestContext[Any],
-                    params: types.CallToolRequestParams) -> types.CallToolResult:
+async def call_tool(
+    ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+) -> types.CallToolResult:
     args = params.arguments or {}
     if params.name == "echo":
         return text(f"echo: {args.get('text')} (pid {os.getpid()})")
@@ -102,8 +112,12 @@ def sse_app() -> Any:
             await server.run(read, write, server.create_initialization_options())
         return Response()
 
-    return Starlette(routes=[Route("/sse", endpoint=handle_sse, methods=["GET"]),
-                             Mount("/messages/", app=sse.handle_post_message)])
+    return Starlette(
+        routes=[
+            Route("/sse", endpoint=handle_sse, methods=["GET"]),
+            Mount("/messages/", app=sse.handle_post_message),
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -51,12 +51,23 @@ def server(
     `stranger`, with a wrong token)."""
     root = tmp_path_factory.mktemp(f"a2a-{request.param}")
     port = free_port()
-    remotes = [{"name": "peer", "url": f"http://127.0.0.1:{port}", "token": TOKEN},
-               {"name": "stranger", "url": f"http://127.0.0.1:{port}", "token": "wrong-token"}]
-    env = {"AGENT_A2A": "true", "AGENT_A2A_PORT": str(port),
-           "AGENT_REMOTE_AGENTS": json.dumps(remotes)}
-    with ServerProcess(root / "ws", root / "data", base_url=fake.base_url,
-                       api_key=fake.api_key, async_mode=request.param, env=env) as process:
+    remotes = [
+        {"name": "peer", "url": f"http://127.0.0.1:{port}", "token": TOKEN},
+        {"name": "stranger", "url": f"http://127.0.0.1:{port}", "token": "wrong-token"},
+    ]
+    env = {
+        "AGENT_A2A": "true",
+        "AGENT_A2A_PORT": str(port),
+        "AGENT_REMOTE_AGENTS": json.dumps(remotes),
+    }
+    with ServerProcess(
+        root / "ws",
+        root / "data",
+        base_url=fake.base_url,
+        api_key=fake.api_key,
+        async_mode=request.param,
+        env=env,
+    ) as process:
         yield process
         assert process.stop() == 0, process.stderr
 
@@ -158,9 +169,13 @@ def test_a_task_is_a_conversation_the_page_sees_live(
     conversation_id = task.metadata["conversation_id"]
     listed = page.call("list_conversations")["conversations"]
     assert conversation_id in [c["id"] for c in listed]
-    ack = page.call("join", {"conversation_id": conversation_id,
-                             "after_seq": page.call("get_conversation", {
-                                 "conversation_id": conversation_id})["seq"]})
+    ack = page.call(
+        "join",
+        {
+            "conversation_id": conversation_id,
+            "after_seq": page.call("get_conversation", {"conversation_id": conversation_id})["seq"],
+        },
+    )
     assert ack["ok"], ack
 
     async def follow_up() -> list[StreamResponse]:
@@ -173,8 +188,11 @@ def test_a_task_is_a_conversation_the_page_sees_live(
     assert tokens == ANSWER  # the page saw the second task stream, token by token
     records = history(page, conversation_id)
     assert [(r["role"], r["content"]) for r in records] == [
-        ("user", "What is 2+2?"), ("assistant", "First answer."),
-        ("user", "And again?"), ("assistant", ANSWER)]
+        ("user", "What is 2+2?"),
+        ("assistant", "First answer."),
+        ("user", "And again?"),
+        ("assistant", ANSWER),
+    ]
     assert responses[-1].status_update.context_id == task.context_id
 
 
@@ -234,14 +252,25 @@ def test_cancel_stops_the_running_loop_and_the_history_says_so(
 def test_the_0_3_method_names_are_accepted(server: ServerProcess, fake: FakeLLM) -> None:
     fake.script(Reply(content=ANSWER))
     headers = {"Authorization": f"Bearer {TOKEN}"}  # no A2A-Version header: a 0.3 client
-    message = {"kind": "message", "role": "user", "messageId": "old-1",
-               "parts": [{"kind": "text", "text": "Hello from 0.3"}]}
-    sent = httpx.post(a2a(server), headers=headers, timeout=30, json={
-        "jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}})
+    message = {
+        "kind": "message",
+        "role": "user",
+        "messageId": "old-1",
+        "parts": [{"kind": "text", "text": "Hello from 0.3"}],
+    }
+    sent = httpx.post(
+        a2a(server),
+        headers=headers,
+        timeout=30,
+        json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}},
+    )
     task = sent.json()["result"]
     assert (task["kind"], task["status"]["state"]) == ("task", "completed"), sent.text
-    got = httpx.post(a2a(server), headers=headers, json={
-        "jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}})
+    got = httpx.post(
+        a2a(server),
+        headers=headers,
+        json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}},
+    )
     artifact = got.json()["result"]["artifacts"][0]
     assert artifact["parts"] == [{"kind": "text", "text": ANSWER}]
 
@@ -262,11 +291,11 @@ def test_call_agent_streams_the_remote_reply_into_the_tool_card(
     result = next(c for c in calls if c["phase"] == "result")
     assert result["ok"] and result["output"] == remote_answer
     assert len(outputs) >= 3 and remote_answer in "".join(outputs)  # live, in pieces
-    assert [c["phase"] for c in calls].index("output") < [c["phase"] for c in calls].index(
-        "result")
+    assert [c["phase"] for c in calls].index("output") < [c["phase"] for c in calls].index("result")
     tools = {t["function"]["name"]: t["function"] for t in fake.chat_requests[-1].body["tools"]}
-    assert "- peer: An LLM agent working in one workspace folder" in tools[
-        "call_agent"]["description"]
+    assert (
+        "- peer: An LLM agent working in one workspace folder" in tools["call_agent"]["description"]
+    )
     assert events[-1].payload["reason"] == "complete"
 
 
@@ -278,9 +307,10 @@ def test_stopping_a_call_agent_task_cancels_the_remote_task(
         Reply(content="slow " * 400, chunk_size=5, delay=0.05),  # the remote task: 20 s
     )
     conversation_id = page.start("Ask the peer to write slowly")
-    page.wait_until(lambda events: any(
-        e.name == "tool" and e.payload.get("phase") == "output" for e in events),
-        what="the remote reply streaming")
+    page.wait_until(
+        lambda events: any(e.name == "tool" and e.payload.get("phase") == "output" for e in events),
+        what="the remote reply streaming",
+    )
     assert page.call("cancel", {"conversation_id": conversation_id})["ok"]
     assert page.wait_done(conversation_id)[-1].payload["reason"] == "cancelled"
 
@@ -303,8 +333,7 @@ def test_call_agent_with_a_wrong_token_reports_the_refusal(
     )
     conversation_id = page.start("Ask the stranger")
     events = page.wait_done(conversation_id, timeout=30)
-    result = next(e.payload for e in events
-                  if e.name == "tool" and e.payload["phase"] == "result")
+    result = next(e.payload for e in events if e.name == "tool" and e.payload["phase"] == "result")
     assert not result["ok"] and "401" in result["output"]
     assert "token in remote_agents" in result["output"]
 
@@ -313,12 +342,17 @@ def test_a_remote_agent_whose_card_cannot_be_read_is_listed_with_the_reason(
     tmp_path: Path,
 ) -> None:
     closed = f"http://127.0.0.1:{free_port()}"
-    remotes = RemoteAgents([RemoteAgent(name="gone", url=closed),
-                            RemoteAgent(name="known", url=closed, description="Knows things.")],
-                           card_timeout=2)
+    remotes = RemoteAgents(
+        [
+            RemoteAgent(name="gone", url=closed),
+            RemoteAgent(name="known", url=closed, description="Knows things."),
+        ],
+        card_timeout=2,
+    )
     description = remotes.tools()["call_agent"].description
     assert "- known: Knows things." in description
     assert "- gone: (its Agent Card could not be read:" in description
-    with pytest.raises(ToolError, match="No remote agent 'nobody'; the remote agents are: "
-                                        "gone, known"):
+    with pytest.raises(
+        ToolError, match="No remote agent 'nobody'; the remote agents are: gone, known"
+    ):
         remotes.call_agent(None, CallAgentArgs(name="nobody", message="hi"))  # type: ignore[arg-type]

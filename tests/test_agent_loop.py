@@ -26,8 +26,7 @@ def hang(ctx: ToolContext, args: HangArgs) -> str:
 def test_thinking_mode_thinks_first_and_resends_reasoning_with_tool_calls(fake_llm, tmp_path):
     terminal = make_terminal(fake_llm, tmp_path, mode="thinking")
     fake_llm.script(
-        Reply(reasoning="I should look at the files first.",
-              tool_calls=[Call("list_files", {})]),
+        Reply(reasoning="I should look at the files first.", tool_calls=[Call("list_files", {})]),
         Reply(content="The workspace is empty."),
     )
     assert terminal.handle_task("what is here?") == "complete"
@@ -45,8 +44,12 @@ def test_thinking_mode_thinks_first_and_resends_reasoning_with_tool_calls(fake_l
 def test_malformed_arguments_and_unknown_tools_reach_the_model(fake_llm, tmp_path):
     terminal = make_terminal(fake_llm, tmp_path)
     fake_llm.script(
-        Reply(tool_calls=[Call("create_file", raw='{"path": "a.txt", "content": '),
-                          Call("summon_dragon", {"size": "large"})]),
+        Reply(
+            tool_calls=[
+                Call("create_file", raw='{"path": "a.txt", "content": '),
+                Call("summon_dragon", {"size": "large"}),
+            ]
+        ),
         Reply(content="Sorry, retrying is pointless."),
     )
     assert terminal.handle_task("go") == "complete"
@@ -77,8 +80,12 @@ def test_cancel_stops_the_stream_at_once_and_keeps_the_partial_answer(fake_llm, 
 def test_ask_mode_waits_for_approval_and_reports_a_rejection(fake_llm, tmp_path):
     terminal = make_terminal(fake_llm, tmp_path, approval="ask")
     fake_llm.script(
-        Reply(tool_calls=[Call("run_command", {"command": "echo approved > yes.txt"}),
-                          Call("delete_file", {"path": "yes.txt"})]),
+        Reply(
+            tool_calls=[
+                Call("run_command", {"command": "echo approved > yes.txt"}),
+                Call("delete_file", {"path": "yes.txt"}),
+            ]
+        ),
         Reply(content="ok"),
     )
     thread = run_in_thread(terminal, "do things")
@@ -171,8 +178,9 @@ def test_a_proposed_edit_reaches_the_fronts_with_its_id_and_diff(fake_llm, tmp_p
     terminal = make_terminal(fake_llm, tmp_path)
     (tmp_path / "ws" / "app.py").write_text("print('old')\n")
     fake_llm.script(
-        Reply(tool_calls=[Call("propose_edit", {"path": "app.py",
-                                                "new_content": "print('new')\n"})]),
+        Reply(
+            tool_calls=[Call("propose_edit", {"path": "app.py", "new_content": "print('new')\n"})]
+        ),
         Reply(content="Review it, please."),
     )
     terminal.handle_task("improve app.py")

@@ -33,8 +33,13 @@ def fake(request: pytest.FixtureRequest) -> Iterator[FakeLLM]:
 
 
 def terminal_for(
-    fake: FakeLLM, tmp_path: Path, agent: str, *, files: dict[str, str] | None = None,
-    mode: str = "fast", **settings: Any,
+    fake: FakeLLM,
+    tmp_path: Path,
+    agent: str,
+    *,
+    files: dict[str, str] | None = None,
+    mode: str = "fast",
+    **settings: Any,
 ) -> Recorder:
     """A recording terminal on `agent`, with agent files written to the workspace first."""
     folder = tmp_path / "ws" / ".agents" / "agents"
@@ -42,9 +47,14 @@ def terminal_for(
     for name, text in (files or {}).items():
         (folder / name).write_text(text)
     config = Settings(
-        provider=fake.flavour.name, base_url=fake.base_url, api_key=fake.api_key,
-        workspace=tmp_path / "ws", data_dir=tmp_path / "data", retry_base_delay=0.01,
-        mode=mode, **{"approval": "auto", **settings},
+        provider=fake.flavour.name,
+        base_url=fake.base_url,
+        api_key=fake.api_key,
+        workspace=tmp_path / "ws",
+        data_dir=tmp_path / "data",
+        retry_base_delay=0.01,
+        mode=mode,
+        **{"approval": "auto", **settings},
     )
     return Recorder(build_services(config), agent=agent)
 
@@ -61,8 +71,7 @@ def test_bad_definitions_are_reported_with_file_field_and_line_and_the_rest_load
     (tmp_path / "orphan.yaml").write_text("name: boss\ndescription: d\nagents: [nobody]\n")
     catalog = load_agents([tmp_path])
     assert sorted(catalog.agents) == ["fine"]
-    problems = {Path(p.path).name if "/" in p.path else p.path: p.message
-                for p in catalog.problems}
+    problems = {Path(p.path).name if "/" in p.path else p.path: p.message for p in catalog.problems}
     assert "colour (line 3)" in problems["extra.yaml"] and "extra" in problems["extra.yaml"]
     assert "mode (line 4)" in problems["mode.yaml"]
     assert "name (line 2)" in problems["badname.json"]
@@ -76,7 +85,8 @@ def test_later_folders_override_by_name_and_prompt_files_load(tmp_path):
     user.mkdir()
     (shipped / "helper.yaml").write_text("name: helper\ndescription: shipped one\n")
     (user / "helper.yaml").write_text(
-        "name: helper\ndescription: mine\nsystem_prompt: helper.md.j2\n")
+        "name: helper\ndescription: mine\nsystem_prompt: helper.md.j2\n"
+    )
     (user / "helper.md.j2").write_text("You help in {{ workspace_root }}.")
     spec = load_agents([shipped, user]).get("helper")
     assert spec.description == "mine" and spec.system_prompt == "You help in {{ workspace_root }}."
@@ -96,9 +106,15 @@ def test_the_shipped_agents_all_load() -> None:
 
 
 def test_plain_sends_no_tools_and_streams_one_answer(fake, tmp_path):
-    terminal = terminal_for(fake, tmp_path, "chat", files={
-        "chat.yaml": "name: chat\ndescription: Talks.\nmode: plain\n"
-                     "system_prompt: You only talk, in {{ workspace_root }}.\n"})
+    terminal = terminal_for(
+        fake,
+        tmp_path,
+        "chat",
+        files={
+            "chat.yaml": "name: chat\ndescription: Talks.\nmode: plain\n"
+            "system_prompt: You only talk, in {{ workspace_root }}.\n"
+        },
+    )
     fake.script(Reply(content="Just words.", chunk_size=3))
     assert terminal.handle_task("hello") == "complete"
     [request] = fake.chat_requests
@@ -118,16 +134,22 @@ def test_general_still_offers_every_tool(fake, tmp_path):
 
 
 def plan_script(*steps: Reply) -> list[Reply]:
-    return [Reply(tool_calls=[Call("make_plan", {"steps": ["Read", "Write", "Check"]})]),
-            *steps]
+    return [Reply(tool_calls=[Call("make_plan", {"steps": ["Read", "Write", "Check"]})]), *steps]
 
 
 def test_a_failed_step_is_replanned_once_and_the_task_completes(fake, tmp_path):
-    terminal = terminal_for(fake, tmp_path, "planner", files={
-        "planner.yaml": PLANNER.format(replans=1)}, mode="thinking")
+    terminal = terminal_for(
+        fake,
+        tmp_path,
+        "planner",
+        files={"planner.yaml": PLANNER.format(replans=1)},
+        mode="thinking",
+    )
     fake.script(
-        Reply(tool_calls=[Call("make_plan", {"steps": ["Read", "Write", "Check"]})],
-              reasoning="A plan first."),
+        Reply(
+            tool_calls=[Call("make_plan", {"steps": ["Read", "Write", "Check"]})],
+            reasoning="A plan first.",
+        ),
         Reply(tool_calls=[Call("list_files", {})]),
         Reply(tool_calls=[Call("finish_step", {"ok": True, "summary": "read it"})]),
         Reply(tool_calls=[Call("finish_step", {"ok": False, "summary": "disk is full"})]),
@@ -139,28 +161,44 @@ def test_a_failed_step_is_replanned_once_and_the_task_completes(fake, tmp_path):
     assert terminal.handle_task("do the thing") == "complete"
     phases = [(p["phase"], p.get("step"), p.get("status")) for p in terminal.named("plan")]
     assert phases == [
-        ("created", None, None), ("step_started", 1, None), ("step_finished", 1, "done"),
-        ("step_started", 2, None), ("step_finished", 2, "failed"), ("replanned", None, None),
-        ("step_started", 3, None), ("step_finished", 3, "done"),
-        ("step_started", 4, None), ("step_finished", 4, "done"), ("finished", None, None),
+        ("created", None, None),
+        ("step_started", 1, None),
+        ("step_finished", 1, "done"),
+        ("step_started", 2, None),
+        ("step_finished", 2, "failed"),
+        ("replanned", None, None),
+        ("step_started", 3, None),
+        ("step_finished", 3, "done"),
+        ("step_started", 4, None),
+        ("step_finished", 4, "done"),
+        ("finished", None, None),
     ]
     final = terminal.named("plan")[-1]["plan"]
     assert final["revision"] == 1
     assert [(s["title"], s["status"]) for s in final["steps"]] == [
-        ("Read", "done"), ("Write", "failed"), ("Write smaller", "done"), ("Check", "done")]
+        ("Read", "done"),
+        ("Write", "failed"),
+        ("Write smaller", "done"),
+        ("Check", "done"),
+    ]
     assert final["steps"][2]["summary"] == "Wrote a smaller one."
     assert terminal.named("done")[-1]["reason"] == "complete"
     assert "".join(t["text"] for t in terminal.named("token")).endswith("Everything is done.")
     assert "tools" not in fake.chat_requests[-1].body  # the final answer is a plain one
     records = terminal.conversation.path()
     assert [r["meta"].get("plan_step") for r in records if r["meta"].get("plan_step")] == [
-        1, 2, 3, 4]
+        1,
+        2,
+        3,
+        4,
+    ]
     assert records[-2]["meta"]["plan"]["steps"][-1]["status"] == "done"
 
 
 def test_more_failures_than_max_replans_end_the_task_as_an_error(fake, tmp_path):
-    terminal = terminal_for(fake, tmp_path, "planner", files={
-        "planner.yaml": PLANNER.format(replans=0)})
+    terminal = terminal_for(
+        fake, tmp_path, "planner", files={"planner.yaml": PLANNER.format(replans=0)}
+    )
     fake.script(
         Reply(tool_calls=[Call("make_plan", {"steps": ["Try"]})]),
         Reply(tool_calls=[Call("finish_step", {"ok": False, "summary": "impossible"})]),
@@ -172,10 +210,13 @@ def test_more_failures_than_max_replans_end_the_task_as_an_error(fake, tmp_path)
 
 
 def test_a_step_that_spends_its_budget_fails(fake, tmp_path):
-    terminal = terminal_for(fake, tmp_path, "planner", files={
-        "planner.yaml": PLANNER.format(replans=0)})
-    fake.script(Reply(tool_calls=[Call("make_plan", {"steps": ["Loop"]})]),
-                *[Reply(tool_calls=[Call("list_files", {})])] * 3)
+    terminal = terminal_for(
+        fake, tmp_path, "planner", files={"planner.yaml": PLANNER.format(replans=0)}
+    )
+    fake.script(
+        Reply(tool_calls=[Call("make_plan", {"steps": ["Loop"]})]),
+        *[Reply(tool_calls=[Call("list_files", {})])] * 3,
+    )
     assert terminal.handle_task("loop") == "error"
     finished = [p for p in terminal.named("plan") if p["phase"] == "step_finished"]
     assert finished[0]["status"] == "failed" and "3 model calls" in finished[0]["summary"]
@@ -187,10 +228,15 @@ def test_a_step_that_spends_its_budget_fails(fake, tmp_path):
 def test_the_supervisor_delegates_and_events_nest_under_the_call(fake, tmp_path):
     terminal = terminal_for(fake, tmp_path, "supervisor", mode="thinking")
     fake.script(
-        Reply(reasoning="The coder should do it.",
-              tool_calls=[Call("delegate_to_coder", {"task": "Create hello.txt saying hi"})]),
-        Reply(content="Creating it.", reasoning="Simple.",
-              tool_calls=[Call("create_file", {"path": "hello.txt", "content": "hi\n"})]),
+        Reply(
+            reasoning="The coder should do it.",
+            tool_calls=[Call("delegate_to_coder", {"task": "Create hello.txt saying hi"})],
+        ),
+        Reply(
+            content="Creating it.",
+            reasoning="Simple.",
+            tool_calls=[Call("create_file", {"path": "hello.txt", "content": "hi\n"})],
+        ),
         Reply(content="Done: hello.txt holds hi."),
         Reply(content="The coder made hello.txt."),
     )
@@ -226,17 +272,27 @@ def test_a_childs_disallowed_tool_is_refused(fake, tmp_path):
         Reply(content="Research could not run it."),
     )
     assert terminal.handle_task("go") == "complete"
-    refused = [p for _, p in terminal.events
-               if p.get("name") == "run_command" and p.get("phase") == "result"]
-    assert refused[0]["ok"] is False and "not available to the research agent" in refused[0][
-        "output"]
+    refused = [
+        p
+        for _, p in terminal.events
+        if p.get("name") == "run_command" and p.get("phase") == "result"
+    ]
+    assert (
+        refused[0]["ok"] is False and "not available to the research agent" in refused[0]["output"]
+    )
     assert not (tmp_path / "ws" / "out.txt").exists()
 
 
 def test_a_child_out_of_budget_is_a_tool_error_not_a_crash(fake, tmp_path):
-    terminal = terminal_for(fake, tmp_path, "boss", files={
-        "boss.yaml": "name: boss\ndescription: Delegates.\nagents: [looper]\n",
-        "looper.yaml": "name: looper\ndescription: Loops.\nmax_iterations: 2\n"})
+    terminal = terminal_for(
+        fake,
+        tmp_path,
+        "boss",
+        files={
+            "boss.yaml": "name: boss\ndescription: Delegates.\nagents: [looper]\n",
+            "looper.yaml": "name: looper\ndescription: Loops.\nmax_iterations: 2\n",
+        },
+    )
     fake.script(
         Reply(tool_calls=[Call("delegate_to_looper", {"task": "loop"})]),
         *[Reply(content="still going", tool_calls=[Call("list_files", {})])] * 2,

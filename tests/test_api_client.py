@@ -288,8 +288,10 @@ def test_refused_connection_is_retried_then_network_error() -> None:
         (RawReply("<html><body>Please log in to the proxy</body></html>"), "text/html page"),
         (RawReply('{"id": "x", "choices": []}', "application/json"), "whole JSON reply"),
         (RawReply('data: {"choices": ["oops"]}\n\n', "text/event-stream"), "not an object"),
-        (RawReply('data: {"choices": [{"delta": "hi"}]}\n\n', "text/event-stream"),
-         "'delta' as str, not dict"),
+        (
+            RawReply('data: {"choices": [{"delta": "hi"}]}\n\n', "text/event-stream"),
+            "'delta' as str, not dict",
+        ),
         (RawReply("data: not json\n\n", "text/event-stream"), "not JSON"),
     ],
 )
@@ -312,8 +314,9 @@ def test_a_long_retry_after_is_told_and_capped(fake_llm: FakeLLM) -> None:
         token.cancel()  # the test need not sit out the wait
 
     with pytest.raises(TaskCancelled):
-        list(make_client(fake_llm).stream([USER], [], thinking=False, cancel=token,
-                                          on_wait=on_wait))
+        list(
+            make_client(fake_llm).stream([USER], [], thinking=False, cancel=token, on_wait=on_wait)
+        )
     [(seconds, message)] = told
     assert seconds == 60
     assert "asked to wait 3600 s" in message and "trying again in 60 s" in message

@@ -35,7 +35,8 @@ def test_deleting_a_file_shows_its_size_and_first_lines(tmp_path: Path) -> None:
     assert lines[20:] == ["… 10 more lines"]
     (tmp_path / "short.txt").write_text("one\ntwo\n")
     assert delete_preview(Workspace(tmp_path), "short.txt") == (
-        "Delete short.txt: 8 bytes, 2 lines:\none\ntwo")
+        "Delete short.txt: 8 bytes, 2 lines:\none\ntwo"
+    )
 
 
 def test_deleting_other_things_says_what_they_are(tmp_path: Path) -> None:
@@ -51,16 +52,24 @@ def test_deleting_other_things_says_what_they_are(tmp_path: Path) -> None:
     assert delete_preview(ws, "blob.bin") == "Delete blob.bin: 2.9 KB, binary."
     assert delete_preview(ws, "src") == (
         "Delete the folder src and everything in it: 2 files, 1 folder, 12 bytes. "
-        "It holds:\na.py\nlib/")
+        "It holds:\na.py\nlib/"
+    )
     assert delete_preview(ws, "link") == (
-        "Delete the link link → src/a.py (what it points to stays).")
+        "Delete the link link → src/a.py (what it points to stays)."
+    )
     assert delete_preview(ws, "bad.txt").endswith("rm -rf /⟨ESC⟩[2K")
     assert delete_preview(ws, "missing.txt") == "path: missing.txt"  # the call will fail anyway
 
 
 def test_human_sizes() -> None:
     assert [human_size(n) for n in (1, 532, 1024, 1536, 5 * 1024**2, 3 * 1024**4)] == [
-        "1 byte", "532 bytes", "1.0 KB", "1.5 KB", "5.0 MB", "3,072.0 GB"]
+        "1 byte",
+        "532 bytes",
+        "1.0 KB",
+        "1.5 KB",
+        "5.0 MB",
+        "3,072.0 GB",
+    ]
 
 
 def test_the_gate_lists_and_revokes_what_was_always_allowed() -> None:
@@ -77,8 +86,14 @@ def test_the_gate_lists_and_revokes_what_was_always_allowed() -> None:
 
 @pytest.fixture
 def terminal(fake_llm: FakeLLM, tmp_path: Path) -> tuple[CliTerminal, io.StringIO, io.StringIO]:
-    settings = Settings(provider="deepseek", base_url=fake_llm.base_url, api_key=fake_llm.api_key,
-                        workspace=tmp_path / "ws", data_dir=tmp_path / "data", approval="ask")
+    settings = Settings(
+        provider="deepseek",
+        base_url=fake_llm.base_url,
+        api_key=fake_llm.api_key,
+        workspace=tmp_path / "ws",
+        data_dir=tmp_path / "data",
+        approval="ask",
+    )
     out, err = io.StringIO(), io.StringIO()
     return CliTerminal(build_services(settings), out=out, err=err, stdin=io.StringIO()), out, err
 
@@ -88,14 +103,18 @@ def test_cli_approval_shows_sets_and_revokes(
 ) -> None:
     cli, out, err = terminal
     run_command(cli, "/approval")
-    assert out.getvalue() == ("approval: ask (asks before commands, deletions, renames and "
-                              "overwrites)\nalways allowed in this session: none\n")
+    assert out.getvalue() == (
+        "approval: ask (asks before commands, deletions, renames and "
+        "overwrites)\nalways allowed in this session: none\n"
+    )
     cli.gate.always_allowed.update({"run_python", "delete_file"})
     run_command(cli, "/approval auto")
     shown = out.getvalue().splitlines()
-    assert shown[2:] == ["approval: auto (every tool runs without asking)",
-                         "always allowed in this session: delete_file, run_python",
-                         "/approval revoke NAME asks again before one"]
+    assert shown[2:] == [
+        "approval: auto (every tool runs without asking)",
+        "always allowed in this session: delete_file, run_python",
+        "/approval revoke NAME asks again before one",
+    ]
     assert cli.approval == "auto"
     run_command(cli, "/approval revoke run_python")
     assert out.getvalue().endswith("run_python asks again before it runs\n")
@@ -109,16 +128,20 @@ def test_cli_approval_shows_sets_and_revokes(
 
 
 def test_socket_lists_and_revokes_always_allowed_tools(
-    make_web: Callable[..., Web], fake_llm: FakeLLM,
+    make_web: Callable[..., Web],
+    fake_llm: FakeLLM,
 ) -> None:
     web = make_web(approval="ask")
     client = web.connect()
-    fake_llm.script(Reply(tool_calls=[Call("run_command", {"command": "echo hi"})]),
-                    Reply(content="ok"))
+    fake_llm.script(
+        Reply(tool_calls=[Call("run_command", {"command": "echo hi"})]), Reply(content="ok")
+    )
     cid = client.send("run it")
     _, asked = client.wait_for(lambda e: e[0] == "tool" and e[1]["phase"] == "approval")
-    ack = client.call("approve", {"conversation_id": cid, "call_id": asked["call_id"],
-                                  "approved": True, "always": True})
+    ack = client.call(
+        "approve",
+        {"conversation_id": cid, "call_id": asked["call_id"], "approved": True, "always": True},
+    )
     assert ack == {"ok": True, "always_allowed": ["run_command"]}
     client.done(cid)
     status = client.call("get_status", {"conversation_id": cid})

@@ -24,9 +24,12 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerProcess, FakeLLM]]:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "README.md").write_text("# demo\n")
-    with FakeLLM("deepseek") as fake, ServerProcess(
-        workspace, tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key
-    ) as server:
+    with (
+        FakeLLM("deepseek") as fake,
+        ServerProcess(
+            workspace, tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key
+        ) as server,
+    ):
         yield server, fake
 
 
@@ -44,9 +47,12 @@ def served_agents(tmp_path: Path) -> Iterator[tuple[ServerProcess, FakeLLM]]:
     (workspace / ".agents" / "skills" / "greet" / "SKILL.md").write_text(GREET_SKILL)
     (workspace / ".agents" / "skills" / "grumpy").mkdir(parents=True)
     (workspace / ".agents" / "skills" / "grumpy" / "SKILL.md").write_text("no front matter\n")
-    with FakeLLM("deepseek") as fake, ServerProcess(
-        workspace, tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key
-    ) as server:
+    with (
+        FakeLLM("deepseek") as fake,
+        ServerProcess(
+            workspace, tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key
+        ) as server,
+    ):
         yield server, fake
 
 
@@ -63,8 +69,15 @@ def page(tmp_path: Path) -> Iterator[object]:
 def test_a_task_streams_into_the_page_and_stop_ends_a_slow_one(served, page):
     server, fake = served
     fake.script(
-        Reply(reasoning="", tool_calls=[Call("create_file", {
-            "path": "hello.py", "content": "print('hi')\n", "annotation": "greets"})]),
+        Reply(
+            reasoning="",
+            tool_calls=[
+                Call(
+                    "create_file",
+                    {"path": "hello.py", "content": "print('hi')\n", "annotation": "greets"},
+                )
+            ],
+        ),
         Reply(content="Created **hello.py**:\n\n```python\nprint('hi')\n```\n", chunk_size=4),
         Reply(content="slow words " * 400, chunk_size=6, delay=0.03),
     )
@@ -79,8 +92,9 @@ def test_a_task_streams_into_the_page_and_stop_ends_a_slow_one(served, page):
     page.wait_for_selector('#file-tree [data-path="hello.py"]')
     page.wait_for_selector(".assistant-message strong:has-text('hello.py')")
     page.locator(".assistant-message pre code", has_text="print('hi')").last.wait_for()
-    page.wait_for_selector('.task-end[data-reason="complete"], #stop-button[hidden]',
-                           state="attached")
+    page.wait_for_selector(
+        '.task-end[data-reason="complete"], #stop-button[hidden]', state="attached"
+    )
 
     page.fill("#message-input", "now talk slowly")
     page.press("#message-input", "Enter")
@@ -99,8 +113,12 @@ def test_reload_mid_task_shows_each_token_once_and_the_approval_still_waits(serv
     server, fake = served
     words = " ".join(f"w{n:03d}" for n in range(120))
     fake.script(
-        Reply(content=words, chunk_size=5, delay=0.02,
-              tool_calls=[Call("run_command", {"command": "echo approved-and-ran"})]),
+        Reply(
+            content=words,
+            chunk_size=5,
+            delay=0.02,
+            tool_calls=[Call("run_command", {"command": "echo approved-and-ran"})],
+        ),
         Reply(content="All done."),
     )
     page.goto(f"{server.url}/?token={TOKEN}")
@@ -137,7 +155,8 @@ def _follows(page, earlier: str, later: str) -> bool:
     """Whether the first element `later` matches comes after the first `earlier` matches."""
     return page.locator(earlier).first.evaluate(
         "(a, b) => Boolean(a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING)",
-        page.locator(later).first.element_handle())
+        page.locator(later).first.element_handle(),
+    )
 
 
 def test_a_plan_is_a_live_checklist_and_survives_a_reload(served_agents, page):
@@ -187,8 +206,10 @@ def test_a_sub_agent_works_inside_the_card_of_the_delegating_call(served_agents,
     server, fake = served_agents
     fake.script(
         Reply(tool_calls=[Call("delegate_to_coder", {"task": "make hello.txt"})]),
-        Reply(content="Creating it.", tool_calls=[Call("create_file", {
-            "path": "hello.txt", "content": "hi"})]),
+        Reply(
+            content="Creating it.",
+            tool_calls=[Call("create_file", {"path": "hello.txt", "content": "hi"})],
+        ),
         Reply(content="Done: hello.txt"),
         Reply(content="The coder made hello.txt."),
     )
@@ -233,8 +254,9 @@ def test_a_sub_agents_call_waits_for_approval_inside_the_delegating_card(served_
     page.select_option("#approval-select", "ask")
     page.fill("#message-input", "run something through the coder")
     page.press("#message-input", "Enter")
-    nested = ('.tool-card[data-tool="delegate_to_coder"] .sub-agent '
-              '.tool-card[data-tool="run_command"]')
+    nested = (
+        '.tool-card[data-tool="delegate_to_coder"] .sub-agent .tool-card[data-tool="run_command"]'
+    )
     page.wait_for_selector(f"{nested}[data-state=approval] .tool-approval")
     page.reload()  # the approval still waits, in the same place
     page.wait_for_selector(f"{nested}[data-state=approval] .tool-approval")

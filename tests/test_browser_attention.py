@@ -47,10 +47,16 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("attention")
     workspace = root / "ws"
     workspace.mkdir()
-    with FakeLLM("deepseek") as fake, ServerProcess(
-        workspace, root / "data", base_url=fake.base_url, api_key=fake.api_key,
-        env={"AGENT_APPROVAL": "ask"},
-    ) as server:
+    with (
+        FakeLLM("deepseek") as fake,
+        ServerProcess(
+            workspace,
+            root / "data",
+            base_url=fake.base_url,
+            api_key=fake.api_key,
+            env={"AGENT_APPROVAL": "ask"},
+        ) as server,
+    ):
         yield server, fake, workspace
 
 
@@ -81,14 +87,15 @@ def test_title_and_notifications_say_when_the_agent_needs_you(page: Any, served:
     assert bell.get_attribute("aria-pressed") == "false"
     bell.click()
     page.wait_for_selector("[data-testid=notify-toggle][aria-pressed=true]")
-    fake.script(Reply(tool_calls=[Call("run_command", {"command": "echo from-a-hidden-tab"})]),
-                Reply(content="Ran it."))
+    fake.script(
+        Reply(tool_calls=[Call("run_command", {"command": "echo from-a-hidden-tab"})]),
+        Reply(content="Ran it."),
+    )
     send(page, "run it while I look away")
     page.evaluate("() => window.__setHidden(true)")
     page.wait_for_function("() => document.title.startsWith('(!) Approval needed · ')")
     notices = page.evaluate("() => window.__notices")
-    assert notices == [{"title": "Approval needed",
-                        "body": "run_command: echo from-a-hidden-tab"}]
+    assert notices == [{"title": "Approval needed", "body": "run_command: echo from-a-hidden-tab"}]
     page.wait_for_function("() => document.activeElement?.dataset.testid === 'approval'")
     page.wait_for_timeout(KEY_GUARD_S * 1000)
     page.keyboard.press("Enter")
@@ -97,8 +104,9 @@ def test_title_and_notifications_say_when_the_agent_needs_you(page: Any, served:
     assert page.evaluate("() => window.__notices.at(-1).title") == "The task is done."
     assert page.locator(".tool-card[data-tool=run_command]").get_attribute("data-state") == "ok"
     page.evaluate("() => window.__setHidden(false)")
-    page.wait_for_function("() => document.title.endsWith('Workspace Agent') && "
-                           "!/^(\\(!\\)|✓)/.test(document.title)")
+    page.wait_for_function(
+        "() => document.title.endsWith('Workspace Agent') && !/^(\\(!\\)|✓)/.test(document.title)"
+    )
     assert len(page.evaluate("() => window.__notices")) == 2
     bell.click()  # off again: nothing more is shown
     assert bell.get_attribute("aria-pressed") == "false"
@@ -147,8 +155,11 @@ def test_retry_and_continue_after_a_stop(page: Any, served: Served) -> None:
     page.click("[data-testid=retry]")
     page.wait_for_selector(".assistant-message:has-text('Again.')")
     assert user_texts(fake) == ["a long story", "continue", "another one"]
-    assistant = [m.get("content") or "" for m in fake.chat_requests[-1].messages
-                 if m.get("role") == "assistant"]
+    assistant = [
+        m.get("content") or ""
+        for m in fake.chat_requests[-1].messages
+        if m.get("role") == "assistant"
+    ]
     assert not any("more" in text for text in assistant), "the stopped attempt is still there"
     versions = page.locator(".user-message").last.locator(".branch-count")
     versions.wait_for()  # the retried message has two versions now
@@ -158,9 +169,11 @@ def test_retry_and_continue_after_a_stop(page: Any, served: Served) -> None:
 def test_approval_cards(page: Any, served: Served) -> None:
     _, fake, workspace = served
     (workspace / "notes.txt").write_text("".join(f"note {n}\n" for n in range(1, 31)))
-    fake.script(Reply(tool_calls=[Call("run_command", {"command": "echo only-once"})]),
-                Reply(tool_calls=[Call("delete_file", {"path": "notes.txt"})]),
-                Reply(content="Left both alone."))
+    fake.script(
+        Reply(tool_calls=[Call("run_command", {"command": "echo only-once"})]),
+        Reply(tool_calls=[Call("delete_file", {"path": "notes.txt"})]),
+        Reply(content="Left both alone."),
+    )
     send(page, "clean up")
     card = page.locator(".tool-card[data-tool=run_command]")
     page.wait_for_function("() => document.activeElement?.dataset.testid === 'approval'")
@@ -182,7 +195,8 @@ def test_approval_cards(page: Any, served: Served) -> None:
     assert page.locator('.tool-card[data-state="failed"]').count() == 0
     assert (workspace / "notes.txt").exists()
     style = page.locator(".tool-duration").first.evaluate(
-        "(el) => [getComputedStyle(el).whiteSpace, getComputedStyle(el).fontVariantNumeric]")
+        "(el) => [getComputedStyle(el).whiteSpace, getComputedStyle(el).fontVariantNumeric]"
+    )
     assert style == ["nowrap", "tabular-nums"]
 
     fake.script(Reply(tool_calls=[Call("run_command", {"command": "echo a"})]), Reply(content="A."))

@@ -33,8 +33,13 @@ def send(tab, text: str) -> None:
 def test_the_status_bar_tells_the_truth_and_what_a_task_kept_survives_reload(served, page):  # noqa: F811
     server, fake = served
     fake.script(
-        Reply(reasoning="let me see " * 30, chunk_size=4, delay=0.01, content="Thought it through.",
-              usage=(3000, 200)),
+        Reply(
+            reasoning="let me see " * 30,
+            chunk_size=4,
+            delay=0.01,
+            content="Thought it through.",
+            usage=(3000, 200),
+        ),
         Reply(content="fast words " * 30, chunk_size=6, delay=0.01, usage=(3300, 100)),
         Reply(content="slow words " * 400, chunk_size=6, delay=0.03),
     )
@@ -137,9 +142,14 @@ def test_conversations_are_renamed_searched_deleted_and_run_in_every_tab(served,
 def test_undo_lists_what_it_will_do_and_editing_offers_it(served, page):  # noqa: F811
     server, fake = served
     fake.script(
-        Reply(tool_calls=[Call("create_file", {"path": "new.txt", "content": "made"}),
-                          Call("modify_file", {"path": "README.md", "operation": "append",
-                                               "content": "more"})]),
+        Reply(
+            tool_calls=[
+                Call("create_file", {"path": "new.txt", "content": "made"}),
+                Call(
+                    "modify_file", {"path": "README.md", "operation": "append", "content": "more"}
+                ),
+            ]
+        ),
         Reply(content="Changed two files."),
         Reply(tool_calls=[Call("run_command", {"command": "echo nothing changes"})]),
         Reply(content="Ran it."),
@@ -221,8 +231,12 @@ def test_the_workspace_panel_pins_files_edits_memory_and_hides_ignored_ones(serv
     page.wait_for_selector("[data-testid=status-focus] .focus-chip:has-text('wide.py')")
     page.click("[data-testid=status-focus] .focus-remove")
     page.wait_for_selector("[data-testid=status-focus] .focus-chip", state="detached")
-    assert page.get_attribute('#file-tree .tree-item:has([data-path="wide.py"]) .tree-pin',
-                              "aria-pressed") == "false"
+    assert (
+        page.get_attribute(
+            '#file-tree .tree-item:has([data-path="wide.py"]) .tree-pin', "aria-pressed"
+        )
+        == "false"
+    )
 
     page.click("[data-testid=memory-button]")
     panel = page.locator("[data-testid=memory-panel]")

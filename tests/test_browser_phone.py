@@ -67,10 +67,16 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
     workspace = root / "ws"
     workspace.mkdir()
     (workspace / "README.md").write_text("# demo\n")
-    with FakeLLM("deepseek") as fake, ServerProcess(
-        workspace, root / "data", base_url=fake.base_url, api_key=fake.api_key,
-        env={"AGENT_APPROVAL": "ask"},
-    ) as server:
+    with (
+        FakeLLM("deepseek") as fake,
+        ServerProcess(
+            workspace,
+            root / "data",
+            base_url=fake.base_url,
+            api_key=fake.api_key,
+            env={"AGENT_APPROVAL": "ask"},
+        ) as server,
+    ):
         yield server, fake
 
 
@@ -105,8 +111,9 @@ def test_the_sidebar_is_a_drawer_and_nothing_scrolls_sideways(phone: Any) -> Non
     assert composer["width"] >= PHONE["width"] - 24
 
     phone.click("[data-testid=sidebar-toggle]")
-    phone.wait_for_function("() => document.querySelector('#sidebar')"
-                            ".getBoundingClientRect().left >= 0")
+    phone.wait_for_function(
+        "() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0"
+    )
     assert phone.get_attribute("[data-testid=sidebar-toggle]", "aria-expanded") == "true"
     phone.locator('#file-tree [data-path="README.md"]').wait_for()
     phone.mouse.click(PHONE["width"] - 10, 400)  # outside the drawer: on the backdrop
@@ -123,8 +130,10 @@ def test_an_approval_is_read_whole_and_answered_on_a_phone(
     phone: Any, served: tuple[ServerProcess, FakeLLM]
 ) -> None:
     _, fake = served
-    command = ("python -m pip install --no-cache-dir --requirement requirements-development.txt "
-               "&& python -m pytest --maxfail=1 tests/integration/test_everything_at_once.py")
+    command = (
+        "python -m pip install --no-cache-dir --requirement requirements-development.txt "
+        "&& python -m pytest --maxfail=1 tests/integration/test_everything_at_once.py"
+    )
     fake.script(
         Reply(tool_calls=[Call("run_command", {"command": command, "timeout": 30})]),
         Reply(content="Done on a phone."),
@@ -144,6 +153,8 @@ def test_an_approval_is_read_whole_and_answered_on_a_phone(
         assert box["height"] >= 36 and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
     phone.locator("[data-testid=approve]").tap()
     phone.wait_for_selector(".assistant-message:has-text('Done on a phone.')")
-    phone.wait_for_selector('.tool-card[data-tool=run_command][data-state="failed"], '
-                            '.tool-card[data-tool=run_command][data-state="ok"]')
+    phone.wait_for_selector(
+        '.tool-card[data-tool=run_command][data-state="failed"], '
+        '.tool-card[data-tool=run_command][data-state="ok"]'
+    )
     assert_fits(phone)

@@ -270,11 +270,15 @@ def test_remote_images_become_links_and_nothing_is_fetched(
     _, fake, _ = served
     port, seen = listener
     leak = f"http://127.0.0.1:{port}/leak?data=SECRET"
-    fake.script(Reply(content=(
-        f"Here is the chart: ![chart]({leak})\n\n"
-        f'<img src="http://127.0.0.1:{port}/raw" alt="raw"> and '
-        f'<p style="background:url(http://127.0.0.1:{port}/css)">styled</p>'
-    )))
+    fake.script(
+        Reply(
+            content=(
+                f"Here is the chart: ![chart]({leak})\n\n"
+                f'<img src="http://127.0.0.1:{port}/raw" alt="raw"> and '
+                f'<p style="background:url(http://127.0.0.1:{port}/css)">styled</p>'
+            )
+        )
+    )
     send(page, "show me a chart")
     link = page.locator("a.remote-image").first
     link.wait_for()

@@ -35,22 +35,42 @@ def dirs(tmp_path: Path) -> tuple[Path, Path]:
 
 def _env(fake: FakeLLM) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}
-    env.update(AGENT_PROVIDER="deepseek", AGENT_BASE_URL=fake.base_url,
-               AGENT_API_KEY=fake.api_key, AGENT_RETRY_BASE_DELAY="0.05",
-               AGENT_APPROVAL="auto", AGENT_MODE="fast")
+    env.update(
+        AGENT_PROVIDER="deepseek",
+        AGENT_BASE_URL=fake.base_url,
+        AGENT_API_KEY=fake.api_key,
+        AGENT_RETRY_BASE_DELAY="0.05",
+        AGENT_APPROVAL="auto",
+        AGENT_MODE="fast",
+    )
     return env
 
 
 def _argv(dirs: tuple[Path, Path], *extra: str) -> list[str]:
     workspace, data = dirs
-    return [sys.executable, str(MAIN), "cli", "--workspace", str(workspace),
-            "--data-dir", str(data), *extra]
+    return [
+        sys.executable,
+        str(MAIN),
+        "cli",
+        "--workspace",
+        str(workspace),
+        "--data-dir",
+        str(data),
+        *extra,
+    ]
 
 
-def run_cli(fake: FakeLLM, dirs: tuple[Path, Path], *extra: str,
-            timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(_argv(dirs, *extra), env=_env(fake), cwd=dirs[0].parent,
-                          capture_output=True, text=True, timeout=timeout)
+def run_cli(
+    fake: FakeLLM, dirs: tuple[Path, Path], *extra: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        _argv(dirs, *extra),
+        env=_env(fake),
+        cwd=dirs[0].parent,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def events(stdout: str) -> list[dict[str, Any]]:
@@ -60,13 +80,25 @@ def events(stdout: str) -> list[dict[str, Any]]:
 def test_multi_step_task_then_continue_the_conversation(fake: FakeLLM, dirs: tuple[Path, Path]):
     workspace, data = dirs
     fake.script(
-        Reply(tool_calls=[Call("create_file", {"path": "notes/a.txt", "content": "one\n"}),
-                          Call("create_file", {"path": "b.txt", "content": "bee"})],
-              split_seed=7, interleave=True),
-        Reply(tool_calls=[Call("modify_file", {"path": "notes/a.txt", "operation": "append",
-                                               "content": "two\n"})]),
-        Reply(tool_calls=[Call("rename_file", {"old_path": "notes/a.txt",
-                                               "new_path": "notes/c.txt"})]),
+        Reply(
+            tool_calls=[
+                Call("create_file", {"path": "notes/a.txt", "content": "one\n"}),
+                Call("create_file", {"path": "b.txt", "content": "bee"}),
+            ],
+            split_seed=7,
+            interleave=True,
+        ),
+        Reply(
+            tool_calls=[
+                Call(
+                    "modify_file",
+                    {"path": "notes/a.txt", "operation": "append", "content": "two\n"},
+                )
+            ]
+        ),
+        Reply(
+            tool_calls=[Call("rename_file", {"old_path": "notes/a.txt", "new_path": "notes/c.txt"})]
+        ),
         Reply(tool_calls=[Call("delete_file", {"path": "b.txt"})]),
         Reply(content="Done: **notes/c.txt** has two lines.", usage=(900, 12)),
     )
@@ -78,8 +110,13 @@ def test_multi_step_task_then_continue_the_conversation(fake: FakeLLM, dirs: tup
     assert [e["seq"] for e in evs] == list(range(evs[0]["seq"], evs[0]["seq"] + len(evs)))
     assert evs[-1]["event"] == "done" and evs[-1]["reason"] == "complete"
     results = [e for e in evs if e["event"] == "tool" and e["phase"] == "result"]
-    assert [r["name"] for r in results] == ["create_file", "create_file", "modify_file",
-                                           "rename_file", "delete_file"]
+    assert [r["name"] for r in results] == [
+        "create_file",
+        "create_file",
+        "modify_file",
+        "rename_file",
+        "delete_file",
+    ]
     assert all(r["ok"] for r in results)
     answer = "".join(e["text"] for e in evs if e["event"] == "token")
     assert answer == "Done: **notes/c.txt** has two lines."
@@ -100,11 +137,24 @@ def test_multi_step_task_then_continue_the_conversation(fake: FakeLLM, dirs: tup
 def test_cancel_during_a_long_command_kills_it(fake: FakeLLM, dirs: tuple[Path, Path]):
     workspace, _ = dirs
     marker = f"{time.time_ns() % 10**6}.5"  # a unique sleep length names our processes
-    fake.script(Reply(tool_calls=[Call("run_command", {
-        "command": f"sleep {marker} & sleep {marker}; wait", "timeout": 300})]))
-    process = subprocess.Popen(_argv(dirs, "-p", "run something long"), env=_env(fake),
-                               cwd=workspace.parent, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    fake.script(
+        Reply(
+            tool_calls=[
+                Call(
+                    "run_command",
+                    {"command": f"sleep {marker} & sleep {marker}; wait", "timeout": 300},
+                )
+            ]
+        )
+    )
+    process = subprocess.Popen(
+        _argv(dirs, "-p", "run something long"),
+        env=_env(fake),
+        cwd=workspace.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 20
     while len(_processes_running(f"sleep {marker}")) < 2:
         assert time.monotonic() < deadline, "the command never started"
@@ -124,8 +174,10 @@ def _processes_running(command_line: str) -> list[int]:
 
 
 def test_rate_limit_is_retried(fake: FakeLLM, dirs: tuple[Path, Path]):
-    fake.script(ErrorReply(status=429, message="Rate limit reached", retry_after=0.3),
-                Reply(content="after the wait"))
+    fake.script(
+        ErrorReply(status=429, message="Rate limit reached", retry_after=0.3),
+        Reply(content="after the wait"),
+    )
     started = time.monotonic()
     result = run_cli(fake, dirs, "-p", "hello")
     assert result.returncode == 0, result.stderr
@@ -134,8 +186,9 @@ def test_rate_limit_is_retried(fake: FakeLLM, dirs: tuple[Path, Path]):
     assert time.monotonic() - started >= 0.3
 
 
-def test_every_raw_delta_reaches_the_debug_stream_log_before_exit(fake: FakeLLM,
-                                                                   dirs: tuple[Path, Path]):
+def test_every_raw_delta_reaches_the_debug_stream_log_before_exit(
+    fake: FakeLLM, dirs: tuple[Path, Path]
+):
     _, data = dirs
     answer = "A short answer, written out before the process ends."
     fake.script(Reply(content=answer, chunk_size=4, usage=(20, 13)))
@@ -150,8 +203,9 @@ def test_every_raw_delta_reaches_the_debug_stream_log_before_exit(fake: FakeLLM,
 
 def test_cut_stream_is_reported_and_partial_answer_kept(fake: FakeLLM, dirs: tuple[Path, Path]):
     _, data = dirs
-    fake.script(Reply(content="The first part of a long answer that never ends", chunk_size=5,
-                      cut_after=4))
+    fake.script(
+        Reply(content="The first part of a long answer that never ends", chunk_size=5, cut_after=4)
+    )
     result = run_cli(fake, dirs, "-p", "tell me")
     assert result.returncode == 1
     reason = [line for line in result.stderr.splitlines() if line.startswith("error:")]
@@ -187,11 +241,20 @@ def test_an_agents_own_step_limit_is_the_one_reported(fake: FakeLLM, dirs: tuple
 
 
 def test_missing_key_fails_with_one_line(dirs: tuple[Path, Path]):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("AGENT_") and not k.endswith("_API_KEY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AGENT_") and not k.endswith("_API_KEY")
+    }
     env["AGENT_PROVIDER"] = "deepseek"
-    result = subprocess.run(_argv(dirs, "-p", "hi"), env=env, cwd=dirs[0].parent,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        _argv(dirs, "-p", "hi"),
+        env=env,
+        cwd=dirs[0].parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode != 0
     assert "DEEPSEEK_API_KEY" in result.stderr
 
@@ -202,8 +265,16 @@ def test_a_data_folder_it_cannot_write_is_one_clear_line(tmp_path: Path, fake: F
     dirs = (tmp_path / "ws", blocker / "data")
     dirs[0].mkdir()
     for front in (["cli", "-p", "hi"], ["web", "--port", "0"]):
-        argv = [sys.executable, str(MAIN), front[0], "--workspace", str(dirs[0]),
-                "--data-dir", str(dirs[1]), *front[1:]]
+        argv = [
+            sys.executable,
+            str(MAIN),
+            front[0],
+            "--workspace",
+            str(dirs[0]),
+            "--data-dir",
+            str(dirs[1]),
+            *front[1:],
+        ]
         result = subprocess.run(argv, env=_env(fake), capture_output=True, text=True, timeout=60)
         assert result.returncode == 2, result.stderr
         assert "Traceback" not in result.stderr
@@ -225,24 +296,32 @@ def _write_agents(workspace: Path) -> None:
 
 
 def _plan_script() -> list[Reply]:
-    return [Reply(tool_calls=[Call("make_plan", {"steps": ["Look", "Write"]})]),
-            Reply(tool_calls=[Call("list_files", {})]),
-            Reply(tool_calls=[Call("finish_step", {"ok": True, "summary": "looked"})]),
-            Reply(tool_calls=[Call("finish_step", {"ok": False, "summary": "no pen"})]),
-            Reply(tool_calls=[Call("make_plan", {"steps": ["Write with a pencil"]})]),
-            Reply(tool_calls=[Call("finish_step", {"ok": True, "summary": "wrote"})]),
-            Reply(content="Final answer")]
+    return [
+        Reply(tool_calls=[Call("make_plan", {"steps": ["Look", "Write"]})]),
+        Reply(tool_calls=[Call("list_files", {})]),
+        Reply(tool_calls=[Call("finish_step", {"ok": True, "summary": "looked"})]),
+        Reply(tool_calls=[Call("finish_step", {"ok": False, "summary": "no pen"})]),
+        Reply(tool_calls=[Call("make_plan", {"steps": ["Write with a pencil"]})]),
+        Reply(tool_calls=[Call("finish_step", {"ok": True, "summary": "wrote"})]),
+        Reply(content="Final answer"),
+    ]
 
 
 def _delegation_script() -> list[Reply]:
-    return [Reply(tool_calls=[Call("delegate_to_middle", {"task": "get hello.txt made"})]),
-            Reply(content="Asking the coder.",
-                  tool_calls=[Call("delegate_to_coder", {"task": "make hello.txt"})]),
-            Reply(content="Creating it.", tool_calls=[Call("create_file", {
-                "path": "hello.txt", "content": "hi"})]),
-            Reply(content="Done: hello.txt"),
-            Reply(content="The coder made it."),
-            Reply(content="All done.")]
+    return [
+        Reply(tool_calls=[Call("delegate_to_middle", {"task": "get hello.txt made"})]),
+        Reply(
+            content="Asking the coder.",
+            tool_calls=[Call("delegate_to_coder", {"task": "make hello.txt"})],
+        ),
+        Reply(
+            content="Creating it.",
+            tool_calls=[Call("create_file", {"path": "hello.txt", "content": "hi"})],
+        ),
+        Reply(content="Done: hello.txt"),
+        Reply(content="The coder made it."),
+        Reply(content="All done."),
+    ]
 
 
 def test_plan_and_sub_agent_events_say_whose_they_are(fake: FakeLLM, dirs: tuple[Path, Path]):
@@ -253,14 +332,24 @@ def test_plan_and_sub_agent_events_say_whose_they_are(fake: FakeLLM, dirs: tuple
     assert result.returncode == 0, result.stderr
     plans = [e for e in events(result.stdout) if e["event"] == "plan"]
     assert [(p["phase"], p.get("step")) for p in plans] == [
-        ("created", None), ("step_started", 1), ("step_finished", 1), ("step_started", 2),
-        ("step_finished", 2), ("replanned", None), ("step_started", 3), ("step_finished", 3),
-        ("finished", None)]
+        ("created", None),
+        ("step_started", 1),
+        ("step_finished", 1),
+        ("step_started", 2),
+        ("step_finished", 2),
+        ("replanned", None),
+        ("step_started", 3),
+        ("step_finished", 3),
+        ("finished", None),
+    ]
     assert plans[4]["status"] == "failed" and plans[5]["reason"] == "no pen"
     final = plans[-1]["plan"]
     assert final["revision"] == 1
     assert [(s["title"], s["status"]) for s in final["steps"]] == [
-        ("Look", "done"), ("Write", "failed"), ("Write with a pencil", "done")]
+        ("Look", "done"),
+        ("Write", "failed"),
+        ("Write with a pencil", "done"),
+    ]
 
     fake.script(*_delegation_script())
     result = run_cli(fake, dirs, "-p", "hello file please", "--agent", "boss", "--json")
@@ -279,8 +368,11 @@ def test_plan_and_sub_agent_events_say_whose_they_are(fake: FakeLLM, dirs: tuple
         if e["event"] == "token":
             who = (e["agent"], e.get("depth"))
             said[who] = said.get(who, "") + e["text"]
-    assert said == {("middle", 1): "Asking the coder.The coder made it.",
-                    ("coder", 2): "Creating it.Done: hello.txt", ("boss", None): "All done."}
+    assert said == {
+        ("middle", 1): "Asking the coder.The coder made it.",
+        ("coder", 2): "Creating it.Done: hello.txt",
+        ("boss", None): "All done.",
+    }
 
 
 def test_text_mode_prints_the_plan_and_indents_sub_agents(fake: FakeLLM, dirs: tuple[Path, Path]):
@@ -292,10 +384,16 @@ def test_text_mode_prints_the_plan_and_indents_sub_agents(fake: FakeLLM, dirs: t
     assert result.stdout == "Final answer\n"  # -p: the answer on stdout, progress on stderr
     lines = result.stderr.splitlines()
     at = lines.index("Plan (revision 0):")
-    assert lines[at + 1:at + 3] == ["  1. ○ Look", "  2. ○ Write"]
-    for line in ("▸ step 1: Look", "✓ step 1: looked", "✗ step 2: no pen",
-                 "re-planning: no pen", "Plan (revision 1):", "  3. ○ Write with a pencil",
-                 "✓ step 3: wrote"):
+    assert lines[at + 1 : at + 3] == ["  1. ○ Look", "  2. ○ Write"]
+    for line in (
+        "▸ step 1: Look",
+        "✓ step 1: looked",
+        "✗ step 2: no pen",
+        "re-planning: no pen",
+        "Plan (revision 1):",
+        "  3. ○ Write with a pencil",
+        "✓ step 3: wrote",
+    ):
         assert line in lines, (line, lines)
     assert not any("finish_step" in line or "make_plan" in line for line in lines)
 
@@ -305,7 +403,7 @@ def test_text_mode_prints_the_plan_and_indents_sub_agents(fake: FakeLLM, dirs: t
     assert result.stdout == "All done.\n"
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     start = next(n for n, line in enumerate(lines) if line.startswith("⚙ delegate_to_middle"))
-    assert lines[start + 1:start + 8] == [
+    assert lines[start + 1 : start + 8] == [
         "↳ middle:",
         "  Asking the coder.",
         '  ⚙ delegate_to_coder {"task": "make hello.txt"}',

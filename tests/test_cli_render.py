@@ -19,8 +19,10 @@ from tests.fake_llm import Call, FakeLLM, Reply
 from tests.tty_helpers import ANSI, HEIGHT, Tmux, clean_env, needs_tmux
 
 MAIN = Path(__file__).resolve().parent.parent / "main.py"
-ANSWER = ("# Release notes\n\nThis version is **much faster** than the last one.\n\n"
-          "- first point\n- second point\n\nThe rest comes after a pause.")
+ANSWER = (
+    "# Release notes\n\nThis version is **much faster** than the last one.\n\n"
+    "- first point\n- second point\n\nThe rest comes after a pause."
+)
 
 
 @pytest.fixture
@@ -37,21 +39,37 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def _env(fake: FakeLLM, **extra: str) -> dict[str, str]:
-    return clean_env(AGENT_PROVIDER="deepseek", AGENT_BASE_URL=fake.base_url,
-                     AGENT_API_KEY=fake.api_key, AGENT_MODE="fast", **extra)
+    return clean_env(
+        AGENT_PROVIDER="deepseek",
+        AGENT_BASE_URL=fake.base_url,
+        AGENT_API_KEY=fake.api_key,
+        AGENT_MODE="fast",
+        **extra,
+    )
 
 
 def _argv(workspace: Path, *extra: str) -> list[str]:
-    return [sys.executable, str(MAIN), "cli", "--workspace", str(workspace),
-            "--data-dir", str(workspace.parent / "data"), *extra]
+    return [
+        sys.executable,
+        str(MAIN),
+        "cli",
+        "--workspace",
+        str(workspace),
+        "--data-dir",
+        str(workspace.parent / "data"),
+        *extra,
+    ]
 
 
 @needs_tmux()
 def test_answer_renders_as_markdown_while_it_streams(fake: FakeLLM, workspace: Path):
     # The stream pauses inside the list: the finished blocks are on screen for good already.
     fake.script(Reply(content=ANSWER, chunk_size=6, stall_after=15, stall=1.5))
-    with Tmux(_argv(workspace, "-p", "what changed?", "--approval", "auto"),
-              env=_env(fake), cwd=workspace.parent) as term:
+    with Tmux(
+        _argv(workspace, "-p", "what changed?", "--approval", "auto"),
+        env=_env(fake),
+        cwd=workspace.parent,
+    ) as term:
         during = term.wait_for("first point")
         assert "[exit" not in during and "The rest" not in during
         assert "Release notes" in during and "# Release" not in during
@@ -70,10 +88,18 @@ def test_answer_renders_as_markdown_while_it_streams(fake: FakeLLM, workspace: P
 @needs_tmux()
 def test_a_block_taller_than_the_screen_scrolls_once(fake: FakeLLM, workspace: Path):
     code = "\n".join(f"row_{n} = {n}" for n in range(70))
-    fake.script(Reply(content=f"Here:\n\n```python\n{code}\n```\n\nAfter the code.",
-                      chunk_size=40, delay=0.005))
-    with Tmux(_argv(workspace, "-p", "code please", "--approval", "auto"),
-              env=_env(fake), cwd=workspace.parent) as term:
+    fake.script(
+        Reply(
+            content=f"Here:\n\n```python\n{code}\n```\n\nAfter the code.",
+            chunk_size=40,
+            delay=0.005,
+        )
+    )
+    with Tmux(
+        _argv(workspace, "-p", "code please", "--approval", "auto"),
+        env=_env(fake),
+        cwd=workspace.parent,
+    ) as term:
         screen = term.wait_for("[exit 0]")
         # Nothing drawn and then taken back: the output, longer than the screen, ends at its
         # bottom, with no blank rows left below it.
@@ -98,9 +124,20 @@ def test_no_color_prints_the_markdown_as_written(fake: FakeLLM, workspace: Path)
 def test_approval_shows_a_coloured_diff_and_ctrl_c_declines(fake: FakeLLM, workspace: Path):
     (workspace / "notes.txt").write_text("old line\nkept\n")
     fake.script(
-        Reply(content="I'll update the notes.", tool_calls=[Call("modify_file", {
-            "path": "notes.txt", "operation": "replace", "old_text": "old line",
-            "new_text": "new line"})]),
+        Reply(
+            content="I'll update the notes.",
+            tool_calls=[
+                Call(
+                    "modify_file",
+                    {
+                        "path": "notes.txt",
+                        "operation": "replace",
+                        "old_text": "old line",
+                        "new_text": "new line",
+                    },
+                )
+            ],
+        ),
         Reply(content="Understood, I left **notes.txt** alone."),
     )
     with Tmux(_argv(workspace, "--approval", "ask"), env=_env(fake), cwd=workspace.parent) as term:
@@ -126,20 +163,29 @@ def test_approval_shows_a_coloured_diff_and_ctrl_c_declines(fake: FakeLLM, works
 
 def test_one_shot_stdout_holds_only_the_answer(fake: FakeLLM, workspace: Path):
     fake.script(
-        Reply(reasoning="Let me think.", tool_calls=[
-            Call("run_command", {"command": "printf 'alpha\\nbeta\\n'"}),
-            Call("list_files", {})]),
+        Reply(
+            reasoning="Let me think.",
+            tool_calls=[
+                Call("run_command", {"command": "printf 'alpha\\nbeta\\n'"}),
+                Call("list_files", {}),
+            ],
+        ),
         Reply(content="Both ran: **alpha** and beta."),
     )
-    result = subprocess.run(_argv(workspace, "-p", "run it", "--approval", "auto",
-                                  "--mode", "thinking"),
-                            env=_env(fake), capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        _argv(workspace, "-p", "run it", "--approval", "auto", "--mode", "thinking"),
+        env=_env(fake),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Both ran: **alpha** and beta.\n"
     err = result.stderr.splitlines()
     assert "thinking: Let me think." in err
-    assert err.index('⚙ run_command {"command": "printf \'alpha\\\\nbeta\\\\n\'"}') \
-        < err.index("⚙ list_files {}")  # each call on its own line
+    assert err.index('⚙ run_command {"command": "printf \'alpha\\\\nbeta\\\\n\'"}') < err.index(
+        "⚙ list_files {}"
+    )  # each call on its own line
     assert [line for line in err if line.startswith("│")] == ["│ alpha", "│ beta"]
     assert result.stderr.count("alpha") == 2  # in the command and its output, not the result
     done = next(line for line in err if line.startswith("✓ run_command ("))
@@ -147,11 +193,18 @@ def test_one_shot_stdout_holds_only_the_answer(fake: FakeLLM, workspace: Path):
 
 
 def test_one_shot_decline_exits_non_zero_with_the_reason(fake: FakeLLM, workspace: Path):
-    fake.script(Reply(tool_calls=[Call("run_command", {"command": "touch made-it"})]),
-                Reply(content="I could not run it."))
-    result = subprocess.run(_argv(workspace, "-p", "make it", "--approval", "ask"),
-                            env=_env(fake), capture_output=True, text=True, timeout=60,
-                            stdin=subprocess.DEVNULL)
+    fake.script(
+        Reply(tool_calls=[Call("run_command", {"command": "touch made-it"})]),
+        Reply(content="I could not run it."),
+    )
+    result = subprocess.run(
+        _argv(workspace, "-p", "make it", "--approval", "ask"),
+        env=_env(fake),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert result.returncode == 4, result.stderr
     assert result.stdout == "I could not run it.\n"
     reason = [line for line in result.stderr.splitlines() if line.startswith("error:")]
@@ -164,14 +217,16 @@ def test_args_and_results_fit_one_line_each_and_diffs_get_colour():
     printer = EventPrinter(out, out, color=False)
     printer.render(ToolEvent("c1", "create_file", "start"))
     printer.render(ToolEvent("c1", "create_file", "args", delta='{"content": "' + "x" * 900))
-    printer.render(ToolEvent("c1", "create_file", "result", ok=True, output="done",
-                             duration_ms=3))
+    printer.render(ToolEvent("c1", "create_file", "result", ok=True, output="done", duration_ms=3))
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("⚙ create_file {") and lines[0].endswith("…")
     assert len(lines[0]) < 450 and lines[1] == "✓ create_file (3 ms)"
     colour = EventPrinter(io.StringIO(), io.StringIO(), color=True)
-    shown = colour.approval_text(ToolEvent("c2", "modify_file", "approval",
-                                           preview="--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"))
+    shown = colour.approval_text(
+        ToolEvent(
+            "c2", "modify_file", "approval", preview="--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+        )
+    )
     assert "modify_file wants to change x.py:" in ANSI.sub("", shown)
     assert f"{RED}-a" in shown and f"{GREEN}+b" in shown
     command = colour.approval_text(ToolEvent("c3", "run_command", "approval", preview="ls -l"))
@@ -185,7 +240,7 @@ def test_diff_path_and_markdown_blocks():
     assert diff_path("ls -l") is None
     text = "# T\npara\nmore\n\n- a\n- b\n\n  still b\n\n```\ncode\n\nstill code\n```\nafter"
     starts = block_starts(text)
-    assert [text[s:s + 4] for s in starts] == ["# T\n", "para", "- a\n", "```\n", "afte"]
+    assert [text[s : s + 4] for s in starts] == ["# T\n", "para", "- a\n", "```\n", "afte"]
 
 
 def test_answers_of_two_model_calls_in_a_row_each_render():

@@ -252,8 +252,11 @@ def test_a_killed_process_s_task_is_interrupted_and_the_other_takes_over(
                 "interrupted"
             )
             # The lease is released just after the events go out (core/redis_cluster._reap).
-            poll(lambda: cid not in on_b.call("list_conversations")["running"], 5,
-                 "the running list to drop the interrupted task")
+            poll(
+                lambda: cid not in on_b.call("list_conversations")["running"],
+                5,
+                "the running list to drop the interrupted task",
+            )
             before = len(on_b.of(cid))
             on_b.start("go on", conversation_id=cid)
             on_b.wait_until(

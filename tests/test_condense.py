@@ -33,26 +33,31 @@ from utils.providers import prepare_messages, resolve_provider
 from utils.settings import Settings
 
 Record = dict[str, Any]
-CONFIGS = {name: resolve_provider(Settings(provider=name, api_key="k")) for name in ("deepseek",
-                                                                                      "kimi")}
+CONFIGS = {
+    name: resolve_provider(Settings(provider=name, api_key="k")) for name in ("deepseek", "kimi")
+}
 
 # --- building conversations ------------------------------------------------------------------
 
-group = st.fixed_dictionaries({
-    "calls": st.integers(0, 3),
-    "reasoning": st.booleans(),
-    "text": st.integers(0, 400),
-    "lost": st.integers(0, 3),  # results never recorded at the end of the batch (cut, cancel)
-})
-turn = st.fixed_dictionaries({
-    "op": st.just("turn"),
-    "text": st.integers(1, 600),
-    "groups": st.lists(group, max_size=4),
-    "answer": st.booleans(),
-    "cut_stream": st.booleans(),  # an answer interrupted mid-stream, kept as a partial record
-    "plan_steps": st.integers(0, 2),
-    "branch_back": st.integers(0, 3),  # hang the turn this many user turns further up
-})
+group = st.fixed_dictionaries(
+    {
+        "calls": st.integers(0, 3),
+        "reasoning": st.booleans(),
+        "text": st.integers(0, 400),
+        "lost": st.integers(0, 3),  # results never recorded at the end of the batch (cut, cancel)
+    }
+)
+turn = st.fixed_dictionaries(
+    {
+        "op": st.just("turn"),
+        "text": st.integers(1, 600),
+        "groups": st.lists(group, max_size=4),
+        "answer": st.booleans(),
+        "cut_stream": st.booleans(),  # an answer interrupted mid-stream, kept as a partial record
+        "plan_steps": st.integers(0, 2),
+        "branch_back": st.integers(0, 3),  # hang the turn this many user turns further up
+    }
+)
 condense = st.fixed_dictionaries({"op": st.just("condense"), "keep": st.integers(0, 3000)})
 operations = st.lists(st.one_of(turn, turn, condense), min_size=1, max_size=14)
 
@@ -72,8 +77,12 @@ class Builder:
             self._groups(op["groups"][:1])
         self._groups(op["groups"])
         if op["cut_stream"]:
-            self.conversation.append("assistant", "partial", reasoning_content="half a thought",
-                                     meta={"interrupted": "stream_cut"})
+            self.conversation.append(
+                "assistant",
+                "partial",
+                reasoning_content="half a thought",
+                meta={"interrupted": "stream_cut"},
+            )
         elif op["answer"]:
             self.conversation.append("assistant", "final " * 20)
 
@@ -82,20 +91,32 @@ class Builder:
             calls = []
             for _ in range(spec["calls"]):
                 self.calls += 1
-                calls.append({"id": f"functions.read_file:{self.calls}", "type": "function",
-                              "function": {"name": "read_file",
-                                           "arguments": json.dumps({"path": f"f{self.calls}"})}})
+                calls.append(
+                    {
+                        "id": f"functions.read_file:{self.calls}",
+                        "type": "function",
+                        "function": {
+                            "name": "read_file",
+                            "arguments": json.dumps({"path": f"f{self.calls}"}),
+                        },
+                    }
+                )
             self.conversation.append(
-                "assistant", "a" * spec["text"], tool_calls=calls or None,
-                reasoning_content="why " * 10 if spec["reasoning"] else None)
+                "assistant",
+                "a" * spec["text"],
+                tool_calls=calls or None,
+                reasoning_content="why " * 10 if spec["reasoning"] else None,
+            )
             answered = calls[: max(0, len(calls) - spec["lost"])] if spec is groups[-1] else calls
             for call in answered:
-                self.conversation.append("tool", "t" * 300, tool_call_id=call["id"],
-                                         name="read_file", meta={"ok": True})
+                self.conversation.append(
+                    "tool", "t" * 300, tool_call_id=call["id"], name="read_file", meta={"ok": True}
+                )
 
     def _branch_parent(self, back: int) -> Any:
         if not back:
             from utils.conversation_store import LEAF
+
             return LEAF
         users = [r for r in self.conversation.path() if is_turn_start(r)]
         return users[-back].get("parent_id") if len(users) > back else None
@@ -105,21 +126,32 @@ class Builder:
         cut = plan_cut(path, keep_tokens=keep)
         if cut is None:
             return False
-        self.conversation.append("system", f"summary of {len(cut.replaced)} records", meta={
-            "summary": {"first_kept_id": cut.first_kept["id"], "summarized": len(cut.replaced)}})
+        self.conversation.append(
+            "system",
+            f"summary of {len(cut.replaced)} records",
+            meta={
+                "summary": {"first_kept_id": cut.first_kept["id"], "summarized": len(cut.replaced)}
+            },
+        )
         return True
 
 
 def reasoning_calls(conversation: Conversation) -> set[tuple[str, str]]:
     """The calls the model made with reasoning: the strict fakes refuse them without it."""
-    return {(call["id"], call["function"]["arguments"])
-            for r in conversation.records if r.get("reasoning_content")
-            for call in r.get("tool_calls") or ()}
+    return {
+        (call["id"], call["function"]["arguments"])
+        for r in conversation.records
+        if r.get("reasoning_content")
+        for call in r.get("tool_calls") or ()
+    }
 
 
 def request_body(messages: list[Record], flavour: str) -> dict[str, Any]:
-    return {"model": FLAVOURS[flavour].models[0], "stream": True,
-            "messages": prepare_messages(messages, CONFIGS[flavour])}
+    return {
+        "model": FLAVOURS[flavour].models[0],
+        "stream": True,
+        "messages": prepare_messages(messages, CONFIGS[flavour]),
+    }
 
 
 def check_view(path: list[Record], conversation: Conversation, builder: ContextBuilder) -> None:
@@ -130,8 +162,9 @@ def check_view(path: list[Record], conversation: Conversation, builder: ContextB
     fresh = ContextBuilder(10_000_000).build("system prompt", view)
     assert fresh.messages == built.messages, "a reused builder sends the same as a fresh one"
     for flavour in CONFIGS:
-        validate_chat(request_body(built.messages, flavour), FLAVOURS[flavour],
-                      reasoning_calls(conversation))
+        validate_chat(
+            request_body(built.messages, flavour), FLAVOURS[flavour], reasoning_calls(conversation)
+        )
 
     active = active_summary(path)
     if active is None:
@@ -141,17 +174,23 @@ def check_view(path: list[Record], conversation: Conversation, builder: ContextB
     assert is_turn_start(first_kept), "a cut falls only before a user's own message"
     assert view[0] is path[0], "the first user message is kept"
     assert view[1]["role"] == "user" and view[1]["content"].startswith(SUMMARY_HEADER)
-    assert view[2:] == [r for r in path[active.cut:] if summary_meta(r) is None]
+    assert view[2:] == [r for r in path[active.cut :] if summary_meta(r) is None]
     newest_turn = max(i for i, r in enumerate(path) if is_turn_start(r))
     assert newest_turn >= active.cut, "the newest turn is never summarised"
-    assert condensed_ids(path) == {r["id"] for r in path[1:active.cut] if not summary_meta(r)}
+    assert condensed_ids(path) == {r["id"] for r in path[1 : active.cut] if not summary_meta(r)}
 
     # Every kept assistant message goes out exactly as it would without the summary.
     uncondensed = ContextBuilder(10_000_000).build(
-        "system prompt", [r for r in path if summary_meta(r) is None])
+        "system prompt", [r for r in path if summary_meta(r) is None]
+    )
     for flavour in CONFIGS:
-        plain = dict(zip([m.get("id") for m in uncondensed.messages],
-                         prepare_messages(uncondensed.messages, CONFIGS[flavour]), strict=True))
+        plain = dict(
+            zip(
+                [m.get("id") for m in uncondensed.messages],
+                prepare_messages(uncondensed.messages, CONFIGS[flavour]),
+                strict=True,
+            )
+        )
         sent = prepare_messages(built.messages, CONFIGS[flavour])
         for record, message in zip(built.messages, sent, strict=True):
             if record["role"] == "assistant":
@@ -184,8 +223,14 @@ def _conversation(tmp_path: Path, turns: int, size: int = 400) -> Conversation:
     conversation = ConversationStore(tmp_path).create()
     for number in range(turns):
         conversation.append("user", f"turn {number} " + "u" * size)
-        calls = [{"id": f"call_{number}_{i}", "type": "function",
-                  "function": {"name": "list_files", "arguments": "{}"}} for i in range(2)]
+        calls = [
+            {
+                "id": f"call_{number}_{i}",
+                "type": "function",
+                "function": {"name": "list_files", "arguments": "{}"},
+            }
+            for i in range(2)
+        ]
         conversation.append("assistant", "", tool_calls=calls, reasoning_content="thinking")
         for call in calls:
             conversation.append("tool", "x" * size, tool_call_id=call["id"])
@@ -200,8 +245,17 @@ def test_the_first_message_and_the_newest_turn_are_always_kept(tmp_path: Path) -
     assert [r["role"] for r in cut.replaced] == ["assistant", "tool", "tool", "assistant"]
     cut = plan_cut(_conversation(tmp_path / "c", 3).path(), keep_tokens=0)
     assert cut is not None and cut.first_kept["content"].startswith("turn 2")
-    assert [r["role"] for r in cut.replaced] == ["assistant", "tool", "tool", "assistant",
-                                                 "user", "assistant", "tool", "tool", "assistant"]
+    assert [r["role"] for r in cut.replaced] == [
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+    ]
 
 
 def test_the_cut_keeps_as_many_recent_turns_as_fit(tmp_path: Path) -> None:
@@ -225,8 +279,13 @@ def test_a_second_summary_takes_over_from_the_first(tmp_path: Path) -> None:
     conversation = _conversation(tmp_path, 4)
     first = plan_cut(conversation.path(), keep_tokens=0)
     assert first is not None
-    conversation.append("system", "S1", meta={"summary": {
-        "first_kept_id": first.first_kept["id"], "summarized": len(first.replaced)}})
+    conversation.append(
+        "system",
+        "S1",
+        meta={
+            "summary": {"first_kept_id": first.first_kept["id"], "summarized": len(first.replaced)}
+        },
+    )
     assert plan_cut(conversation.path(), keep_tokens=0) is None  # only the newest turn is left
     for number in (4, 5):
         conversation.append("user", f"turn {number}")
@@ -235,8 +294,9 @@ def test_a_second_summary_takes_over_from_the_first(tmp_path: Path) -> None:
     assert second is not None and second.previous is not None
     assert second.previous["content"] == "S1"
     assert second.replaced[0] is first.first_kept  # it starts where the first one stopped
-    messages = summary_request(conversation.path(), second, instructions="keep the numbers",
-                               max_chars=100_000)
+    messages = summary_request(
+        conversation.path(), second, instructions="keep the numbers", max_chars=100_000
+    )
     text = messages[1]["content"]
     assert "S1" in text and "keep the numbers" in text and "turn 3" in text
     assert "turn 5" not in text  # the newest turn is kept, not summarised
@@ -255,4 +315,5 @@ def test_the_summary_request_stays_within_its_size(tmp_path: Path) -> None:
 
 def _tokens(record: Record) -> float:
     from utils.context_manager import estimate_message_tokens
+
     return estimate_message_tokens(record)

@@ -20,10 +20,16 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerProcess, FakeLLM]]:
     """A server whose model has a 40,000-token window, so the meter moves visibly."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    with FakeLLM("deepseek") as fake, ServerProcess(
-        workspace, tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key,
-        env={"AGENT_CONTEXT_WINDOW": "40000"},
-    ) as server:
+    with (
+        FakeLLM("deepseek") as fake,
+        ServerProcess(
+            workspace,
+            tmp_path / "data",
+            base_url=fake.base_url,
+            api_key=fake.api_key,
+            env={"AGENT_CONTEXT_WINDOW": "40000"},
+        ) as server,
+    ):
         yield server, fake
 
 
@@ -38,8 +44,12 @@ def test_compact_greys_the_older_turns_shows_the_summary_and_drops_the_meter(ser
         for number in range(3):
             fake.script(Reply(content=f"answer {number} " + "about fruit " * 400))
             cid = client.start(f"question {number}", cid)
-            client.wait_until(lambda evs, n=number, cid=cid: sum(
-                e.name == "done" and e.payload.get("conversation_id") == cid for e in evs) > n)
+            client.wait_until(
+                lambda evs, n=number, cid=cid: (
+                    sum(e.name == "done" and e.payload.get("conversation_id") == cid for e in evs)
+                    > n
+                )
+            )
 
     page.goto(f"{server.url}/?token={TOKEN}#c={cid}")
     page.wait_for_selector(".assistant-message:has-text('answer 2')")
@@ -47,8 +57,9 @@ def test_compact_greys_the_older_turns_shows_the_summary_and_drops_the_meter(ser
     page.fill("#message-input", "one more")
     page.press("#message-input", "Enter")
     page.wait_for_selector(".assistant-message:has-text('a short reply')")
-    page.wait_for_function("Number(document.querySelector('#context-meter').getAttribute("
-                           "'aria-valuenow')) > 0")
+    page.wait_for_function(
+        "Number(document.querySelector('#context-meter').getAttribute('aria-valuenow')) > 0"
+    )
     before = _meter(page)
 
     fake.script(Reply(content=SUMMARY, delay=0.05))
@@ -62,9 +73,11 @@ def test_compact_greys_the_older_turns_shows_the_summary_and_drops_the_meter(ser
     assert "question 0" not in " ".join(greyed.all_inner_texts())  # the first message is kept
     assert "answer 0" in " ".join(greyed.all_inner_texts())
     order = page.eval_on_selector_all(
-        "#conversation > *", "els => els.map(el => el.matches('[data-testid=context-summary]')"
+        "#conversation > *",
+        "els => els.map(el => el.matches('[data-testid=context-summary]')"
         " ? 'summary' : el.classList.contains('condensed') ? 'grey' : "
-        "el.classList.contains('user-message') ? 'user' : 'other')")
+        "el.classList.contains('user-message') ? 'user' : 'other')",
+    )
     at = order.index("summary")
     assert "grey" in order[:at] and "grey" not in order[at:]
     assert order[at + 1] == "user"  # the newest turn, sent as it is
@@ -74,6 +87,7 @@ def test_compact_greys_the_older_turns_shows_the_summary_and_drops_the_meter(ser
     page.reload()
     page.wait_for_selector("[data-testid=context-summary]")
     assert page.locator("#conversation > .condensed").count() == greyed.count()
-    page.wait_for_function("document.querySelector('#context-meter').getAttribute("
-                           f"'aria-valuenow') === '{after}'")
+    page.wait_for_function(
+        f"document.querySelector('#context-meter').getAttribute('aria-valuenow') === '{after}'"
+    )
     assert page.console_errors == []  # type: ignore[attr-defined]

@@ -27,10 +27,18 @@ LONG = "word " * 1200  # ~1,700 tokens
 def _terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> Recorder:
     flavour = fake.flavour.name
     settings = Settings(
-        provider=flavour, base_url=fake.base_url, api_key=fake.api_key, model=fake.model,
-        workspace=tmp_path / "ws", data_dir=tmp_path / "data", retry_base_delay=0.01,
-        approval="auto", mode="thinking", context_window=20_000,
-        **{"condense_threshold": 0.5, **overrides})
+        provider=flavour,
+        base_url=fake.base_url,
+        api_key=fake.api_key,
+        model=fake.model,
+        workspace=tmp_path / "ws",
+        data_dir=tmp_path / "data",
+        retry_base_delay=0.01,
+        approval="auto",
+        mode="thinking",
+        context_window=20_000,
+        **{"condense_threshold": 0.5, **overrides},
+    )
     return Recorder(build_services(settings))
 
 
@@ -52,8 +60,10 @@ def test_the_threshold_condenses_mid_task_and_the_task_goes_on(tmp_path: Path, f
         (tmp_path / "ws" / "big.txt").write_text("line of text\n" * 1400)
         _earlier_tasks(terminal, fake)
         fake.script(
-            Reply(reasoning="I should read both", tool_calls=[
-                Call("read_file", {"path": "big.txt"}), Call("list_files", {})]),
+            Reply(
+                reasoning="I should read both",
+                tool_calls=[Call("read_file", {"path": "big.txt"}), Call("list_files", {})],
+            ),
             Reply(content="A summary: two tasks about words were answered."),
             Reply(content="big.txt has 1400 lines."),
         )
@@ -133,15 +143,24 @@ def test_compact_on_request_and_after_a_restart_the_same_request(tmp_path: Path)
         assert after_restart["messages"][1:] == before_restart["messages"][1:]
         assert after_restart["tools"] == before_restart["tools"]
         assert [m["role"] for m in after_restart["messages"]] == [
-            "system", "user", "user", "user", "assistant", "user"]
+            "system",
+            "user",
+            "user",
+            "user",
+            "assistant",
+            "user",
+        ]
 
 
 def test_compact_while_a_task_runs_waits_for_its_next_model_call(tmp_path: Path):
     with FakeLLM("deepseek") as fake:
         terminal = _terminal(fake, tmp_path, condense_threshold=0)
         _earlier_tasks(terminal, fake, count=3)
-        fake.script(Reply(tool_calls=[Call("list_files", {})], delay=0.05, chunk_size=1),
-                    Reply(content="the summary"), Reply(content="finished"))
+        fake.script(
+            Reply(tool_calls=[Call("list_files", {})], delay=0.05, chunk_size=1),
+            Reply(content="the summary"),
+            Reply(content="finished"),
+        )
         worker = threading.Thread(target=terminal.handle_task, args=("go on",), daemon=True)
         worker.start()
         wait_until(lambda: terminal.running and terminal.named("tool"), 10, "the task's call")
@@ -162,16 +181,42 @@ def test_cli_compact_command(tmp_path: Path):
     workspace.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}
     with FakeLLM("deepseek") as fake:
-        env.update(AGENT_PROVIDER="deepseek", AGENT_BASE_URL=fake.base_url,
-                   AGENT_API_KEY=fake.api_key, AGENT_APPROVAL="auto", AGENT_MODE="fast")
-        fake.script(*(Reply(content=f"{word} " * 500) for word in ("one", "two", "three")),
-                    Reply(content="They said one, two, three; kiwi."))
-        lines = ["/compact", "first", "second", "third", "/compact keep the word kiwi",
-                 "/compact", "/status"]
+        env.update(
+            AGENT_PROVIDER="deepseek",
+            AGENT_BASE_URL=fake.base_url,
+            AGENT_API_KEY=fake.api_key,
+            AGENT_APPROVAL="auto",
+            AGENT_MODE="fast",
+        )
+        fake.script(
+            *(Reply(content=f"{word} " * 500) for word in ("one", "two", "three")),
+            Reply(content="They said one, two, three; kiwi."),
+        )
+        lines = [
+            "/compact",
+            "first",
+            "second",
+            "third",
+            "/compact keep the word kiwi",
+            "/compact",
+            "/status",
+        ]
         result = subprocess.run(
-            [sys.executable, str(MAIN), "cli", "--workspace", str(workspace), "--data-dir",
-             str(data)], input="\n".join(lines) + "\n", env=env, capture_output=True,
-            text=True, timeout=60)
+            [
+                sys.executable,
+                str(MAIN),
+                "cli",
+                "--workspace",
+                str(workspace),
+                "--data-dir",
+                str(data),
+            ],
+            input="\n".join(lines) + "\n",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert out.count("Nothing to condense yet") == 2  # before any task, and right after
@@ -205,8 +250,10 @@ def test_socket_compact_then_a_restart_gives_the_same_view(fake: FakeLLM, tmp_pa
         fake.script(Reply(content="They asked three questions; pears matter."))
         ack = client.call("compact", {"conversation_id": cid, "instructions": "mention pears"})
         assert ack == {"ok": True, "scheduled": False}
-        client.wait_until(lambda evs: any(e.name == "context" and e.payload["phase"] == "condensed"
-                                          for e in evs), what="condensed")
+        client.wait_until(
+            lambda evs: any(e.name == "context" and e.payload["phase"] == "condensed" for e in evs),
+            what="condensed",
+        )
         events = client.of(cid)
         assert_contiguous(events)
         context = [e.payload for e in events if e.name == "context"]
@@ -231,10 +278,18 @@ def test_socket_compact_then_a_restart_gives_the_same_view(fake: FakeLLM, tmp_pa
         _wait_dones(client, cid, 1)
     sent = fake.chat_requests[-1].messages
     assert [m["content"] for m in sent[1:2] + sent[3:]] == [
-        "question 0", "question 2", "answer 2 " + "and so on " * 300, "question 3"]
+        "question 0",
+        "question 2",
+        "answer 2 " + "and so on " * 300,
+        "question 3",
+    ]
     assert sent[2]["content"] == f"{SUMMARY_HEADER}\n\nThey asked three questions; pears matter."
 
 
 def _wait_dones(client: EventClient, cid: str, count: int) -> None:
-    client.wait_until(lambda evs: sum(e.name == "done" and e.payload.get("conversation_id") == cid
-                                      for e in evs) >= count, what=f"{count} done")
+    client.wait_until(
+        lambda evs: (
+            sum(e.name == "done" and e.payload.get("conversation_id") == cid for e in evs) >= count
+        ),
+        what=f"{count} done",
+    )

@@ -240,8 +240,11 @@ def test_ten_thousand_message_path_builds_whole() -> None:
 
 
 def _kimi_call(number: int) -> Record:
-    return {"id": f"functions.read_file:{number}", "type": "function",
-            "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}
+    return {
+        "id": f"functions.read_file:{number}",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": '{"path": "a.py"}'},
+    }
 
 
 def test_a_call_id_repeated_after_older_calls_left_out_is_renamed_in_the_request() -> None:
@@ -250,10 +253,12 @@ def test_a_call_id_repeated_after_older_calls_left_out_is_renamed_in_the_request
     kept = _rec("assistant", "", tool_calls=[_kimi_call(0), _kimi_call(1)])
     again = _rec("assistant", "", tool_calls=[_kimi_call(1)])
     path = [
-        _rec("user", "first"), kept,
+        _rec("user", "first"),
+        kept,
         _rec("tool", "one", tool_call_id="functions.read_file:0"),
         _rec("tool", "two", tool_call_id="functions.read_file:1"),
-        _rec("user", "second"), again,
+        _rec("user", "second"),
+        again,
         _rec("tool", "three", tool_call_id="functions.read_file:1"),
     ]
     original = [dict(r) for r in path]
@@ -266,6 +271,9 @@ def test_a_call_id_repeated_after_older_calls_left_out_is_renamed_in_the_request
     assert path == original, "the records keep the ids the model gave them"
     assert ContextBuilder(100_000).build("sys", path).messages == built.messages
     config = resolve_provider(Settings(provider="kimi", api_key="k"))
-    body = {"model": FLAVOURS["kimi"].models[0], "stream": True,
-            "messages": prepare_messages(built.messages, config)}
+    body = {
+        "model": FLAVOURS["kimi"].models[0],
+        "stream": True,
+        "messages": prepare_messages(built.messages, config),
+    }
     validate_chat(body, FLAVOURS["kimi"], set())

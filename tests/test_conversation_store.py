@@ -360,8 +360,11 @@ def test_a_stale_copy_keeps_what_another_process_wrote_to_meta(tmp_path: Path) -
     second.update_meta(task_ends={"m1": {"reason": "complete"}}, focus=["b.py"])
     on_disk = json.loads((tmp_path / "conversations" / first.id / "meta.json").read_text())
     assert on_disk["title"] == "Renamed"
-    assert on_disk["meta"] == {"title_by_user": True, "focus": ["b.py"],
-                               "task_ends": {"m1": {"reason": "complete"}}}
+    assert on_disk["meta"] == {
+        "title_by_user": True,
+        "focus": ["b.py"],
+        "task_ends": {"m1": {"reason": "complete"}},
+    }
     assert second.meta["title"] == "Renamed"  # the saving copy is up to date again
     first.update_meta(focus=None)
     again = json.loads((tmp_path / "conversations" / first.id / "meta.json").read_text())

@@ -22,8 +22,10 @@ def updates(client: Recorder, cid: str) -> list[dict[str, Any]]:
 def test_titles_rename_search_and_delete(web: Web, fake_llm: FakeLLM):
     fake_llm.script(
         Reply(content="Hello! I can help you sort the CSV files here. What next?"),
-        Reply(content="The parser drops the last field.",
-              tool_calls=[Call("create_file", {"path": "notes.txt", "content": "x"})]),
+        Reply(
+            content="The parser drops the last field.",
+            tool_calls=[Call("create_file", {"path": "notes.txt", "content": "x"})],
+        ),
         Reply(content="Fixed."),
     )
     client, other = web.connect(), web.connect()
@@ -33,8 +35,10 @@ def test_titles_rename_search_and_delete(web: Web, fake_llm: FakeLLM):
     client.done(parser)
     listed = {c["id"]: c["title"] for c in client.call("list_conversations", {})["conversations"]}
     # A bare greeting takes its title from the answer; a request loses its "can you please".
-    assert listed == {greeting: "I can help you sort the CSV files here",
-                      parser: "Fix the parser bug?"}
+    assert listed == {
+        greeting: "I can help you sort the CSV files here",
+        parser: "Fix the parser bug?",
+    }
 
     ack = client.call("rename_conversation", {"conversation_id": greeting, "title": "  CSV  work "})
     assert ack == {"ok": True, "title": "CSV work"}
@@ -51,8 +55,9 @@ def test_titles_rename_search_and_delete(web: Web, fake_llm: FakeLLM):
 
     journal = web.data_dir / "undo" / "tasks" / parser
     assert any(journal.iterdir())
-    assert client.call("set_memory", {"conversation_id": parser, "scope": "task",
-                                      "content": "remember me"})["ok"]
+    assert client.call(
+        "set_memory", {"conversation_id": parser, "scope": "task", "content": "remember me"}
+    )["ok"]
     assert client.call("delete_conversation", {"conversation_id": parser}) == {"ok": True}
     assert updates(other, parser)[-1] == {"id": parser, "deleted": True}
     assert not journal.exists()
@@ -92,8 +97,10 @@ def test_a_conversation_keeps_its_mode_approval_and_how_tasks_ended(
     assert got["context_limit"] > 0 and "status" not in got
     first, second = [m["id"] for m in got["messages"] if m["role"] == "user"]
     ends = got["conversation"]["meta"]["task_ends"]
-    assert ends[first] == {"reason": "complete", "usage": {"prompt_tokens": 1200,
-                                                           "completion_tokens": 80}}
+    assert ends[first] == {
+        "reason": "complete",
+        "usage": {"prompt_tokens": 1200, "completion_tokens": 80},
+    }
     assert ends[second]["reason"] == "cancelled"
     answer = next(m for m in got["messages"] if m["role"] == "assistant")
     assert answer["meta"]["usage"] == {"prompt_tokens": 1200, "completion_tokens": 80}
@@ -106,9 +113,14 @@ def test_a_conversation_keeps_its_mode_approval_and_how_tasks_ended(
 def test_undo_preview_lists_what_goes_and_what_comes_back(web: Web, fake_llm: FakeLLM):
     (web.workspace / "README.md").write_text("before\n")
     fake_llm.script(
-        Reply(tool_calls=[Call("create_file", {"path": "new.txt", "content": "made"}),
-                          Call("modify_file", {"path": "README.md", "operation": "append",
-                                               "content": "after"})]),
+        Reply(
+            tool_calls=[
+                Call("create_file", {"path": "new.txt", "content": "made"}),
+                Call(
+                    "modify_file", {"path": "README.md", "operation": "append", "content": "after"}
+                ),
+            ]
+        ),
         Reply(content="done"),
     )
     client = web.connect()
@@ -116,8 +128,10 @@ def test_undo_preview_lists_what_goes_and_what_comes_back(web: Web, fake_llm: Fa
     client.done(cid)
     preview = client.call("undo_preview", {"conversation_id": cid})
     assert preview["ok"] and not preview["undone"]
-    assert preview["files"] == [{"path": "README.md", "action": "restore"},
-                                {"path": "new.txt", "action": "remove"}]
+    assert preview["files"] == [
+        {"path": "README.md", "action": "restore"},
+        {"path": "new.txt", "action": "remove"},
+    ]
     ack = client.call("undo_task", {"conversation_id": cid})
     assert ack["removed"] == ["new.txt"] and set(ack["restored"]) == {"README.md", "new.txt"}
     assert (web.workspace / "README.md").read_text() == "before\n"
@@ -163,8 +177,12 @@ def test_focus_files_and_memory_from_the_page(web: Web, fake_llm: FakeLLM):
 def test_changes_to_gitignored_paths_stay_out_of_the_tree(web: Web, fake_llm: FakeLLM):
     (web.workspace / ".gitignore").write_text("build/\n")
     fake_llm.script(
-        Reply(tool_calls=[Call("create_file", {"path": "build/out.txt", "content": "x"}),
-                          Call("create_file", {"path": "src.txt", "content": "y"})]),
+        Reply(
+            tool_calls=[
+                Call("create_file", {"path": "build/out.txt", "content": "x"}),
+                Call("create_file", {"path": "src.txt", "content": "y"}),
+            ]
+        ),
         Reply(content="done"),
     )
     client = web.connect()
@@ -182,20 +200,24 @@ def test_changes_to_gitignored_paths_stay_out_of_the_tree(web: Web, fake_llm: Fa
 def test_the_cli_reopens_a_conversation_with_its_agent_mode_and_approval(
     fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    settings = Settings(provider="deepseek", base_url=fake_llm.base_url,
-                        api_key=fake_llm.api_key, workspace=tmp_path / "ws",
-                        data_dir=tmp_path / "data")
+    settings = Settings(
+        provider="deepseek",
+        base_url=fake_llm.base_url,
+        api_key=fake_llm.api_key,
+        workspace=tmp_path / "ws",
+        data_dir=tmp_path / "data",
+    )
     fake_llm.script(Reply(content="Done."))
-    first = CliTerminal(build_services(settings), out=io.StringIO(), err=io.StringIO(),
-                        stdin=io.StringIO())
+    first = CliTerminal(
+        build_services(settings), out=io.StringIO(), err=io.StringIO(), stdin=io.StringIO()
+    )
     first.mode, first.approval, first.agent = "thinking", "read-only", "research"
     first.handle_task("look around")
     cid = first.conversation_id
     assert cid is not None
 
     out = io.StringIO()
-    second = CliTerminal(build_services(settings), out=out, err=io.StringIO(),
-                         stdin=io.StringIO())
+    second = CliTerminal(build_services(settings), out=out, err=io.StringIO(), stdin=io.StringIO())
     assert (second.mode, second.approval, second.agent) == ("fast", "ask", "general")
     run_command(second, f"/history {cid}")
     assert (second.mode, second.approval, second.agent) == ("thinking", "read-only", "research")

@@ -23,8 +23,10 @@ def test_read_log_keeps_the_lines_with_every_asked_field(tmp_path: Path) -> None
     ]
     log = tmp_path / "agent.jsonl"
     log.write_text("".join(json.dumps(row) + "\n" for row in rows) + "not json\n[1, 2]\n")
+
     def messages(match: dict[str, str]) -> list[str]:
         return [json.loads(line)["message"] for line in read_log(log, 0, match)[0]]
+
     assert messages({"conversation_id": "c1"}) == ["a", "b"]
     assert messages({"trace_id": "t2"}) == ["b"]
     assert messages({"conversation_id": "c1", "trace_id": "t3"}) == []
@@ -38,9 +40,13 @@ def test_follow_a_conversation_and_a_trace_with_json_laid_out(tmp_path: Path) ->
     playwright = require_chromium()
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    with FakeLLM("deepseek") as fake, ServerProcess(
-        workspace, tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key
-    ) as server, chromium(playwright) as browser:
+    with (
+        FakeLLM("deepseek") as fake,
+        ServerProcess(
+            workspace, tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key
+        ) as server,
+        chromium(playwright) as browser,
+    ):
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.set_default_timeout(15_000)
         errors: list[str] = []

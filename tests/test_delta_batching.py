@@ -21,8 +21,12 @@ class Rooms:
     def __init__(self, wanted: bool = True) -> None:
         self.sent: list[Sent] = []
         self.loop: Callable[[], None] | None = None
-        self.batcher = DeltaBatcher(lambda name, payload, to: self.sent.append((name, payload, to)),
-                                    self.sleep, self.start, lambda _: wanted)
+        self.batcher = DeltaBatcher(
+            lambda name, payload, to: self.sent.append((name, payload, to)),
+            self.sleep,
+            self.start,
+            lambda _: wanted,
+        )
         self.seq = 0
 
     def start(self, loop: Callable[[], None]) -> None:
@@ -44,8 +48,11 @@ class Rooms:
         self.batcher.send(event, event.to_wire())
 
     def to_batched(self) -> list[tuple[str, Any]]:
-        return [(name, payload.get("texts", payload.get("text")))
-                for name, payload, to in self.sent if to in ("c1/batched", ["c1", "c1/batched"])]
+        return [
+            (name, payload.get("texts", payload.get("text")))
+            for name, payload, to in self.sent
+            if to in ("c1/batched", ["c1", "c1/batched"])
+        ]
 
 
 class Clock:
@@ -78,7 +85,9 @@ def test_a_delta_after_a_quiet_spell_goes_to_both_rooms_as_it_is(
     clock.now += WINDOW_SECONDS
     rooms.send(Token("m1", "b"))
     assert [(n, p["text"], to) for n, p, to in rooms.sent] == [
-        ("token", "a", ["c1", "c1/batched"]), ("token", "b", ["c1", "c1/batched"])]
+        ("token", "a", ["c1", "c1/batched"]),
+        ("token", "b", ["c1", "c1/batched"]),
+    ]
 
 
 def test_pouring_deltas_are_gathered_and_any_other_event_flushes_them_first(rooms: Rooms) -> None:
@@ -100,8 +109,12 @@ def test_a_change_of_kind_or_agent_starts_a_new_batch(rooms: Rooms) -> None:
     sub.agent, sub.parent_call_id, sub.depth = "coder", "call-1", 1
     rooms.send(sub)
     rooms.flush()
-    assert rooms.to_batched() == [("thinking", "hm"), ("deltas", ["m"]), ("deltas", ["x"]),
-                                  ("deltas", ["y"])]
+    assert rooms.to_batched() == [
+        ("thinking", "hm"),
+        ("deltas", ["m"]),
+        ("deltas", ["x"]),
+        ("deltas", ["y"]),
+    ]
     kinds = [(p["of"], p.get("agent")) for n, p, _ in rooms.sent if n == "deltas"]
     assert kinds == [("thinking", None), ("token", None), ("token", "coder")]
 

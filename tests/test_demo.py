@@ -31,13 +31,27 @@ def workspace(tmp_path: Path) -> Path:
     return folder
 
 
-TOOLS = [{"type": "function", "function": {"name": name}} for name in (
-    "read_file", "list_files", "search_code", "run_command", "run_python", "modify_file",
-    "propose_edit")]
+TOOLS = [
+    {"type": "function", "function": {"name": name}}
+    for name in (
+        "read_file",
+        "list_files",
+        "search_code",
+        "run_command",
+        "run_python",
+        "modify_file",
+        "propose_edit",
+    )
+]
 
 
-def _play(model: DemoModel, messages: list[dict[str, Any]], *, thinking: bool = True,
-          tools: list[dict[str, Any]] = TOOLS) -> list:
+def _play(
+    model: DemoModel,
+    messages: list[dict[str, Any]],
+    *,
+    thinking: bool = True,
+    tools: list[dict[str, Any]] = TOOLS,
+) -> list:
     return list(model.stream(messages, tools, thinking=thinking, cancel=CancelToken()))
 
 
@@ -46,8 +60,11 @@ def test_the_script_follows_the_message_and_what_became_of_its_calls():
     assert scripts.pick("Give me a tour of this workspace").name == "tour"
     assert scripts.pick("summarise data.csv in this workspace").name == "summary"
     assert scripts.pick("hello there").name == "help"
-    assert scripts.suggestions == ["Give me a tour of this workspace", "Fix the bug in calc.py",
-                                   "Summarise data.csv"]
+    assert scripts.suggestions == [
+        "Give me a tour of this workspace",
+        "Fix the bug in calc.py",
+        "Summarise data.csv",
+    ]
     model = DemoModel(pace=0)
     user = {"role": "user", "content": "fix the bug in calc.py"}
     first = _play(model, [{"role": "system", "content": "..."}, user])
@@ -62,16 +79,23 @@ def test_the_script_follows_the_message_and_what_became_of_its_calls():
 
     def answered(completion: Any, content: str, ok: bool) -> list[dict[str, Any]]:
         call = completion.tool_calls[0]
-        return [{"role": "assistant", "content": completion.content,
-                 "tool_calls": [call.to_message()]},
-                {"role": "tool", "tool_call_id": call.id, "content": content,
-                 "meta": {"ok": ok}}]
+        return [
+            {"role": "assistant", "content": completion.content, "tool_calls": [call.to_message()]},
+            {"role": "tool", "tool_call_id": call.id, "content": content, "meta": {"ok": ok}},
+        ]
 
     turn = [user, *answered(completion, "calc.py ...", True)]
     test = _play(model, turn)[-1].completion
     assert test.tool_calls[0].name == "run_command"
-    declined = _play(model, [*turn, *answered(test, "The user declined this run_command call. "
-                                                    "Do not retry it as is.", False)])
+    declined = _play(
+        model,
+        [
+            *turn,
+            *answered(
+                test, "The user declined this run_command call. Do not retry it as is.", False
+            ),
+        ],
+    )
     after = declined[-1].completion
     assert "won't run anything" in after.content and after.tool_calls[0].name == "modify_file"
     assert not any(isinstance(i, ReasoningDelta) for i in declined)  # the step does not think
@@ -84,8 +108,9 @@ def test_the_script_follows_the_message_and_what_became_of_its_calls():
 
 def test_it_streams_at_a_pace_and_stops_at_once_when_cancelled():
     model, cancel = DemoModel(pace=1), CancelToken()
-    stream = model.stream([{"role": "user", "content": "tour"}], TOOLS, thinking=True,
-                          cancel=cancel)
+    stream = model.stream(
+        [{"role": "user", "content": "tour"}], TOOLS, thinking=True, cancel=cancel
+    )
     started = time.monotonic()
     next(stream)
     assert time.monotonic() - started >= 0.3  # a model's first-token latency
@@ -97,10 +122,26 @@ def test_it_streams_at_a_pace_and_stops_at_once_when_cancelled():
 
 def test_the_cli_plays_the_fix_with_real_tools(workspace: Path):
     env = clean_env(AGENT_PROVIDER="demo", AGENT_DEMO_PACE="0.02")
-    argv = [sys.executable, str(MAIN), "cli", "--workspace", str(workspace), "--data-dir",
-            str(workspace.parent / "data"), "--mode", "thinking", "--approval", "auto"]
-    result = subprocess.run([*argv, "-p", "Fix the bug in calc.py", "--json"], env=env,
-                            capture_output=True, text=True, timeout=60)
+    argv = [
+        sys.executable,
+        str(MAIN),
+        "cli",
+        "--workspace",
+        str(workspace),
+        "--data-dir",
+        str(workspace.parent / "data"),
+        "--mode",
+        "thinking",
+        "--approval",
+        "auto",
+    ]
+    result = subprocess.run(
+        [*argv, "-p", "Fix the bug in calc.py", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     kinds = [e["event"] for e in events]
@@ -114,8 +155,9 @@ def test_the_cli_plays_the_fix_with_real_tools(workspace: Path):
     assert events[-1]["event"] == "done" and events[-1]["reason"] == "complete"
     assert FIXED in (workspace / "calc.py").read_text()
 
-    text = subprocess.run([*argv, "-p", "hello"], env=env, capture_output=True, text=True,
-                          timeout=60)
+    text = subprocess.run(
+        [*argv, "-p", "hello"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert text.returncode == 0, text.stderr
     assert text.stderr.startswith("DEMO · a scripted model")
     assert "Fix the bug in calc.py" in text.stderr.splitlines()[1]
@@ -123,9 +165,18 @@ def test_the_cli_plays_the_fix_with_real_tools(workspace: Path):
 
 
 def test_the_page_plays_the_fix_with_approvals_then_undoes_it(workspace: Path):
-    server = ServerProcess(workspace, workspace.parent / "data", base_url="", api_key="",
-                           env={"AGENT_PROVIDER": "demo", "AGENT_DEMO_PACE": "0.02",
-                                "AGENT_APPROVAL": "ask", "AGENT_MODE": "thinking"})
+    server = ServerProcess(
+        workspace,
+        workspace.parent / "data",
+        base_url="",
+        api_key="",
+        env={
+            "AGENT_PROVIDER": "demo",
+            "AGENT_DEMO_PACE": "0.02",
+            "AGENT_APPROVAL": "ask",
+            "AGENT_MODE": "thinking",
+        },
+    )
     with server, connected(server.url) as client:
         status = client.call("get_status")
         assert status["demo"] is True and status["api"]["configured"] is True
@@ -133,13 +184,26 @@ def test_the_page_plays_the_fix_with_approvals_then_undoes_it(workspace: Path):
         conversation = client.start("Fix the bug in calc.py")
         approvals: list[dict[str, Any]] = []
         for expected in ("run_command", "modify_file", "run_command"):
-            request = client.wait_until(lambda events: next(
-                (e.payload for e in events if e.name == "tool" and e.payload["phase"] == "approval"
-                 and e.payload not in approvals), None), 20, f"approval of {expected}")
+            request = client.wait_until(
+                lambda events: next(
+                    (
+                        e.payload
+                        for e in events
+                        if e.name == "tool"
+                        and e.payload["phase"] == "approval"
+                        and e.payload not in approvals
+                    ),
+                    None,
+                ),
+                20,
+                f"approval of {expected}",
+            )
             assert request["name"] == expected
             approvals.append(request)
-            ack = client.call("approve", {"conversation_id": conversation,
-                                          "call_id": request["call_id"], "approved": True})
+            ack = client.call(
+                "approve",
+                {"conversation_id": conversation, "call_id": request["call_id"], "approved": True},
+            )
             assert ack["ok"], ack
         events = client.wait_done(conversation, 30)
         assert approvals[1]["preview"].startswith("--- a/calc.py\n+++ b/calc.py\n")
@@ -157,16 +221,32 @@ def test_the_page_plays_the_fix_with_approvals_then_undoes_it(workspace: Path):
 
         declined = client.start("Fix the bug in calc.py")
         for _ in range(2):  # the command, then the edit: both declined
-            request = client.wait_until(lambda events: next(
-                (e.payload for e in events if e.name == "tool" and e.payload["phase"] == "approval"
-                 and e.payload["conversation_id"] == declined
-                 and e.payload not in approvals), None), 20, "an approval")
+            request = client.wait_until(
+                lambda events: next(
+                    (
+                        e.payload
+                        for e in events
+                        if e.name == "tool"
+                        and e.payload["phase"] == "approval"
+                        and e.payload["conversation_id"] == declined
+                        and e.payload not in approvals
+                    ),
+                    None,
+                ),
+                20,
+                "an approval",
+            )
             approvals.append(request)
-            client.call("approve", {"conversation_id": declined, "call_id": request["call_id"],
-                                    "approved": False})
+            client.call(
+                "approve",
+                {"conversation_id": declined, "call_id": request["call_id"], "approved": False},
+            )
         events = client.wait_done(declined, 30)
-        proposal = next(e.payload["details"]["proposal"] for e in events if
-                        e.payload.get("phase") == "result" and e.payload["name"] == "propose_edit")
+        proposal = next(
+            e.payload["details"]["proposal"]
+            for e in events
+            if e.payload.get("phase") == "result" and e.payload["name"] == "propose_edit"
+        )
         assert proposal["path"] == "calc.py" and f"+{FIXED}" in proposal["diff"]
         assert BUGGY in (workspace / "calc.py").read_text()  # nothing written
         answer = "".join(e.payload["text"] for e in events if e.name == "token")

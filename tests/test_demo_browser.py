@@ -20,8 +20,12 @@ pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 def demo_server(tmp_path: Path) -> Iterator[tuple[ServerProcess, Path]]:
     workspace = tmp_path / "ws"
     shutil.copytree(DEMO_DIR / "workspace", workspace)
-    env = {"AGENT_PROVIDER": "demo", "AGENT_DEMO_PACE": "0.05", "AGENT_APPROVAL": "ask",
-           "AGENT_MODE": "thinking"}
+    env = {
+        "AGENT_PROVIDER": "demo",
+        "AGENT_DEMO_PACE": "0.05",
+        "AGENT_APPROVAL": "ask",
+        "AGENT_MODE": "thinking",
+    }
     with ServerProcess(workspace, tmp_path / "data", base_url="", api_key="", env=env) as server:
         yield server, workspace
 
@@ -37,8 +41,9 @@ def test_the_page_says_demo_and_plays_the_fix_to_its_undo(demo_server, page):  #
     assert page.input_value("#message-input") == "Fix the bug in calc.py"
     page.press("#message-input", "Enter")
 
-    page.wait_for_selector(".thinking-block .thinking-text:has-text('reproduce the failure')",
-                           state="attached")  # folded once the answer starts
+    page.wait_for_selector(
+        ".thinking-block .thinking-text:has-text('reproduce the failure')", state="attached"
+    )  # folded once the answer starts
     for tool in ("run_command", "modify_file", "run_command"):
         card = page.locator(f'.tool-card[data-tool="{tool}"][data-state="approval"]').last
         card.wait_for(timeout=20_000)

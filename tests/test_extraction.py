@@ -40,8 +40,12 @@ def make_docx() -> bytes:
     document.add_heading("Quarterly report", 1)
     document.add_paragraph("Revenue grew by 12 percent.")
     table = document.add_table(rows=2, cols=2)
-    for (row, col), text in {(0, 0): "Region", (0, 1): "Sales", (1, 0): "North",
-                             (1, 1): "42"}.items():
+    for (row, col), text in {
+        (0, 0): "Region",
+        (0, 1): "Sales",
+        (1, 0): "North",
+        (1, 1): "42",
+    }.items():
         table.cell(row, col).text = text
     out = io.BytesIO()
     document.save(out)
@@ -81,13 +85,20 @@ def make_pptx() -> bytes:
 def make_pdf(*contents: bytes) -> bytes:
     """One page per content stream, Helvetica as /F1."""
     writer = PdfWriter()
-    font = writer._add_object(DictionaryObject({
-        NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
-        NameObject("/BaseFont"): NameObject("/Helvetica")}))
+    font = writer._add_object(
+        DictionaryObject(
+            {
+                NameObject("/Type"): NameObject("/Font"),
+                NameObject("/Subtype"): NameObject("/Type1"),
+                NameObject("/BaseFont"): NameObject("/Helvetica"),
+            }
+        )
+    )
     for content in contents:
         page = writer.add_blank_page(612, 792)
         page[NameObject("/Resources")] = DictionaryObject(
-            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
+            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
+        )
         stream = DecodedStreamObject()
         stream.set_data(content)
         page[NameObject("/Contents")] = writer._add_object(stream.flate_encode())
@@ -104,8 +115,10 @@ def slow_pdf() -> bytes:
 def rezip(data: bytes, replace: dict[str, bytes], *, add: dict[str, bytes] | None = None) -> bytes:
     """The zip `data` with some parts replaced and others added."""
     out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(data)) as old, \
-            zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as new:
+    with (
+        zipfile.ZipFile(io.BytesIO(data)) as old,
+        zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as new,
+    ):
         for entry in old.infolist():
             new.writestr(entry.filename, replace.get(entry.filename, old.read(entry)))
         for name, content in (add or {}).items():
@@ -152,10 +165,20 @@ def test_pptx_text_has_slides_tables_and_notes():
 
 
 def test_pdf_text_per_page():
-    found = extract("paper.pdf", make_pdf(b"BT /F1 12 Tf 72 720 Td (First page) Tj ET",
-                                          b"BT /F1 12 Tf 72 720 Td (Second page) Tj ET"), LIMITS)
-    assert found.text.split("\n") == ["--- page 1 ---", "First page", "--- page 2 ---",
-                                      "Second page"]
+    found = extract(
+        "paper.pdf",
+        make_pdf(
+            b"BT /F1 12 Tf 72 720 Td (First page) Tj ET",
+            b"BT /F1 12 Tf 72 720 Td (Second page) Tj ET",
+        ),
+        LIMITS,
+    )
+    assert found.text.split("\n") == [
+        "--- page 1 ---",
+        "First page",
+        "--- page 2 ---",
+        "Second page",
+    ]
     assert found.note == "2 pages"
 
 
@@ -179,16 +202,19 @@ def test_images_and_databases_are_recognised_not_parsed():
 # --- refusals -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "data", "words"), [
-    ("report.pdf", PNG, "the name says PDF but its content is an image"),
-    ("cat.png", b"%PDF-1.7\n", "not a image/png image"),
-    ("cat.jpg", PNG, "not a image/jpeg image"),
-    ("report.docx", b"%PDF-1.7\n", "its content is a PDF"),
-    ("notes.md", b"\x00\x01\x02binary", "binary"),
-    ("notes.txt", "caf\xe9".encode("latin-1"), "not UTF-8"),
-    ("tool.exe", b"MZ\x90\x00\x03\x00\x00\x00", "this type of file is not accepted"),
-    ("data.csv", PNG, "its content is an image"),
-])
+@pytest.mark.parametrize(
+    ("name", "data", "words"),
+    [
+        ("report.pdf", PNG, "the name says PDF but its content is an image"),
+        ("cat.png", b"%PDF-1.7\n", "not a image/png image"),
+        ("cat.jpg", PNG, "not a image/jpeg image"),
+        ("report.docx", b"%PDF-1.7\n", "its content is a PDF"),
+        ("notes.md", b"\x00\x01\x02binary", "binary"),
+        ("notes.txt", "caf\xe9".encode("latin-1"), "not UTF-8"),
+        ("tool.exe", b"MZ\x90\x00\x03\x00\x00\x00", "this type of file is not accepted"),
+        ("data.csv", PNG, "its content is an image"),
+    ],
+)
 def test_content_must_match_the_extension(name: str, data: bytes, words: str):
     with pytest.raises(ExtractionError, match=words) as caught:
         extract(name, data, LIMITS)
@@ -255,17 +281,20 @@ def test_identify_trusts_content_for_names_without_a_known_extension():
 # --- names, storage and the model's view ---------------------------------------------------------
 
 
-@pytest.mark.parametrize(("given", "stored"), [
-    ("../../etc/passwd", "passwd"),
-    ("C:\\Users\\me\\Q3 report.pdf", "Q3_report.pdf"),
-    (".bashrc", "bashrc"),
-    ("-rf.txt", "rf.txt"),
-    ("a\x00b\nc.md", "a_b_c.md"),
-    ("  .. ", "upload"),
-    ("<script>.md", "script.md"),
-    ("notes.swp", "notes.swp.txt"),
-    ("x" * 300 + ".pdf", "x" * 116 + ".pdf"),
-])
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [
+        ("../../etc/passwd", "passwd"),
+        ("C:\\Users\\me\\Q3 report.pdf", "Q3_report.pdf"),
+        (".bashrc", "bashrc"),
+        ("-rf.txt", "rf.txt"),
+        ("a\x00b\nc.md", "a_b_c.md"),
+        ("  .. ", "upload"),
+        ("<script>.md", "script.md"),
+        ("notes.swp", "notes.swp.txt"),
+        ("x" * 300 + ".pdf", "x" * 116 + ".pdf"),
+    ],
+)
 def test_safe_names(given: str, stored: str):
     assert safe_name(given) == stored
 
@@ -283,30 +312,32 @@ def test_uploads_never_replace_a_file_and_refusals_leave_nothing(tmp_path: Path)
     assert (tmp_path / "ws/uploads/notes.md").read_text() == "one\n"
     with pytest.raises(ExtractionError):
         store.upload(PNG, "fake.pdf")
-    assert sorted(p.name for p in (tmp_path / "ws/uploads").iterdir()) == ["notes-2.md",
-                                                                           "notes.md"]
+    assert sorted(p.name for p in (tmp_path / "ws/uploads").iterdir()) == ["notes-2.md", "notes.md"]
 
 
 def test_expand_puts_capped_text_after_the_message(tmp_path: Path):
     store = _store(tmp_path, shown_chars=1_000)
     (tmp_path / "ws/long.txt").write_text("x" * 2_500)
     [attachment] = store.attach(["long.txt"])
-    record = {"role": "user", "content": "summarise", "meta": {"attachments": [
-        attachment.to_meta()]}}
+    record = {
+        "role": "user",
+        "content": "summarise",
+        "meta": {"attachments": [attachment.to_meta()]},
+    }
     content = store.expand(record, images=False)["content"]
     assert content.startswith("summarise\n\n[Attached file long.txt: text, 2.4 KB, 1 line]")
     assert "<<<BEGIN long.txt>>>\n" + "x" * 1_000 + "\n<<<END long.txt>>>" in content
     assert "only the first 1,000 of 2,500 characters" in content
     assert "read_document(path='long.txt', offset=1000)" in content
-    assert store.read("long.txt", 1_000, 1_000).endswith("x" * 1_000 + "\n[More: read_document("
-                                                         "path='long.txt', offset=2000)]")
+    assert store.read("long.txt", 1_000, 1_000).endswith(
+        "x" * 1_000 + "\n[More: read_document(path='long.txt', offset=2000)]"
+    )
 
 
 def test_images_become_image_parts_only_for_models_that_take_them(tmp_path: Path):
     store = _store(tmp_path)
     image = store.upload(PNG, "cat.png")
-    record = {"role": "user", "content": "what is it?",
-              "meta": {"attachments": [image.to_meta()]}}
+    record = {"role": "user", "content": "what is it?", "meta": {"attachments": [image.to_meta()]}}
     text, part = store.expand(record, images=True)["content"]
     assert text["type"] == "text" and "uploads/cat.png" in text["text"]
     assert part["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo")

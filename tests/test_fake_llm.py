@@ -153,8 +153,7 @@ def test_kimi_ids_usage_in_choice_and_thinking_switch() -> None:
         assert tool_fragments(thinking)[0]["id"] == "functions.read_file:0"
         final = chunks(thinking)[-1]
         assert "usage" not in final and final["choices"][0]["usage"]["prompt_tokens"] > 0
-        fast = post(fake, chat(fake, stream=True, model="kimi-k2.6",
-                               thinking={"type": "disabled"}))
+        fast = post(fake, chat(fake, stream=True, model="kimi-k2.6", thinking={"type": "disabled"}))
         assert joined(fast, "reasoning_content") == "" and joined(fast, "content") == "plain"
 
 

@@ -131,11 +131,29 @@ def test_the_matcher_agrees_with_git_check_ignore(tmp_path: Path):
     _write(root, "src/.gitignore", "*.gen\n!keep.gen\n/local\ncache/*\n!cache/keep\n")
     _write(root, "build/.gitignore", "!*\n")
     files = [
-        "a.log", "important.log", "src/x.log", "src/important.log", "build/out.o",
-        "build/keep.txt", "src/build/o", "top/t.txt", "src/top/t.txt", "docs/draft1.md",
-        "docs/a/b/draft2.md", "docs/final.md", "1.tmp2", "a1.tmp2", "src/z.gen",
-        "src/keep.gen", "src/deep/z.gen", "src/local", "src/deep/local", "src/cache/c1",
-        "src/cache/keep", "src/cache/c2", "readme.md",
+        "a.log",
+        "important.log",
+        "src/x.log",
+        "src/important.log",
+        "build/out.o",
+        "build/keep.txt",
+        "src/build/o",
+        "top/t.txt",
+        "src/top/t.txt",
+        "docs/draft1.md",
+        "docs/a/b/draft2.md",
+        "docs/final.md",
+        "1.tmp2",
+        "a1.tmp2",
+        "src/z.gen",
+        "src/keep.gen",
+        "src/deep/z.gen",
+        "src/local",
+        "src/deep/local",
+        "src/cache/c1",
+        "src/cache/keep",
+        "src/cache/c2",
+        "readme.md",
     ]
     for rel in files:
         _write(root, rel)
@@ -145,7 +163,10 @@ def test_the_matcher_agrees_with_git_check_ignore(tmp_path: Path):
     subprocess.run(["git", "init", "-q", str(root)], check=True, env=env)
     answer = subprocess.run(
         ["git", "-C", str(root), "check-ignore", "--no-index", "--stdin"],
-        input="\n".join(paths) + "\n", capture_output=True, text=True, env=env,
+        input="\n".join(paths) + "\n",
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert answer.returncode in (0, 1), answer.stderr
     ignore = WorkspaceIgnore(root)
@@ -163,8 +184,13 @@ def ctx(tmp_path: Path) -> ToolContext:
     root = context.workspace.root
     _write(root, ".gitignore", "dist/\n*.log\n")
     for rel in (
-        "src/a.py", "dist/out.js", "app.log", "src/debug.log", "node_modules/x/index.js",
-        ".venv/lib.py", "src/__pycache__/a.pyc",
+        "src/a.py",
+        "dist/out.js",
+        "app.log",
+        "src/debug.log",
+        "node_modules/x/index.js",
+        ".venv/lib.py",
+        "src/__pycache__/a.pyc",
     ):
         _write(root, rel, "needle\n")
     return context
@@ -172,10 +198,14 @@ def ctx(tmp_path: Path) -> ToolContext:
 
 def test_list_files_skips_gitignored_and_built_in_folders(ctx: ToolContext):
     assert call(ctx, "list_files").output.splitlines() == [
-        "the workspace:", "src/", ".gitignore", "src/a.py",
+        "the workspace:",
+        "src/",
+        ".gitignore",
+        "src/a.py",
     ]
     assert call(ctx, "list_files", directory="dist").output.splitlines() == [
-        "dist:", "dist/out.js",
+        "dist:",
+        "dist/out.js",
     ]
 
 

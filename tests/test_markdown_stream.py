@@ -55,7 +55,7 @@ DOCUMENTS = {
     ),
     "references": (
         "See [the docs][docs] and [other].\n\n- a list item with [docs]\n\n"
-        "[docs]: https://example.com/docs \"Docs\"\n[other]: https://example.com/other\n\nafter\n"
+        '[docs]: https://example.com/docs "Docs"\n[other]: https://example.com/other\n\nafter\n'
     ),
     "crlf": "# CRLF\r\n\r\nline one\r\nline two\r\n\r\n- a\r\n- b\r\n\r\n```\r\ncode\r\n```\r\n",
     # lists and tables are rendered part by part while open; code stays plain until closed
@@ -114,9 +114,12 @@ def chunkings(text: str, rng: random.Random) -> Iterator[list[int]]:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, FakeLLM]]:
     root = tmp_path_factory.mktemp("markdown")
     (root / "ws").mkdir()
-    with FakeLLM("deepseek") as fake, ServerProcess(
-        root / "ws", root / "data", base_url=fake.base_url, api_key=fake.api_key
-    ) as server:
+    with (
+        FakeLLM("deepseek") as fake,
+        ServerProcess(
+            root / "ws", root / "data", base_url=fake.base_url, api_key=fake.api_key
+        ) as server,
+    ):
         yield server, fake
 
 
@@ -165,17 +168,26 @@ def test_the_page_streams_a_long_answer_into_the_same_elements(
     page.evaluate(EXPECT_ONE_SHOT, answer)
     # the last frames and the final check may still be on their way
     page.wait_for_function(
-        "() => document.querySelector('.assistant-message .answer').innerHTML === window.expected")
+        "() => document.querySelector('.assistant-message .answer').innerHTML === window.expected"
+    )
     assert page.evaluate(
-        "document.querySelector('.assistant-message .answer').firstElementChild === firstBlock")
-    assert page.locator(".assistant-message pre.code-block").count() == \
-        page.locator(".assistant-message pre.code-block .copy-code").count() > 0
+        "document.querySelector('.assistant-message .answer').firstElementChild === firstBlock"
+    )
+    assert (
+        page.locator(".assistant-message pre.code-block").count()
+        == page.locator(".assistant-message pre.code-block .copy-code").count()
+        > 0
+    )
     assert page.locator(".assistant-message a.remote-image").count() == 3
     assert page.locator(".assistant-message img").count() == 3  # the inline data: ones
-    assert page.locator(".assistant-message img:not([src^='data:image/']), "
-                        ".assistant-message script, .assistant-message iframe, "
-                        ".assistant-message [style], .assistant-message a[href^=javascript]"
-                        ).count() == 0
+    assert (
+        page.locator(
+            ".assistant-message img:not([src^='data:image/']), "
+            ".assistant-message script, .assistant-message iframe, "
+            ".assistant-message [style], .assistant-message a[href^=javascript]"
+        ).count()
+        == 0
+    )
     assert page.errors == []  # type: ignore[attr-defined]
 
 
@@ -203,8 +215,11 @@ CODE_ELEMENT = """async (text) => {
 def test_open_code_shows_plain_until_its_fence_closes(page: Any) -> None:
     open_code = "Look:\n\n```python\ndef f():\n    return 1\n"
     shown = page.evaluate(CODE_ELEMENT, open_code)
-    assert shown == {"classes": "hljs language-python", "spans": 0,
-                     "text": "def f():\n    return 1"}
+    assert shown == {
+        "classes": "hljs language-python",
+        "spans": 0,
+        "text": "def f():\n    return 1",
+    }
     closed = page.evaluate(CODE_ELEMENT, open_code + "```\n\nafter\n")
     assert closed["spans"] > 0 and closed["text"] == "def f():\n    return 1"
 
@@ -213,9 +228,12 @@ def test_code_blocks_are_text_whatever_they_hold(page: Any) -> None:
     """Code blocks skip the sanitiser (their HTML is made by markdown.js): nothing in them, nor in
     their language, may become an element."""
     hostile = '<img src=x onerror="window.hit=1"></code></pre><script>window.hit=2</script>'
-    text = (f"```python\n{hostile}\n```\n\n```\n{hostile}\n```\n\n"
-            f'```python"><img src=x onerror="window.hit=3">\n{hostile}\n```\n')
-    shown = page.evaluate("""async (text) => {
+    text = (
+        f"```python\n{hostile}\n```\n\n```\n{hostile}\n```\n\n"
+        f'```python"><img src=x onerror="window.hit=3">\n{hostile}\n```\n'
+    )
+    shown = page.evaluate(
+        """async (text) => {
       const { MarkdownView } = await import("/static/js/markdown.js");
       const view = new MarkdownView(document.createElement("div"));
       document.body.append(view.el);
@@ -227,7 +245,9 @@ def test_code_blocks_are_text_whatever_they_hold(page: Any) -> None:
       };
       view.el.remove();
       return result;
-    }""", text)
+    }""",
+        text,
+    )
     assert shown == {"codes": [hostile] * 3, "langs": ["python", "", 'python"><img'], "elements": 0}
     assert page.evaluate("window.hit") is None
 
@@ -287,7 +307,8 @@ def test_show_renders_a_long_text_in_slices_as_set_would(page: Any) -> None:
 
 
 def test_show_stops_for_a_container_taken_out_of_the_page(page: Any) -> None:
-    result = page.evaluate("""async (text) => {
+    result = page.evaluate(
+        """async (text) => {
       const { MarkdownView } = await import("/static/js/markdown.js");
       const box = document.createElement("div");
       document.body.append(box);
@@ -303,7 +324,9 @@ def test_show_stops_for_a_container_taken_out_of_the_page(page: Any) -> None:
       const oneShot = new MarkdownView(document.createElement("div"));
       oneShot.set(text);
       return { left, later: box.childElementCount, all: oneShot.el.childElementCount };
-    }""", long_text())
+    }""",
+        long_text(),
+    )
     assert 0 < result["left"] == result["later"] < result["all"], result
 
 
@@ -335,4 +358,5 @@ def test_a_long_answer_from_history_shows_as_a_one_shot_render(
     page.wait_for_selector(".assistant-message .answer")
     page.evaluate(EXPECT_ONE_SHOT, answer)
     page.wait_for_function(
-        "() => document.querySelector('.assistant-message .answer').innerHTML === window.expected")
+        "() => document.querySelector('.assistant-message .answer').innerHTML === window.expected"
+    )

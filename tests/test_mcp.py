@@ -45,8 +45,11 @@ def write_config(path: Path, servers: dict[str, Any]) -> Path:
 
 
 def manager_for(tmp_path: Path, servers: dict[str, Any]) -> McpManager:
-    config = load_config(write_config(tmp_path / "data" / "mcp.json", servers),
-                         tmp_path / "ws" / ".mcp.json", trust_workspace=False)
+    config = load_config(
+        write_config(tmp_path / "data" / "mcp.json", servers),
+        tmp_path / "ws" / ".mcp.json",
+        trust_workspace=False,
+    )
     (tmp_path / "ws").mkdir(exist_ok=True)
     return McpManager(config, workspace=tmp_path / "ws", logs=tmp_path / "data" / "logs")
 
@@ -54,8 +57,11 @@ def manager_for(tmp_path: Path, servers: dict[str, Any]) -> McpManager:
 def wait_started(manager: McpManager) -> McpManager:
     """Wait until no server is still starting (a loaded machine can take longer than the
     first listing waits)."""
-    wait_until(lambda: all(s.state != "starting" for s in manager.servers.values()), 30,
-               "the MCP servers to start")
+    wait_until(
+        lambda: all(s.state != "starting" for s in manager.servers.values()),
+        30,
+        "the MCP servers to start",
+    )
     return manager
 
 
@@ -75,16 +81,28 @@ def fixture_manager(tmp_path: Path) -> Iterator[tuple[McpManager, str]]:
 
 def test_config_reads_the_claude_desktop_and_cline_formats(tmp_path, monkeypatch):
     monkeypatch.setenv("FIXTURE_TOKEN", "s3cret")
-    user = write_config(tmp_path / "user.json", {
-        "files": {"command": "npx", "args": ["-y", "server"], "env": {"KEY": "${FIXTURE_TOKEN}"},
-                  "alwaysAllow": ["read"], "disabled": True},
-        "remote": {"url": "https://example.test/mcp", "headers": {"X": "${MISSING:-fallback}"},
-                   "allowedTools": ["search_*"], "timeout": 5},
-        "old": {"url": "http://127.0.0.1:1/sse", "type": "sse"},
-        "cline": {"url": "http://127.0.0.1:1/mcp", "type": "streamableHttp"},
-        "broken": {"args": ["x"]},
-        "unset": {"command": "${NOT_SET_ANYWHERE}"},
-    })
+    user = write_config(
+        tmp_path / "user.json",
+        {
+            "files": {
+                "command": "npx",
+                "args": ["-y", "server"],
+                "env": {"KEY": "${FIXTURE_TOKEN}"},
+                "alwaysAllow": ["read"],
+                "disabled": True,
+            },
+            "remote": {
+                "url": "https://example.test/mcp",
+                "headers": {"X": "${MISSING:-fallback}"},
+                "allowedTools": ["search_*"],
+                "timeout": 5,
+            },
+            "old": {"url": "http://127.0.0.1:1/sse", "type": "sse"},
+            "cline": {"url": "http://127.0.0.1:1/mcp", "type": "streamableHttp"},
+            "broken": {"args": ["x"]},
+            "unset": {"command": "${NOT_SET_ANYWHERE}"},
+        },
+    )
     config = load_config(user, tmp_path / ".mcp.json", trust_workspace=False)
     servers = config.servers
     assert servers["files"].entry.env == {"KEY": "s3cret"}
@@ -104,8 +122,10 @@ def test_config_reads_the_claude_desktop_and_cline_formats(tmp_path, monkeypatch
 
 def test_workspace_servers_start_only_when_trusted_and_the_users_file_wins(tmp_path):
     workspace = tmp_path / "ws"
-    write_config(workspace / ".mcp.json", {"mine": {"command": "evil"},
-                                           "both": {"command": "from-workspace"}})
+    write_config(
+        workspace / ".mcp.json",
+        {"mine": {"command": "evil"}, "both": {"command": "from-workspace"}},
+    )
     user = write_config(tmp_path / "user.json", {"both": {"command": "from-user"}})
     untrusted = load_config(user, workspace / ".mcp.json", trust_workspace=False)
     assert not untrusted.servers["mine"].enabled
@@ -118,8 +138,9 @@ def test_workspace_servers_start_only_when_trusted_and_the_users_file_wins(tmp_p
 def test_tool_names_are_namespaced_short_stable_and_distinct():
     assert tool_name("github", "create_issue") == "mcp__github__create_issue"
     long = tool_name("a-very-long-server-name-indeed", "and_an_even_longer_tool_name_here_too")
-    assert len(long) == 64 and long == tool_name("a-very-long-server-name-indeed",
-                                                 "and_an_even_longer_tool_name_here_too")
+    assert len(long) == 64 and long == tool_name(
+        "a-very-long-server-name-indeed", "and_an_even_longer_tool_name_here_too"
+    )
     cleaned = {tool_name("a.b", "x"), tool_name("a_b", "x"), tool_name("a b", "x")}
     assert len(cleaned) == 3
     assert all(len(n) <= 64 and n.replace("_", "").replace("-", "").isalnum() for n in cleaned)
@@ -188,12 +209,17 @@ def test_a_hanging_call_times_out_and_a_cancel_stops_it_at_once(fixture_manager)
 
 
 def test_a_broken_server_never_delays_start_and_says_why(tmp_path):
-    manager = manager_for(tmp_path, {
-        "missing": {"command": "no-such-mcp-server-command"},
-        "dies": {"command": sys.executable, "args": ["-c", "import sys; sys.stderr.write("
-                                                     "'bad token\\n'); sys.exit(1)"]},
-        "off": {"command": "whatever", "disabled": True},
-    })
+    manager = manager_for(
+        tmp_path,
+        {
+            "missing": {"command": "no-such-mcp-server-command"},
+            "dies": {
+                "command": sys.executable,
+                "args": ["-c", "import sys; sys.stderr.write('bad token\\n'); sys.exit(1)"],
+            },
+            "off": {"command": "whatever", "disabled": True},
+        },
+    )
     started = time.monotonic()
     manager.start()
     assert time.monotonic() - started < 0.5
@@ -213,11 +239,22 @@ def test_a_broken_server_never_delays_start_and_says_why(tmp_path):
 @pytest.mark.parametrize("transport", ["http", "sse"])
 def test_http_transports(tmp_path, transport):
     port = free_port()
-    process = subprocess.Popen([sys.executable, str(FIXTURE), f"--{transport}", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, str(FIXTURE), f"--{transport}", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     path = "/mcp" if transport == "http" else "/sse"
-    manager = manager_for(tmp_path, {"web": {"url": f"http://127.0.0.1:{port}{path}",
-                                             "type": transport, "headers": {"X-Test": "1"}}})
+    manager = manager_for(
+        tmp_path,
+        {
+            "web": {
+                "url": f"http://127.0.0.1:{port}{path}",
+                "type": transport,
+                "headers": {"X-Test": "1"},
+            }
+        },
+    )
     try:
         wait_until(lambda: _listening(port), 15, "the fixture HTTP server to listen")
         manager.start()
@@ -250,8 +287,12 @@ def test_no_orphan_when_this_process_is_killed(tmp_path):
         "m.start()\nwhile m.servers['fx'].state == 'starting': time.sleep(0.05)\n"
         "print(len(m.tools()), flush=True); time.sleep(60)\n"
     )
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                              cwd=Path(__file__).resolve().parent.parent)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     try:
         assert parent.stdout is not None and int(parent.stdout.readline()) > 0
         assert len(running(marker)) == 1
@@ -269,8 +310,12 @@ def test_mcp_tools_follow_the_approval_mode_in_the_agent_loop(fake_llm, tmp_path
     try:
         wait_started(terminal.services.mcp)
         fake_llm.script(
-            Reply(tool_calls=[Call("mcp__fx__echo", {"text": "a"}),
-                              Call("mcp__fx__write_note", {"text": "b"})]),
+            Reply(
+                tool_calls=[
+                    Call("mcp__fx__echo", {"text": "a"}),
+                    Call("mcp__fx__write_note", {"text": "b"}),
+                ]
+            ),
             Reply(content="done"),
         )
         thread = run_in_thread(terminal, "use the fixture")
@@ -286,8 +331,9 @@ def test_mcp_tools_follow_the_approval_mode_in_the_agent_loop(fake_llm, tmp_path
         assert offered["mcp__fx__echo"]["function"]["parameters"]["required"] == ["text"]
 
         terminal.approval = "read-only"
-        fake_llm.script(Reply(tool_calls=[Call("mcp__fx__write_note", {"text": "c"})]),
-                        Reply(content="ok"))
+        fake_llm.script(
+            Reply(tool_calls=[Call("mcp__fx__write_note", {"text": "c"})]), Reply(content="ok")
+        )
         assert terminal.handle_task("again") == "complete"
         offered = {t["function"]["name"] for t in fake_llm.chat_requests[2].body["tools"]}
         assert "mcp__fx__echo" in offered and "mcp__fx__write_note" not in offered
@@ -299,8 +345,14 @@ def test_mcp_tools_follow_the_approval_mode_in_the_agent_loop(fake_llm, tmp_path
 
 
 def test_always_allow_and_allowed_tools_shape_what_is_offered(tmp_path):
-    manager = manager_for(tmp_path, {"fx": stdio_entry(
-        "mcp-allow", alwaysAllow=["write_*"], allowed_tools=["echo", "write_note"])})
+    manager = manager_for(
+        tmp_path,
+        {
+            "fx": stdio_entry(
+                "mcp-allow", alwaysAllow=["write_*"], allowed_tools=["echo", "write_note"]
+            )
+        },
+    )
     manager.start()
     try:
         tools = wait_started(manager).tools()
@@ -314,8 +366,10 @@ def test_always_allow_and_allowed_tools_shape_what_is_offered(tmp_path):
 
 def test_slash_mcp_and_the_status_payload_list_the_servers(make_web, tmp_path):
     marker = f"mcp-{uuid.uuid4().hex[:8]}"
-    write_config(tmp_path / "data" / "mcp.json", {
-        "fx": stdio_entry(marker), "off": {"command": "x", "disabled": True}})
+    write_config(
+        tmp_path / "data" / "mcp.json",
+        {"fx": stdio_entry(marker), "off": {"command": "x", "disabled": True}},
+    )
     web = make_web()
     try:
         status = web.connect().call("get_status", {})["mcp"]
@@ -325,8 +379,13 @@ def test_slash_mcp_and_the_status_payload_list_the_servers(make_web, tmp_path):
         servers = web.connect().call("get_status", {})["mcp"]["servers"]
         assert servers[0]["state"] == "connected"
         echo = next(t for t in servers[0]["tools"] if t["tool"] == "echo")
-        assert echo == {"name": "mcp__fx__echo", "tool": "echo", "read_only": True,
-                        "asks": False, "description": "[MCP server fx] Say the text back."}
+        assert echo == {
+            "name": "mcp__fx__echo",
+            "tool": "echo",
+            "read_only": True,
+            "asks": False,
+            "description": "[MCP server fx] Say the text back.",
+        }
         out = io.StringIO()
         terminal = CliTerminal(web.state.services, out=out, err=out, stdin=io.StringIO())
         run_command(terminal, "/mcp")
@@ -351,12 +410,19 @@ def test_no_servers_configured_costs_nothing(tmp_path):
     manager.close()
     services = build_services(settings)
     assert services.mcp is None  # no file: the MCP code is not even loaded
-    code = ("import sys; from core.services import build_services; from utils.settings import "
-            f"Settings; build_services(Settings(workspace={str(tmp_path / 'ws')!r}, "
-            f"data_dir={str(tmp_path / 'data')!r})); "
-            "print(sorted(m for m in sys.modules if 'mcp' in m))")
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parent.parent, check=True)
+    code = (
+        "import sys; from core.services import build_services; from utils.settings import "
+        f"Settings; build_services(Settings(workspace={str(tmp_path / 'ws')!r}, "
+        f"data_dir={str(tmp_path / 'data')!r})); "
+        "print(sorted(m for m in sys.modules if 'mcp' in m))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+        check=True,
+    )
     assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
     out = io.StringIO()
     run_command(CliTerminal(services, out=out, err=out, stdin=io.StringIO()), "/mcp")
@@ -368,25 +434,47 @@ def test_the_eventlet_server_calls_mcp_tools_without_blocking_its_loop(fake_llm,
     marker = f"mcp-{uuid.uuid4().hex[:8]}"
     write_config(tmp_path / "data" / "mcp.json", {"fx": stdio_entry(marker)})
     fake_llm.script(
-        Reply(tool_calls=[Call("mcp__fx__slow", {"seconds": 1.5}),
-                          Call("mcp__fx__echo", {"text": "green"})]),
+        Reply(
+            tool_calls=[
+                Call("mcp__fx__slow", {"seconds": 1.5}),
+                Call("mcp__fx__echo", {"text": "green"}),
+            ]
+        ),
         Reply(content="done"),
     )
-    process = ServerProcess(tmp_path / "ws", tmp_path / "data", base_url=fake_llm.base_url,
-                            api_key=fake_llm.api_key, async_mode="eventlet").start()
+    process = ServerProcess(
+        tmp_path / "ws",
+        tmp_path / "data",
+        base_url=fake_llm.base_url,
+        api_key=fake_llm.api_key,
+        async_mode="eventlet",
+    ).start()
     try:
         client = EventClient(process.url).connect()
-        wait_until(lambda: client.call("get_status")["mcp"]["servers"][0]["state"] != "starting",
-                   30, "the MCP server to start")
+        wait_until(
+            lambda: client.call("get_status")["mcp"]["servers"][0]["state"] != "starting",
+            30,
+            "the MCP server to start",
+        )
         cid = client.start("use the fixture")
-        client.wait_until(lambda events: any(
-            e.name == "tool" and e.payload.get("phase") == "end"
-            and e.payload.get("name") == "mcp__fx__slow" for e in events), 20, "the slow call")
+        client.wait_until(
+            lambda events: any(
+                e.name == "tool"
+                and e.payload.get("phase") == "end"
+                and e.payload.get("name") == "mcp__fx__slow"
+                for e in events
+            ),
+            20,
+            "the slow call",
+        )
         started = time.monotonic()
         assert client.call("get_status")["mcp"]["servers"][0]["state"] == "connected"
         assert time.monotonic() - started < 0.5  # the loop answers while the call runs
-        results = [e.payload for e in client.wait_done(cid)
-                   if e.name == "tool" and e.payload.get("phase") == "result"]
+        results = [
+            e.payload
+            for e in client.wait_done(cid)
+            if e.name == "tool" and e.payload.get("phase") == "result"
+        ]
         assert [r["ok"] for r in results] == [True, True], results
         assert results[0]["output"] == "slow done" and "echo: green" in results[1]["output"]
         client.disconnect()

@@ -22,15 +22,27 @@ def test_the_panel_lists_each_server_with_its_state_and_tools(tmp_path, page):  
     marker = f"mcp-{uuid.uuid4().hex[:8]}"
     data = tmp_path / "data"
     data.mkdir()
-    (data / "mcp.json").write_text(json.dumps({"mcpServers": {
-        "fixture": {"command": sys.executable, "args": [str(FIXTURE), "--marker", marker]},
-        "missing": {"command": "no-such-mcp-server-command"},
-        "off": {"command": "anything", "disabled": True},
-    }}))
+    (data / "mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "fixture": {
+                        "command": sys.executable,
+                        "args": [str(FIXTURE), "--marker", marker],
+                    },
+                    "missing": {"command": "no-such-mcp-server-command"},
+                    "off": {"command": "anything", "disabled": True},
+                }
+            }
+        )
+    )
     (tmp_path / "ws").mkdir()
-    with FakeLLM("deepseek") as fake, ServerProcess(
-        tmp_path / "ws", data, base_url=fake.base_url, api_key=fake.api_key
-    ) as server:
+    with (
+        FakeLLM("deepseek") as fake,
+        ServerProcess(
+            tmp_path / "ws", data, base_url=fake.base_url, api_key=fake.api_key
+        ) as server,
+    ):
         page.goto(f"{server.url}/?token={TOKEN}")
         panel = page.locator("[data-testid=mcp-panel]")
         panel.wait_for()
@@ -48,5 +60,8 @@ def test_the_panel_lists_each_server_with_its_state_and_tools(tmp_path, page):  
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "mcp-panel.png"))
         assert page.console_errors == []  # type: ignore[attr-defined]
-    wait_until(lambda: not any(marker in argv for argv in live_command_lines().values()), 10,
-               "the MCP server to stop with the web server")
+    wait_until(
+        lambda: not any(marker in argv for argv in live_command_lines().values()),
+        10,
+        "the MCP server to stop with the web server",
+    )

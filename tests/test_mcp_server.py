@@ -19,8 +19,15 @@ REPO = Path(__file__).resolve().parent.parent
 def serve(tmp_path: Path, *flags: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
-        args=[str(REPO / "main.py"), "mcp", "--workspace", str(tmp_path / "ws"),
-              "--data-dir", str(tmp_path / "data"), *flags],
+        args=[
+            str(REPO / "main.py"),
+            "mcp",
+            "--workspace",
+            str(tmp_path / "ws"),
+            "--data-dir",
+            str(tmp_path / "data"),
+            *flags,
+        ],
         cwd=REPO,
     )
 
@@ -39,8 +46,9 @@ def test_ask_mode_offers_reading_tools_plus_the_opted_in_ones(tmp_path):
             assert tools["create_file"].annotations.read_only_hint is False
             assert "path" in tools["create_file"].input_schema["properties"]
 
-            created = await client.call_tool("create_file", {"path": "a/b.txt",
-                                                             "content": "hello\n"})
+            created = await client.call_tool(
+                "create_file", {"path": "a/b.txt", "content": "hello\n"}
+            )
             assert not created.is_error, text(created)
             read = await client.call_tool("read_file", {"path": "a/b.txt"})
             assert "hello" in text(read)
@@ -70,8 +78,12 @@ def test_auto_mode_offers_commands_which_run_in_the_workspace(tmp_path):
 
 def test_read_only_mode_refuses_opt_ins_that_change_things(tmp_path):
     registry = build_registry()
-    settings = Settings(workspace=tmp_path, data_dir=tmp_path, approval="read-only",
-                        mcp_server_tools=["create_file", "no_such_tool", "read_file"])
+    settings = Settings(
+        workspace=tmp_path,
+        data_dir=tmp_path,
+        approval="read-only",
+        mcp_server_tools=["create_file", "no_such_tool", "read_file"],
+    )
     offered, warnings = offered_tools(registry, settings)
     assert "create_file" not in offered and "read_file" in offered
     assert all(tool.read_only for tool in offered.values())

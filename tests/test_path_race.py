@@ -101,7 +101,8 @@ def test_tools_never_escape_through_a_swapped_folder(tmp_path: Path) -> None:
         started = time.monotonic()
         n = 0
         while (elapsed := time.monotonic() - started) < RUN_SECONDS or (
-                calls < MIN_CALLS and elapsed < MAX_SECONDS):
+            calls < MIN_CALLS and elapsed < MAX_SECONDS
+        ):
             for output in _round(ctx, n):
                 calls += 1
                 if SECRET in output or MARKER in output:

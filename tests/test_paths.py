@@ -216,8 +216,10 @@ def test_hard_links_to_outside_files_are_never_written_through(setup, tmp_path: 
     before = snapshot(tmp_path / "outside")
     calls = [
         ("modify_file", {"path": "hard.txt", "operation": "append", "content": "pwned"}),
-        ("modify_file", {"path": "hard.txt", "operation": "replace", "old_text": "secret",
-                         "new_text": "pwned"}),
+        (
+            "modify_file",
+            {"path": "hard.txt", "operation": "replace", "old_text": "secret", "new_text": "pwned"},
+        ),
         ("create_file", {"path": "hard.txt", "content": "pwned"}),
         ("modify_file", {"path": "hard.txt", "operation": "clear"}),
         ("rename_file", {"old_path": "hard.txt", "new_path": "hard2.txt"}),
@@ -229,10 +231,21 @@ def test_hard_links_to_outside_files_are_never_written_through(setup, tmp_path: 
     assert (outside / "secret.txt").read_text() == "secret"
 
 
-@pytest.mark.parametrize("name", [
-    "%2e%2e/x.txt", "..%2fx.txt", "．．/x.txt", "\u2024\u2024/x.txt", "OUTSIDE/x.txt",
-    "..x/y.txt", "x../y.txt", "...", "....//x.txt", " ../x.txt",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "%2e%2e/x.txt",
+        "..%2fx.txt",
+        "．．/x.txt",
+        "\u2024\u2024/x.txt",
+        "OUTSIDE/x.txt",
+        "..x/y.txt",
+        "x../y.txt",
+        "...",
+        "....//x.txt",
+        " ../x.txt",
+    ],
+)
 def test_lookalike_names_stay_inside_the_workspace(setup, tmp_path: Path, name: str) -> None:
     ctx, ws, _ = setup
     before = snapshot(tmp_path / "outside")

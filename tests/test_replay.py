@@ -33,7 +33,10 @@ def server(
 ) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp(f"replay-{request.param}")
     with ServerProcess(
-        root / "ws", root / "data", base_url=fake.base_url, api_key=fake.api_key,
+        root / "ws",
+        root / "data",
+        base_url=fake.base_url,
+        api_key=fake.api_key,
         async_mode=request.param,
     ) as process:
         yield process
@@ -70,8 +73,12 @@ def rendered(view: dict[str, Any]) -> tuple[dict[str, str], dict[str, int]]:
 
 def test_a_reload_at_any_moment_shows_each_token_once(server: ServerProcess, fake: FakeLLM):
     fake.script(
-        Reply(content=FIRST, chunk_size=2, delay=0.02,
-              tool_calls=[Call("create_file", {"path": "notes.md", "content": "# Notes\n"})]),
+        Reply(
+            content=FIRST,
+            chunk_size=2,
+            delay=0.02,
+            tool_calls=[Call("create_file", {"path": "notes.md", "content": "# Notes\n"})],
+        ),
         Reply(content=SECOND, chunk_size=2, delay=0.02),
     )
     views: list[dict[str, Any]] = []

@@ -341,7 +341,12 @@ def test_the_runner_is_chosen_only_when_first_needed(tmp_path: Path) -> None:
     assert isinstance(runner, DeferredRunner)
     assert runner.chosen is None
     runner.close()  # nothing built, nothing to release
-    result = runner.run(["sh", "-c", "echo ran"], cwd=settings.workspace, timeout=10,
-                        cancel=CancelToken(), on_output=lambda _: None)
+    result = runner.run(
+        ["sh", "-c", "echo ran"],
+        cwd=settings.workspace,
+        timeout=10,
+        cancel=CancelToken(),
+        on_output=lambda _: None,
+    )
     assert result.output.strip() == "ran"
     assert runner.chosen is not None and runner.kind == runner.chosen.kind

@@ -32,8 +32,12 @@ MAIN = Path(__file__).resolve().parent.parent / "main.py"
 GOOD_BODY = "# Greet\n\nSay hello in three languages.\n"
 
 
-def skill_md(name: str = "greet", description: str = "Greets people warmly.",
-             extra: str = "", body: str = GOOD_BODY) -> str:
+def skill_md(
+    name: str = "greet",
+    description: str = "Greets people warmly.",
+    extra: str = "",
+    body: str = GOOD_BODY,
+) -> str:
     return f"---\nname: {name}\ndescription: {description}\n{extra}---\n\n{body}"
 
 
@@ -67,12 +71,18 @@ BROKEN = [
     ("long-description", skill_md("long-description", "d" * 1025), "over 1024"),
     ("bad-license", skill_md("bad-license", extra="license: 3\n"), "license must be a string"),
     ("long-compat", skill_md("long-compat", extra=f"compatibility: {'c' * 501}\n"), "over 500"),
-    ("number-meta", skill_md("number-meta", extra="metadata:\n  version: 1.0\n"),
-     "metadata must map strings to strings"),
+    (
+        "number-meta",
+        skill_md("number-meta", extra="metadata:\n  version: 1.0\n"),
+        "metadata must map strings to strings",
+    ),
     ("list-meta", skill_md("list-meta", extra="metadata: [a]\n"), "metadata must map"),
     ("bad-tools", skill_md("bad-tools", extra="allowed-tools: 3\n"), "allowed-tools must be"),
-    ("bad-flag", skill_md("bad-flag", extra="disable-model-invocation: maybe\n"),
-     "disable-model-invocation must be true or false"),
+    (
+        "bad-flag",
+        skill_md("bad-flag", extra="disable-model-invocation: maybe\n"),
+        "disable-model-invocation must be true or false",
+    ),
     ("latin1", skill_md("latin1").encode() + b"caf\xe9\n", "not UTF-8"),
     ("huge", skill_md("huge", body="x" * (MAX_FILE_BYTES + 1)), "byte limit"),
 ]
@@ -112,8 +122,10 @@ def test_folders_without_skill_md_symlinked_folders_and_links_out_are_broken(
 
 
 def test_optional_fields_crlf_and_the_body(tmp_path: Path) -> None:
-    extra = ("license: MIT\ncompatibility: needs git\nmetadata:\n  version: \"1.0\"\n"
-             "allowed-tools: Bash(git:*) Read\ndisable-model-invocation: true\n")
+    extra = (
+        'license: MIT\ncompatibility: needs git\nmetadata:\n  version: "1.0"\n'
+        "allowed-tools: Bash(git:*) Read\ndisable-model-invocation: true\n"
+    )
     text = skill_md(description="Line one\n  and  two\u202e.", extra=extra)
     add_skill(tmp_path, "greet", "\ufeff" + text.replace("\n", "\r\n"))
     skill = SkillCatalog([tmp_path]).require("greet")
@@ -188,11 +200,13 @@ def _ctx(tmp_path: Path, folders: list[Path]) -> ToolContext:
 def kit(tmp_path: Path) -> tuple[ToolContext, Path]:
     root = tmp_path / "skills"
     folder = add_skill(root, "kit", skill_md("kit", body="Read references/guide.md first."))
-    for sub, name, data in (("references", "guide.md", b"# Guide\nbe kind\n"),
-                            ("scripts", "run.py", b"print('hi')\n"),
-                            ("assets", "logo.png", b"\x89PNG\r\n\x1a\n\x00\x00"),
-                            ("assets", "big.txt", b"x" * (MAX_FILE_BYTES + 1)),
-                            ("references", "latin.txt", b"caf\xe9")):
+    for sub, name, data in (
+        ("references", "guide.md", b"# Guide\nbe kind\n"),
+        ("scripts", "run.py", b"print('hi')\n"),
+        ("assets", "logo.png", b"\x89PNG\r\n\x1a\n\x00\x00"),
+        ("assets", "big.txt", b"x" * (MAX_FILE_BYTES + 1)),
+        ("references", "latin.txt", b"caf\xe9"),
+    ):
         (folder / sub).mkdir(exist_ok=True)
         (folder / sub / name).write_bytes(data)
     (folder / "references" / "deeper").mkdir()
@@ -273,14 +287,18 @@ def test_a_workspace_skill_says_where_its_scripts_run(tmp_path: Path) -> None:
 
 
 def _workspace_skill(workspace: Path, name: str = "greet") -> None:
-    add_skill(workspace / ".agents" / "skills", name,
-              skill_md(name, description="Greets people warmly.", body="SECRET-BODY-42: wave."))
+    add_skill(
+        workspace / ".agents" / "skills",
+        name,
+        skill_md(name, description="Greets people warmly.", body="SECRET-BODY-42: wave."),
+    )
 
 
 def test_the_model_sees_the_catalog_and_loads_a_body(fake_llm: FakeLLM, tmp_path: Path) -> None:
     _workspace_skill(tmp_path / "ws")
-    fake_llm.script(Reply(tool_calls=[Call("use_skill", {"name": "greet"})]),
-                    Reply(content="Waved."))
+    fake_llm.script(
+        Reply(tool_calls=[Call("use_skill", {"name": "greet"})]), Reply(content="Waved.")
+    )
     terminal = make_terminal(fake_llm, tmp_path)
     assert terminal.handle_task("say hi") == "complete"
     system = fake_llm.chat_requests[0].messages[0]["content"]
@@ -310,17 +328,32 @@ def test_cli_skill_command_in_a_subprocess(fake_llm: FakeLLM, tmp_path: Path) ->
     _workspace_skill(workspace)
     fake_llm.script(Reply(content="Done."))
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}
-    env.update(AGENT_PROVIDER="deepseek", AGENT_BASE_URL=fake_llm.base_url,
-               AGENT_API_KEY=fake_llm.api_key, AGENT_APPROVAL="auto", AGENT_MODE="fast")
-    argv = [sys.executable, str(MAIN), "cli", "--workspace", str(workspace),
-            "--data-dir", str(tmp_path / "data"), "-p"]
-    done = subprocess.run([*argv, "/skill greet do it"], env=env, capture_output=True,
-                          text=True, timeout=60)
+    env.update(
+        AGENT_PROVIDER="deepseek",
+        AGENT_BASE_URL=fake_llm.base_url,
+        AGENT_API_KEY=fake_llm.api_key,
+        AGENT_APPROVAL="auto",
+        AGENT_MODE="fast",
+    )
+    argv = [
+        sys.executable,
+        str(MAIN),
+        "cli",
+        "--workspace",
+        str(workspace),
+        "--data-dir",
+        str(tmp_path / "data"),
+        "-p",
+    ]
+    done = subprocess.run(
+        [*argv, "/skill greet do it"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     user = fake_llm.chat_requests[0].last_user_text
     assert "SECRET-BODY-42" in user and user.endswith("do it")
-    unknown = subprocess.run([*argv, "/skill nope do it"], env=env, capture_output=True,
-                             text=True, timeout=60)
+    unknown = subprocess.run(
+        [*argv, "/skill nope do it"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert unknown.returncode == 2 and "no skill 'nope'" in unknown.stderr
     assert len(fake_llm.chat_requests) == 1
 
@@ -328,12 +361,17 @@ def test_cli_skill_command_in_a_subprocess(fake_llm: FakeLLM, tmp_path: Path) ->
 def test_cli_skills_lists_ready_and_broken_skills(fake_llm: FakeLLM, tmp_path: Path) -> None:
     _workspace_skill(tmp_path / "ws")
     add_skill(tmp_path / "ws" / ".agents" / "skills", "wrong", skill_md("other"))
-    settings = Settings(provider="deepseek", base_url=fake_llm.base_url,
-                        api_key=fake_llm.api_key, workspace=tmp_path / "ws",
-                        data_dir=tmp_path / "data")
+    settings = Settings(
+        provider="deepseek",
+        base_url=fake_llm.base_url,
+        api_key=fake_llm.api_key,
+        workspace=tmp_path / "ws",
+        data_dir=tmp_path / "data",
+    )
     out = io.StringIO()
-    terminal = CliTerminal(build_services(settings), out=out, err=io.StringIO(),
-                           stdin=io.StringIO())
+    terminal = CliTerminal(
+        build_services(settings), out=out, err=io.StringIO(), stdin=io.StringIO()
+    )
     run_command(terminal, "/skills")
     listed = out.getvalue()
     assert "greet" in listed and "Greets people warmly." in listed
@@ -346,8 +384,9 @@ def test_socket_send_message_with_a_skill(web: Web, fake_llm: FakeLLM, tmp_path:
     fake_llm.script(Reply(content="Done."))
     client = web.connect()
     status = client.call("get_status", {})
-    assert {"name": "greet", "description": "Greets people warmly.", "user_only": False} \
-        in status["skills"]
+    assert {"name": "greet", "description": "Greets people warmly.", "user_only": False} in status[
+        "skills"
+    ]
     ack = client.call("send_message", {"conversation_id": None, "text": "hi", "skill": "greet"})
     assert ack["ok"], ack
     assert client.done(ack["conversation_id"])[-1]["reason"] == "complete"
@@ -379,13 +418,16 @@ def test_the_csv_profiler_runs_as_run_python_code(fake_llm: FakeLLM, tmp_path: P
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "sales.csv").write_text(
         "date,region,units,price,note\n2024-01-03,North,12,3.50,first\n"
-        "2024-01-04,South,7,4.25,\n2024-02-11,North,n/a,3.50,\"with, comma\"\n"
+        '2024-01-04,South,7,4.25,\n2024-02-11,North,n/a,3.50,"with, comma"\n'
     )
     script = SHIPPED_SKILLS / "summarize-csv" / "scripts" / "profile_csv.py"
     code = script.read_text().replace('CSV_PATH = "data.csv"', 'CSV_PATH = "sales.csv"')
     fake_llm.script(
-        Reply(tool_calls=[Call("read_skill_file", {"name": "summarize-csv",
-                                                   "path": "scripts/profile_csv.py"})]),
+        Reply(
+            tool_calls=[
+                Call("read_skill_file", {"name": "summarize-csv", "path": "scripts/profile_csv.py"})
+            ]
+        ),
         Reply(tool_calls=[Call("run_python", {"code": code})]),
         Reply(content="A small sales table."),
     )

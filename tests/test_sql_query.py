@@ -21,11 +21,20 @@ def ctx(tmp_path: Path) -> ToolContext:
 
 
 def test_a_select_answers_a_table(ctx: ToolContext) -> None:
-    result = call(ctx, "sql_query", path="shop.db",
-                  query="SELECT item, qty FROM sales WHERE qty >= 48 ORDER BY qty")
+    result = call(
+        ctx,
+        "sql_query",
+        path="shop.db",
+        query="SELECT item, qty FROM sales WHERE qty >= 48 ORDER BY qty",
+    )
     assert result.ok, result.output
     assert result.output.splitlines() == [
-        "item | qty", "--- | ---", "item48 | 48", "item49 | 49", "2 rows"]
+        "item | qty",
+        "--- | ---",
+        "item48 | 48",
+        "item49 | 49",
+        "2 rows",
+    ]
 
 
 def test_rows_are_capped(ctx: ToolContext) -> None:
@@ -33,11 +42,17 @@ def test_rows_are_capped(ctx: ToolContext) -> None:
     assert result.ok and result.output.endswith("5 rows (stopped at max_rows=5)")
 
 
-@pytest.mark.parametrize("query", [
-    "DELETE FROM sales", "UPDATE sales SET qty = 0", "DROP TABLE sales",
-    "INSERT INTO sales VALUES ('x', 1)", "ATTACH DATABASE 'other.db' AS other",
-    "SELECT 1; DELETE FROM sales",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "DELETE FROM sales",
+        "UPDATE sales SET qty = 0",
+        "DROP TABLE sales",
+        "INSERT INTO sales VALUES ('x', 1)",
+        "ATTACH DATABASE 'other.db' AS other",
+        "SELECT 1; DELETE FROM sales",
+    ],
+)
 def test_nothing_but_reading_runs(ctx: ToolContext, query: str) -> None:
     result = call(ctx, "sql_query", path="shop.db", query=query)
     assert not result.ok
@@ -47,8 +62,10 @@ def test_nothing_but_reading_runs(ctx: ToolContext, query: str) -> None:
 
 def test_other_files_and_paths_outside_are_refused(ctx: ToolContext, tmp_path: Path) -> None:
     (ctx.workspace.root / "notes.txt").write_text("not a database")
-    assert "not an SQLite database" in call(ctx, "sql_query", path="notes.txt",
-                                            query="SELECT 1").output
+    assert (
+        "not an SQLite database"
+        in call(ctx, "sql_query", path="notes.txt", query="SELECT 1").output
+    )
     outside = tmp_path / "outside.db"
     sqlite3.connect(outside).close()
     (ctx.workspace.root / "link.db").symlink_to(outside)

@@ -38,8 +38,16 @@ PROTOCOL_TOOLS = {
     "read_document": {"path", "offset"},
 }
 READ_ONLY = {
-    "read_file", "list_files", "search_code", "web_search", "focus_file", "unfocus_file",
-    "sql_query", "use_skill", "read_skill_file", "read_document",
+    "read_file",
+    "list_files",
+    "search_code",
+    "web_search",
+    "focus_file",
+    "unfocus_file",
+    "sql_query",
+    "use_skill",
+    "read_skill_file",
+    "read_document",
 }
 
 
@@ -136,19 +144,22 @@ def test_registry_matches_protocol(tmp_path: Path) -> None:
     assert read_only == READ_ONLY
 
 
-@pytest.mark.parametrize(("relative", "hidden"), [
-    ("notes/.plan.md.1a2b3c4d.tmp", True),
-    (".git/index", True),
-    ("src/__pycache__/m.pyc", True),
-    ("src/.main.py.swp", True),
-    ("src/main.py~", True),
-    (".#draft.md", True),
-    ("4913", True),
-    ("data.tmp", False),
-    ("node_modules/left-pad/index.js", True),
-    ("src/main.py", False),
-    (".env.example", False),
-])
+@pytest.mark.parametrize(
+    ("relative", "hidden"),
+    [
+        ("notes/.plan.md.1a2b3c4d.tmp", True),
+        (".git/index", True),
+        ("src/__pycache__/m.pyc", True),
+        ("src/.main.py.swp", True),
+        ("src/main.py~", True),
+        (".#draft.md", True),
+        ("4913", True),
+        ("data.tmp", False),
+        ("node_modules/left-pad/index.js", True),
+        ("src/main.py", False),
+        (".env.example", False),
+    ],
+)
 def test_the_live_tree_ignores_exactly_what_the_listing_hides(
     relative: str, hidden: bool, tmp_path: Path
 ):

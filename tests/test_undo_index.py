@@ -171,8 +171,11 @@ def test_two_processes_share_the_index(tmp_path: Path, reads: list[str]) -> None
     command_cycle(UndoJournal(data, Workspace(root)))
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _WRITER.format(repo=str(REPO), root=str(root),
-                                                  data=str(data), prefix=prefix)],
+            [
+                sys.executable,
+                "-c",
+                _WRITER.format(repo=str(REPO), root=str(root), data=str(data), prefix=prefix),
+            ],
             stderr=subprocess.PIPE,
         )
         for prefix in ("a", "b")

@@ -49,15 +49,23 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
     (workspace / "build").mkdir()
     (workspace / "build" / "out.bin").write_bytes(b"\x00")
     env = {"AGENT_UPLOAD_LIMIT_MB": "2", "AGENT_EXTRACT_TIMEOUT": "3"}
-    with FakeLLM("deepseek") as fake, ServerProcess(
-        workspace, root / "data", base_url=fake.base_url, api_key=fake.api_key, env=env
-    ) as server:
+    with (
+        FakeLLM("deepseek") as fake,
+        ServerProcess(
+            workspace, root / "data", base_url=fake.base_url, api_key=fake.api_key, env=env
+        ) as server,
+    ):
         yield server, fake
 
 
 def upload(server: ServerProcess, name: str, data: bytes, **kwargs: Any) -> requests.Response:
-    return requests.post(f"{server.url}/api/upload", files={"file": (name, data)},
-                         headers=kwargs.pop("headers", AUTH), timeout=30, **kwargs)
+    return requests.post(
+        f"{server.url}/api/upload",
+        files={"file": (name, data)},
+        headers=kwargs.pop("headers", AUTH),
+        timeout=30,
+        **kwargs,
+    )
 
 
 def uploads_folder(server: ServerProcess) -> list[str]:
@@ -73,20 +81,29 @@ def test_an_upload_is_stored_shown_and_its_text_goes_with_the_message(served):
         stored = answer.json()
         assert stored["path"] == "uploads/Q3_report.docx"
         assert (stored["kind"], stored["size"]) == ("docx", len(make_docx()))
-        client.wait_until(lambda events: any(
-            e.name == "file_tree" and (change["event"], change["path"]) == (
-                "created", "uploads/Q3_report.docx")
-            for e in events for change in e.payload["changes"]), what="the upload in the tree")
-        assert upload(server, "Q3 report.docx", make_docx()).json()["path"] == \
-            "uploads/Q3_report-2.docx"
+        client.wait_until(
+            lambda events: any(
+                e.name == "file_tree"
+                and (change["event"], change["path"]) == ("created", "uploads/Q3_report.docx")
+                for e in events
+                for change in e.payload["changes"]
+            ),
+            what="the upload in the tree",
+        )
+        assert (
+            upload(server, "Q3 report.docx", make_docx()).json()["path"]
+            == "uploads/Q3_report-2.docx"
+        )
 
-        raw = requests.post(f"{server.url}/api/upload?name=budget.xlsx", data=make_xlsx(),
-                            headers=AUTH, timeout=30)
+        raw = requests.post(
+            f"{server.url}/api/upload?name=budget.xlsx", data=make_xlsx(), headers=AUTH, timeout=30
+        )
         assert raw.json()["path"] == "uploads/budget.xlsx", raw.text
 
         fake.script(Reply(content="Read them."))
-        cid = client.start("what do these say?",
-                           attachments=["uploads/Q3_report.docx", "uploads/budget.xlsx"])
+        cid = client.start(
+            "what do these say?", attachments=["uploads/Q3_report.docx", "uploads/budget.xlsx"]
+        )
         client.wait_done(cid)
         sent = fake.chat_requests[-1].messages[-1]["content"]
         assert sent.startswith("what do these say?\n\n[Attached file uploads/Q3_report.docx")
@@ -97,21 +114,28 @@ def test_an_upload_is_stored_shown_and_its_text_goes_with_the_message(served):
         user = next(record for record in history if record["role"] == "user")
         assert user["content"] == "what do these say?"
         assert [a["path"] for a in user["meta"]["attachments"]] == [
-            "uploads/Q3_report.docx", "uploads/budget.xlsx"]
+            "uploads/Q3_report.docx",
+            "uploads/budget.xlsx",
+        ]
 
-        refused = client.call("send_message", {"conversation_id": cid, "text": "and this?",
-                                               "attachments": ["../outside.txt"]})
+        refused = client.call(
+            "send_message",
+            {"conversation_id": cid, "text": "and this?", "attachments": ["../outside.txt"]},
+        )
         assert refused["ok"] is False and refused["error"]["code"] == "invalid"
 
 
-@pytest.mark.parametrize(("name", "make", "status", "code", "words"), [
-    ("big.txt", lambda: b"a" * (2 * 1024 * 1024 + 1), 413, "too_large", "limit is 2 MB"),
-    ("report.docx", zip_bomb_docx, 422, "zip_bomb", "possible zip bomb"),
-    ("report.docx", billion_laughs_docx, 422, "xml_entities", "declares a DTD"),
-    ("photo.png", make_pptx, 415, "mismatch", "not a image/png image"),
-    ("slides.pptx", make_docx, 415, "mismatch", "no ppt/presentation.xml"),
-    ("slow.pdf", slow_pdf, 422, "timeout", "longer than 3 s"),
-])
+@pytest.mark.parametrize(
+    ("name", "make", "status", "code", "words"),
+    [
+        ("big.txt", lambda: b"a" * (2 * 1024 * 1024 + 1), 413, "too_large", "limit is 2 MB"),
+        ("report.docx", zip_bomb_docx, 422, "zip_bomb", "possible zip bomb"),
+        ("report.docx", billion_laughs_docx, 422, "xml_entities", "declares a DTD"),
+        ("photo.png", make_pptx, 415, "mismatch", "not a image/png image"),
+        ("slides.pptx", make_docx, 415, "mismatch", "no ppt/presentation.xml"),
+        ("slow.pdf", slow_pdf, 422, "timeout", "longer than 3 s"),
+    ],
+)
 def test_hostile_files_are_refused_quickly_and_the_server_goes_on(
     served, name: str, make: Any, status: int, code: str, words: str
 ):
@@ -129,8 +153,9 @@ def test_hostile_files_are_refused_quickly_and_the_server_goes_on(
 
 def test_an_oversized_body_is_refused_from_its_length(served):
     server, _ = served
-    answer = requests.post(f"{server.url}/api/upload?name=x.txt", data=b"a" * (3 * 2**20),
-                           headers=AUTH, timeout=30)
+    answer = requests.post(
+        f"{server.url}/api/upload?name=x.txt", data=b"a" * (3 * 2**20), headers=AUTH, timeout=30
+    )
     assert answer.status_code == 413
     assert "AGENT_UPLOAD_LIMIT_MB" in answer.json()["error"]["message"]
 
@@ -145,15 +170,17 @@ def test_uploads_and_downloads_need_the_token(served):
 def test_a_file_downloads_as_an_attachment_never_inline(served):
     server, _ = served
     (server.workspace / "page.html").write_text("<script>alert(1)</script>")
-    answer = requests.get(f"{server.url}/api/download", params={"path": "page.html"},
-                          headers=AUTH, timeout=5)
+    answer = requests.get(
+        f"{server.url}/api/download", params={"path": "page.html"}, headers=AUTH, timeout=5
+    )
     assert answer.status_code == 200
     assert answer.content == b"<script>alert(1)</script>"
     assert answer.headers["Content-Type"] == "application/octet-stream"
     assert answer.headers["Content-Disposition"].startswith("attachment")
     for bad in ("../etc/passwd", "/etc/passwd", "missing.txt"):
-        refused = requests.get(f"{server.url}/api/download", params={"path": bad},
-                               headers=AUTH, timeout=5)
+        refused = requests.get(
+            f"{server.url}/api/download", params={"path": bad}, headers=AUTH, timeout=5
+        )
         assert refused.status_code in (400, 404) and refused.json()["ok"] is False
 
 
@@ -170,8 +197,9 @@ def test_the_workspace_zip_holds_what_the_tree_shows(served):
     assert {"ws/README.md", "ws/src/app.py", "ws/.gitignore"} <= names
     assert not any("node_modules" in n or "build/" in n or "outside" in n for n in names)
     assert archive.read("ws/src/app.py") == b"print('app')\n"
-    folder = requests.get(f"{server.url}/api/download", params={"path": "src"}, headers=AUTH,
-                          timeout=10)
+    folder = requests.get(
+        f"{server.url}/api/download", params={"path": "src"}, headers=AUTH, timeout=10
+    )
     assert zipfile.ZipFile(io.BytesIO(folder.content)).namelist() == ["src/app.py"]
 
 
@@ -179,9 +207,14 @@ def test_attach_in_the_cli_copies_the_file_in_and_sends_its_text(tmp_path: Path,
     outside = tmp_path / "Desktop"
     outside.mkdir()
     (outside / "plan.pptx").write_bytes(make_pptx())
-    settings = load_settings(provider="deepseek", base_url=fake_llm.base_url,
-                             api_key=fake_llm.api_key, workspace=tmp_path / "ws",
-                             data_dir=tmp_path / "data", approval="auto")
+    settings = load_settings(
+        provider="deepseek",
+        base_url=fake_llm.base_url,
+        api_key=fake_llm.api_key,
+        workspace=tmp_path / "ws",
+        data_dir=tmp_path / "data",
+        approval="auto",
+    )
     out, err = io.StringIO(), io.StringIO()
     terminal = CliTerminal(build_services(settings), out=out, err=err)
     assert run_command(terminal, f"/attach {outside / 'plan.pptx'}")
@@ -222,13 +255,14 @@ def test_read_document_reads_a_document_in_parts(tmp_path: Path):
 def test_the_agent_reads_an_attachment_later_with_read_document(served):
     server, fake = served
     (server.workspace / "memo.docx").write_bytes(make_docx())
-    fake.script(Reply(tool_calls=[Call("read_document", {"path": "memo.docx"})]),
-                Reply(content="It says revenue grew."))
+    fake.script(
+        Reply(tool_calls=[Call("read_document", {"path": "memo.docx"})]),
+        Reply(content="It says revenue grew."),
+    )
     with connected(server.url) as client:
         cid = client.start("read memo.docx")
         events = client.wait_done(cid)
-    result = next(e.payload for e in events
-                  if e.name == "tool" and e.payload["phase"] == "result")
+    result = next(e.payload for e in events if e.name == "tool" and e.payload["phase"] == "result")
     assert result["ok"] and "Revenue grew by 12 percent." in result["output"]
 
 
@@ -238,13 +272,21 @@ def test_under_eventlet_a_parse_runs_beside_the_server_not_in_its_way(tmp_path: 
     workspace = tmp_path / "ws"
     workspace.mkdir()
     env = {"AGENT_EXTRACT_TIMEOUT": "3"}
-    with FakeLLM("deepseek") as fake, ServerProcess(
-        workspace, tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key,
-        async_mode="eventlet", env=env,
-    ) as server:
+    with (
+        FakeLLM("deepseek") as fake,
+        ServerProcess(
+            workspace,
+            tmp_path / "data",
+            base_url=fake.base_url,
+            api_key=fake.api_key,
+            async_mode="eventlet",
+            env=env,
+        ) as server,
+    ):
         results: dict[str, requests.Response] = {}
-        slow = threading.Thread(target=lambda: results.setdefault(
-            "slow", upload(server, "slow.pdf", slow_pdf())))
+        slow = threading.Thread(
+            target=lambda: results.setdefault("slow", upload(server, "slow.pdf", slow_pdf()))
+        )
         slow.start()
         time.sleep(0.5)  # the parse is under way
         started = time.monotonic()

@@ -31,9 +31,12 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerProcess, FakeLLM]]:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "README.md").write_text("# demo\n\nSome *words*.\n")
-    with FakeLLM("deepseek") as fake, ServerProcess(
-        workspace, tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key
-    ) as server:
+    with (
+        FakeLLM("deepseek") as fake,
+        ServerProcess(
+            workspace, tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key
+        ) as server,
+    ):
         yield server, fake
 
 
@@ -52,8 +55,9 @@ def test_attached_and_dropped_files_upload_show_in_the_tree_and_go_with_the_mess
     page.wait_for_selector('#file-tree [data-path="README.md"]')
 
     big = ("a line of the big log file\n" * 120_000).encode()  # about 3 MB
-    page.set_input_files("#attach-input", files=[
-        {"name": "big log.txt", "mimeType": "text/plain", "buffer": big}])
+    page.set_input_files(
+        "#attach-input", files=[{"name": "big log.txt", "mimeType": "text/plain", "buffer": big}]
+    )
     chip = page.locator('#attachment-tray [data-path="uploads/big_log.txt"]')
     chip.wait_for()
     assert chip.get_attribute("data-state") == "ready"
@@ -67,8 +71,10 @@ def test_attached_and_dropped_files_upload_show_in_the_tree_and_go_with_the_mess
     page.wait_for_selector('#file-tree [data-path="uploads/notes.md"]')
     assert (server.workspace / "uploads" / "notes.md").read_text() == "# Notes\n\nbuy **milk**\n"
 
-    page.set_input_files("#attach-input", files=[
-        {"name": "fake.pdf", "mimeType": "application/pdf", "buffer": b"not a pdf"}])
+    page.set_input_files(
+        "#attach-input",
+        files=[{"name": "fake.pdf", "mimeType": "application/pdf", "buffer": b"not a pdf"}],
+    )
     refused = page.locator('#attachment-tray [data-state="error"]')
     refused.wait_for()
     assert "the name says PDF" in refused.inner_text()
@@ -97,8 +103,9 @@ def test_attached_and_dropped_files_upload_show_in_the_tree_and_go_with_the_mess
 def test_a_path_and_line_in_a_tool_result_opens_the_preview_there(served, page):
     server, fake = served
     (server.workspace / "long.py").write_text("".join(f"x{n} = {n}\n" for n in range(1, 200)))
-    fake.script(Reply(tool_calls=[Call("search_code", {"query": "x150 ="})]),
-                Reply(content="Found it."))
+    fake.script(
+        Reply(tool_calls=[Call("search_code", {"query": "x150 ="})]), Reply(content="Found it.")
+    )
     page.goto(f"{server.url}/?token={TOKEN}")
     page.fill("#message-input", "where is x150?")
     page.press("#message-input", "Enter")

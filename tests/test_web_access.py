@@ -20,10 +20,18 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 @pytest.mark.parametrize(
     ("header", "accepted"),
     [
-        ("127.0.0.1:5000", True), ("localhost:5000", True), ("LOCALHOST", True),
-        ("[::1]:5000", True), ("127.8.9.10", True), ("app.localhost:5000", True),
-        ("attacker.example:5000", False), ("attacker.example", False), ("192.168.1.5:5000", False),
-        ("localhost.attacker.example", False), ("", False), ("127.0.0.1.nip.io:5000", False),
+        ("127.0.0.1:5000", True),
+        ("localhost:5000", True),
+        ("LOCALHOST", True),
+        ("[::1]:5000", True),
+        ("127.8.9.10", True),
+        ("app.localhost:5000", True),
+        ("attacker.example:5000", False),
+        ("attacker.example", False),
+        ("192.168.1.5:5000", False),
+        ("localhost.attacker.example", False),
+        ("", False),
+        ("127.0.0.1.nip.io:5000", False),
     ],
 )
 def test_bound_to_loopback_only_loopback_names_pass(header: str, accepted: bool) -> None:
@@ -50,9 +58,12 @@ def test_a_foreign_host_is_refused_with_403_even_with_the_token(web: Web, path: 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("access")
-    with FakeLLM("deepseek") as fake, ServerProcess(
-        root / "ws", root / "data", base_url=fake.base_url, api_key=fake.api_key
-    ) as process:
+    with (
+        FakeLLM("deepseek") as fake,
+        ServerProcess(
+            root / "ws", root / "data", base_url=fake.base_url, api_key=fake.api_key
+        ) as process,
+    ):
         yield process
 
 
@@ -115,8 +126,12 @@ def test_every_answer_carries_a_strict_content_security_policy(web: Web) -> None
 
 
 def test_a_weak_fixed_token_is_warned_about(tmp_path: Path, fake_llm: FakeLLM) -> None:
-    with ServerProcess(tmp_path / "ws", tmp_path / "data", base_url=fake_llm.base_url,
-                       api_key=fake_llm.api_key, env={"AGENT_WEB_TOKEN": "short"}) as server:
+    with ServerProcess(
+        tmp_path / "ws",
+        tmp_path / "data",
+        base_url=fake_llm.base_url,
+        api_key=fake_llm.api_key,
+        env={"AGENT_WEB_TOKEN": "short"},
+    ) as server:
         assert server.stop() == 0
     assert "AGENT_WEB_TOKEN has 5 characters" in server.stderr
-

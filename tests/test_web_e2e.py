@@ -174,16 +174,20 @@ def test_a_batched_client_gets_a_pouring_stream_gathered_in_one_order(
     assert [seq for seq, _ in got] == [e.payload["seq"] for e in tokens(plain)]
     messages = [e for e in gathered if e.name in ("token", "deltas")]
     assert len(messages) < 1000, f"{len(messages)} messages for 3000 deltas: not gathered"
-    seqs = [seq for e in gathered for seq in (
-        [s for s, _ in deltas_of([e])] if e.name in ("token", "deltas") else [e.payload["seq"]])]
+    seqs = [
+        seq
+        for e in gathered
+        for seq in (
+            [s for s, _ in deltas_of([e])] if e.name in ("token", "deltas") else [e.payload["seq"]]
+        )
+    ]
     assert seqs == sorted(seqs) and gathered[-1].name == "done"
     assert [e.name for e in plain if e.name not in ("token",)] == [
-        e.name for e in gathered if e.name not in ("token", "deltas")]
+        e.name for e in gathered if e.name not in ("token", "deltas")
+    ]
 
 
-def test_a_batched_client_gets_a_paced_stream_as_it_comes(
-    server: ServerProcess, fake: FakeLLM
-):
+def test_a_batched_client_gets_a_paced_stream_as_it_comes(server: ServerProcess, fake: FakeLLM):
     fake.script(Reply(content="x" * 40, chunk_size=1, delay=0.04))
     with connected(server.url, batch_deltas=True) as batched:
         cid = batched.start("stream slowly to a page")
@@ -480,9 +484,16 @@ def test_a_supervisor_task_streams_its_sub_agent_nested_in_order(
     nested = [e.payload for e in events if e.payload.get("parent_call_id")]
     assert {p["agent"] for p in nested} == {"research"} and {p["depth"] for p in nested} == {1}
     assert text_of([e for e in events if e.payload.get("depth")]) == (
-        "Looking.The workspace holds what list_files showed.")
-    result = next(e.payload for e in events if e.name == "tool" and e.payload["phase"] == "result"
-                  and e.payload["call_id"] == call["call_id"])
+        "Looking.The workspace holds what list_files showed."
+    )
+    result = next(
+        e.payload
+        for e in events
+        if e.name == "tool"
+        and e.payload["phase"] == "result"
+        and e.payload["call_id"] == call["call_id"]
+    )
     assert result["ok"] and result["output"].startswith("The workspace holds")
     assert text_of([e for e in events if not e.payload.get("depth")]) == (
-        "Research says it is all there.")
+        "Research says it is all there."
+    )

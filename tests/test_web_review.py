@@ -9,8 +9,12 @@ from tests.web_helpers import Web
 def test_undo_task_puts_the_workspace_back_and_reports_the_paths(web: Web, fake_llm: FakeLLM):
     (web.workspace / "keep.txt").write_text("original\n")
     fake_llm.script(
-        Reply(tool_calls=[Call("create_file", {"path": "new/made.txt", "content": "x"}),
-                          Call("modify_file", {"path": "keep.txt", "operation": "clear"})]),
+        Reply(
+            tool_calls=[
+                Call("create_file", {"path": "new/made.txt", "content": "x"}),
+                Call("modify_file", {"path": "keep.txt", "operation": "clear"}),
+            ]
+        ),
         Reply(content="done"),
     )
     client = web.connect()
@@ -43,15 +47,20 @@ def test_undo_is_refused_while_a_task_runs(web: Web, fake_llm: FakeLLM):
 def test_a_proposed_edit_is_listed_then_applied_or_discarded(web: Web, fake_llm: FakeLLM):
     (web.workspace / "a.py").write_text("a = 1\n")
     fake_llm.script(
-        Reply(tool_calls=[Call("propose_edit", {"path": "a.py", "new_content": "a = 2\n"}),
-                          Call("propose_edit", {"path": "b.py", "new_content": "b = 1\n"})]),
+        Reply(
+            tool_calls=[
+                Call("propose_edit", {"path": "a.py", "new_content": "a = 2\n"}),
+                Call("propose_edit", {"path": "b.py", "new_content": "b = 1\n"}),
+            ]
+        ),
         Reply(content="please review"),
     )
     client = web.connect()
     cid = client.send("propose")
     events = client.done(cid)
-    proposals = [e["details"]["proposal"] for e in events
-                 if e["event"] == "tool" and e["phase"] == "result"]
+    proposals = [
+        e["details"]["proposal"] for e in events if e["event"] == "tool" and e["phase"] == "result"
+    ]
     listed = client.call("list_edits", {"conversation_id": cid})["edits"]
     assert [e["id"] for e in listed] == [p["id"] for p in proposals]
     assert (web.workspace / "a.py").read_text() == "a = 1\n"
@@ -59,8 +68,9 @@ def test_a_proposed_edit_is_listed_then_applied_or_discarded(web: Web, fake_llm:
     applied = client.call("apply_edit", {"conversation_id": cid, "proposal_id": proposals[0]["id"]})
     assert applied["ok"] and applied["change"]["path"] == "a.py", applied
     assert (web.workspace / "a.py").read_text() == "a = 2\n"
-    discarded = client.call("discard_edit",
-                            {"conversation_id": cid, "proposal_id": proposals[1]["id"]})
+    discarded = client.call(
+        "discard_edit", {"conversation_id": cid, "proposal_id": proposals[1]["id"]}
+    )
     assert discarded == {"ok": True}
     assert not (web.workspace / "b.py").exists()
     assert client.call("list_edits", {"conversation_id": cid})["edits"] == []
@@ -78,8 +88,11 @@ def test_an_edit_is_refused_when_the_file_changed_or_belongs_elsewhere(web: Web,
     client = web.connect()
     cid = client.send("propose")
     events = client.done(cid)
-    proposal_id = next(e["details"]["proposal"]["id"] for e in events
-                       if e["event"] == "tool" and e["phase"] == "result")
+    proposal_id = next(
+        e["details"]["proposal"]["id"]
+        for e in events
+        if e["event"] == "tool" and e["phase"] == "result"
+    )
     other = client.send("hello")
     client.done(other)
     foreign = client.call("apply_edit", {"conversation_id": other, "proposal_id": proposal_id})

@@ -31,13 +31,21 @@ class Tmux:
         self.env = {k: v for k, v in env.items() if k not in ("NO_COLOR", "TMUX")}
         self.env.setdefault("TERM", "xterm-256color")
         # The pane stays open after the command ends, showing its exit status.
-        shell = f"{shlex.join(argv)}; echo \"[exit $?]\"; sleep 600"
-        self._tmux("new-session", "-d", "-x", str(WIDTH), "-y", str(HEIGHT), "-s", "t",
-                   shell, cwd=cwd)
+        shell = f'{shlex.join(argv)}; echo "[exit $?]"; sleep 600'
+        self._tmux(
+            "new-session", "-d", "-x", str(WIDTH), "-y", str(HEIGHT), "-s", "t", shell, cwd=cwd
+        )
 
     def _tmux(self, *args: str, cwd: Path | None = None) -> str:
-        done = subprocess.run(["tmux", "-L", self.server, *args], env=self.env, cwd=cwd,
-                              capture_output=True, text=True, timeout=10, check=True)
+        done = subprocess.run(
+            ["tmux", "-L", self.server, *args],
+            env=self.env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
         return done.stdout
 
     def keys(self, *keys: str) -> None:
@@ -50,15 +58,17 @@ class Tmux:
 
     def screen(self, *, escapes: bool = False) -> str:
         """The visible screen and its scrollback; with `escapes`, colours as SGR sequences."""
-        return self._tmux("capture-pane", "-p", "-J", "-S", "-500", "-t", "t",
-                          *(["-e"] if escapes else []))
+        return self._tmux(
+            "capture-pane", "-p", "-J", "-S", "-500", "-t", "t", *(["-e"] if escapes else [])
+        )
 
     def cursor_row(self) -> int:
         """The cursor's row on the screen, 0 at the top."""
         return int(self._tmux("display-message", "-p", "-t", "t", "#{cursor_y}").strip())
 
-    def wait_for(self, condition: Callable[[str], bool] | str, timeout: float = 20,
-                 *, escapes: bool = False) -> str:
+    def wait_for(
+        self, condition: Callable[[str], bool] | str, timeout: float = 20, *, escapes: bool = False
+    ) -> str:
         """The screen once `condition` holds (a string: once it is on the screen)."""
         test = (lambda s: condition in s) if isinstance(condition, str) else condition
         deadline = time.monotonic() + timeout
@@ -71,14 +81,23 @@ class Tmux:
             time.sleep(0.05)
 
     def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.server, "kill-server"], env=self.env,
-                       capture_output=True, timeout=10, check=False)
+        subprocess.run(
+            ["tmux", "-L", self.server, "kill-server"],
+            env=self.env,
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
 
     def __enter__(self) -> Tmux:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
 

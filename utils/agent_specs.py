@@ -104,8 +104,11 @@ def load_agents(folders: list[Path]) -> AgentCatalog:
         missing = [name for name in spec.agents if name not in catalog.agents]
         if missing:
             del catalog.agents[spec.name]
-            catalog.problems.append(AgentProblem(
-                spec.name, f"agent {spec.name!r} delegates to unknown agents: {missing}"))
+            catalog.problems.append(
+                AgentProblem(
+                    spec.name, f"agent {spec.name!r} delegates to unknown agents: {missing}"
+                )
+            )
     return catalog
 
 
@@ -130,8 +133,11 @@ def _load(path: Path) -> AgentSpec:
         return AgentSpec.model_validate(data)
     except ValidationError as exc:
         lines = _field_lines(text, path.suffix)
-        where = [f"{e['loc'][0]} (line {lines[e['loc'][0]]})" for e in exc.errors()
-                 if e["loc"] and e["loc"][0] in lines]
+        where = [
+            f"{e['loc'][0]} (line {lines[e['loc'][0]]})"
+            for e in exc.errors()
+            if e["loc"] and e["loc"][0] in lines
+        ]
         at = f" at {', '.join(where)}" if where else ""
         raise AgentFileError(f"{path.name}{at}: {describe_validation_error(exc)}") from None
 

@@ -330,10 +330,13 @@ class ApiClient:
         )
         if on_wait is not None:
             told = f"; it asked to wait {asked:g} s" if asked is not None and asked > delay else ""
-            on_wait(delay, (
-                f"The model API failed ({retry.error.code}: {retry.error}){told}: trying again "
-                f"in {delay:.0f} s (attempt {attempt + 1} of {self._settings.max_retries + 1})."
-            ))
+            on_wait(
+                delay,
+                (
+                    f"The model API failed ({retry.error.code}: {retry.error}){told}: trying again "
+                    f"in {delay:.0f} s (attempt {attempt + 1} of {self._settings.max_retries + 1})."
+                ),
+            )
         if cancel.wait(delay):
             raise TaskCancelled()
 

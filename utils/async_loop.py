@@ -157,7 +157,10 @@ class LoopThread:
         return pending
 
     def run(
-        self, coro: Coroutine[Any, Any, T], *, timeout: float | None = None,
+        self,
+        coro: Coroutine[Any, Any, T],
+        *,
+        timeout: float | None = None,
         cancel: CancelToken | None = None,
     ) -> T:
         """Run `coro` on the loop and wait for its result (see Pending.wait)."""

@@ -84,8 +84,11 @@ def active_summary(path: list[Record]) -> ActiveSummary | None:
 
 def summary_message(record: Record) -> Record:
     """A summary record as the model reads it: a user message, the same on every build."""
-    return {"id": record["id"], "role": "user",
-            "content": f"{SUMMARY_HEADER}\n\n{record.get('content') or ''}"}
+    return {
+        "id": record["id"],
+        "role": "user",
+        "content": f"{SUMMARY_HEADER}\n\n{record.get('content') or ''}",
+    }
 
 
 def model_view(path: list[Record]) -> list[Record]:
@@ -95,7 +98,7 @@ def model_view(path: list[Record]) -> list[Record]:
         if not any(summary_meta(r) for r in path):
             return path
         return [r for r in path if summary_meta(r) is None]
-    kept = (r for r in path[active.cut:] if summary_meta(r) is None)
+    kept = (r for r in path[active.cut :] if summary_meta(r) is None)
     return [path[0], summary_message(active.record), *kept]
 
 
@@ -104,7 +107,7 @@ def condensed_ids(path: list[Record]) -> set[str]:
     active = active_summary(path)
     if active is None:
         return set()
-    return {r["id"] for r in path[1:active.cut] if summary_meta(r) is None}
+    return {r["id"] for r in path[1 : active.cut] if summary_meta(r) is None}
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,8 @@ def summary_request(
     the oldest replaced messages are left out first."""
     names = {
         call.get("id"): (call.get("function") or {}).get("name", "")
-        for record in cut.replaced for call in record.get("tool_calls") or ()
+        for record in cut.replaced
+        for call in record.get("tool_calls") or ()
     }
     blocks = [b for b in (_render(record, names) for record in cut.replaced) if b]
     previous = _clip(str(cut.previous.get("content") or ""), max_chars // 3) if cut.previous else ""
@@ -161,10 +165,13 @@ def summary_request(
     kept.reverse()
     parts = [SUMMARY_TASK]
     if instructions and instructions.strip():
-        parts.append("The user asks for this in the summary: "
-                     + _clip(instructions.strip(), INSTRUCTION_CHARS))
-    parts.append("## The conversation's first message (it stays in the context as it is)\n\n"
-                 + first)
+        parts.append(
+            "The user asks for this in the summary: "
+            + _clip(instructions.strip(), INSTRUCTION_CHARS)
+        )
+    parts.append(
+        "## The conversation's first message (it stays in the context as it is)\n\n" + first
+    )
     if previous:
         parts.append("## Summary of what came before (fold it into yours)\n\n" + previous)
     left_out = len(blocks) - len(kept)
@@ -172,8 +179,10 @@ def summary_request(
     if left_out:
         history = f"[{left_out} older messages left out for length]\n\n{history}"
     parts.append("## The messages to summarise\n\n" + history)
-    return [{"role": "system", "content": SUMMARY_SYSTEM},
-            {"role": "user", "content": "\n\n".join(parts)}]
+    return [
+        {"role": "system", "content": SUMMARY_SYSTEM},
+        {"role": "user", "content": "\n\n".join(parts)},
+    ]
 
 
 def clean_summary(text: str) -> str:

@@ -39,9 +39,11 @@ def _content_tokens(content: Any) -> float:
     if not isinstance(content, list):
         return estimate_text_tokens(_as_text(content))
     return sum(
-        IMAGE_TOKENS if part.get("type") == "image_url"
+        IMAGE_TOKENS
+        if part.get("type") == "image_url"
         else estimate_text_tokens(_as_text(part.get("text")))
-        for part in content if isinstance(part, dict)
+        for part in content
+        if isinstance(part, dict)
     )
 
 

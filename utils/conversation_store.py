@@ -407,8 +407,10 @@ class ConversationStore:
         between two writes in one clock tick); (-1, -1) if absent."""
         directory = self._root / conversation_id
         try:
-            return ((directory / "messages.jsonl").stat().st_size,
-                    hash((directory / "meta.json").read_bytes()))
+            return (
+                (directory / "messages.jsonl").stat().st_size,
+                hash((directory / "meta.json").read_bytes()),
+            )
         except (OSError, ValueError):
             return -1, -1
 

@@ -50,11 +50,16 @@ class Step:
     next: dict[str, str] = field(default_factory=dict)
 
 
-UNAVAILABLE = ("This task needs {} here, and this conversation does not offer it (read-only "
-               "mode, or an agent without it). Switch the approval mode to *ask* or *auto* and "
-               "try again.")
-LOST = Step("lost", say="I lost track of this task: this turn has tool calls the demo did not "
-                        "make. Start a new conversation and try one of the suggested tasks.")
+UNAVAILABLE = (
+    "This task needs {} here, and this conversation does not offer it (read-only "
+    "mode, or an agent without it). Switch the approval mode to *ask* or *auto* and "
+    "try again."
+)
+LOST = Step(
+    "lost",
+    say="I lost track of this task: this turn has tool calls the demo did not "
+    "make. Start a new conversation and try one of the suggested tasks.",
+)
 
 
 @dataclass(frozen=True)
@@ -82,8 +87,12 @@ class Scripts:
     def pick(self, message: str) -> Script:
         """The task whose match word comes first in the message; the fallback if none does."""
         text = message.lower()
-        found = [(text.find(word.lower()), n) for n, script in enumerate(self.tasks)
-                 for word in script.match if word.lower() in text]
+        found = [
+            (text.find(word.lower()), n)
+            for n, script in enumerate(self.tasks)
+            for word in script.match
+            if word.lower() in text
+        ]
         return self.tasks[min(found)[1]] if found else self.fallback
 
     @property
@@ -97,8 +106,15 @@ def load_scripts(path: Path = TASKS_FILE) -> Scripts:
     import yaml
 
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    tasks = [Script(t["name"], t.get("suggestion"), list(t.get("match", [])),
-                    [Step(**step) for step in t["steps"]]) for t in data["tasks"]]
+    tasks = [
+        Script(
+            t["name"],
+            t.get("suggestion"),
+            list(t.get("match", [])),
+            [Step(**step) for step in t["steps"]],
+        )
+        for t in data["tasks"]
+    ]
     by_name = {t.name: t for t in tasks}
     for script in tasks:
         for step in script.steps:
@@ -121,8 +137,13 @@ class DemoModel:
         self.scripts = scripts or load_scripts()
 
     def stream(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
-        thinking: bool, cancel: CancelToken, on_wait: Callable[[float, str], None] | None = None,
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        thinking: bool,
+        cancel: CancelToken,
+        on_wait: Callable[[float, str], None] | None = None,
     ) -> Iterator[StreamItem]:
         turn = _current_turn(messages)
         script = self.scripts.pick(str(turn[0].get("content") or "") if turn else "")
@@ -143,16 +164,21 @@ class DemoModel:
             completion.content += word
             yield ContentDelta(word)
         for index, call in enumerate(step.calls):
-            tool_call = ToolCall(f"demo-{step.id}-{index}-{secrets.token_hex(4)}", call["tool"],
-                                 json.dumps(call.get("args", {}), ensure_ascii=False))
+            tool_call = ToolCall(
+                f"demo-{step.id}-{index}-{secrets.token_hex(4)}",
+                call["tool"],
+                json.dumps(call.get("args", {}), ensure_ascii=False),
+            )
             yield ToolCallStarted(index, tool_call.id, tool_call.name)
             text = tool_call.arguments
             for at in range(0, len(text), ARGS_CHUNK_CHARS):
                 self._sleep(ARGS_CHUNK_SECONDS, cancel)
-                yield ToolCallArgs(index, tool_call.id, text[at:at + ARGS_CHUNK_CHARS])
+                yield ToolCallArgs(index, tool_call.id, text[at : at + ARGS_CHUNK_CHARS])
             completion.tool_calls.append(tool_call)
-        completion.usage = Usage(_tokens(json.dumps(messages, ensure_ascii=False)),
-                                 _tokens(completion.content + completion.reasoning_content))
+        completion.usage = Usage(
+            _tokens(json.dumps(messages, ensure_ascii=False)),
+            _tokens(completion.content + completion.reasoning_content),
+        )
         yield StreamEnd(completion)
 
     def _sleep(self, seconds: float, cancel: CancelToken) -> None:

@@ -130,8 +130,10 @@ class DebugStreamLog:
             shown = json.dumps(digest)
         else:
             shown = _encode_string(raw)
-        return (f'{{"t": {at:.3f}, "conversation_id": {_encode_value(ctx.get("conversation_id"))}, '
-                f'"message_id": {_encode_value(ctx.get("message_id"))}, "raw": {shown}}}\n')
+        return (
+            f'{{"t": {at:.3f}, "conversation_id": {_encode_value(ctx.get("conversation_id"))}, '
+            f'"message_id": {_encode_value(ctx.get("message_id"))}, "raw": {shown}}}\n'
+        )
 
     def _flush_loop(self) -> None:
         while not self._closed:
@@ -155,7 +157,18 @@ def setup_logging(logs_dir: Path, *, redact_content: bool) -> DebugStreamLog:
     root.addHandler(JsonLinesHandler(logs_dir / "agent.jsonl", redact_content=redact_content))
     if root.level == logging.NOTSET or root.level > logging.INFO:
         root.setLevel(logging.INFO)
-    for noisy in ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "werkzeug", "engineio",
-                  "socketio", "watchdog", "urllib3", "docker"):
+    for noisy in (
+        "httpx",
+        "httpx2",
+        "httpcore",
+        "httpcore2",
+        "openai",
+        "werkzeug",
+        "engineio",
+        "socketio",
+        "watchdog",
+        "urllib3",
+        "docker",
+    ):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     return DebugStreamLog(logs_dir / "debug_stream.log", redact_content=redact_content)

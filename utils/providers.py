@@ -152,8 +152,9 @@ def resolve_provider(settings: Settings) -> ProviderConfig:
         reasoning_on_tool_calls=preset.reasoning_on_tool_calls,
         tool_message_name=preset.tool_message_name,
         key_required=preset.key_env is not None,
-        images=settings.vision if settings.vision is not None else accepts_images(
-            preset.name, model),
+        images=settings.vision
+        if settings.vision is not None
+        else accepts_images(preset.name, model),
     )
 
 

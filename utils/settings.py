@@ -152,12 +152,16 @@ class Settings(BaseSettings):
     log_redact_content: bool = Field(False, validation_alias=_env("AGENT_LOG_REDACT_CONTENT"))
     use_proxy: bool = Field(False, validation_alias=_env("AGENT_USE_PROXY"))
     redis_url: str | None = Field(
-        None, validation_alias=_env("AGENT_REDIS_URL"),
+        None,
+        validation_alias=_env("AGENT_REDIS_URL"),
         description="scale out: several web processes coordinated through this Redis",
     )
     a2a_enabled: bool = Field(False, validation_alias=_env("AGENT_A2A"))
     a2a_port: int | None = Field(
-        None, ge=1, le=65535, validation_alias=_env("AGENT_A2A_PORT"),
+        None,
+        ge=1,
+        le=65535,
+        validation_alias=_env("AGENT_A2A_PORT"),
         description="the A2A server's port; default: the web port + 1",
     )
     remote_agents: list[RemoteAgent] = Field(
@@ -165,21 +169,27 @@ class Settings(BaseSettings):
     )
 
     mcp_config: Path | None = Field(
-        None, validation_alias=_env("AGENT_MCP_CONFIG"),
+        None,
+        validation_alias=_env("AGENT_MCP_CONFIG"),
         description="the MCP servers file (`mcpServers` JSON); default DATA_DIR/mcp.json",
     )
     mcp_trust_workspace: bool = Field(
-        False, validation_alias=_env("AGENT_MCP_TRUST_WORKSPACE"),
+        False,
+        validation_alias=_env("AGENT_MCP_TRUST_WORKSPACE"),
         description="also start the servers of the workspace's .mcp.json (run unsandboxed)",
     )
     mcp_server_tools: list[str] = Field(
-        default_factory=list, validation_alias=_env("AGENT_MCP_SERVER_TOOLS"),
+        default_factory=list,
+        validation_alias=_env("AGENT_MCP_SERVER_TOOLS"),
         description="tools `main.py mcp` offers in `ask` mode besides the read-only ones",
     )
 
     max_iterations: int = Field(20, ge=1, validation_alias=_env("AGENT_MAX_ITERATIONS"))
     condense_threshold: float = Field(
-        0.8, ge=0, le=1, validation_alias=_env("AGENT_CONDENSE_THRESHOLD"),
+        0.8,
+        ge=0,
+        le=1,
+        validation_alias=_env("AGENT_CONDENSE_THRESHOLD"),
         description="share of the context window at which older turns are summarised; 0: never",
     )
     command_timeout: float = Field(
@@ -193,7 +203,10 @@ class Settings(BaseSettings):
     max_retries: int = Field(4, ge=0, validation_alias=_env("AGENT_MAX_RETRIES"))
     retry_base_delay: float = Field(1.0, ge=0, validation_alias=_env("AGENT_RETRY_BASE_DELAY"))
     demo_pace: float = Field(
-        1.0, ge=0, le=10, validation_alias=_env("AGENT_DEMO_PACE"),
+        1.0,
+        ge=0,
+        le=10,
+        validation_alias=_env("AGENT_DEMO_PACE"),
         description="the demo model's delays, scaled (0: none)",
     )
 
@@ -202,9 +215,7 @@ class Settings(BaseSettings):
     )
     extract_timeout: float = Field(20.0, gt=0, validation_alias=_env("AGENT_EXTRACT_TIMEOUT"))
     extract_memory_mb: int = Field(1024, ge=256, validation_alias=_env("AGENT_EXTRACT_MEMORY_MB"))
-    attachment_chars: int = Field(
-        40_000, ge=1_000, validation_alias=_env("AGENT_ATTACHMENT_CHARS")
-    )
+    attachment_chars: int = Field(40_000, ge=1_000, validation_alias=_env("AGENT_ATTACHMENT_CHARS"))
     # None: what the provider preset knows about the model; true/false overrides it.
     vision: bool | None = Field(None, validation_alias=_env("AGENT_VISION"))
 

@@ -80,12 +80,16 @@ def describe(name, values, rows):
         kind = f"{column_type(filled)} (mostly)"
     lines = [f"## {name}", f"- type: {kind}; blank: {blank} of {rows}; distinct: {len(counts)}"]
     if mostly:
-        lines.append(f"- {len(odd)} values are not numbers: "
-                     + ", ".join(repr(v[:40]) for v in list(dict.fromkeys(odd))[:5]))
+        lines.append(
+            f"- {len(odd)} values are not numbers: "
+            + ", ".join(repr(v[:40]) for v in list(dict.fromkeys(odd))[:5])
+        )
     if kind.startswith(("integer", "number")):
         numbers = [as_number(v) for v in filled]
-        lines.append(f"- min {min(numbers):g}, max {max(numbers):g}, mean "
-                     f"{statistics.fmean(numbers):.4g}, median {statistics.median(numbers):g}")
+        lines.append(
+            f"- min {min(numbers):g}, max {max(numbers):g}, mean "
+            f"{statistics.fmean(numbers):.4g}, median {statistics.median(numbers):g}"
+        )
     elif kind == "date":
         dates = sorted(as_date(v) for v in filled)
         lines.append(f"- from {dates[0]:%Y-%m-%d} to {dates[-1]:%Y-%m-%d}")
@@ -117,16 +121,21 @@ def profile(path, max_rows=MAX_ROWS):
             ragged += len(row) != len(header)
             rows.append(row + [""] * (len(header) - len(row)))
     delimiter = {"\t": "tab"}.get(dialect.delimiter, repr(dialect.delimiter))
-    print(f"# {path}\n{len(rows)} rows{' (stopped early: more rows follow)' if stopped else ''}"
-          f" x {len(header)} columns; delimiter {delimiter}; encoding {encoding}")
+    print(
+        f"# {path}\n{len(rows)} rows{' (stopped early: more rows follow)' if stopped else ''}"
+        f" x {len(header)} columns; delimiter {delimiter}; encoding {encoding}"
+    )
     if ragged:
         print(f"warning: {ragged} rows have a different number of fields than the header")
     duplicates = len(rows) - len({tuple(r) for r in rows})
     if duplicates:
         print(f"duplicate rows: {duplicates}")
     for index, name in enumerate(header):
-        print("\n".join(describe(name or f"(column {index + 1})",
-                                 [r[index] for r in rows], len(rows))))
+        print(
+            "\n".join(
+                describe(name or f"(column {index + 1})", [r[index] for r in rows], len(rows))
+            )
+        )
 
 
 if __name__ == "__main__":
