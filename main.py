@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     from pydantic import ValidationError
 
     from modules.sandbox import SandboxUnavailable
-    from utils.settings import load_settings
+    from utils.settings import BadConfiguration, load_settings
     from utils.validation import describe_validation_error
 
     try:
@@ -88,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         return _run_cli(settings, args)
     except ValidationError as exc:
         print(f"error: bad configuration: {describe_validation_error(exc)}", file=sys.stderr)
+    except BadConfiguration as exc:
+        print(f"error: bad configuration: {exc}", file=sys.stderr)
     except SandboxUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
     except OSError as exc:  # a folder it may not write, a port already taken

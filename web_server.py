@@ -127,7 +127,7 @@ def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) ->
     state: WebState = app.extensions["agent"]
     state.services.warm_up()  # the first message must not wait for the SDK's import
     gc.freeze()  # what start-up built lives as long as the server: full collections skip it
-    a2a_url = _start_a2a(state, host, port) if settings.a2a_enabled else None
+    a2a_url = _start_a2a(state, host, port) if settings.a2a else None
     state.start_watcher()
     _stop_on_signals(state)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host

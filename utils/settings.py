@@ -12,6 +12,7 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     YamlConfigSettingsSource,
 )
 
@@ -21,9 +22,10 @@ Approval = Literal["auto", "ask", "read-only"]
 SandboxKind = Literal["auto", "local", "docker"]
 
 
-def _env(name: str) -> AliasChoices:
-    """Accept both the environment variable name and the plain field name (config.yaml)."""
-    return AliasChoices(name, name.removeprefix("AGENT_").lower())
+def _own_variable(name: str) -> AliasChoices:
+    """A setting read from its provider's own variable (`DEEPSEEK_API_KEY`) rather than from
+    AGENT_<FIELD>; the plain name (`deepseek_api_key`) serves config.yaml and the code."""
+    return AliasChoices(name, name.lower())
 
 
 def _overlay_env(prefix: str, model: type[BaseModel], data: Any) -> Any:
@@ -106,118 +108,102 @@ class RemoteAgent(BaseModel):
 
 
 class Settings(BaseSettings):
-    """Every setting the program reads, with its default."""
+    """Every setting the program reads, with its default.
+
+    In the environment and `.env` a setting is AGENT_<FIELD> (or its provider's own variable),
+    and only that: a `MODEL`, `MODE`, `WORKSPACE` or `API_KEY` set for other programs (CI
+    servers set WORKSPACE) is none of ours. config.yaml takes the plain field names.
+    """
 
     model_config = SettingsConfigDict(
+        env_prefix="AGENT_",
         env_file=".env",
         env_file_encoding="utf-8",
         extra="ignore",
-        populate_by_name=True,
     )
 
-    provider: Provider = Field("deepseek", validation_alias=_env("AGENT_PROVIDER"))
-    base_url: str | None = Field(None, validation_alias=_env("AGENT_BASE_URL"))
-    api_key: str | None = Field(None, validation_alias=_env("AGENT_API_KEY"))
-    model: str | None = Field(None, validation_alias=_env("AGENT_MODEL"))
-    thinking_model: str | None = Field(None, validation_alias=_env("AGENT_THINKING_MODEL"))
-    context_window: int | None = Field(None, validation_alias=_env("AGENT_CONTEXT_WINDOW"))
+    provider: Provider = "deepseek"
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    thinking_model: str | None = None
+    context_window: int | None = None
 
-    deepseek_api_key: str | None = Field(None, validation_alias=_env("DEEPSEEK_API_KEY"))
-    moonshot_api_key: str | None = Field(None, validation_alias=_env("MOONSHOT_API_KEY"))
-    dashscope_api_key: str | None = Field(None, validation_alias=_env("DASHSCOPE_API_KEY"))
-    siliconflow_api_key: str | None = Field(None, validation_alias=_env("SILICONFLOW_API_KEY"))
-    openai_api_key: str | None = Field(None, validation_alias=_env("OPENAI_API_KEY"))
-    tavily_api_key: str | None = Field(None, validation_alias=_env("TAVILY_API_KEY"))
+    deepseek_api_key: str | None = Field(None, validation_alias=_own_variable("DEEPSEEK_API_KEY"))
+    moonshot_api_key: str | None = Field(None, validation_alias=_own_variable("MOONSHOT_API_KEY"))
+    dashscope_api_key: str | None = Field(None, validation_alias=_own_variable("DASHSCOPE_API_KEY"))
+    siliconflow_api_key: str | None = Field(
+        None, validation_alias=_own_variable("SILICONFLOW_API_KEY")
+    )
+    openai_api_key: str | None = Field(None, validation_alias=_own_variable("OPENAI_API_KEY"))
+    tavily_api_key: str | None = Field(None, validation_alias=_own_variable("TAVILY_API_KEY"))
 
-    workspace: Path = Field(Path("workspace"), validation_alias=_env("AGENT_WORKSPACE"))
-    data_dir: Path = Field(Path("data"), validation_alias=_env("AGENT_DATA_DIR"))
-    mode: Mode = Field("fast", validation_alias=_env("AGENT_MODE"))
-    approval: Approval = Field("ask", validation_alias=_env("AGENT_APPROVAL"))
-    default_agent: str = Field("general", validation_alias=_env("AGENT_DEFAULT_AGENT"))
-    sandbox: SandboxKind = Field("auto", validation_alias=_env("AGENT_SANDBOX"))
-    docker: DockerSettings = Field(
-        default_factory=DockerSettings, validation_alias=_env("AGENT_DOCKER")
-    )
-    local_sandbox: LocalSandboxSettings = Field(
-        default_factory=LocalSandboxSettings, validation_alias=_env("AGENT_LOCAL_SANDBOX")
-    )
+    workspace: Path = Path("workspace")
+    data_dir: Path = Path("data")
+    mode: Mode = "fast"
+    approval: Approval = "ask"
+    default_agent: str = "general"
+    sandbox: SandboxKind = "auto"
+    docker: DockerSettings = Field(default_factory=DockerSettings)
+    local_sandbox: LocalSandboxSettings = Field(default_factory=LocalSandboxSettings)
 
-    web_token: str | None = Field(None, validation_alias=_env("AGENT_WEB_TOKEN"))
-    allowed_origins: list[str] = Field(
-        default_factory=list, validation_alias=_env("AGENT_ALLOWED_ORIGINS")
-    )
-    allowed_hosts: list[str] = Field(
-        default_factory=list, validation_alias=_env("AGENT_ALLOWED_HOSTS")
-    )
-    log_redact_content: bool = Field(False, validation_alias=_env("AGENT_LOG_REDACT_CONTENT"))
-    use_proxy: bool = Field(False, validation_alias=_env("AGENT_USE_PROXY"))
+    web_token: str | None = None
+    allowed_origins: list[str] = Field(default_factory=list)
+    allowed_hosts: list[str] = Field(default_factory=list)
+    log_redact_content: bool = False
+    use_proxy: bool = False
     redis_url: str | None = Field(
         None,
-        validation_alias=_env("AGENT_REDIS_URL"),
         description="scale out: several web processes coordinated through this Redis",
     )
-    a2a_enabled: bool = Field(False, validation_alias=_env("AGENT_A2A"))
+    a2a: bool = Field(False, description="serve A2A on its own port")
     a2a_port: int | None = Field(
         None,
         ge=1,
         le=65535,
-        validation_alias=_env("AGENT_A2A_PORT"),
         description="the A2A server's port; default: the web port + 1",
     )
-    remote_agents: list[RemoteAgent] = Field(
-        default_factory=list, validation_alias=_env("AGENT_REMOTE_AGENTS")
-    )
+    remote_agents: list[RemoteAgent] = Field(default_factory=list)
 
     mcp_config: Path | None = Field(
         None,
-        validation_alias=_env("AGENT_MCP_CONFIG"),
         description="the MCP servers file (`mcpServers` JSON); default DATA_DIR/mcp.json",
     )
     mcp_trust_workspace: bool = Field(
         False,
-        validation_alias=_env("AGENT_MCP_TRUST_WORKSPACE"),
         description="also start the servers of the workspace's .mcp.json (run unsandboxed)",
     )
     mcp_server_tools: list[str] = Field(
         default_factory=list,
-        validation_alias=_env("AGENT_MCP_SERVER_TOOLS"),
         description="tools `main.py mcp` offers in `ask` mode besides the read-only ones",
     )
 
-    max_iterations: int = Field(20, ge=1, validation_alias=_env("AGENT_MAX_ITERATIONS"))
+    max_iterations: int = Field(20, ge=1)
     condense_threshold: float = Field(
         0.8,
         ge=0,
         le=1,
-        validation_alias=_env("AGENT_CONDENSE_THRESHOLD"),
         description="share of the context window at which older turns are summarised; 0: never",
     )
-    command_timeout: float = Field(
-        60.0, gt=0, le=600, validation_alias=_env("AGENT_COMMAND_TIMEOUT")
-    )
-    tool_timeout: float = Field(120.0, gt=0, validation_alias=_env("AGENT_TOOL_TIMEOUT"))
-    output_limit_chars: int = Field(
-        20_000, ge=1_000, validation_alias=_env("AGENT_OUTPUT_LIMIT_CHARS")
-    )
-    request_timeout: float = Field(120.0, gt=0, validation_alias=_env("AGENT_REQUEST_TIMEOUT"))
-    max_retries: int = Field(4, ge=0, validation_alias=_env("AGENT_MAX_RETRIES"))
-    retry_base_delay: float = Field(1.0, ge=0, validation_alias=_env("AGENT_RETRY_BASE_DELAY"))
+    command_timeout: float = Field(60.0, gt=0, le=600)
+    tool_timeout: float = Field(120.0, gt=0)
+    output_limit_chars: int = Field(20_000, ge=1_000)
+    request_timeout: float = Field(120.0, gt=0)
+    max_retries: int = Field(4, ge=0)
+    retry_base_delay: float = Field(1.0, ge=0)
     demo_pace: float = Field(
         1.0,
         ge=0,
         le=10,
-        validation_alias=_env("AGENT_DEMO_PACE"),
         description="the demo model's delays, scaled (0: none)",
     )
 
-    upload_limit_mb: float = Field(
-        25, gt=0, le=1024, validation_alias=_env("AGENT_UPLOAD_LIMIT_MB")
-    )
-    extract_timeout: float = Field(20.0, gt=0, validation_alias=_env("AGENT_EXTRACT_TIMEOUT"))
-    extract_memory_mb: int = Field(1024, ge=256, validation_alias=_env("AGENT_EXTRACT_MEMORY_MB"))
-    attachment_chars: int = Field(40_000, ge=1_000, validation_alias=_env("AGENT_ATTACHMENT_CHARS"))
+    upload_limit_mb: float = Field(25, gt=0, le=1024)
+    extract_timeout: float = Field(20.0, gt=0)
+    extract_memory_mb: int = Field(1024, ge=256)
+    attachment_chars: int = Field(40_000, ge=1_000)
     # None: what the provider preset knows about the model; true/false overrides it.
-    vision: bool | None = Field(None, validation_alias=_env("AGENT_VISION"))
+    vision: bool | None = None
 
     @field_validator("remote_agents")
     @classmethod
@@ -272,10 +258,25 @@ SECRET_ENV_NAMES = (
 )
 
 
+class BadConfiguration(ValueError):
+    """A source of settings that cannot be read: config.yaml that is not YAML, a list or a
+    section in the environment that is not JSON."""
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Build the settings once; command-line flags arrive as overrides."""
+    import yaml
+
     clean = {k: v for k, v in overrides.items() if v is not None}
-    settings = Settings(**clean)
+    try:
+        settings = Settings(**clean)
+    except SettingsError as exc:
+        raise BadConfiguration(
+            f"{exc} ({exc.__cause__}); lists and sections are written as JSON there, e.g. "
+            """AGENT_ALLOWED_ORIGINS='["http://host:5000"]'"""
+        ) from exc
+    except yaml.YAMLError as exc:
+        raise BadConfiguration(f"config.yaml is not valid YAML: {exc}") from exc
     settings.workspace = settings.workspace.expanduser().resolve()
     settings.data_dir = settings.data_dir.expanduser().resolve()
     return settings

@@ -1,0 +1,83 @@
+"""Settings: where each comes from (PROTOCOL §2), and what is not ours to read."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from main import main
+from utils.settings import BadConfiguration, load_settings
+
+
+@pytest.fixture(autouse=True)
+def clean_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty current folder (no .env, no config.yaml) and no AGENT_ variables."""
+    for name in os.environ:
+        if name.startswith("AGENT_") or name.endswith("_API_KEY"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_variables_set_for_other_programs_are_not_read(monkeypatch: pytest.MonkeyPatch):
+    for name, value in {
+        "MODE": "production",  # would fail validation and stop the start
+        "MODEL": "someone-elses-model",
+        "WORKSPACE": "/var/lib/jenkins/job",  # CI servers set it
+        "API_KEY": "a-key-for-another-service",  # would be sent to the model provider
+        "PROVIDER": "kimi",
+        "SANDBOX": "docker",
+        "A2A": "true",
+    }.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
+    assert (settings.mode, settings.model, settings.api_key) == ("fast", None, None)
+    assert settings.workspace == Path.cwd() / "workspace"
+    assert (settings.provider, settings.sandbox, settings.a2a) == ("deepseek", "auto", False)
+
+
+def test_the_documented_names_are_read(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("AGENT_MODE", "thinking")
+    monkeypatch.setenv("AGENT_MODEL", "kimi-k2.6")
+    monkeypatch.setenv("MOONSHOT_API_KEY", "mk")
+    monkeypatch.setenv("AGENT_A2A", "true")
+    monkeypatch.setenv("AGENT_ALLOWED_ORIGINS", '["http://a:1"]')
+    monkeypatch.setenv("AGENT_DOCKER", '{"image": "img", "memory": "1g"}')
+    monkeypatch.setenv("AGENT_DOCKER_MEMORY", "2g")  # one field of the section wins
+    settings = load_settings()
+    assert (settings.mode, settings.model, settings.moonshot_api_key) == (
+        "thinking",
+        "kimi-k2.6",
+        "mk",
+    )
+    assert settings.a2a and settings.allowed_origins == ["http://a:1"]
+    assert (settings.docker.image, settings.docker.memory) == ("img", "2g")
+
+
+def test_environment_then_dotenv_then_config_yaml(clean_folder: Path, monkeypatch):
+    (clean_folder / "config.yaml").write_text(
+        "model: from-yaml\nmode: thinking\napproval: read-only\na2a: true\n"
+        "docker:\n  image: yaml-image\n  cpus: 2\n"
+    )
+    (clean_folder / ".env").write_text("AGENT_MODEL=from-dotenv\nAGENT_MODE=fast\nMODE=x\n")
+    monkeypatch.setenv("AGENT_MODE", "thinking")
+    settings = load_settings(approval="auto")  # a command-line flag wins over all
+    assert (settings.model, settings.mode, settings.approval) == ("from-dotenv", "thinking", "auto")
+    assert settings.a2a and (settings.docker.image, settings.docker.cpus) == ("yaml-image", 2.0)
+
+
+def test_unreadable_configuration_is_one_clear_line(clean_folder: Path, monkeypatch, capsys):
+    monkeypatch.setenv("AGENT_ALLOWED_ORIGINS", "http://a:1")
+    with pytest.raises(BadConfiguration, match=r"allowed_origins.*JSON"):
+        load_settings()
+    assert main(["cli", "-p", "hi"]) == 2
+    assert capsys.readouterr().err.startswith("error: bad configuration: ")
+    monkeypatch.delenv("AGENT_ALLOWED_ORIGINS")
+
+    (clean_folder / "config.yaml").write_text("model: [unclosed\n")
+    assert main(["cli", "-p", "hi"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: bad configuration: config.yaml is not valid YAML")
+    assert "Traceback" not in err
