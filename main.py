@@ -117,7 +117,8 @@ def _run_cli(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _run_terminal(services: AgentServices, args: argparse.Namespace) -> int:
-    from core.cli_terminal import CliTerminal, repl, run_once
+    from core.cli_session import repl, run_once
+    from core.cli_terminal import CliTerminal
     from utils.conversation_store import ConversationNotFound
 
     settings = services.settings

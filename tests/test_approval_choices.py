@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from core.approval import ApprovalGate, human_size, planned_write, preview
-from core.cli_terminal import CliTerminal, run_command
+from core.cli_session import run_command
+from core.cli_terminal import CliTerminal
 from core.services import build_services
 from modules.paths import Workspace
 from modules.tools import build_registry

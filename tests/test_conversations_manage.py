@@ -8,7 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.cli_terminal import CliTerminal, run_command
+from core.cli_session import run_command
+from core.cli_terminal import CliTerminal
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import Recorder, Web

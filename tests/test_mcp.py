@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from core.approval import ApprovalGate
-from core.cli_terminal import CliTerminal, run_command
+from core.cli_session import run_command
+from core.cli_terminal import CliTerminal
 from core.services import build_services
 from modules.mcp_client import McpManager, build_manager
 from modules.mcp_config import load_config, tool_name

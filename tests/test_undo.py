@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from core.cli_terminal import CliTerminal, run_command
+from core.cli_session import run_command
+from core.cli_terminal import CliTerminal
 from core.main_terminal import TaskBusy
 from core.services import build_services
 from modules.context import ToolContext

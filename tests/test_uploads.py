@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import requests
 
-from core.cli_terminal import CliTerminal, run_command
+from core.cli_session import run_command
+from core.cli_terminal import CliTerminal
 from core.services import build_services
 from modules.tools import build_registry
 from tests.fake_llm import Call, FakeLLM, Reply
