@@ -29,7 +29,8 @@ from google.protobuf.json_format import MessageToDict
 
 from core.events import Done, Error, Event, Token, ToolEvent
 from core.main_terminal import TaskBusy
-from utils.conversation_store import LEAF, ConversationNotFound
+from utils.conversation import LEAF
+from utils.conversation_store import ConversationNotFound
 from web_state import WebState
 
 T = TypeVar("T")

@@ -18,7 +18,8 @@ from modules.file_tree import visible_changes
 from modules.proposals import ProposalError
 from modules.results import FileChange, ToolError
 from modules.uploads import MAX_ATTACHMENTS
-from utils.conversation_store import LEAF, ConversationNotFound
+from utils.conversation import LEAF
+from utils.conversation_store import ConversationNotFound
 from utils.settings import Approval, Mode
 from utils.validation import describe_validation_error
 from web_payloads import conversation_payload, conversations_payload, status_payload, tree_payload

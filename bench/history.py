@@ -18,7 +18,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from utils.context_manager import ContextBuilder
-from utils.conversation_store import Conversation, ConversationStore
+from utils.conversation import Conversation
+from utils.conversation_store import ConversationStore
 
 SAMPLES = 20
 MAX_APPEND_RATIO = 1.5

@@ -18,7 +18,7 @@ from modules.undo import TaskJournal
 from utils.agent_specs import AgentSpec
 from utils.cancel import CancelToken
 from utils.completion import Completion, Usage
-from utils.conversation_store import Conversation
+from utils.conversation import Conversation
 from utils.settings import Approval, Mode
 
 REPEAT_WARNING_AFTER = 8

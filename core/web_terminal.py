@@ -16,7 +16,7 @@ from core.task import Task
 from modules.file_tree import visible_changes
 from modules.focus import FocusFiles
 from modules.results import ToolError
-from utils.conversation_store import LEAF
+from utils.conversation import LEAF
 from utils.settings import Approval, Mode
 
 Send = Callable[[Event], None]  # to the room of the event's conversation

@@ -28,7 +28,8 @@ from utils.condense import (
     summary_request,
 )
 from utils.context_manager import ContextBuilder
-from utils.conversation_store import Conversation, ConversationStore
+from utils.conversation import Conversation
+from utils.conversation_store import ConversationStore
 from utils.providers import prepare_messages, resolve_provider
 from utils.settings import Settings
 
@@ -115,7 +116,7 @@ class Builder:
 
     def _branch_parent(self, back: int) -> Any:
         if not back:
-            from utils.conversation_store import LEAF
+            from utils.conversation import LEAF
 
             return LEAF
         users = [r for r in self.conversation.path() if is_turn_start(r)]

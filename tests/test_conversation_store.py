@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from utils.conversation_store import ConversationNotFound, ConversationStore, MessageNotFound
+from utils.conversation import MessageNotFound
+from utils.conversation_store import ConversationNotFound, ConversationStore
 
 
 def _lines(store_dir: Path, conversation_id: str) -> list[bytes]:

@@ -1,6 +1,6 @@
 """What the model sees: the system prompt plus as much of the history path as the window holds.
 
-The conversation trees on disk are utils/conversation_store.py's.
+The conversation trees on disk are utils/conversation.py's.
 """
 
 from __future__ import annotations
