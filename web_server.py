@@ -18,7 +18,7 @@ from flask_socketio import SocketIO
 from core.cluster import Cluster, LocalCluster
 from core.events import Event
 from core.services import build_services
-from core.web_terminal import TerminalHub
+from core.terminal_hub import TerminalHub
 from utils.settings import Settings
 from web_access import HostGuard, is_loopback, origin_checker
 from web_batching import DeltaBatcher

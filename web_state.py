@@ -11,7 +11,7 @@ from flask_socketio import SocketIO
 
 from core.events import Event, FileTree
 from core.services import AgentServices
-from core.web_terminal import TerminalHub
+from core.terminal_hub import TerminalHub
 from modules.file_watcher import WorkspaceWatcher
 from modules.results import FileChange
 from utils.settings import Settings

@@ -1,0 +1,223 @@
+"""Each conversation's WebTerminal in this server process, and commands for the tasks that
+run in another (cancel, approve, join: forwarded through the cluster to their process)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from core.cluster import Cluster, LocalCluster
+from core.events import Event
+from core.main_terminal import TaskBusy
+from core.services import AgentServices
+from core.web_terminal import Announce, Send, WebTerminal
+
+ToClient = Callable[[str, str, dict[str, Any]], None]  # (sid, name, payload): to one client
+EnterRoom = Callable[[str, str], None]  # (sid, room): a client of any process
+
+
+class TerminalHub:
+    """The WebTerminal of each conversation, created on first use, and what the `cluster`
+    says runs in other server processes: commands for those tasks go to their process."""
+
+    def __init__(
+        self,
+        services: AgentServices,
+        send: Send,
+        *,
+        cluster: Cluster | None = None,
+        to_client: ToClient | None = None,
+        enter_room: EnterRoom | None = None,
+    ) -> None:
+        self.services = services
+        self._send = send
+        self.cluster = cluster or LocalCluster()
+        self._to_client = to_client
+        self._enter_room = enter_room
+        self.announce: Announce | None = None  # set by the Socket.IO handlers
+        self._lock = threading.Lock()
+        self._terminals: dict[str, WebTerminal] = {}
+        self._versions: dict[str, tuple[int, int]] = {}  # what each terminal's history read
+
+    def get(self, conversation_id: str) -> WebTerminal:
+        """The conversation's terminal (raises ConversationNotFound).
+
+        When other processes write the data dir, an idle terminal whose history changed on
+        disk since it was read is made afresh.
+        """
+        with self._lock:
+            terminal = self._terminals.get(conversation_id)
+            if terminal is not None and self.cluster.shared and not terminal.running:
+                version = self.services.store.version(conversation_id)
+                if version != self._versions.get(conversation_id):
+                    self.services.store.reload(conversation_id)
+                    terminal = None
+            if terminal is None:
+                terminal = self._make(conversation_id)
+                self._terminals[conversation_id] = terminal
+                if self.cluster.shared:
+                    self._versions[conversation_id] = self.services.store.version(conversation_id)
+            return terminal
+
+    def new(self) -> WebTerminal:
+        """A terminal for a conversation the next task will create; `register` it once begun."""
+        return self._make(None)
+
+    def _make(self, conversation_id: str | None) -> WebTerminal:
+        return WebTerminal(
+            self.services,
+            conversation_id,
+            send=self._send,
+            announce=self.announce,
+            cluster=self.cluster,
+        )
+
+    def forget(self, conversation_id: str) -> None:
+        """Drop an idle conversation's terminal (it is being deleted); raises TaskBusy."""
+        with self._lock:
+            terminal = self._terminals.get(conversation_id)
+            if (terminal is not None and terminal.running) or self.cluster.owner(conversation_id):
+                raise TaskBusy("a task is running in this conversation; stop it first")
+            self._terminals.pop(conversation_id, None)
+            self._versions.pop(conversation_id, None)
+
+    def register(self, terminal: WebTerminal) -> None:
+        """Make a begun terminal findable by its conversation id."""
+        assert terminal.conversation_id is not None
+        with self._lock:
+            self._terminals[terminal.conversation_id] = terminal
+
+    def running(self) -> list[WebTerminal]:
+        """The terminals whose task is running in this process now."""
+        with self._lock:
+            return [t for t in self._terminals.values() if t.running]
+
+    def running_ids(self) -> list[str]:
+        """The conversations whose task runs now, in this process or another."""
+        here = [t.conversation_id for t in self.running() if t.conversation_id]
+        return here + sorted(self.cluster.running().difference(here))
+
+    # --- commands that act where the task runs ----------------------------------------
+
+    def cancel(self, conversation_id: str) -> bool:
+        """Stop the conversation's task or condensation; False when nothing runs."""
+        terminal = self.get(conversation_id)
+        if terminal.cancel():
+            return True
+        answer = self._ask(conversation_id, {"op": "cancel"})
+        return bool(answer and answer.get("cancelled"))
+
+    def approve(
+        self, conversation_id: str, call_id: str, approved: bool, *, always: bool = False
+    ) -> list[str] | None:
+        """Answer a call waiting for approval; the tools now always allowed, or None when no
+        such call waits."""
+        terminal = self.get(conversation_id)
+        if terminal.approve(call_id, approved, always=always):
+            return terminal.gate.allowed()
+        answer = self._ask(
+            conversation_id,
+            {"op": "approve", "call_id": call_id, "approved": approved, "always": always},
+        )
+        allowed = answer.get("always_allowed") if answer else None
+        return list(allowed) if isinstance(allowed, list) else None
+
+    def join(
+        self, conversation_id: str, after_seq: int, sid: str, room: str | None = None
+    ) -> dict[str, Any]:
+        """Put client `sid` in the conversation's `room` (default: the one named by its id)
+        and replay what it missed after `after_seq` (see WebTerminal.replay): by the process
+        running the task, which alone orders the replay before the live events; else from
+        the last task's log."""
+        room = room or conversation_id
+        terminal = self.get(conversation_id)
+        if not terminal.running:
+            answer = self._ask(
+                conversation_id, {"op": "join", "after_seq": after_seq, "sid": sid, "room": room}
+            )
+            if answer is not None and "last_seq" in answer:
+                return answer
+            logged = self.cluster.replay_log(conversation_id, after_seq)
+            if logged is not None and not terminal.running:
+                self._subscribe(sid, room)
+                for name, wire in logged.events:
+                    self._deliver(sid, name, wire)
+                return {
+                    "running": False,
+                    "last_seq": max(logged.last_seq, terminal.last_seq),
+                    "replays_after": logged.replays_after,
+                }
+        return self._replay_here(terminal, after_seq, sid, room)
+
+    def remote_status(self, conversation_id: str) -> dict[str, Any] | None:
+        """Where the conversation's task is when another process runs it (None otherwise)."""
+        if self.cluster.owner(conversation_id) is None:
+            return None
+        answer = self._ask(conversation_id, {"op": "status"})
+        status = answer.get("status") if answer else None
+        return status if isinstance(status, dict) else {"state": "thinking", "iteration": 0}
+
+    def _ask(self, conversation_id: str, request: dict[str, Any]) -> dict[str, Any] | None:
+        owner = self.cluster.owner(conversation_id)
+        if owner is None:
+            return None
+        return self.cluster.ask(owner, {**request, "conversation_id": conversation_id})
+
+    def _replay_here(
+        self, terminal: WebTerminal, after_seq: int, sid: str, room: str
+    ) -> dict[str, Any]:
+        def deliver(event: Event) -> None:
+            self._deliver(sid, event.name, event.to_wire())
+
+        return terminal.replay(after_seq, deliver, subscribe=lambda: self._subscribe(sid, room))
+
+    def _subscribe(self, sid: str, room: str) -> None:
+        if self._enter_room is not None:
+            self._enter_room(sid, room)
+
+    def _deliver(self, sid: str, name: str, payload: dict[str, Any]) -> None:
+        if self._to_client is not None:
+            self._to_client(sid, name, payload)
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Apply a command another process forwarded for a task of this one."""
+        cid = str(request.get("conversation_id") or "")
+        op = request.get("op")
+        if op == "reap":
+            self._reap(cid)
+            return {"ok": True}
+        with self._lock:
+            terminal = self._terminals.get(cid)
+        if terminal is None or not terminal.running:
+            return {"ok": False}  # ended meanwhile: the asker falls back on its own
+        if op == "cancel":
+            return {"ok": True, "cancelled": terminal.cancel()}
+        if op == "approve":
+            answered = terminal.approve(
+                str(request.get("call_id")),
+                bool(request.get("approved")),
+                always=bool(request.get("always")),
+            )
+            return {"ok": True, "always_allowed": terminal.gate.allowed() if answered else None}
+        if op == "join":
+            return self._replay_here(
+                terminal,
+                int(request.get("after_seq") or 0),
+                str(request.get("sid")),
+                str(request.get("room") or cid),
+            )
+        if op == "status":
+            return {"ok": True, "status": terminal.task_status()}
+        return {"ok": False}
+
+    def _reap(self, conversation_id: str) -> None:
+        """Mark the task a dead process left running interrupted (this process holds its
+        lease now)."""
+        message_id = self.cluster.orphan(conversation_id)
+        if message_id is None or not self.services.store.exists(conversation_id):
+            return
+        with self._lock:
+            self._terminals.pop(conversation_id, None)
+        self.services.store.reload(conversation_id)
+        self.get(conversation_id).interrupt(message_id)
