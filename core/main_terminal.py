@@ -4,53 +4,28 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
-from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Any, get_args
 
 from core.approval import ApprovalGate
-from core.condensing import Condensation, Outcome, Trigger
-from core.events import (
-    ContextEvent,
-    ContextUsage,
-    Done,
-    DoneReason,
-    Error,
-    Event,
-    EventSink,
-    Notice,
-    Status,
-    TaskState,
-    Thinking,
-    Token,
-    ToolEvent,
-)
+from core.condensing import Outcome
+from core.context_window import ContextWindow
+from core.events import ContextUsage, Done, DoneReason, Error, Event, EventSink, Status, TaskState
+from core.model_call import stream_reply
 from core.modes import delegate, delegation_schema, run_agent
 from core.services import AgentServices
-from core.task import MAX_DEPTH, StreamProgress, Task
+from core.task import MAX_DEPTH, Task
 from core.tool_step import ToolStep
-from modules.file_tree import describe_tree
 from modules.focus import FocusFiles
 from modules.undo_restore import UndoResult
 from utils.agent_specs import AgentSpec
-from utils.api_client import ApiError, StreamInterrupted
+from utils.api_client import ApiError
 from utils.cancel import CancelToken, TaskCancelled
-from utils.completion import (
-    Completion,
-    ContentDelta,
-    ReasoningDelta,
-    StreamEnd,
-    StreamItem,
-)
-from utils.condense import model_view
-from utils.context_manager import BuiltContext, ContextBuilder
-from utils.conversation_store import LEAF, Conversation
+from utils.completion import Completion
+from utils.conversation import LEAF, Conversation
 from utils.logger import log_context
-from utils.prompts import render_system_prompt
 from utils.settings import Approval, Mode
 from utils.text import shown
-from utils.tool_calls import ToolCall, ToolCallArgs, ToolCallStarted
+from utils.tool_calls import ToolCall
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +61,6 @@ class MainTerminal:
         self.mode: Mode = mode or self.settings.mode
         self.approval: Approval = approval or self.settings.approval
         self.agent = agent or self.settings.default_agent
-        self.context = ContextBuilder(services.provider.context_window)
         self.gate = ApprovalGate()
         self.tool_step = ToolStep(
             services,
@@ -96,16 +70,21 @@ class MainTerminal:
             delegate=self._delegate,
         )
         self.state: TaskState = "idle"
-        self.context_usage = ContextUsage(0, self.context.limit_tokens)
         self.focus = FocusFiles()
         self.task: Task | None = None
         self.iteration = 0  # of the running or last task
         self._conversation: Conversation | None = None
         self._seq = 0
         self._lock = threading.RLock()  # orders events, records and the task's start and end
-        self._compact_request: str | None = None  # instructions for the running task's next call
         self._compacting: CancelToken | None = None  # a condensation outside any task
-        self._condense_failed: str | None = None  # trace id of a task not to condense again
+        self.window = ContextWindow(
+            services,
+            self._lock,
+            report=self._report,
+            record=self._record,
+            focus=lambda: self.focus,
+            schemas=self._agent_schemas,
+        )
         if conversation_id is not None:
             self.open_conversation(conversation_id)
 
@@ -126,6 +105,11 @@ class MainTerminal:
     @property
     def last_seq(self) -> int:
         return self._seq
+
+    @property
+    def context_usage(self) -> ContextUsage:
+        """How full the window was at the top agent's newest call (or after a condensation)."""
+        return self.window.usage
 
     def open_conversation(self, conversation_id: str) -> None:
         """Switch to a stored conversation (raises ConversationNotFound)."""
@@ -342,117 +326,17 @@ class MainTerminal:
 
         `tools` None sends no `tools` parameter at all (a plain answer).
         """
-        messages, estimated = self._build_context(task, tools or [])
+        messages, estimated = self.window.build(task, tools or [])
         self._set_state("thinking", task)
-        message_id = uuid.uuid4().hex
-        progress = StreamProgress()
         model = self.services.model_for(task.agent)
-        with log_context(message_id=message_id, agent=task.agent.name):
-            try:
-                stream = model.stream(
-                    messages,
-                    tools or [],
-                    thinking=task.thinks(),
-                    cancel=task.cancel,
-                    on_wait=lambda seconds, text: task.report(Notice("retrying", text, seconds)),
-                )
-                completion = self._consume(task, stream, message_id, progress)
-            except (TaskCancelled, StreamInterrupted) as exc:
-                reason = "cancelled" if isinstance(exc, TaskCancelled) else "stream_cut"
-                self._record_partial(task, message_id, progress.partial(), reason)
-                raise
-        task.usage.add(completion.usage)
+        completion = stream_reply(
+            task, model, messages, tools or [], lambda: self._set_state("streaming", task)
+        )
         if completion.usage.prompt_tokens and task.depth == 0:
-            self.context.observe_usage(estimated, completion.usage.prompt_tokens)
-        log.info(
-            "model reply",
-            extra={
-                "fields": {
-                    "message_id": message_id,
-                    "reply": completion.content,
-                    "tool_calls": len(completion.tool_calls),
-                }
-            },
-        )
-        task.transcript.append(
-            "assistant", completion.content, id=message_id, **_assistant_fields(completion)
-        )
+            self.window.observe_usage(estimated, completion.usage.prompt_tokens)
         return completion
 
-    def _consume(
-        self, task: Task, stream: Iterable[StreamItem], message_id: str, progress: StreamProgress
-    ) -> Completion:
-        for item in stream:
-            if isinstance(item, ContentDelta):
-                progress.content.append(item.text)
-                self._set_state("streaming", task)
-                task.report(Token(message_id, item.text))
-            elif isinstance(item, ReasoningDelta):
-                progress.reasoning.append(item.text)
-                task.report(Thinking(message_id, item.text))
-            elif isinstance(item, ToolCallStarted):
-                progress.tool_names[item.call_id] = item.name
-                task.report(ToolEvent(item.call_id, item.name, "start"))
-            elif isinstance(item, ToolCallArgs):
-                name = progress.tool_names.get(item.call_id, "")
-                task.report(ToolEvent(item.call_id, name, "args", delta=item.delta))
-            elif isinstance(item, StreamEnd):
-                return item.completion
-        raise StreamInterrupted("the model stream ended without a final chunk", progress.partial())
-
-    def _record_partial(
-        self, task: Task, message_id: str, partial: Completion, reason: str
-    ) -> None:
-        if not (partial.content or partial.reasoning_content):
-            return
-        task.transcript.append(
-            "assistant",
-            partial.content,
-            id=message_id,
-            reasoning_content=partial.reasoning_content or None,
-            meta={"interrupted": reason},
-        )
-
-    def _build_context(
-        self, task: Task, tools: list[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], int]:
-        prompt = self._system_prompt(task.conversation, task.agent)
-        built = self._fit(prompt, task.agent, task.transcript.path(), tools)
-        if task.depth == 0:
-            built = self._condense_if_due(task, prompt, tools, built)
-            self.context_usage = ContextUsage(built.estimated_tokens, self.context.limit_tokens)
-        return built.messages, built.estimated_tokens
-
-    def _system_prompt(self, conversation: Conversation, agent: AgentSpec) -> str:
-        services = self.services
-        return render_system_prompt(
-            workspace_root=str(services.workspace.root),
-            tree=describe_tree(services.workspace, services.annotations),
-            memory=services.memory.read("main", conversation.id),
-            task_memory=services.memory.read("task", conversation.id),
-            focus=self.focus.contents(services.workspace),
-            now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            role=agent.system_prompt,
-            skills=services.skills.catalog(),
-        )
-
-    def _fit(
-        self,
-        prompt: str,
-        agent: AgentSpec,
-        path: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-    ) -> BuiltContext:
-        """A root-to-leaf path as one call sends it: its condensed view, expanded, fitted."""
-        services = self.services
-        images = getattr(services.model_for(agent), "config", services.provider).images
-        view = [
-            services.attachments.expand(services.skills.expand(record), images=images)
-            for record in model_view(path)
-        ]
-        return self.context.build(prompt, view, tools=tools)
-
-    # --- condensing the context (core/condensing.py) ----------------------------------
+    # --- condensing the context outside a task (core/context_window.py) --------------
 
     def begin_compaction(self, instructions: str | None = None) -> CancelToken | None:
         """Ask for the history to be condensed: now (returns the token `run_compaction`
@@ -464,10 +348,9 @@ class MainTerminal:
             if self._compacting is not None:
                 raise TaskBusy("the context is already being condensed")
             if self.task is not None:
-                self._compact_request = instructions or ""
+                self.window.request(instructions)
                 return None
-            path = self._conversation.path() if self._conversation else []
-            if self._condensation(path, "user", CancelToken(), self._report).plan() is None:
+            if not self.window.condensable(self._conversation, self.agent):
                 raise NothingToCondense(
                     "Nothing to condense yet: the first message and the newest turn are always "
                     "kept as they are, and nothing else comes before the newest turn."
@@ -479,118 +362,14 @@ class MainTerminal:
         """Condense the history outside any task; its events go out as a task's do."""
         conversation = self._conversation
         assert conversation is not None
-        agent = self.services.agents.get(self.agent)
-
-        def report(event: Event) -> None:
-            event.agent = agent.name
-            self._report(event)
-
         try:
-            prompt = self._system_prompt(conversation, agent)
-            tools = self._agent_schemas(agent, self.approval, 0)
-            return self._condensation(
-                conversation.path(),
-                "user",
-                cancel,
-                report,
-                instructions,
-                agent=agent,
-                prompt=prompt,
-                tools=tools,
-            ).run()
-        except TaskCancelled:
-            return "failed"
-        except Exception as exc:
-            log.exception("condensing crashed")
-            report(
-                ContextEvent(
-                    "failed",
-                    "user",
-                    0,
-                    self.context.limit_tokens,
-                    message=f"Condensing failed: {type(exc).__name__}: {exc}",
-                )
+            return self.window.condense_now(
+                conversation, self.agent, self.approval, cancel, instructions
             )
-            return "failed"
         finally:
             with self._lock:
                 self._compacting = None
             conversation.update_meta(last_seq=self._seq)
-
-    def _condense_if_due(
-        self, task: Task, prompt: str, tools: list[dict[str, Any]], built: BuiltContext
-    ) -> BuiltContext:
-        """Condense before this call when the user asked or the threshold is passed."""
-        with self._lock:
-            request, self._compact_request = self._compact_request, None
-        threshold = self.settings.condense_threshold
-        # also before the builder would have to leave older turns out (a small window's reserve)
-        limit = min(threshold * self.context.limit_tokens, self.context.budget_tokens)
-        due = request is not None or (
-            threshold > 0 and limit <= built.full_tokens and self._condense_failed != task.trace_id
-        )
-        if not due:
-            return built
-        condensation = self._condensation(
-            task.transcript.path(),
-            "user" if request is not None else "threshold",
-            task.cancel,
-            task.report,
-            request,
-            agent=task.agent,
-            prompt=prompt,
-            tools=tools,
-        )
-        outcome = condensation.run()
-        task.usage.add(condensation.usage)
-        if outcome == "failed":
-            self._condense_failed = task.trace_id
-        elif outcome == "nothing" and request is not None:
-            task.report(
-                Notice(
-                    "condense_skipped",
-                    "Nothing to condense yet: the running "
-                    "task and the first message are always kept.",
-                )
-            )
-        if outcome != "condensed":
-            return built
-        return self._fit(prompt, task.agent, task.transcript.path(), tools)
-
-    def _condensation(
-        self,
-        path: list[dict[str, Any]],
-        trigger: Trigger,
-        cancel: CancelToken,
-        report: EventSink,
-        instructions: str | None = None,
-        *,
-        agent: AgentSpec | None = None,
-        prompt: str = "",
-        tools: list[dict[str, Any]] | None = None,
-    ) -> Condensation:
-        agent = agent or self.services.agents.get(self.agent)
-
-        def measure(candidate: list[dict[str, Any]]) -> int:
-            return self._fit(prompt, agent, candidate, tools or []).full_tokens
-
-        def commit(event: ContextEvent, record: dict[str, Any]) -> None:
-            with self._lock:  # the record's seq is the event's
-                report(event)
-                self._record("system", record["content"], id=record["id"], meta=record["meta"])
-                self.context_usage = ContextUsage(event.tokens_after or 0, event.limit_tokens)
-
-        return Condensation(
-            path,
-            self.context.limit_tokens,
-            self.services.model_for(agent),
-            cancel,
-            report,
-            measure,
-            commit,
-            trigger,
-            instructions,
-        )
 
     # --- events and records -----------------------------------------------------------
 
@@ -626,20 +405,3 @@ class _StoredTranscript:
 
     def append(self, role: str, content: str, **fields: Any) -> dict[str, Any]:
         return self._terminal._record(role, content, **fields)
-
-
-def _assistant_fields(completion: Completion) -> dict[str, Any]:
-    fields: dict[str, Any] = {}
-    if completion.reasoning_content:
-        fields["reasoning_content"] = completion.reasoning_content
-    if completion.tool_calls:
-        fields["tool_calls"] = [call.to_message() for call in completion.tool_calls]
-    usage = completion.usage
-    if usage.prompt_tokens or usage.completion_tokens:  # the context meter of a reopened branch
-        fields["meta"] = {
-            "usage": {
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-            }
-        }
-    return fields

@@ -11,8 +11,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-# LEAF is re-exported only for core/main_terminal.py, until it imports it from utils.conversation.
-from utils.conversation import LEAF as LEAF
 from utils.conversation import (
     Conversation,
     NotFound,

@@ -1,0 +1,233 @@
+"""The conversation's context window: what each model call sends, and condensing the history.
+
+A call sends the system prompt, the tool schemas and the condensed view of its transcript
+(utils/condense.py), fitted to the window by utils/context_manager.py. For the conversation's
+own agent the history is condensed first (core/condensing.py) when the user asked for it or
+the threshold is passed; the user can also condense it between tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from core.condensing import Condensation, Outcome, Trigger
+from core.events import ContextEvent, ContextUsage, Event, EventSink, Notice
+from core.services import AgentServices
+from core.task import Task
+from modules.file_tree import describe_tree
+from modules.focus import FocusFiles
+from utils.agent_specs import AgentSpec
+from utils.cancel import CancelToken, TaskCancelled
+from utils.condense import model_view
+from utils.context_manager import BuiltContext, ContextBuilder
+from utils.conversation import Conversation
+from utils.prompts import render_system_prompt
+from utils.settings import Approval
+
+log = logging.getLogger(__name__)
+
+
+class ContextWindow:
+    """Builds each model call's messages within the window and condenses the history.
+
+    Shares the terminal's `lock`, which orders events and records: a summary's `condensed`
+    event and its record are reported and appended under it, so the record's seq is the
+    event's. `report` and `record` are the terminal's; `focus` gives the current focus files,
+    `schemas(agent, approval, depth)` the tools an agent is offered.
+    """
+
+    def __init__(
+        self,
+        services: AgentServices,
+        lock: threading.RLock,
+        *,
+        report: EventSink,
+        record: Callable[..., dict[str, Any]],
+        focus: Callable[[], FocusFiles],
+        schemas: Callable[[AgentSpec, Approval, int], list[dict[str, Any]]],
+    ) -> None:
+        self.services = services
+        self._lock = lock
+        self._report = report
+        self._record = record
+        self._focus = focus
+        self._schemas = schemas
+        self._builder = ContextBuilder(services.provider.context_window)
+        self.usage = ContextUsage(0, self._builder.limit_tokens)  # of the newest call
+        self._request: str | None = None  # instructions for the running task's next call
+        self._failed: str | None = None  # trace id of a task not to condense again
+
+    def build(self, task: Task, tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+        """The messages of the task's next call and their estimated tokens."""
+        prompt = self._system_prompt(task.conversation, task.agent)
+        built = self._fit(prompt, task.agent, task.transcript.path(), tools)
+        if task.depth == 0:
+            built = self._condense_if_due(task, prompt, tools, built)
+            self.usage = ContextUsage(built.estimated_tokens, self._builder.limit_tokens)
+        return built.messages, built.estimated_tokens
+
+    def observe_usage(self, estimated: int, prompt_tokens: int) -> None:
+        """Correct the estimates by what the provider counted for a call built here."""
+        self._builder.observe_usage(estimated, prompt_tokens)
+
+    def request(self, instructions: str | None) -> None:
+        """Condense before the running task's next model call."""
+        with self._lock:
+            self._request = instructions or ""
+
+    def condensable(self, conversation: Conversation | None, agent: str) -> bool:
+        """Whether the conversation's path has an older turn a summary could replace."""
+        path = conversation.path() if conversation else []
+        condensation = self._condensation(
+            path, "user", CancelToken(), self._report, agent=self.services.agents.get(agent)
+        )
+        return condensation.plan() is not None
+
+    def condense_now(
+        self,
+        conversation: Conversation,
+        agent_name: str,
+        approval: Approval,
+        cancel: CancelToken,
+        instructions: str | None = None,
+    ) -> Outcome:
+        """Condense the history outside any task; its events go out as a task's do."""
+        agent = self.services.agents.get(agent_name)
+
+        def report(event: Event) -> None:
+            event.agent = agent.name
+            self._report(event)
+
+        try:
+            prompt = self._system_prompt(conversation, agent)
+            tools = self._schemas(agent, approval, 0)
+            return self._condensation(
+                conversation.path(),
+                "user",
+                cancel,
+                report,
+                instructions,
+                agent=agent,
+                prompt=prompt,
+                tools=tools,
+            ).run()
+        except TaskCancelled:
+            return "failed"
+        except Exception as exc:
+            log.exception("condensing crashed")
+            report(
+                ContextEvent(
+                    "failed",
+                    "user",
+                    0,
+                    self._builder.limit_tokens,
+                    message=f"Condensing failed: {type(exc).__name__}: {exc}",
+                )
+            )
+            return "failed"
+
+    def _system_prompt(self, conversation: Conversation, agent: AgentSpec) -> str:
+        services = self.services
+        return render_system_prompt(
+            workspace_root=str(services.workspace.root),
+            tree=describe_tree(services.workspace, services.annotations),
+            memory=services.memory.read("main", conversation.id),
+            task_memory=services.memory.read("task", conversation.id),
+            focus=self._focus().contents(services.workspace),
+            now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            role=agent.system_prompt,
+            skills=services.skills.catalog(),
+        )
+
+    def _fit(
+        self,
+        prompt: str,
+        agent: AgentSpec,
+        path: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+    ) -> BuiltContext:
+        """A root-to-leaf path as one call sends it: its condensed view, expanded, fitted."""
+        services = self.services
+        images = getattr(services.model_for(agent), "config", services.provider).images
+        view = [
+            services.attachments.expand(services.skills.expand(record), images=images)
+            for record in model_view(path)
+        ]
+        return self._builder.build(prompt, view, tools=tools)
+
+    def _condense_if_due(
+        self, task: Task, prompt: str, tools: list[dict[str, Any]], built: BuiltContext
+    ) -> BuiltContext:
+        """Condense before this call when the user asked or the threshold is passed."""
+        with self._lock:
+            request, self._request = self._request, None
+        threshold = self.services.settings.condense_threshold
+        # also before the builder would have to leave older turns out (a small window's reserve)
+        limit = min(threshold * self._builder.limit_tokens, self._builder.budget_tokens)
+        due = request is not None or (
+            threshold > 0 and limit <= built.full_tokens and self._failed != task.trace_id
+        )
+        if not due:
+            return built
+        condensation = self._condensation(
+            task.transcript.path(),
+            "user" if request is not None else "threshold",
+            task.cancel,
+            task.report,
+            request,
+            agent=task.agent,
+            prompt=prompt,
+            tools=tools,
+        )
+        outcome = condensation.run()
+        task.usage.add(condensation.usage)
+        if outcome == "failed":
+            self._failed = task.trace_id
+        elif outcome == "nothing" and request is not None:
+            task.report(
+                Notice(
+                    "condense_skipped",
+                    "Nothing to condense yet: the running "
+                    "task and the first message are always kept.",
+                )
+            )
+        if outcome != "condensed":
+            return built
+        return self._fit(prompt, task.agent, task.transcript.path(), tools)
+
+    def _condensation(
+        self,
+        path: list[dict[str, Any]],
+        trigger: Trigger,
+        cancel: CancelToken,
+        report: EventSink,
+        instructions: str | None = None,
+        *,
+        agent: AgentSpec,
+        prompt: str = "",
+        tools: list[dict[str, Any]] | None = None,
+    ) -> Condensation:
+        def measure(candidate: list[dict[str, Any]]) -> int:
+            return self._fit(prompt, agent, candidate, tools or []).full_tokens
+
+        def commit(event: ContextEvent, record: dict[str, Any]) -> None:
+            with self._lock:  # the record's seq is the event's
+                report(event)
+                self._record("system", record["content"], id=record["id"], meta=record["meta"])
+                self.usage = ContextUsage(event.tokens_after or 0, event.limit_tokens)
+
+        return Condensation(
+            path,
+            self._builder.limit_tokens,
+            self.services.model_for(agent),
+            cancel,
+            report,
+            measure,
+            commit,
+            trigger,
+            instructions,
+        )

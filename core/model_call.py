@@ -1,0 +1,121 @@
+"""One streamed model call of a task: every delta reported the moment it arrives, the reply
+recorded in the task's transcript when the stream ends, and what came of a cancelled or cut
+stream recorded as interrupted."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from core.events import Notice, Thinking, Token, ToolEvent
+from core.services import ModelClient
+from core.task import StreamProgress, Task
+from utils.api_client import StreamInterrupted
+from utils.cancel import TaskCancelled
+from utils.completion import Completion, ContentDelta, ReasoningDelta, StreamEnd, StreamItem
+from utils.logger import log_context
+from utils.tool_calls import ToolCallArgs, ToolCallStarted
+
+log = logging.getLogger(__name__)
+
+
+def stream_reply(
+    task: Task,
+    model: ModelClient,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    on_content: Callable[[], None],
+) -> Completion:
+    """Stream the reply to `messages` into the task's events and record it.
+
+    `on_content` runs before each content delta is reported. TaskCancelled and
+    StreamInterrupted go through, after what had come is recorded.
+    """
+    message_id = uuid.uuid4().hex
+    progress = StreamProgress()
+    with log_context(message_id=message_id, agent=task.agent.name):
+        try:
+            stream = model.stream(
+                messages,
+                tools,
+                thinking=task.thinks(),
+                cancel=task.cancel,
+                on_wait=lambda seconds, text: task.report(Notice("retrying", text, seconds)),
+            )
+            completion = _consume(task, stream, message_id, progress, on_content)
+        except (TaskCancelled, StreamInterrupted) as exc:
+            reason = "cancelled" if isinstance(exc, TaskCancelled) else "stream_cut"
+            _record_partial(task, message_id, progress.partial(), reason)
+            raise
+    task.usage.add(completion.usage)
+    log.info(
+        "model reply",
+        extra={
+            "fields": {
+                "message_id": message_id,
+                "reply": completion.content,
+                "tool_calls": len(completion.tool_calls),
+            }
+        },
+    )
+    task.transcript.append(
+        "assistant", completion.content, id=message_id, **_assistant_fields(completion)
+    )
+    return completion
+
+
+def _consume(
+    task: Task,
+    stream: Iterable[StreamItem],
+    message_id: str,
+    progress: StreamProgress,
+    on_content: Callable[[], None],
+) -> Completion:
+    for item in stream:
+        if isinstance(item, ContentDelta):
+            progress.content.append(item.text)
+            on_content()
+            task.report(Token(message_id, item.text))
+        elif isinstance(item, ReasoningDelta):
+            progress.reasoning.append(item.text)
+            task.report(Thinking(message_id, item.text))
+        elif isinstance(item, ToolCallStarted):
+            progress.tool_names[item.call_id] = item.name
+            task.report(ToolEvent(item.call_id, item.name, "start"))
+        elif isinstance(item, ToolCallArgs):
+            name = progress.tool_names.get(item.call_id, "")
+            task.report(ToolEvent(item.call_id, name, "args", delta=item.delta))
+        elif isinstance(item, StreamEnd):
+            return item.completion
+    raise StreamInterrupted("the model stream ended without a final chunk", progress.partial())
+
+
+def _record_partial(task: Task, message_id: str, partial: Completion, reason: str) -> None:
+    if not (partial.content or partial.reasoning_content):
+        return
+    task.transcript.append(
+        "assistant",
+        partial.content,
+        id=message_id,
+        reasoning_content=partial.reasoning_content or None,
+        meta={"interrupted": reason},
+    )
+
+
+def _assistant_fields(completion: Completion) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    if completion.reasoning_content:
+        fields["reasoning_content"] = completion.reasoning_content
+    if completion.tool_calls:
+        fields["tool_calls"] = [call.to_message() for call in completion.tool_calls]
+    usage = completion.usage
+    if usage.prompt_tokens or usage.completion_tokens:  # the context meter of a reopened branch
+        fields["meta"] = {
+            "usage": {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+            }
+        }
+    return fields
