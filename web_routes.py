@@ -23,7 +23,7 @@ from werkzeug.exceptions import HTTPException
 
 from core.events import FileTree
 from modules.archive import zip_stream
-from modules.extraction import ExtractionError
+from modules.file_types import ExtractionError
 from modules.results import FileChange, ToolError
 from utils.conversation_store import ConversationNotFound
 from web_payloads import conversation_payload, conversations_payload, status_payload, tree_payload

@@ -20,7 +20,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from modules.context import ToolContext
-from modules.extraction import LABELS, Extracted, ExtractionError, Limits, extract
+from modules.extraction import Extracted, Limits, extract
+from modules.file_types import LABELS, ExtractionError
 from modules.ignore import is_skipped_name
 from modules.paths import Workspace
 from modules.results import ToolError

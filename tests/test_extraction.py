@@ -15,7 +15,8 @@ import pytest
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
-from modules.extraction import ExtractionError, Limits, extract, identify
+from modules.extraction import Limits, extract
+from modules.file_types import ExtractionError, identify
 from modules.paths import Workspace
 from modules.uploads import AttachmentStore, safe_name
 from utils.context_manager import IMAGE_TOKENS, MESSAGE_OVERHEAD, estimate_message_tokens
