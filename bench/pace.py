@@ -41,7 +41,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -301,8 +301,14 @@ class Recorder:
         threading.Thread(target=self.sio.disconnect, daemon=True).start()
 
 
+class Served(Protocol):
+    """A server the clients connect to: `main.py web`, or bench/relay_floor.py's bare relays."""
+
+    url: str
+
+
 def relay_run(
-    server: ServerProcess,
+    server: Served,
     pid: int,
     fake: FakeProcess,
     conversations: int,
