@@ -27,6 +27,7 @@ export class Session {
     this.ends = {}; // user message id -> how its task ended: {reason, usage}
     this.focus = []; // the open conversation's focus files (a new one's: sent with its first message)
     this.contextLimit = null;
+    this.modelReads = 0; // get_conversation requests made: only the newest one's answer is kept
     const { mode, approval, agent } = this.composer.els;
     for (const el of [mode, approval, agent]) el.addEventListener("change", () => this.showChoices());
   }
@@ -167,6 +168,7 @@ export class Session {
     this.chat.showLoading();
     this.statusBar.resetTask();
     this.#runningChanged(cid);
+    this.modelReads += 1;
     const [res, edits] = await Promise.all([
       this.#request("get_conversation", { conversation_id: cid }),
       this.#request("list_edits", { conversation_id: cid }, LIST_EDITS_TIMEOUT_MS),
@@ -254,8 +256,11 @@ export class Session {
   }
 
   async #refreshModel(cid) {
+    const read = ++this.modelReads;
     const res = await this.#request("get_conversation", { conversation_id: cid });
-    if (this.cid !== cid || !res.ok) return;
+    // Handlers run in threads: an earlier read (a stopped task's done) may answer after a later
+    // one (its retry's done) and would bring back a branch without the retried message.
+    if (this.cid !== cid || !res.ok || read !== this.modelReads) return;
     this.index = buildIndex(res.messages ?? []);
     this.viewLeaf = this.index.latestLeaf;
     this.#keep(res);
