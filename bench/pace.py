@@ -307,6 +307,15 @@ class Served(Protocol):
     url: str
 
 
+def warm_up(server: Served) -> None:
+    """One short task first: imports, the model client and the connections are made."""
+    warm = Recorder(server.url).connect()
+    warm.reset(1)
+    warm.start("warm up")
+    warm.finished.wait(20)
+    warm.disconnect()
+
+
 def relay_run(
     server: Served,
     pid: int,
@@ -447,11 +456,7 @@ def run_mode(
         try:
             process = server._process  # the server's Popen: its pid is what /proc is read for
             assert process is not None
-            warm = Recorder(server.url).connect()
-            warm.reset(1)
-            warm.start("warm up")
-            warm.finished.wait(20)
-            warm.disconnect()
+            warm_up(server)
             print(
                 f"\nasync mode {mode}: {rate:g} deltas/s per conversation, {deltas} deltas "
                 f"each, {connections} connections; server pid {process.pid}, fake pid "

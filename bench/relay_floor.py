@@ -39,10 +39,10 @@ from bench.pace import (
     TOKEN,
     UNITS,
     FakeProcess,
-    Recorder,
     print_run,
     relay_run,
     run_mode,
+    warm_up,
 )
 
 SHAPES = ("flask", "asgi", "ours")
@@ -197,11 +197,7 @@ def run_shape(shape: str, counts: list[int], seconds: float, rate: float, connec
     try:
         relay = Relay.start(shape, fake)
         try:
-            warm = Recorder(relay.url).connect()
-            warm.reset(1)
-            warm.start("warm up")
-            warm.finished.wait(20)
-            warm.disconnect()
+            warm_up(relay)
             print(
                 f"\nbare relay, {shape}: {rate:g} deltas/s per conversation, {deltas} deltas "
                 f"each, {connections} connections; relay pid {relay.process.pid}",
