@@ -138,6 +138,8 @@ class Run:
     unfinished: int = 0
     bad: int = 0
     latencies_ms: list[float] = field(default_factory=list)
+    ack_ms: list[float] = field(default_factory=list)  # send_message asked -> acknowledged
+    start_spread_s: float = 0.0  # from the first conversation's first token to the last's
     seconds: float = 0.0
     server_cpu: float | None = None
     server_sys: float = 0.0  # the part of server_cpu spent in the kernel
@@ -335,9 +337,17 @@ def relay_run(
         (user0, sys0), bench0, fake0 = cpu_times(pid), own_cpu(), cpu_seconds(fake.pid)
         started = time.monotonic()
         owners: dict[str, Recorder] = {}
-        for n in range(conversations):
-            client = clients[n % len(clients)]
+
+        def start(n: int) -> None:  # all at once: one after another would stagger them
+            client, asked = clients[n % len(clients)], time.monotonic()
             owners[client.start(f"pace {label} {n}")] = client
+            run.ack_ms.append((time.monotonic() - asked) * 1000)
+
+        starters = [threading.Thread(target=start, args=(n,)) for n in range(conversations)]
+        for starter in starters:
+            starter.start()
+        for starter in starters:
+            starter.join(timeout)
         deadline = started + timeout
         for client in clients:
             client.finished.wait(max(0.0, deadline - time.monotonic()))
@@ -355,8 +365,12 @@ def relay_run(
             payload = row[2]
             if isinstance(payload, dict) and payload.get("conversation_id") in owners:
                 per_conversation[payload["conversation_id"]].append(row)
+    first_tokens = []
     for cid in owners:
         rows = per_conversation.get(cid, [])
+        first = next((arrived for arrived, name, _ in rows if name == "token"), None)
+        if first is not None:
+            first_tokens.append(first)
         stamps = Stamps()
         for arrived, name, payload in rows:
             if name == "token":
@@ -369,6 +383,7 @@ def relay_run(
         run.gaps += (not seqs or seqs[0] != 1) + sum(
             1 for a, b in itertools.pairwise(seqs) if b != a + 1
         )
+    run.start_spread_s = (max(first_tokens) - min(first_tokens)) / 1e9 if first_tokens else 0.0
     return run
 
 
@@ -406,6 +421,11 @@ def print_run(run: Run) -> bool:
     )
     if run.unfinished or run.bad:
         print(f"    {run.unfinished} conversations without done, {run.bad} unreadable stamps")
+    if run.ack_ms:
+        print(
+            f"    started at once: send_message acks p50 {percentile(run.ack_ms, 50):.0f} ms, "
+            f"max {max(run.ack_ms):.0f} ms; first tokens spread over {run.start_spread_s:.2f} s"
+        )
     if run.server_cpu is None:
         return True
     cpu_ok = server_us <= GOAL_CPU_US
