@@ -5,9 +5,13 @@ from __future__ import annotations
 import contextlib
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.fake_llm import FakeLLM
+from tests.web_helpers import ServerProcess
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # As root in a container, without the network: no sandbox, GPU, QUIC or background traffic.
@@ -57,3 +61,26 @@ def send(page: Any, text: str) -> None:
     """Type a message in the composer and send it with Enter."""
     page.fill("#message-input", text)
     page.press("#message-input", "Enter")
+
+
+Served = tuple[ServerProcess, FakeLLM, Path]  # the server, its fake model, its workspace
+
+
+@contextlib.contextmanager
+def ask_mode_server(root: Path, files: dict[str, str] | None = None) -> Iterator[Served]:
+    """A fake model and a server in `ask` mode on the workspace ROOT/ws, holding `files`."""
+    workspace = root / "ws"
+    workspace.mkdir()
+    for name, text in (files or {}).items():
+        (workspace / name).write_text(text)
+    with (
+        FakeLLM("deepseek") as fake,
+        ServerProcess(
+            workspace,
+            root / "data",
+            base_url=fake.base_url,
+            api_key=fake.api_key,
+            env={"AGENT_APPROVAL": "ask"},
+        ) as server,
+    ):
+        yield server, fake, workspace

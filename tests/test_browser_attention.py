@@ -5,14 +5,13 @@ once, answered by key, rejected calls not failed, deletions described, "always" 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.browser_helpers import collect_errors, require_chromium, send
+from tests.browser_helpers import Served, ask_mode_server, collect_errors, require_chromium, send
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.web_helpers import TOKEN, ServerProcess
+from tests.web_helpers import TOKEN
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -39,25 +38,11 @@ window.__setHidden = (value) => {
 };
 """
 
-Served = tuple[ServerProcess, FakeLLM, Path]
-
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    root = tmp_path_factory.mktemp("attention")
-    workspace = root / "ws"
-    workspace.mkdir()
-    with (
-        FakeLLM("deepseek") as fake,
-        ServerProcess(
-            workspace,
-            root / "data",
-            base_url=fake.base_url,
-            api_key=fake.api_key,
-            env={"AGENT_APPROVAL": "ask"},
-        ) as server,
-    ):
-        yield server, fake, workspace
+    with ask_mode_server(tmp_path_factory.mktemp("attention")) as served:
+        yield served
 
 
 @pytest.fixture

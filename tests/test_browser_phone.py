@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import collect_errors, require_chromium
-from tests.fake_llm import Call, FakeLLM, Reply
-from tests.web_helpers import TOKEN, ServerProcess
+from tests.browser_helpers import Served, ask_mode_server, collect_errors, require_chromium
+from tests.fake_llm import Call, Reply
+from tests.web_helpers import TOKEN
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -62,27 +62,14 @@ STATUS_OVERLAPS = """() => {
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, FakeLLM]]:
-    root = tmp_path_factory.mktemp("phone")
-    workspace = root / "ws"
-    workspace.mkdir()
-    (workspace / "README.md").write_text("# demo\n")
-    with (
-        FakeLLM("deepseek") as fake,
-        ServerProcess(
-            workspace,
-            root / "data",
-            base_url=fake.base_url,
-            api_key=fake.api_key,
-            env={"AGENT_APPROVAL": "ask"},
-        ) as server,
-    ):
-        yield server, fake
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with ask_mode_server(tmp_path_factory.mktemp("phone"), {"README.md": "# demo\n"}) as served:
+        yield served
 
 
 @pytest.fixture
-def phone(browser: Any, served: tuple[ServerProcess, FakeLLM]) -> Iterator[Any]:
-    server, _ = served
+def phone(browser: Any, served: Served) -> Iterator[Any]:
+    server, _, _ = served
     context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
     page = context.new_page()
     page.set_default_timeout(15_000)
@@ -126,10 +113,8 @@ def test_the_sidebar_is_a_drawer_and_nothing_scrolls_sideways(phone: Any) -> Non
     assert_fits(phone)
 
 
-def test_an_approval_is_read_whole_and_answered_on_a_phone(
-    phone: Any, served: tuple[ServerProcess, FakeLLM]
-) -> None:
-    _, fake = served
+def test_an_approval_is_read_whole_and_answered_on_a_phone(phone: Any, served: Served) -> None:
+    _, fake, _ = served
     command = (
         "python -m pip install --no-cache-dir --requirement requirements-development.txt "
         "&& python -m pytest --maxfail=1 tests/integration/test_everything_at_once.py"

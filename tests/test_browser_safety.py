@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import collect_errors, require_chromium, send
+from tests.browser_helpers import Served, ask_mode_server, collect_errors, require_chromium, send
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.web_helpers import TOKEN, ServerProcess, connected
+from tests.web_helpers import TOKEN, connected
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -20,26 +20,11 @@ ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 
 playwright = require_chromium()
 
-Served = tuple[ServerProcess, FakeLLM, Path]
-
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    root = tmp_path_factory.mktemp("safety")
-    workspace = root / "ws"
-    workspace.mkdir()
-    (workspace / "README.md").write_text("# demo\n")
-    with (
-        FakeLLM("deepseek") as fake,
-        ServerProcess(
-            workspace,
-            root / "data",
-            base_url=fake.base_url,
-            api_key=fake.api_key,
-            env={"AGENT_APPROVAL": "ask"},
-        ) as server,
-    ):
-        yield server, fake, workspace
+    with ask_mode_server(tmp_path_factory.mktemp("safety"), {"README.md": "# demo\n"}) as served:
+        yield served
 
 
 @pytest.fixture
