@@ -34,16 +34,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.pace import (
-    HEADER,
-    TOKEN,
-    UNITS,
-    FakeProcess,
-    print_run,
-    relay_run,
-    run_mode,
-    warm_up,
-)
+from bench.pace import TOKEN, FakeProcess, relay_run, run_mode, warm_up
+from bench.pace_figures import HEADER, UNITS, print_run
 
 SHAPES = ("flask", "asgi", "ours")
 START_TIMEOUT = 30.0
