@@ -1,6 +1,6 @@
 """Relay floor: what relaying model deltas costs in two server shapes, without our agent core.
 
-Run from the repo root: `python bench/relay_floor.py [--conversations 10,50] [--seconds 8]
+Run from the repo root: `python bench/relay_floor.py [--conversations 10,25,50] [--seconds 8]
 [--shapes flask,asgi,ours]`.
 
 The fake model API, the in-order Socket.IO clients and every figure are bench/pace.py's (100
@@ -15,7 +15,8 @@ deltas/s per conversation, each stamped with its send time). The server is, per 
 A bare relay parses each SSE payload with `json` and emits `token {conversation_id, seq,
 text}` to the conversation's room, then `done`: no history, no events of our core, no log.
 So `ours` - `flask` is what our core adds per token, and `flask` vs `asgi` is what the server
-shape costs. A measurement for a decision (issue 14), not a path of the product.
+shape costs. With both `flask` and `ours`, a last table gives ours / flask per N against
+GOAL_RATIO (issue 14's goal 1 as restated against this floor), with the pace each kept.
 """
 
 from __future__ import annotations
@@ -26,19 +27,23 @@ import json
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.pace import TOKEN, FakeProcess, relay_run, run_mode, warm_up
-from bench.pace_figures import HEADER, UNITS, print_run
+from bench.pace import TOKEN, FakeProcess, Served, relay_run, warm_up
+from bench.pace_figures import HEADER, UNITS, Run, print_run, verdict
+from tests.web_helpers import ServerProcess
 
 SHAPES = ("flask", "asgi", "ours")
 START_TIMEOUT = 30.0
+GOAL_RATIO = 1.25  # ours / the bare Flask-SocketIO relay: goal 1 as the issue 14 note restates it
 
 
 @dataclass(frozen=True)
@@ -182,38 +187,75 @@ class Relay:
             self.process.wait()
 
 
-def run_shape(shape: str, counts: list[int], seconds: float, rate: float, connections: int) -> None:
+@contextlib.contextmanager
+def started(shape: str, fake: FakeProcess, tmp: Path) -> Iterator[tuple[Served, int]]:
+    """The server of `shape` on the fake, and the pid whose CPU is measured."""
+    if shape == "ours":
+        server = ServerProcess(
+            tmp / "ws", tmp / "data", base_url=fake.base_url, api_key=fake.api_key
+        ).start(START_TIMEOUT)
+        try:
+            assert server._process is not None  # its pid is what /proc is read for
+            yield server, server._process.pid
+        finally:
+            server.stop()
+        return
+    relay = Relay.start(shape, fake)
+    try:
+        yield relay, relay.process.pid
+    finally:
+        relay.stop()
+
+
+def run_shape(
+    shape: str, counts: list[int], seconds: float, rate: float, connections: int
+) -> dict[int, Run]:
+    """One run per conversation count through the server of `shape`, printed as they end."""
     deltas = max(1, round(seconds * rate))
     timeout = seconds * 3 + 30
+    runs: dict[int, Run] = {}
     fake = FakeProcess.start(deltas, rate)
     try:
-        relay = Relay.start(shape, fake)
-        try:
-            warm_up(relay)
+        with (
+            tempfile.TemporaryDirectory(prefix="relay-floor-") as tmp,
+            started(shape, fake, Path(tmp)) as (server, pid),
+        ):
+            warm_up(server)
+            what = "main.py web, threading" if shape == "ours" else f"bare relay, {shape}"
             print(
-                f"\nbare relay, {shape}: {rate:g} deltas/s per conversation, {deltas} deltas "
-                f"each, {connections} connections; relay pid {relay.process.pid}",
+                f"\n{what}: {rate:g} deltas/s per conversation, {deltas} deltas each, "
+                f"{connections} connections; server pid {pid}",
                 flush=True,
             )
             print(HEADER)
             print(UNITS)
             for n in counts:
-                run = relay_run(
-                    relay, relay.process.pid, fake, n, deltas, connections, timeout, shape
-                )
-                print_run(run)
+                runs[n] = relay_run(server, pid, fake, n, deltas, connections, timeout, shape)
+                print_run(runs[n])
                 sys.stdout.flush()
-        finally:
-            relay.stop()
     finally:
         fake.stop()
+    return runs
+
+
+def compare(ours: dict[int, Run], bare: dict[int, Run]) -> None:
+    """Ours against the bare Flask-SocketIO relay of the same run, per conversation count."""
+    print(f"\nours / bare flask relay, server CPU per token (goal <= {GOAL_RATIO:g}x):")
+    for n in sorted(ours.keys() & bare.keys()):
+        mine, floor = ours[n], bare[n]
+        ratio = mine.cpu_us_per_token(mine.server_cpu) / floor.cpu_us_per_token(floor.server_cpu)
+        pace = [run.received / n / run.seconds if run.seconds else 0.0 for run in (mine, floor)]
+        print(
+            f"  N={n:<4} {ratio:.2f}x {verdict(ratio <= GOAL_RATIO)}; deltas/s per conversation: "
+            f"ours {pace[0]:.0f}, bare {pace[1]:.0f}; lost: ours {mine.lost}, bare {floor.lost}"
+        )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--conversations", default="10,50", help="comma-separated counts")
+    parser.add_argument("--conversations", default="10,25,50", help="comma-separated counts")
     parser.add_argument("--seconds", type=float, default=8.0, help="streaming time per run")
     parser.add_argument("--rate", type=float, default=100.0, help="deltas/s per conversation")
     parser.add_argument("--connections", type=int, default=10, help="Socket.IO connections")
@@ -227,11 +269,12 @@ def main() -> int:
         (serve_flask if args.serve == "flask" else serve_asgi)(args.port, upstream)
         return 0
     counts = [int(c) for c in args.conversations.split(",") if c.strip()]
-    for shape in [s.strip() for s in args.shapes.split(",") if s.strip()]:
-        if shape == "ours":
-            run_mode("threading", counts, args.seconds, args.rate, args.connections, None, False)
-        else:
-            run_shape(shape, counts, args.seconds, args.rate, args.connections)
+    runs = {
+        shape: run_shape(shape, counts, args.seconds, args.rate, args.connections)
+        for shape in [s.strip() for s in args.shapes.split(",") if s.strip()]
+    }
+    if "ours" in runs and "flask" in runs:
+        compare(runs["ours"], runs["flask"])
     return 0
 
 
