@@ -1,11 +1,10 @@
 """Undo: before a task first changes a path, keep what was there; undoing puts it back.
 
-A task is one user message's run; its id is that message's id. Layout:
-`DATA_DIR/undo/tasks/CONVERSATION_ID/NANOSECONDS_TASK_ID.json` is one task's manifest
-(`entries`: workspace-relative path -> its state before the task, see blob_store), replaced
-atomically whenever it grows; file contents live once, by SHA-256, in `DATA_DIR/undo/blobs/`.
-The newest KEEP_TASKS journals of a conversation are kept; blobs that neither they nor the
-file index (`DATA_DIR/undo/index.sqlite`, see undo_index) name then go.
+A task is one user message's run; its id is that message's id. Its manifest, in
+`DATA_DIR/undo/tasks/` (see undo_manifests), says what each path it changed held before;
+file contents live once, by SHA-256, in `DATA_DIR/undo/blobs/`. The newest KEEP_TASKS
+journals of a conversation are kept; blobs that neither they nor the file index
+(`DATA_DIR/undo/index.sqlite`, see undo_index) name then go.
 
 File tools call `before_change` / `before_move`. Commands cannot say what they touch, so the
 workspace is scanned before and after each one (the index gives unchanged files' hashes, and
@@ -22,51 +21,27 @@ user put there stay; it never follows a link out of the workspace.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
-import shutil
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from modules.blob_store import (
-    BLOB_LIMIT_BYTES,
-    BlobStore,
-    State,
-    scan,
-    sha256_at,
-)
+from modules.blob_store import BLOB_LIMIT_BYTES, BlobStore, State, scan
 from modules.ignore import SKIPPED_DIRS
-from modules.paths import PathOutsideWorkspace, Workspace
-from modules.results import ToolError
+from modules.paths import Workspace
 from modules.undo_baseline import Baseline
-from modules.undo_index import FileIndex, Keeper, Snapshot
-from modules.undo_restore import Restore, UndoResult, kind_of
-from utils.files import atomic_write, directory_lock
+from modules.undo_index import FileIndex
+from modules.undo_keeper import Keeper, Snapshot
+from modules.undo_manifests import ID, Manifests, load, save, task_of
+from modules.undo_restore import Restore, UndoPreview, UndoResult, action_for, kind_of
+from utils.files import directory_lock
 
 log = logging.getLogger(__name__)
 
 KEEP_TASKS = 50
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
-
-
-UndoAction = Literal["remove", "restore", "lost"]
-
-
-@dataclass
-class UndoPreview:
-    """What undoing a task would do to each path that differs from before it: `remove` one
-    the task made, `restore` one it changed or deleted; `lost`: its old state was not kept."""
-
-    task_id: str | None
-    files: list[tuple[str, UndoAction]] = field(default_factory=list)
-    undone: bool = False
 
 
 class TaskJournal:
@@ -119,6 +94,7 @@ class UndoJournal:
         self.blobs = BlobStore(self.root / "blobs", max_bytes=max_file_bytes)
         index = FileIndex(self.root / "index.sqlite", str(workspace.root))
         self.keeper = Keeper(self.blobs, index)
+        self.manifests = Manifests(self.root / "tasks")
         self.keep_tasks = keep_tasks
         self._skip_paths = frozenset({os.path.realpath(data_dir)})
         self._lock = threading.RLock()
@@ -155,7 +131,7 @@ class UndoJournal:
     def task(self, conversation_id: str, task_id: str) -> TaskJournal:
         """The journal of one task; nothing is written until its first change."""
         for value in (conversation_id, task_id):
-            if not _ID.match(value):
+            if not ID.match(value):
                 raise ValueError(f"not a valid id for an undo journal: {value!r}")
         return TaskJournal(self, conversation_id, task_id)
 
@@ -163,87 +139,53 @@ class UndoJournal:
         """Ids of the conversation's tasks whose changes are not undone yet, newest first."""
         self.settle()
         with self._lock:
-            manifests = reversed(self._manifests(conversation_id))
-            return [_task_of(p) for p in manifests if not _load(p).get("undone_ns")]
+            manifests = reversed(self.manifests.of(conversation_id))
+            return [task_of(p) for p in manifests if not load(p).get("undone_ns")]
 
     def preview(self, conversation_id: str, task_id: str | None = None) -> UndoPreview:
         """What `undo` would change now (default: the newest task with a journal)."""
         self.settle()
         with self._lock:
-            where = self._manifest_of(conversation_id, task_id)
+            where = self.manifests.newest(conversation_id, task_id)
             if where is None:
                 return UndoPreview(task_id)
-            manifest = _load(where)
-            files = (
-                []
-                if manifest.get("undone_ns")
-                else [
-                    (rel, action)
-                    for rel in sorted(manifest["entries"])
-                    if (action := self._action(rel, manifest["entries"][rel])) is not None
-                ]
-            )
-            return UndoPreview(manifest["task_id"], files, bool(manifest.get("undone_ns")))
-
-    def _action(self, rel: str, before: State) -> UndoAction | None:
-        if before["kind"] == "lost":
-            return "lost"
-        try:
-            now = kind_of(self.workspace, rel)
-            if now == before["kind"] == "file":
-                info = self.workspace.lstat(rel)
-                same = (
-                    info is not None
-                    and info.st_size == before["size"]
-                    and (info.st_mode & 0o7777) == before["mode"]
-                    and sha256_at(self.workspace, rel) == before["blob"]
-                )
-            elif now == before["kind"] == "symlink":
-                same = self.workspace.readlink(rel) == before["target"]
-            else:
-                same = now == before["kind"]
-        except (OSError, ToolError, PathOutsideWorkspace):
-            return "restore"
-        if same:
-            return None
-        return "remove" if before["kind"] == "missing" else "restore"
+            manifest = load(where)
+            undone = bool(manifest.get("undone_ns"))
+            entries: dict[str, State] = {} if undone else manifest["entries"]
+            files = [
+                (rel, action)
+                for rel in sorted(entries)
+                if (action := action_for(self.workspace, rel, entries[rel])) is not None
+            ]
+            return UndoPreview(manifest["task_id"], files, undone)
 
     def forget(self, conversation_id: str) -> None:
         """Drop every undo journal of a conversation (it is being deleted), and the blobs
         nothing else needs."""
         self.settle()
         with self._lock:
-            if not _ID.match(conversation_id):
+            if not ID.match(conversation_id):
                 return
-            shutil.rmtree(self._folder(conversation_id), ignore_errors=True)
+            self.manifests.forget(conversation_id)
             self._collect_blobs()
-
-    def _manifest_of(self, conversation_id: str, task_id: str | None) -> Path | None:
-        manifests = self._manifests(conversation_id)
-        if task_id is not None:
-            manifests = [p for p in manifests if _task_of(p) == task_id]
-        return manifests[-1] if manifests else None
 
     def undo(self, conversation_id: str, task_id: str | None = None) -> UndoResult:
         """Put back every path the task changed (default: the newest task with a journal)."""
         self.settle()
         with self._lock:
-            manifests = self._manifests(conversation_id)
-            if task_id is not None:
-                manifests = [p for p in manifests if _task_of(p) == task_id]
-            if not manifests:
+            where = self.manifests.newest(conversation_id, task_id)
+            if where is None:
                 what = f"message {task_id}" if task_id else "this conversation"
                 return UndoResult(
                     task_id, message=f"Nothing to undo: no file changes are recorded for {what}."
                 )
-            where = manifests[-1]
-            manifest = _load(where)
+            manifest = load(where)
             tid = manifest["task_id"]
             if manifest.get("undone_ns"):
                 return UndoResult(tid, message=f"Task {tid} was already undone; nothing changed.")
             result = Restore(self.workspace, self.blobs, manifest["entries"]).run(tid)
             manifest["undone_ns"] = time.time_ns()
-            atomic_write(where, json.dumps(manifest))
+            save(where, manifest)
         log.info(
             "task undone",
             extra={
@@ -333,52 +275,23 @@ class UndoJournal:
     # --- manifests ------------------------------------------------------------------------
 
     def _update(self, journal: TaskJournal, fill: Callable[[dict[str, State]], None]) -> None:
-        """Add entries through `fill`; write the manifest only when it grew."""
-        cid, tid = journal.conversation_id, journal.task_id
+        """Add entries through `fill`; prune older journals when this task's is new."""
         with self._lock:
-            found = [p for p in self._manifests(cid) if _task_of(p) == tid]
-            where = found[-1] if found else self._folder(cid) / f"{time.time_ns():020d}_{tid}.json"
-            manifest = _load(where) if found else {}
-            if not manifest or manifest.get("undone_ns"):
-                manifest = {"version": 1, "conversation_id": cid, "task_id": tid, "entries": {}}
-            entries = manifest["entries"]
-            count = len(entries)
-            fill(entries)
-            if len(entries) == count:
-                return
-            atomic_write(where, json.dumps(manifest))
-            if not found:
-                self._prune(cid)
-
-    def _folder(self, conversation_id: str) -> Path:
-        return self.root / "tasks" / conversation_id
-
-    def _manifests(self, conversation_id: str) -> list[Path]:
-        """The conversation's manifests, oldest first."""
-        if not _ID.match(conversation_id):
-            return []
-        folder = self._folder(conversation_id)
-        try:
-            names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
-        except FileNotFoundError:
-            return []
-        return [folder / name for name in names]
+            if self.manifests.update(journal.conversation_id, journal.task_id, fill):
+                self._prune(journal.conversation_id)
 
     def _prune(self, conversation_id: str) -> None:
         """Drop journals beyond the newest `keep_tasks`, then blobs nothing refers to."""
-        manifests = self._manifests(conversation_id)
-        excess = manifests[: max(0, len(manifests) - self.keep_tasks)]
-        if not excess:
+        pruned = self.manifests.prune(conversation_id, self.keep_tasks)
+        if not pruned:
             return
-        for path in excess:
-            path.unlink(missing_ok=True)
         removed = self._collect_blobs()
         log.info(
             "undo journals pruned",
             extra={
                 "fields": {
                     "conversation_id": conversation_id,
-                    "journals": len(excess),
+                    "journals": pruned,
                     "blobs": removed,
                 }
             },
@@ -391,22 +304,8 @@ class UndoJournal:
         indexed = self.keeper.live()
         if indexed is None:
             return 0  # the index cannot be read: which blobs it needs is not known
-        live = indexed.union(*(snap.digests.values() for snap in self._pending.values()))
-        for path in (self.root / "tasks").glob("*/*.json"):
-            try:
-                entries = _load(path)["entries"].values()
-            except (OSError, ValueError, KeyError):
-                continue
-            live.update(e["blob"] for e in entries if "blob" in e)
-        return self.blobs.collect(live)
-
-
-def _task_of(manifest: Path) -> str:
-    return manifest.stem.partition("_")[2]
-
-
-def _load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
+        pending = (snap.digests.values() for snap in self._pending.values())
+        return self.blobs.collect(indexed.union(*pending, self.manifests.blobs()))
 
 
 def _build_baseline(argv: list[str]) -> int:

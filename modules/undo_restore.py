@@ -1,5 +1,6 @@
-"""Putting a task's recorded paths back: clear the way deepest first, recreate shallowest
-first, then folder modes; what cannot be put back is said, path by path."""
+"""Undoing a task's recorded paths: what it would change (the preview), then putting them
+back: clear the way deepest first, recreate shallowest first, then folder modes; what cannot
+be put back is said, path by path."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from modules.blob_store import BlobStore, Stat, State, sha256_at
 from modules.paths import PathOutsideWorkspace, Workspace
@@ -25,12 +27,50 @@ class UndoResult:
     removed: list[str] = field(default_factory=list)  # of `restored`: made by the task, now gone
 
 
+UndoAction = Literal["remove", "restore", "lost"]
+
+
+@dataclass
+class UndoPreview:
+    """What undoing a task would do to each path that differs from before it: `remove` one
+    the task made, `restore` one it changed or deleted; `lost`: its old state was not kept."""
+
+    task_id: str | None
+    files: list[tuple[str, UndoAction]] = field(default_factory=list)
+    undone: bool = False
+
+
 def kind_of(ws: Workspace, rel: str) -> str:
     st = ws.lstat(rel)
     if st is None:
         return "missing"
     info = Stat.of(st)
     return info.kind if info else "other"
+
+
+def action_for(ws: Workspace, rel: str, before: State) -> UndoAction | None:
+    """What undo would do to `rel` to put back its state `before`; None: it holds that now."""
+    if before["kind"] == "lost":
+        return "lost"
+    try:
+        now = kind_of(ws, rel)
+        if now == before["kind"] == "file":
+            info = ws.lstat(rel)
+            same = (
+                info is not None
+                and info.st_size == before["size"]
+                and (info.st_mode & 0o7777) == before["mode"]
+                and sha256_at(ws, rel) == before["blob"]
+            )
+        elif now == before["kind"] == "symlink":
+            same = ws.readlink(rel) == before["target"]
+        else:
+            same = now == before["kind"]
+    except (OSError, ToolError, PathOutsideWorkspace):
+        return "restore"
+    if same:
+        return None
+    return "remove" if before["kind"] == "missing" else "restore"
 
 
 class Restore:
