@@ -67,8 +67,11 @@ Served = tuple[ServerProcess, FakeLLM, Path]  # the server, its fake model, its 
 
 
 @contextlib.contextmanager
-def ask_mode_server(root: Path, files: dict[str, str] | None = None) -> Iterator[Served]:
-    """A fake model and a server in `ask` mode on the workspace ROOT/ws, holding `files`."""
+def fake_model_server(
+    root: Path, env: dict[str, str], files: dict[str, str] | None = None
+) -> Iterator[Served]:
+    """A fake model and a server with these AGENT_* `env` on the workspace ROOT/ws, holding
+    `files`."""
     workspace = root / "ws"
     workspace.mkdir()
     for name, text in (files or {}).items():
@@ -76,11 +79,7 @@ def ask_mode_server(root: Path, files: dict[str, str] | None = None) -> Iterator
     with (
         FakeLLM("deepseek") as fake,
         ServerProcess(
-            workspace,
-            root / "data",
-            base_url=fake.base_url,
-            api_key=fake.api_key,
-            env={"AGENT_APPROVAL": "ask"},
+            workspace, root / "data", base_url=fake.base_url, api_key=fake.api_key, env=env
         ) as server,
     ):
         yield server, fake, workspace

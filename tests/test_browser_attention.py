@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served, ask_mode_server, collect_errors, require_chromium, send
+from tests.browser_helpers import Served, collect_errors, fake_model_server, require_chromium, send
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import TOKEN
 
@@ -41,7 +41,9 @@ window.__setHidden = (value) => {
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with ask_mode_server(tmp_path_factory.mktemp("attention")) as served:
+    with fake_model_server(
+        tmp_path_factory.mktemp("attention"), {"AGENT_APPROVAL": "ask"}
+    ) as served:
         yield served
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served, ask_mode_server, collect_errors, require_chromium
+from tests.browser_helpers import Served, collect_errors, fake_model_server, require_chromium
 from tests.fake_llm import Call, Reply
 from tests.web_helpers import TOKEN
 
@@ -63,7 +63,9 @@ STATUS_OVERLAPS = """() => {
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with ask_mode_server(tmp_path_factory.mktemp("phone"), {"README.md": "# demo\n"}) as served:
+    with fake_model_server(
+        tmp_path_factory.mktemp("phone"), {"AGENT_APPROVAL": "ask"}, {"README.md": "# demo\n"}
+    ) as served:
         yield served
 
 

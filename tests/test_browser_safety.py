@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served, ask_mode_server, collect_errors, require_chromium, send
+from tests.browser_helpers import Served, collect_errors, fake_model_server, require_chromium, send
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import TOKEN, connected
 
@@ -23,7 +23,9 @@ playwright = require_chromium()
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with ask_mode_server(tmp_path_factory.mktemp("safety"), {"README.md": "# demo\n"}) as served:
+    with fake_model_server(
+        tmp_path_factory.mktemp("safety"), {"AGENT_APPROVAL": "ask"}, {"README.md": "# demo\n"}
+    ) as served:
         yield served
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
 from tests.helpers import live_command_lines
+from tests.web_helpers import agent_env
 
 MAIN = Path(__file__).resolve().parent.parent / "main.py"
 
@@ -31,19 +32,6 @@ def dirs(tmp_path: Path) -> tuple[Path, Path]:
     workspace, data = tmp_path / "ws", tmp_path / "data"
     workspace.mkdir()
     return workspace, data
-
-
-def _env(fake: FakeLLM) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}
-    env.update(
-        AGENT_PROVIDER="deepseek",
-        AGENT_BASE_URL=fake.base_url,
-        AGENT_API_KEY=fake.api_key,
-        AGENT_RETRY_BASE_DELAY="0.05",
-        AGENT_APPROVAL="auto",
-        AGENT_MODE="fast",
-    )
-    return env
 
 
 def _argv(dirs: tuple[Path, Path], *extra: str) -> list[str]:
@@ -65,7 +53,7 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         _argv(dirs, *extra),
-        env=_env(fake),
+        env=agent_env(fake.base_url, fake.api_key),
         cwd=dirs[0].parent,
         capture_output=True,
         text=True,
@@ -149,7 +137,7 @@ def test_cancel_during_a_long_command_kills_it(fake: FakeLLM, dirs: tuple[Path, 
     )
     process = subprocess.Popen(
         _argv(dirs, "-p", "run something long"),
-        env=_env(fake),
+        env=agent_env(fake.base_url, fake.api_key),
         cwd=workspace.parent,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -275,7 +263,13 @@ def test_a_data_folder_it_cannot_write_is_one_clear_line(tmp_path: Path, fake: F
             str(dirs[1]),
             *front[1:],
         ]
-        result = subprocess.run(argv, env=_env(fake), capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            argv,
+            env=agent_env(fake.base_url, fake.api_key),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert result.returncode == 2, result.stderr
         assert "Traceback" not in result.stderr
         assert result.stderr.startswith("error: cannot start:") and "a-file" in result.stderr

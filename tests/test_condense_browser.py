@@ -7,30 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_llm import FakeLLM, Reply
+from tests.browser_helpers import Served, fake_model_server
+from tests.fake_llm import Reply
 from tests.test_browser import page  # noqa: F401  (the Chromium page fixture; skips without it)
-from tests.web_helpers import TOKEN, ServerProcess, connected
+from tests.web_helpers import TOKEN, connected
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 SUMMARY = "The user asked three questions about fruit; the answers were long."
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[ServerProcess, FakeLLM]]:
+def served(tmp_path: Path) -> Iterator[Served]:
     """A server whose model has a 40,000-token window, so the meter moves visibly."""
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    with (
-        FakeLLM("deepseek") as fake,
-        ServerProcess(
-            workspace,
-            tmp_path / "data",
-            base_url=fake.base_url,
-            api_key=fake.api_key,
-            env={"AGENT_CONTEXT_WINDOW": "40000"},
-        ) as server,
-    ):
-        yield server, fake
+    with fake_model_server(tmp_path, {"AGENT_CONTEXT_WINDOW": "40000"}) as served:
+        yield served
 
 
 def _meter(page) -> int:  # noqa: F811
@@ -38,7 +28,7 @@ def _meter(page) -> int:  # noqa: F811
 
 
 def test_compact_greys_the_older_turns_shows_the_summary_and_drops_the_meter(served, page):  # noqa: F811
-    server, fake = served
+    server, fake, _ = served
     with connected(server.url) as client:
         cid = None
         for number in range(3):

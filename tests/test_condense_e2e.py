@@ -3,7 +3,6 @@ terminal, `compact` on the socket), a failed summary call, and a restart after c
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -16,7 +15,13 @@ import pytest
 from core.services import build_services
 from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
 from tests.helpers import Recorder, wait_until
-from tests.web_helpers import EventClient, ServerProcess, assert_contiguous, connected
+from tests.web_helpers import (
+    EventClient,
+    ServerProcess,
+    agent_env,
+    assert_contiguous,
+    connected,
+)
 from utils.condense import SUMMARY_HEADER, SUMMARY_SYSTEM
 from utils.settings import Settings
 
@@ -179,15 +184,8 @@ def test_compact_while_a_task_runs_waits_for_its_next_model_call(tmp_path: Path)
 def test_cli_compact_command(tmp_path: Path):
     workspace, data = tmp_path / "ws", tmp_path / "data"
     workspace.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}
     with FakeLLM("deepseek") as fake:
-        env.update(
-            AGENT_PROVIDER="deepseek",
-            AGENT_BASE_URL=fake.base_url,
-            AGENT_API_KEY=fake.api_key,
-            AGENT_APPROVAL="auto",
-            AGENT_MODE="fast",
-        )
+        env = agent_env(fake.base_url, fake.api_key)
         fake.script(
             *(Reply(content=f"{word} " * 500) for word in ("one", "two", "three")),
             Reply(content="They said one, two, three; kiwi."),

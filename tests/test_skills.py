@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ from modules.skills import (
 from modules.tools import build_registry
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import make_ctx, make_terminal
-from tests.web_helpers import Web
+from tests.web_helpers import Web, agent_env
 from utils.settings import Settings
 
 MAIN = Path(__file__).resolve().parent.parent / "main.py"
@@ -328,14 +327,7 @@ def test_cli_skill_command_in_a_subprocess(fake_llm: FakeLLM, tmp_path: Path) ->
     workspace = tmp_path / "ws"
     _workspace_skill(workspace)
     fake_llm.script(Reply(content="Done."))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}
-    env.update(
-        AGENT_PROVIDER="deepseek",
-        AGENT_BASE_URL=fake_llm.base_url,
-        AGENT_API_KEY=fake_llm.api_key,
-        AGENT_APPROVAL="auto",
-        AGENT_MODE="fast",
-    )
+    env = agent_env(fake_llm.base_url, fake_llm.api_key)
     argv = [
         sys.executable,
         str(MAIN),

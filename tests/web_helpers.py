@@ -37,8 +37,9 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def server_env(base_url: str, api_key: str, **extra: str) -> dict[str, str]:
-    """The environment of a server process: no inherited AGENT_* settings, the fake model."""
+def agent_env(base_url: str, api_key: str, **extra: str) -> dict[str, str]:
+    """The environment of a server or CLI process: no inherited AGENT_* settings, the fake
+    model, approval `auto`, mode `fast`, quick retries."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}
     env.update(
         AGENT_PROVIDER="deepseek",
@@ -68,7 +69,7 @@ class ServerProcess:
         env: dict[str, str] | None = None,
     ) -> None:
         self.workspace, self.data_dir, self.async_mode = workspace, data_dir, async_mode
-        self.env = server_env(base_url, api_key, **(env or {}))
+        self.env = agent_env(base_url, api_key, **(env or {}))
         self.port = 0
         self.lines: list[str] = []
         self._process: subprocess.Popen[str] | None = None
