@@ -25,6 +25,7 @@ from utils.conversation import LEAF, Conversation
 from utils.logger import log_context
 from utils.settings import Approval, Mode
 from utils.text import shown
+from utils.titles import title_from
 from utils.tool_calls import ToolCall
 
 log = logging.getLogger(__name__)
@@ -199,8 +200,11 @@ class MainTerminal:
             agent = self.services.agents.get(self.agent)
             if skill is not None:
                 self.services.skills.require(skill)
-            if self._conversation is None:
-                self._conversation = self.services.store.create()
+            chosen = {"agent": agent.name, "mode": self.mode, "approval": self.approval}
+            if self._conversation is None:  # titled and set up in one write of meta.json
+                self._conversation = self.services.store.create(
+                    title=title_from(text) or None, meta=chosen
+                )
             conversation = self._conversation
             if parent_id not in (LEAF, None) and parent_id not in conversation.index:
                 raise KeyError(f"no message {shown(parent_id)} in this conversation")
@@ -208,7 +212,6 @@ class MainTerminal:
             if attachments:
                 meta["attachments"] = attachments
             record = self._record("user", text, parent_id=parent_id, meta=meta or None)
-            chosen = {"agent": agent.name, "mode": self.mode, "approval": self.approval}
             stored = conversation.meta["meta"]
             if any(stored.get(key) != value for key, value in chosen.items()):
                 conversation.update_meta(**chosen)

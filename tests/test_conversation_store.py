@@ -231,6 +231,8 @@ def test_list_is_newest_updated_first(tmp_path: Path) -> None:
         created.append(store.create(title=title))
         time.sleep(0.002)  # timestamps have millisecond resolution
     created[0].append("user", "touch a")
+    assert [m["title"] for m in store.list()] == ["a", "c", "b"]
+    store.flush()  # the bare `updated_at` bump reaches meta.json with the next save
     listed = ConversationStore(tmp_path).list()
     assert [m["title"] for m in listed] == ["a", "c", "b"]
     assert [m["id"] for m in listed] == [created[0].id, created[2].id, created[1].id]

@@ -61,9 +61,23 @@ def is_valid_id(value: object) -> bool:
     return isinstance(value, str) and _ID_PATTERN.fullmatch(value) is not None
 
 
-def write_meta(directory: Path, meta: dict[str, Any]) -> None:
+Stamp = tuple[int, int, int]  # meta.json's (inode, mtime_ns, size): a rewrite changes it
+
+
+def write_meta(directory: Path, meta: dict[str, Any]) -> Stamp:
     """Replace meta.json atomically (write a temporary file, then `os.replace`)."""
-    atomic_write(directory / "meta.json", json.dumps(meta, ensure_ascii=False))
+    return _stamp(atomic_write(directory / "meta.json", json.dumps(meta, ensure_ascii=False)))
+
+
+def _stamp(info: os.stat_result) -> Stamp:
+    return info.st_ino, info.st_mtime_ns, info.st_size
+
+
+def _stamp_of(path: Path) -> Stamp | None:
+    try:
+        return _stamp(os.stat(path))
+    except OSError:
+        return None
 
 
 def read_meta(directory: Path, *, quiet: bool = False) -> dict[str, Any] | None:
@@ -115,16 +129,19 @@ class Conversation:
         meta: dict[str, Any],
         records: list[dict[str, Any]],
         needs_newline: bool = False,
+        stamp: Stamp | None = None,
     ) -> None:
+        """`stamp`: meta.json's when it holds `meta` (None: unknown, read it before a save)."""
         self._dir = directory
         self._meta = meta
         self._meta_base = copy.deepcopy(meta)  # meta.json as this object last read or wrote it
+        self._meta_stamp = stamp
         self._records: list[dict[str, Any]] = []
         self._by_id: dict[str, dict[str, Any]] = {}
         self._children: dict[str | None, list[str]] = {}
         self._needs_newline = needs_newline
         self._last_path: list[dict[str, Any]] = []  # path() reuses it while the leaf grows
-        self._meta_saved_at = float("-inf")
+        self._meta_saved_at = float("-inf") if stamp is None else time.monotonic()
         self._meta_dirty = False
         self._lock = threading.RLock()
         for record in records:
@@ -326,9 +343,11 @@ class Conversation:
             self._meta_dirty = True
             return
         with directory_lock(self._dir):  # several server processes share it (AGENT_REDIS_URL)
-            disk = read_meta(self._dir, quiet=True)
-            if disk is not None and disk != self._meta_base:
-                self._meta = _merged_meta(disk, self._meta_base, self._meta)
-            write_meta(self._dir, self._meta)
+            stamp = _stamp_of(self._dir / "meta.json")
+            if stamp is None or stamp != self._meta_stamp:  # another process wrote it
+                disk = read_meta(self._dir, quiet=True)
+                if disk is not None and disk != self._meta_base:
+                    self._meta = _merged_meta(disk, self._meta_base, self._meta)
+            self._meta_stamp = write_meta(self._dir, self._meta)
         self._meta_base = copy.deepcopy(self._meta)
         self._meta_saved_at, self._meta_dirty = now, False

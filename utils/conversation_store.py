@@ -81,8 +81,7 @@ class ConversationStore:
         directory = self._root / data["id"]
         directory.mkdir(parents=True)
         (directory / "messages.jsonl").touch()
-        write_meta(directory, data)
-        conversation = Conversation(directory, data, [])
+        conversation = Conversation(directory, data, [], stamp=write_meta(directory, data))
         with self._lock:
             self._cache[conversation.id] = conversation
         return conversation

@@ -17,27 +17,40 @@ def temp_sibling(path: Path) -> Path:
     return path.with_name(f".{path.name[:200]}.{secrets.token_hex(4)}.tmp")
 
 
-def atomic_write(path: Path, data: str | bytes) -> None:
+def atomic_write(path: Path, data: str | bytes) -> os.stat_result:
     """Replace `path` whole, so readers see the old or the new content, never half; keeps its
-    mode, and the new content is on disk before the rename."""
+    mode, and the new content is on disk before the rename. Returns the new file's stat.
+
+    Few system calls, as each one lets the other threads take the interpreter: a server
+    thread writing meta.json while tokens stream waits its turn after every call."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        mode: int | None = path.stat().st_mode & 0o7777
+        mode: int | None = os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
         mode = None
     tmp = temp_sibling(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(raw)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        fd = os.open(tmp, flags, 0o666)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, flags, 0o666)
+    try:
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+            written = os.fstat(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
-    finally:
+    except BaseException:
         tmp.unlink(missing_ok=True)
+        raise
+    return written
 
 
 @contextlib.contextmanager
