@@ -68,7 +68,7 @@ class ConversationStore:
         agent_type: str = "workspace",
         meta: dict[str, Any] | None = None,
     ) -> Conversation:
-        """Start an empty conversation."""
+        """Start an empty conversation (its messages.jsonl comes with the first record)."""
         now = utc_now()
         data = {
             "id": new_id(),
@@ -80,7 +80,6 @@ class ConversationStore:
         }
         directory = self._root / data["id"]
         directory.mkdir(parents=True)
-        (directory / "messages.jsonl").touch()
         conversation = Conversation(directory, data, [], stamp=write_meta(directory, data))
         with self._lock:
             self._cache[conversation.id] = conversation
