@@ -65,8 +65,13 @@ Stamp = tuple[int, int, int]  # meta.json's (inode, mtime_ns, size): a rewrite c
 
 
 def write_meta(directory: Path, meta: dict[str, Any]) -> Stamp:
-    """Replace meta.json atomically (write a temporary file, then `os.replace`)."""
-    return _stamp(atomic_write(directory / "meta.json", json.dumps(meta, ensure_ascii=False)))
+    """Replace meta.json atomically (write a temporary file, then `os.replace`).
+
+    Not synced to disk, as messages.jsonl's appends are not: a crash that leaves meta.json
+    empty has it rebuilt from the messages, and an fsync on a busy disk can take many
+    milliseconds, on the way to every send_message's answer."""
+    data = json.dumps(meta, ensure_ascii=False)
+    return _stamp(atomic_write(directory / "meta.json", data, durable=False))
 
 
 def _stamp(info: os.stat_result) -> Stamp:

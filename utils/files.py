@@ -17,9 +17,10 @@ def temp_sibling(path: Path) -> Path:
     return path.with_name(f".{path.name[:200]}.{secrets.token_hex(4)}.tmp")
 
 
-def atomic_write(path: Path, data: str | bytes) -> os.stat_result:
+def atomic_write(path: Path, data: str | bytes, *, durable: bool = True) -> os.stat_result:
     """Replace `path` whole, so readers see the old or the new content, never half; keeps its
-    mode, and the new content is on disk before the rename. Returns the new file's stat.
+    mode. `durable`: the new content is on disk before the rename (else a crash may leave the
+    file empty, for files rebuilt from others). Returns the new file's stat.
 
     Few system calls, as each one lets the other threads take the interpreter: a server
     thread writing meta.json while tokens stream waits its turn after every call."""
@@ -42,7 +43,8 @@ def atomic_write(path: Path, data: str | bytes) -> os.stat_result:
             view = memoryview(raw)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
             written = os.fstat(fd)
         finally:
             os.close(fd)
