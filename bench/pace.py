@@ -4,9 +4,9 @@ Run from the repo root:
 `python bench/pace.py [--conversations 10,25,50,100] [--seconds 10]
 [--async-mode threading|eventlet|both] [--py-spy DIR]`.
 
-The fake model API (in this process) streams every conversation's reply one delta every
-`1/--rate` seconds; each delta's text is its send time (`Reply(stamp=True)`: `time.time_ns()`
-and a `;`). A real `main.py web` process relays them as `token` events to in-order Socket.IO
+The fake model API (bench/pace_fake.py, a process of its own) streams every conversation's
+reply one delta every `1/--rate` seconds; each delta's text is its send time
+(`Reply(stamp=True)`: `time.time_ns()` and a `;`). A real `main.py web` process relays them as `token` events to in-order Socket.IO
 clients spread over `--connections` connections, which note each event's arrival time on the
 same clock. Per N we print:
 
@@ -15,8 +15,8 @@ same clock. Per N we print:
 - server CPU per token: utime+stime of the server process and its children (`/proc/PID/stat`,
   clock ticks), delta over the run, divided by the tokens relayed;
 - the baseline of the same run: the same N read straight from the fake by raw HTTP readers
-  (httpx, one `json.loads` per line) at the same pace, its latency and the CPU per token of
-  this process (fake + readers), and the ratio server / baseline, so a noisy machine shows.
+  (httpx, one `json.loads` per line, in this process) at the same pace: its latency and
+  the CPU per token of the fake and of the readers, so a noisy machine shows.
 
 Goals: <= 100 us of server CPU per token at every N; at N=50, p50 <= 5 ms, p99 <= 50 ms and
 nothing lost, in both async modes. Exit code 1 when a goal is missed.
@@ -38,8 +38,6 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -47,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 
+from bench.pace_fake import FakeProcess
 from bench.pace_figures import (
     GOAL_AT,
     GOAL_CPU_US,
@@ -63,68 +62,10 @@ from bench.pace_figures import (
     verdict,
 )
 from bench.pace_profile import start_py_spy, summarise_py_spy
-from tests.fake_llm import FakeLLM, RecordedRequest, Reply, Response
 from tests.web_helpers import InOrderClient, ServerProcess
 
 TOKEN = "web-test-token-0123456789"  # tests.web_helpers' server token
 START_TIMEOUT = 30.0
-
-
-# --- the fake's side -------------------------------------------------------------------------
-
-
-def _responder(deltas: int, rate: float) -> Callable[[RecordedRequest], Response]:
-    def respond(request: RecordedRequest) -> Response:
-        if request.last_user_text.startswith("warm"):
-            return Reply(content="warm up", chunk_size=1)
-        return Reply(content="x" * deltas, chunk_size=1, delay=1 / rate, stamp=True)
-
-    return respond
-
-
-@dataclass
-class FakeProcess:
-    """The fake model API in a process of its own (its own GIL and its own /proc figures)."""
-
-    pid: int
-    base_url: str
-    api_key: str
-    model: str
-    process: subprocess.Popen[str]
-
-    @classmethod
-    def start(cls, deltas: int, rate: float) -> FakeProcess:
-        argv = [sys.executable, __file__, "--serve-fake", f"{deltas}:{rate}"]
-        process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert process.stdout is not None
-        line = process.stdout.readline().split()
-        if len(line) != 4 or line[0] != "fake":
-            process.kill()
-            process.wait()
-            raise RuntimeError(f"the fake did not start: {line}")
-        return cls(process.pid, line[1], line[2], line[3], process)
-
-    def stop(self) -> None:
-        assert self.process.stdin is not None
-        with contextlib.suppress(OSError):
-            self.process.stdin.close()  # the fake's signal to end
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-def serve_fake(spec: str) -> int:
-    """`--serve-fake DELTAS:RATE`: serve until stdin closes (at most a few hours)."""
-    deltas, rate = spec.split(":")
-    with FakeLLM("deepseek") as fake:
-        fake.responder = _responder(int(deltas), float(rate))
-        print(f"fake {fake.base_url} {fake.api_key} {fake.model}", flush=True)
-        reader = threading.Thread(target=sys.stdin.read, daemon=True)
-        reader.start()
-        reader.join(4 * 3600)
-    return 0
 
 
 # --- baseline: raw readers straight from the fake ---------------------------------------------
@@ -383,10 +324,7 @@ def main() -> int:
     parser.add_argument(
         "--summarise", type=Path, nargs="*", help="only print the summary of these py-spy raw files"
     )
-    parser.add_argument("--serve-fake", help=argparse.SUPPRESS)  # DELTAS:RATE, internal
     args = parser.parse_args()
-    if args.serve_fake:
-        return serve_fake(args.serve_fake)
     if args.summarise:
         for path in args.summarise:
             summarise_py_spy(path)

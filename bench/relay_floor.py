@@ -37,7 +37,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.pace import TOKEN, FakeProcess, Served, relay_run, warm_up
+from bench.pace import TOKEN, Served, relay_run, warm_up
+from bench.pace_fake import FakeProcess
 from bench.pace_figures import HEADER, UNITS, Run, print_run, verdict
 from tests.web_helpers import ServerProcess
 
