@@ -65,7 +65,8 @@ class WebTerminal(MainTerminal):
             return
         ends = dict(conversation.meta.get("meta", {}).get("task_ends") or {})
         ends[message_id] = {"reason": done.reason, "usage": vars(done.usage)}
-        conversation.update_meta(task_ends=ends)
+        # Written with focus and last_seq by the save after every top-level `done`.
+        conversation.update_meta(task_ends=ends, save=False)
         if self._announce is not None:
             self._announce(
                 {"id": conversation.id, "running": False, "title": conversation.meta.get("title")}

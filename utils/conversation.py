@@ -305,11 +305,15 @@ class Conversation:
         meta["title"] = refined
         return True
 
-    def update_meta(self, **meta: Any) -> None:
-        """Merge keys into meta.json's free-form `meta` object."""
+    def update_meta(self, *, save: bool = True, **meta: Any) -> None:
+        """Merge keys into meta.json's free-form `meta` object; `save=False` leaves the write
+        to the next save (or `flush`), for a caller that knows one follows."""
         with self._lock:
             self._meta.setdefault("meta", {}).update(meta)
-            self._save_meta()
+            if save:
+                self._save_meta()
+            else:
+                self._meta_dirty = True
 
     def _index(self, record: dict[str, Any]) -> None:
         if record["id"] in self._by_id:
