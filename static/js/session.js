@@ -1,11 +1,10 @@
-// Which conversation is open, its task events (seq tracking, replay on join/reconnect), sending and branching,
-// and what it keeps: mode, approval, agent, focus files, how its tasks ended.
-import { choose, fileList, UNDO_VERBS } from "./dialog.js";
-import { h } from "./dom.js";
+// Which conversation is open and what the page shows and does with it: its events, sending, branching,
+// undo, and what it keeps (mode, approval, agent, focus files, how its tasks ended). Event order: taskfeed.js.
 import { buildIndex, newestLeafUnder, pathTo, summaryOf } from "./history.js";
+import { TaskFeed } from "./taskfeed.js";
+import { askOtherBranch, askUndoTask, undoableChanges } from "./undoprompts.js";
 
 const LIST_EDITS_TIMEOUT_MS = 5000;
-const RUNNING_EVENTS = new Set(["token", "thinking", "tool"]);
 
 function failure(error, code = "request_failed") {
   return { ok: false, error: { code, message: error?.message ?? String(error) } };
@@ -18,11 +17,14 @@ export class Session {
     this.cid = null;
     this.index = null;
     this.viewLeaf = null;
-    this.seqs = new Map();
-    this.running = new Set();
-    this.joining = null;
-    this.pendingNew = null;
-    this.doneCount = 0;
+    this.feed = new TaskFeed({
+      request: this.#request,
+      openCid: () => this.cid,
+      deliver: (name, payload) => this.handleEvent(name, payload),
+      runningChanged: (cid) => this.#runningChanged(cid),
+      reload: (cid) => this.open(cid),
+      joinFailed: (message) => this.chat.showNotice(`Live updates unavailable: ${message}`),
+    });
     this.undoable = []; // the open conversation's undoable task ids, newest first
     this.ends = {}; // user message id -> how its task ended: {reason, usage}
     this.focus = []; // the open conversation's focus files (a new one's: sent with its first message)
@@ -38,13 +40,14 @@ export class Session {
     this.statusBar.setChoices({ mode, approval, agent: this.composer.agent ?? this.conversationAgent ?? null });
   }
 
-  async #request(event, payload, timeoutMs) {
+  /** A request whose failure (a timeout, a lost connection) comes back as an ack. */
+  #request = async (event, payload, timeoutMs) => {
     try {
       return await this.conn.request(event, payload, timeoutMs);
     } catch (error) {
       return failure(error, "timeout");
     }
-  }
+  };
 
   // ---- server events --------------------------------------------------------------------
 
@@ -56,14 +59,8 @@ export class Session {
       else if (name === "error") this.chat.onError(payload);
       return;
     }
-    if (this.pendingNew && cid !== this.cid) return void this.pendingNew.push([name, payload]);
-    if (this.joining?.cid === cid) return void this.joining.buffer.push([name, payload]);
-    const seq = Number.isInteger(payload.seq) ? payload.seq : null;
-    if (seq !== null) {
-      if (seq <= (this.seqs.get(cid) ?? 0)) return;
-      this.seqs.set(cid, seq);
-    }
-    this.#trackRunning(cid, name, payload);
+    if (!this.feed.admit(cid, name, payload)) return;
+    if (name === "done") this.conversations.refresh();
     if (name === "file_tree") return void this.tree.apply(payload.changes ?? []);
     if (cid !== this.cid) return;
     this.#dispatch(name, payload);
@@ -97,21 +94,10 @@ export class Session {
     }
   }
 
-  #trackRunning(cid, name, payload) {
-    const was = this.running.has(cid);
-    if (name === "done") {
-      this.running.delete(cid);
-      this.doneCount += 1;
-    } else if (RUNNING_EVENTS.has(name) || (name === "status" && payload.state !== "idle")) this.running.add(cid);
-    const now = this.running.has(cid);
-    if (name === "done") this.conversations.refresh();
-    if (was !== now) this.#runningChanged(cid);
-  }
-
   #runningChanged(cid) {
-    this.conversations.setRunning(cid, this.running.has(cid));
+    const running = this.feed.isRunning(cid);
+    this.conversations.setRunning(cid, running);
     if (cid !== this.cid) return;
-    const running = this.running.has(cid);
     this.composer.setRunning(running);
     this.chat.setEditable(!running);
     if (running) this.chat.setBusy(true);
@@ -124,7 +110,7 @@ export class Session {
     this.cid = null;
     this.index = null;
     this.viewLeaf = null;
-    this.joining = null;
+    this.feed.dropJoin();
     this.ends = {};
     this.undoable = [];
     this.conversationAgent = null;
@@ -146,15 +132,14 @@ export class Session {
       return;
     }
     if (typeof update.running === "boolean" && (id !== this.cid || !update.running)) {
-      this.conversations.setRunning(id, update.running || this.running.has(id));
+      this.conversations.setRunning(id, update.running || this.feed.isRunning(id));
     }
     if (update.title !== undefined) this.conversations.setTitle(id, update.title);
   }
 
   /** The open conversation was deleted (here or in another tab). */
   deleted(cid) {
-    this.running.delete(cid);
-    this.seqs.delete(cid);
+    this.feed.forget(cid);
     if (cid !== this.cid) return;
     this.newConversation();
     this.chat.showNotice("This conversation was deleted.", "info");
@@ -163,7 +148,7 @@ export class Session {
   async open(cid) {
     this.cid = cid;
     this.index = null;
-    this.joining = null;
+    this.feed.dropJoin();
     this.onOpen(cid);
     this.chat.showLoading();
     this.statusBar.resetTask();
@@ -184,8 +169,7 @@ export class Session {
     this.#applyChoices(res);
     this.#keep(res);
     const running = res.running === true;
-    if (running) this.running.add(cid);
-    else this.running.delete(cid);
+    this.feed.setRunning(cid, running, { quiet: true }); // shown below, once rendered
     this.chat.setEditable(!running);
     this.chat.safety.setPendingEdits(edits.ok ? (edits.edits ?? []).map((edit) => edit.id) : null);
     this.chat.safety.setUndoable(res.undoable);
@@ -196,63 +180,12 @@ export class Session {
       this.statusBar.setContext(res.status.context);
     }
     this.#runningChanged(cid);
-    await this.#join(cid, Number.isInteger(res.seq) ? res.seq : 0);
-  }
-
-  async #join(cid, afterSeq) {
-    const joining = { cid, buffer: [] };
-    this.joining = joining;
-    this.seqs.set(cid, afterSeq);
-    const wasRunning = this.running.has(cid);
-    const ack = await this.#request("join", { conversation_id: cid, after_seq: afterSeq });
-    if (this.joining !== joining) return;
-    this.joining = null;
-    if (ack.ok === false) {
-      this.chat.showNotice(`Live updates unavailable: ${ack.error?.message ?? "join failed"}`);
-      return;
-    }
-    const ended = joining.buffer.some(([name]) => name === "done");
-    // The server started over (its seq is behind ours), no longer holds every event after ours,
-    // or says the task we were following ended without its `done` reaching us: reload.
-    const restarted = ack.last_seq < afterSeq;
-    const gap = afterSeq < ack.replays_after;
-    if (restarted || gap || (wasRunning && !ack.running && !ended)) {
-      this.open(cid);
-      return;
-    }
-    this.#setRunning(cid, ack.running === true || (wasRunning && !ended));
-    for (const [name, payload] of joining.buffer) this.handleEvent(name, payload);
-  }
-
-  #setRunning(cid, running) {
-    if (running === this.running.has(cid)) return;
-    if (running) this.running.add(cid);
-    else this.running.delete(cid);
-    this.#runningChanged(cid);
+    await this.feed.join(cid, Number.isInteger(res.seq) ? res.seq : 0);
   }
 
   /** Called on every (re)connection after the first: catch up on what was missed. */
   resync() {
-    // A new socket is in no room: forget the seqs of conversations not re-joined (the server may have restarted).
-    for (const cid of [...this.seqs.keys()]) {
-      if (cid !== this.cid && !this.running.has(cid)) this.seqs.delete(cid);
-    }
-    for (const cid of this.running) {
-      if (cid !== this.cid) this.#rejoinInBackground(cid);
-    }
-    if (!this.cid) return;
-    const last = this.seqs.get(this.cid) ?? 0;
-    if (last === 0) this.open(this.cid);
-    else this.#join(this.cid, last);
-  }
-
-  /** Catch up on a conversation running out of view; all it shows is the running dot. */
-  async #rejoinInBackground(cid) {
-    const ours = this.seqs.get(cid) ?? 0;
-    const ack = await this.#request("join", { conversation_id: cid, after_seq: ours });
-    if (ack.running === true && ack.last_seq >= ours && ours >= ack.replays_after) return;
-    this.seqs.delete(cid);
-    this.#setRunning(cid, false);
+    this.feed.resync();
   }
 
   async #refreshModel(cid) {
@@ -346,16 +279,14 @@ export class Session {
     if (parentId !== undefined) payload.parent_id = parentId;
     else if (this.index && this.viewLeaf && this.viewLeaf !== this.index.latestLeaf) payload.parent_id = this.viewLeaf;
     const message = this.chat.addUserMessage(text, { skill, attachments });
-    if (!cid) this.pendingNew = [];
-    const doneBefore = this.doneCount;
+    const doneBefore = this.feed.sending(!cid);
     const ack = await this.#request("send_message", payload, 30_000);
-    const buffered = this.pendingNew ?? [];
-    if (!cid) this.pendingNew = null;
+    const { held, doneSince } = this.feed.sent(!cid, doneBefore);
     if (!ack.ok) {
       this.chat.removeUserMessage(message);
       if (!this.chat.views.length && !this.cid) this.chat.showWelcome();
       this.composer.showError(ack.error?.message ?? "The message was not accepted.", typed ?? text);
-      for (const [name, event] of buffered) this.handleEvent(name, event);
+      for (const [name, event] of held) this.handleEvent(name, event);
       return false;
     }
     if (!cid && this.cid === null) {
@@ -367,30 +298,21 @@ export class Session {
     this.chat.safety.place();
     this.conversations.refresh();
     // A task so short that its `done` beat the ack is not running any more.
-    if (this.cid === ack.conversation_id && !this.running.has(this.cid) && this.doneCount === doneBefore) {
-      this.running.add(this.cid);
-      this.#runningChanged(this.cid);
-    }
-    for (const [name, event] of buffered) this.handleEvent(name, event);
+    if (this.cid === ack.conversation_id && !doneSince) this.feed.setRunning(this.cid, true);
+    for (const [name, event] of held) this.handleEvent(name, event);
     return true;
   }
 
   /** Send an edited message as a new branch. The tasks from it on stay on the old branch: when they changed
    * files, offer to undo those changes first; kept, the page says the workspace still holds them. */
   async edit(record, text) {
-    if (this.running.has(this.cid)) return;
+    if (this.feed.isRunning(this.cid)) return;
     const cid = this.cid;
     const files = await this.#otherBranchChanges(record);
     if (this.cid !== cid) return;
     let kept = [];
     if (files.items.length) {
-      const answer = await choose({
-        title: "Undo the other branch's file changes?",
-        body: [h("p", { text: "The tasks after this message changed these files. They stay on the other branch when you send this edit:" }),
-          fileList(files.items, UNDO_VERBS)],
-        choices: [{ label: "Keep the files", value: "keep" }, { label: "Undo them, then send", value: "undo", kind: "primary" }],
-        testid: "branch-undo-dialog",
-      });
+      const answer = await askOtherBranch(files.items);
       if (answer === null || this.cid !== cid) return;
       if (answer === "undo" && !(await this.#undoTasks(files.tasks))) return;
       if (answer === "keep") kept = files.items.map((file) => file.path);
@@ -413,23 +335,12 @@ export class Session {
     const undoable = new Set(this.undoable);
     const tasks = path.slice(Math.max(from, 0)).filter((entry) => entry.role === "user" && undoable.has(entry.id)).map((entry) => entry.id);
     if (!tasks.length) return none;
-    const previews = await Promise.all(tasks.map((id) => this.#request("undo_preview", { conversation_id: this.cid, message_id: id })));
-    const byPath = new Map(); // the oldest task's action wins: undoing them all ends where it began
-    for (const preview of previews) for (const file of preview.ok ? preview.files ?? [] : []) if (!byPath.has(file.path)) byPath.set(file.path, file);
-    return { items: [...byPath.values()], tasks };
+    return { items: await undoableChanges(this.#request, this.cid, tasks), tasks };
   }
 
   /** Before "Undo this task": list what it will remove and restore, and ask. */
-  async confirmUndo(messageId) {
-    const preview = await this.#request("undo_preview", { conversation_id: this.cid, message_id: messageId });
-    if (!preview.ok || !preview.files?.length) return true; // the undo itself says what there is
-    const answer = await choose({
-      title: "Undo this task?",
-      body: [h("p", { text: "These files go back to how they were before the task:" }), fileList(preview.files, UNDO_VERBS)],
-      choices: [{ label: "Undo", value: "undo", kind: "danger" }],
-      testid: "undo-dialog",
-    });
-    return answer === "undo";
+  confirmUndo(messageId) {
+    return askUndoTask(this.#request, this.cid, messageId);
   }
 
   /** Undo tasks newest first; false (with the reason shown) when one could not be undone. */
@@ -448,7 +359,7 @@ export class Session {
   }
 
   switchBranch(recordId) {
-    if (!this.index || this.running.has(this.cid)) return;
+    if (!this.index || this.feed.isRunning(this.cid)) return;
     this.viewLeaf = newestLeafUnder(this.index, recordId);
     this.#render();
   }
@@ -468,11 +379,11 @@ export class Session {
     if (payload.phase !== "condensed") return void this.chat.onContext(payload);
     this.statusBar.setContext({ used_tokens: payload.tokens_after, limit_tokens: payload.limit_tokens });
     if (!this.chat.onContext(payload)) this.open(this.cid); // the first kept message is not shown here
-    else if (!this.running.has(this.cid)) this.#refreshModel(this.cid);
+    else if (!this.feed.isRunning(this.cid)) this.#refreshModel(this.cid);
   }
 
   async cancel() {
-    if (!this.cid || !this.running.has(this.cid)) return;
+    if (!this.cid || !this.feed.isRunning(this.cid)) return;
     const ack = await this.#request("cancel", { conversation_id: this.cid });
     if (ack.ok === false) this.composer.showError(`Could not stop: ${ack.error?.message ?? "unknown error"}`);
   }
