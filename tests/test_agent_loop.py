@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
+import utils.conversation as conversation_module
 from modules.context import ToolContext
 from tests.fake_llm import Call, ErrorReply, Reply
 from tests.helpers import make_terminal, run_in_thread
+from utils.files import atomic_write
 
 
 class HangArgs(BaseModel):
@@ -226,3 +231,34 @@ def test_cancel_ends_the_task_even_when_a_tool_never_returns(fake_llm, tmp_path)
     assert not thread.is_alive()
     assert terminal.wait_for("done")["reason"] == "cancelled"
     assert not terminal.running
+
+
+def test_a_new_conversations_meta_is_whole_from_its_first_write(fake_llm, tmp_path, monkeypatch):
+    """The path to a send_message ack writes meta.json once (under load every system call
+    there costs a turn at the GIL), with the title and the choices already in it."""
+    terminal = make_terminal(fake_llm, tmp_path, mode="thinking")
+    writes: list[Path] = []
+
+    def counted(path: Path, data: str | bytes, **options: Any) -> os.stat_result:
+        writes.append(path)
+        return atomic_write(path, data, **options)
+
+    monkeypatch.setattr(conversation_module, "atomic_write", counted)
+    task = terminal.begin_task("Please fix the parser in src/parse.py")
+    assert [path.name for path in writes] == ["meta.json"]
+    meta_file = tmp_path / "data" / "conversations" / task.conversation.id / "meta.json"
+    first = meta_file.stat()
+    meta = json.loads(meta_file.read_text())
+    assert meta["title"] == "Fix the parser in src/parse.py"
+    assert {k: meta["meta"][k] for k in ("agent", "mode", "approval")} == {
+        "agent": "general",
+        "mode": "thinking",
+        "approval": "auto",
+    }
+    assert [r["role"] for r in task.conversation.records] == ["user"]
+    fake_llm.script(Reply(content="Fixed."))
+    assert terminal.run_task(task) == "complete"
+    after = json.loads(meta_file.read_text())
+    assert meta_file.stat().st_ino != first.st_ino  # written again at the end
+    assert after["meta"]["last_seq"] == terminal.last_seq
+    assert after["updated_at"] > meta["updated_at"]
