@@ -1,0 +1,141 @@
+"""The page losing its Socket.IO connection mid-answer, in a real headless Chromium: after the
+reconnection the answer shows every token once, the running indicators go, and the page still
+works, whether the streaming conversation is open or not (static/js/taskfeed.js's resync)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.browser_helpers import Served, collect_errors, fake_model_server, require_chromium, send
+from tests.fake_llm import Reply
+from tests.web_helpers import TOKEN
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
+
+playwright = require_chromium()
+
+CONNECTION = "#status-bar [data-role=connection]"
+OFFLINE_MS = 400
+# 200 words in 5-character chunks, one every 20 ms: a 4 s answer, still streaming when the
+# page is back (Socket.IO's first reconnection attempts come 0.25 to 2.25 s after the drop).
+WORDS = " ".join(f"w{n:03d}" for n in range(200))
+# What a page that is offline logs about the requests it cannot make.
+OFFLINE_ERROR = "net::ERR_INTERNET_DISCONNECTED"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with fake_model_server(tmp_path_factory.mktemp("reconnect"), {}) as served:
+        yield served
+
+
+@pytest.fixture
+def page(browser: Any, served: Served) -> Iterator[Any]:
+    server, fake, _ = served
+    context = browser.new_context(viewport={"width": 1300, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    errors = collect_errors(page)
+    page.goto(f"{server.url}/?token={TOKEN}")
+    page.wait_for_selector(f"{CONNECTION}[data-state=connected]")
+    yield page
+    context.close()
+    assert [error for error in errors if OFFLINE_ERROR not in error] == []
+    assert fake.pending == 0, "a scripted reply was left unused"
+
+
+def slow_answer() -> Reply:
+    return Reply(content=WORDS, chunk_size=5, delay=0.02)
+
+
+def first_answer(page: Any) -> str:
+    """The text of the first answer shown."""
+    return page.locator(".assistant-message .answer").first.inner_text().strip()
+
+
+def conversation_id(page: Any) -> str:
+    page.wait_for_url(re.compile(r"#c=[^&]+$"))
+    return page.url.split("#c=", 1)[1]
+
+
+def running_dot(page: Any, cid: str) -> Any:
+    return page.locator(f'.conv-item[data-conversation-id="{cid}"] .conv-running')
+
+
+def drop_connection(page: Any, *, streaming_open: bool) -> None:
+    """Take the tab offline for a moment: socket.io-client closes its transport on the
+    browser's `offline` event and its reconnection attempts fail until the tab is back. An
+    open streaming answer does not grow meanwhile: the events were missed."""
+    page.context.set_offline(True)
+    page.wait_for_selector(f"{CONNECTION}[data-state=reconnecting]")
+    shown = first_answer(page) if streaming_open else None
+    page.wait_for_timeout(OFFLINE_MS)
+    if streaming_open:
+        assert first_answer(page) == shown, "events reached the page while it was offline"
+    page.context.set_offline(False)
+    page.wait_for_selector(f"{CONNECTION}[data-state=connected]")
+
+
+def check_done_and_still_working(page: Any, served: Served) -> None:
+    """The open conversation's task ended, with nothing shown as running, and it answers a
+    second message."""
+    _, fake, _ = served
+    page.wait_for_selector('.task-end[data-reason="complete"]', state="attached")
+    assert page.locator(".task-end").count() == 1
+    assert first_answer(page) == WORDS
+    assert page.locator("#stop-button").is_hidden()
+    assert page.get_attribute("#conversation", "aria-busy") == "false"
+    assert running_dot(page, conversation_id(page)).is_hidden()
+    fake.script(Reply(content="Second answer."))
+    send(page, "and now?")
+    page.wait_for_selector(".assistant-message:has-text('Second answer.')")
+    page.wait_for_selector(".task-end >> nth=1", state="attached")
+    assert page.locator(".assistant-message .answer").count() == 2
+    assert first_answer(page) == WORDS
+    assert page.locator("#stop-button").is_hidden()
+
+
+def test_a_drop_mid_answer_in_the_open_conversation_loses_and_repeats_nothing(
+    page: Any, served: Served
+) -> None:
+    _, fake, _ = served
+    fake.script(slow_answer())
+    send(page, "count slowly")
+    page.wait_for_selector(".assistant-message .answer:has-text('w010')")
+    drop_connection(page, streaming_open=True)
+    # Back while the answer still streams: what was missed is replayed, the rest comes live.
+    assert page.locator("#stop-button").is_visible()
+    assert WORDS.startswith(first_answer(page))
+    check_done_and_still_working(page, served)
+
+
+def test_a_drop_while_another_conversation_is_open_then_opening_the_streaming_one(
+    page: Any, served: Served
+) -> None:
+    _, fake, _ = served
+    fake.script(Reply(content="Hello there."))
+    send(page, "say hello")
+    page.wait_for_selector('.task-end[data-reason="complete"]', state="attached")
+    other = conversation_id(page)
+    page.click("#new-conversation")
+    fake.script(slow_answer())
+    send(page, "count slowly")
+    page.wait_for_selector(".assistant-message .answer:has-text('w010')")
+    streaming = conversation_id(page)
+    page.click(f'.conv-item[data-conversation-id="{other}"]')
+    page.wait_for_selector(".assistant-message:has-text('Hello there.')")
+    running_dot(page, streaming).wait_for()
+
+    drop_connection(page, streaming_open=False)
+    assert running_dot(page, streaming).is_visible()
+    # The background rejoin follows the task to its end without opening it.
+    running_dot(page, streaming).wait_for(state="hidden")
+    assert page.locator(".assistant-message").count() == 1
+
+    page.click(f'.conv-item[data-conversation-id="{streaming}"]')
+    page.wait_for_selector(".assistant-message .answer:has-text('w199')")
+    check_done_and_still_working(page, served)
