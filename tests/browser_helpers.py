@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fake_llm import FakeLLM
-from tests.web_helpers import ServerProcess
+from tests.web_helpers import TOKEN, ServerProcess
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # As root in a container, without the network: no sandbox, GPU, QUIC or background traffic.
@@ -83,3 +83,34 @@ def fake_model_server(
         ) as server,
     ):
         yield server, fake, workspace
+
+
+@contextlib.contextmanager
+def open_page(
+    browser: Any,
+    served: Served,
+    *,
+    ready: list[str],
+    setup: Callable[[Any], None] | None = None,
+    tolerated: str | None = None,
+    **context_options: Any,
+) -> Iterator[Any]:
+    """The workspace page in a fresh browser context, once every `ready` selector shows.
+
+    `setup(context)` runs before the page opens. Afterwards the page must have logged no
+    console error (but those containing `tolerated`) and the fake must have no scripted
+    reply left."""
+    server, fake, _ = served
+    context = browser.new_context(**context_options)
+    if setup is not None:
+        setup(context)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    errors = collect_errors(page)
+    page.goto(f"{server.url}/?token={TOKEN}")
+    for selector in ready:
+        page.wait_for_selector(selector, state="attached")
+    yield page
+    context.close()
+    assert [error for error in errors if tolerated is None or tolerated not in error] == []
+    assert fake.pending == 0, "a scripted reply was left unused"

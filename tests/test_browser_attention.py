@@ -9,9 +9,14 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served, collect_errors, fake_model_server, require_chromium, send
+from tests.browser_helpers import (
+    Served,
+    fake_model_server,
+    open_page,
+    require_chromium,
+    send,
+)
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.web_helpers import TOKEN
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -49,19 +54,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 @pytest.fixture
 def page(browser: Any, served: Served) -> Iterator[Any]:
-    server, fake, _ = served
-    context = browser.new_context(viewport={"width": 1300, "height": 900})
-    context.grant_permissions(["notifications"], origin=server.url)
-    context.add_init_script(PAGE_SETUP)
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    errors = collect_errors(page)
-    page.goto(f"{server.url}/?token={TOKEN}")
-    page.wait_for_selector("#status-bar [data-role=connection][data-state=connected]")
-    yield page
-    context.close()
-    assert errors == []
-    assert fake.pending == 0, "a scripted reply was left unused"
+    def setup(context: Any) -> None:
+        context.grant_permissions(["notifications"], origin=served[0].url)
+        context.add_init_script(PAGE_SETUP)
+
+    ready = ["#status-bar [data-role=connection][data-state=connected]"]
+    with open_page(
+        browser, served, ready=ready, setup=setup, viewport={"width": 1300, "height": 900}
+    ) as page:
+        yield page
 
 
 def user_texts(fake: FakeLLM) -> list[str]:

@@ -8,9 +8,13 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served, collect_errors, fake_model_server, require_chromium
+from tests.browser_helpers import (
+    Served,
+    fake_model_server,
+    open_page,
+    require_chromium,
+)
 from tests.fake_llm import Call, Reply
-from tests.web_helpers import TOKEN
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -71,16 +75,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 @pytest.fixture
 def phone(browser: Any, served: Served) -> Iterator[Any]:
-    server, _, _ = served
-    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    errors = collect_errors(page)
-    page.goto(f"{server.url}/?token={TOKEN}")
-    page.wait_for_selector('#file-tree [data-path="README.md"]', state="attached")
-    yield page
-    context.close()
-    assert errors == []
+    ready = ['#file-tree [data-path="README.md"]']  # attached: the tree is in the closed drawer
+    with open_page(
+        browser, served, ready=ready, viewport=PHONE, is_mobile=True, has_touch=True
+    ) as page:
+        yield page
 
 
 def assert_fits(page: Any) -> None:

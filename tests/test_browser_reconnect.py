@@ -10,9 +10,14 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served, collect_errors, fake_model_server, require_chromium, send
+from tests.browser_helpers import (
+    Served,
+    fake_model_server,
+    open_page,
+    require_chromium,
+    send,
+)
 from tests.fake_llm import Reply
-from tests.web_helpers import TOKEN
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -35,17 +40,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 @pytest.fixture
 def page(browser: Any, served: Served) -> Iterator[Any]:
-    server, fake, _ = served
-    context = browser.new_context(viewport={"width": 1300, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    errors = collect_errors(page)
-    page.goto(f"{server.url}/?token={TOKEN}")
-    page.wait_for_selector(f"{CONNECTION}[data-state=connected]")
-    yield page
-    context.close()
-    assert [error for error in errors if OFFLINE_ERROR not in error] == []
-    assert fake.pending == 0, "a scripted reply was left unused"
+    ready = [f"{CONNECTION}[data-state=connected]"]
+    with open_page(
+        browser,
+        served,
+        ready=ready,
+        tolerated=OFFLINE_ERROR,
+        viewport={"width": 1300, "height": 900},
+    ) as page:
+        yield page
 
 
 def slow_answer() -> Reply:

@@ -10,9 +10,15 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served, collect_errors, fake_model_server, require_chromium, send
+from tests.browser_helpers import (
+    Served,
+    fake_model_server,
+    open_page,
+    require_chromium,
+    send,
+)
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.web_helpers import TOKEN, connected
+from tests.web_helpers import connected
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -31,18 +37,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 @pytest.fixture
 def page(browser: Any, served: Served) -> Iterator[Any]:
-    server, fake, _ = served
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    errors = collect_errors(page)
-    page.goto(f"{server.url}/?token={TOKEN}")
-    page.wait_for_selector('#file-tree [data-path="README.md"]')
-    page.wait_for_selector("#status-bar [data-role=approval]:has-text('ask')")
-    yield page
-    context.close()
-    assert errors == []
-    assert fake.pending == 0, "a scripted reply was left unused"
+    ready = [
+        '#file-tree [data-path="README.md"]',
+        "#status-bar [data-role=approval]:has-text('ask')",
+    ]
+    with open_page(browser, served, ready=ready, viewport={"width": 1400, "height": 1000}) as page:
+        yield page
 
 
 def wait_tasks_ended(page: Any, count: int) -> None:
