@@ -9,13 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import (
-    Served,
-    fake_model_server,
-    open_page,
-    require_chromium,
-    send,
-)
+from tests.browser_helpers import Served, fake_model_server, open_page, require_chromium, send
 from tests.fake_llm import Call, FakeLLM, Reply
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]

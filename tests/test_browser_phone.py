@@ -8,12 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import (
-    Served,
-    fake_model_server,
-    open_page,
-    require_chromium,
-)
+from tests.browser_helpers import Served, fake_model_server, open_page, require_chromium
 from tests.fake_llm import Call, Reply
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
