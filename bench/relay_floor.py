@@ -16,7 +16,8 @@ A bare relay parses each SSE payload with `json` and emits `token {conversation_
 text}` to the conversation's room, then `done`: no history, no events of our core, no log.
 So `ours` - `flask` is what our core adds per token, and `flask` vs `asgi` is what the server
 shape costs. With both `flask` and `ours`, a last table gives ours / flask per N against
-GOAL_RATIO (issue 14's goal 1 as restated against this floor), with the pace each kept.
+GOAL_RATIO (issue 14's goal 1 as restated against this floor), with the pace each kept and
+the median send_message ack of each (what a user waits for before their task starts).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.pace import TOKEN, Served, relay_run, warm_up
 from bench.pace_fake import FakeProcess
-from bench.pace_figures import HEADER, UNITS, Run, print_run, verdict
+from bench.pace_figures import HEADER, UNITS, Run, percentile, print_run, verdict
 from tests.web_helpers import ServerProcess
 
 SHAPES = ("flask", "asgi", "ours")
@@ -246,9 +247,11 @@ def compare(ours: dict[int, Run], bare: dict[int, Run]) -> None:
         mine, floor = ours[n], bare[n]
         ratio = mine.cpu_us_per_token(mine.server_cpu) / floor.cpu_us_per_token(floor.server_cpu)
         pace = [run.received / n / run.seconds if run.seconds else 0.0 for run in (mine, floor)]
+        acks = [percentile(run.ack_ms, 50) for run in (mine, floor)]
         print(
             f"  N={n:<4} {ratio:.2f}x {verdict(ratio <= GOAL_RATIO)}; deltas/s per conversation: "
-            f"ours {pace[0]:.0f}, bare {pace[1]:.0f}; lost: ours {mine.lost}, bare {floor.lost}"
+            f"ours {pace[0]:.0f}, bare {pace[1]:.0f}; send_message ack p50: ours {acks[0]:.0f} "
+            f"ms, bare {acks[1]:.0f} ms; lost: ours {mine.lost}, bare {floor.lost}"
         )
 
 
