@@ -6,9 +6,9 @@ Run from the repo root:
 
 The fake model API (bench/pace_fake.py, a process of its own) streams every conversation's
 reply one delta every `1/--rate` seconds; each delta's text is its send time
-(`Reply(stamp=True)`: `time.time_ns()` and a `;`). A real `main.py web` process relays them as `token` events to in-order Socket.IO
-clients spread over `--connections` connections, which note each event's arrival time on the
-same clock. Per N we print:
+(`Reply(stamp=True)`: `time.time_ns()` and a `;`). A real `main.py web` process relays them
+as `token` events to in-order Socket.IO clients spread over `--connections` connections,
+which note each event's arrival time on the same clock. Per N we print:
 
 - added latency (arrival - send) p50 / p99 / max over every delta;
 - deltas lost (sent but never received) and seq gaps (per conversation, over every event);
