@@ -353,7 +353,7 @@ class Conversation:
             return
         with directory_lock(self._dir):  # several server processes share it (AGENT_REDIS_URL)
             stamp = _stamp_of(self._dir / "meta.json")
-            if stamp is None or stamp != self._meta_stamp:  # another process wrote it
+            if stamp is None or stamp != self._meta_stamp:  # unknown, or another process wrote it
                 disk = read_meta(self._dir, quiet=True)
                 if disk is not None and disk != self._meta_base:
                     self._meta = _merged_meta(disk, self._meta_base, self._meta)
