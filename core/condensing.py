@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from core.events import ContextEvent, ContextPhase, Event, Notice
 from core.services import ModelClient
-from utils.api_client import ApiError
+from utils.api_errors import ApiError
 from utils.cancel import CancelToken, TaskCancelled
 from utils.completion import ContentDelta, StreamEnd, Usage
 from utils.condense import Cut, clean_summary, plan_cut, summary_meta, summary_request

@@ -18,7 +18,7 @@ from core.tool_step import ToolStep
 from modules.focus import FocusFiles
 from modules.undo_restore import UndoResult
 from utils.agent_specs import AgentSpec
-from utils.api_client import ApiError
+from utils.api_errors import ApiError
 from utils.cancel import CancelToken, TaskCancelled
 from utils.completion import Completion
 from utils.conversation import LEAF, Conversation

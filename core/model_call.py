@@ -12,7 +12,7 @@ from typing import Any
 from core.events import Notice, Thinking, Token, ToolEvent
 from core.services import ModelClient
 from core.task import StreamProgress, Task
-from utils.api_client import StreamInterrupted
+from utils.api_errors import StreamInterrupted
 from utils.cancel import TaskCancelled
 from utils.completion import Completion, ContentDelta, ReasoningDelta, StreamEnd, StreamItem
 from utils.logger import log_context

@@ -15,7 +15,7 @@ from core.task import Task
 from modules.registry import function_schema
 from modules.results import ToolResult
 from utils.agent_specs import AgentSpec
-from utils.api_client import ApiError
+from utils.api_errors import ApiError
 from utils.completion import Completion
 from utils.logger import log_context
 from utils.tool_calls import ToolCall

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from tests.fake_llm import Call, ErrorReply, FakeLLM, RawReply, Reply
-from utils.api_client import (
-    ApiClient,
+from utils.api_client import ApiClient
+from utils.api_errors import (
     AuthError,
     BadResponse,
     NetworkError,

@@ -12,6 +12,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from utils.api_errors import (
+    ApiError,
+    AuthError,
+    BadResponse,
+    MalformedChunk,
+    NetworkError,
+    RateLimitError,
+    RequestRejected,
+    ServerError,
+    StreamInterrupted,
+)
 from utils.cancel import CancelToken, TaskCancelled
 from utils.completion import (
     Completion,
@@ -33,55 +44,6 @@ logger = logging.getLogger(__name__)
 
 RETRY_AFTER_CAP = 60.0  # a longer Retry-After is told to the user, and waited only this long
 OnWait = Callable[[float, str], None]  # (seconds, what failed and how long it waits)
-
-
-class ApiError(Exception):
-    """Base of every model-API failure; `code` goes into the `error` event."""
-
-    code = "api_error"
-
-
-class NetworkError(ApiError):
-    code = "network_error"
-
-
-class RateLimitError(ApiError):
-    code = "rate_limited"
-
-
-class AuthError(ApiError):
-    code = "auth_error"
-
-
-class RequestRejected(ApiError):
-    """The API refused the request as invalid (400/422): a bug on our side or a provider rule."""
-
-    code = "request_rejected"
-
-
-class ServerError(ApiError):
-    code = "server_error"
-
-
-class BadResponse(ApiError):
-    """The API answered with something that is not a chat stream: a page, a whole JSON
-    reply, chunks of the wrong shape. Retrying would get the same."""
-
-    code = "bad_response"
-
-
-class MalformedChunk(ValueError):
-    """A stream chunk that is not the JSON object the chat-completions stream promises."""
-
-
-class StreamInterrupted(ApiError):
-    """The stream broke after deltas arrived; `partial` holds what arrived."""
-
-    code = "stream_interrupted"
-
-    def __init__(self, message: str, partial: Completion) -> None:
-        super().__init__(message)
-        self.partial = partial
 
 
 @dataclass
