@@ -48,16 +48,18 @@ class TerminalHub:
         """
         with self._lock:
             terminal = self._terminals.get(conversation_id)
-            if terminal is not None and self.cluster.shared and not terminal.running:
-                version = self.services.store.version(conversation_id)
-                if version != self._versions.get(conversation_id):
-                    self.services.store.reload(conversation_id)
-                    terminal = None
+            # Read before the history is: a write landing in between makes the next get
+            # read it again, where a version read after would hide it for good.
+            version = self.services.store.version(conversation_id) if self.cluster.shared else None
+            changed = version is not None and version != self._versions.get(conversation_id)
+            if terminal is not None and changed and not terminal.running:
+                self.services.store.reload(conversation_id)
+                terminal = None
             if terminal is None:
                 terminal = self._make(conversation_id)
                 self._terminals[conversation_id] = terminal
-                if self.cluster.shared:
-                    self._versions[conversation_id] = self.services.store.version(conversation_id)
+                if version is not None:
+                    self._versions[conversation_id] = version
             return terminal
 
     def new(self) -> WebTerminal:

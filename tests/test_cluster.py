@@ -11,10 +11,16 @@ from typing import Any
 
 import pytest
 
+from core.redis_cluster import RedisCluster
+from core.services import build_services
+from core.terminal_hub import TerminalHub
 from tests.cluster_helpers import ClusterServer, Haproxy, RedisServer, cluster, missing_programs
 from tests.cluster_helpers import wait_for as poll
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import EventClient, Received, assert_contiguous, connected
+from utils.conversation import Conversation
+from utils.conversation_store import ConversationStore
+from utils.settings import Settings
 
 pytestmark = [
     pytest.mark.e2e,
@@ -310,3 +316,40 @@ def test_haproxy_with_sticky_sessions_polls_then_upgrades(
         finally:
             first.disconnect()
             second.disconnect()
+
+
+def test_a_write_landing_during_a_reload_is_read_by_the_next_get(
+    redis: RedisServer, fake: FakeLLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process writes the history just after this one re-read it: the next `get`
+    must read it again (the version is taken before the history, never after)."""
+    settings = Settings(
+        provider="deepseek",
+        base_url=fake.base_url,
+        api_key=fake.api_key,
+        workspace=tmp_path / "ws",
+        data_dir=tmp_path / "data",
+    )
+    services = build_services(settings)
+    redis_cluster = RedisCluster(redis.url(3))
+    try:
+        hub = TerminalHub(services, lambda event: None, cluster=redis_cluster)
+        other = ConversationStore(tmp_path / "data").create(title="shared")  # another process
+        other.append("user", "hello")
+        assert hub.get(other.id).conversation.meta["title"] == "shared"
+        other.append("assistant", "hi")  # the next get re-reads the history...
+        reload = services.store.reload
+
+        def reload_then_other_writes(conversation_id: str) -> Conversation:
+            reloaded = reload(conversation_id)
+            other.update_meta(task_ends={"m1": {"reason": "complete"}})  # ...and this lands
+            return reloaded
+
+        monkeypatch.setattr(services.store, "reload", reload_then_other_writes)
+        assert "task_ends" not in hub.get(other.id).conversation.meta["meta"]
+        monkeypatch.setattr(services.store, "reload", reload)
+        meta = hub.get(other.id).conversation.meta["meta"]
+        assert meta["task_ends"] == {"m1": {"reason": "complete"}}
+    finally:
+        redis_cluster.close()
+        services.close()
