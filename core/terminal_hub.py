@@ -43,8 +43,8 @@ class TerminalHub:
     def get(self, conversation_id: str) -> WebTerminal:
         """The conversation's terminal (raises ConversationNotFound).
 
-        When other processes write the data dir, an idle terminal whose history changed on
-        disk since it was read is made afresh.
+        When other processes write the data dir, a terminal is made from the files as they
+        are, and an idle one whose history changed on disk since is made afresh.
         """
         with self._lock:
             terminal = self._terminals.get(conversation_id)
@@ -53,9 +53,10 @@ class TerminalHub:
             version = self.services.store.version(conversation_id) if self.cluster.shared else None
             changed = version is not None and version != self._versions.get(conversation_id)
             if terminal is not None and changed and not terminal.running:
-                self.services.store.reload(conversation_id)
                 terminal = None
             if terminal is None:
+                if version is not None:  # what the store holds may be older than the files
+                    self.services.store.reload(conversation_id)
                 terminal = self._make(conversation_id)
                 self._terminals[conversation_id] = terminal
                 if version is not None:
