@@ -372,3 +372,26 @@ def test_a_stale_copy_keeps_what_another_process_wrote_to_meta(tmp_path: Path) -
     first.update_meta(focus=None)
     again = json.loads((tmp_path / "conversations" / first.id / "meta.json").read_text())
     assert again["meta"]["task_ends"] == {"m1": {"reason": "complete"}}
+
+
+def test_the_list_shows_what_another_process_wrote_to_a_loaded_conversation(
+    tmp_path: Path,
+) -> None:
+    """A conversation this process holds in memory is listed with another process's rename
+    (the CLI beside the server, or a cluster), merged with what this one has not saved yet."""
+    here = ConversationStore(tmp_path)
+    mine = here.create(title="old name")
+    mine.update_meta(task_ends={"m1": {"reason": "complete"}}, save=False)
+    time.sleep(0.002)  # timestamps have millisecond resolution
+    ConversationStore(tmp_path).get(mine.id).set_title("New name")  # another process
+    renamed_at = json.loads((tmp_path / "conversations" / mine.id / "meta.json").read_text())[
+        "updated_at"
+    ]
+    (listed,) = here.list()
+    assert (listed["title"], listed["updated_at"]) == ("New name", renamed_at)
+    assert listed["meta"]["title_by_user"] is True
+    assert listed["meta"]["task_ends"] == {"m1": {"reason": "complete"}}
+    mine.update_meta(focus=["a.py"])  # and this process's next save keeps both
+    on_disk = json.loads((tmp_path / "conversations" / mine.id / "meta.json").read_text())
+    assert (on_disk["title"], on_disk["meta"]["focus"]) == ("New name", ["a.py"])
+    assert on_disk["meta"]["task_ends"] == {"m1": {"reason": "complete"}}

@@ -122,6 +122,9 @@ def _merged_meta(
                 inner[key] = copy.deepcopy(ours[key])
             else:
                 inner.pop(key, None)
+    updates = [str(m["updated_at"]) for m in (disk, mine) if m.get("updated_at")]
+    if updates:  # both changed it: the later one (ISO-8601 UTC strings sort by time)
+        merged["updated_at"] = max(updates)
     return merged
 
 
@@ -160,6 +163,19 @@ class Conversation:
     def meta(self) -> dict[str, Any]:
         """A copy of meta.json's content."""
         with self._lock:
+            return copy.deepcopy(self._meta)
+
+    def current_meta(self) -> dict[str, Any]:
+        """A copy of meta.json's content with what another process wrote there since merged in
+        (one stat when nobody did)."""
+        with self._lock:
+            stamp = _stamp_of(self._dir / "meta.json")
+            if stamp is not None and stamp != self._meta_stamp:
+                disk = read_meta(self._dir, quiet=True)
+                if disk is not None:
+                    if disk != self._meta_base:
+                        self._meta = _merged_meta(disk, self._meta_base, self._meta)
+                    self._meta_base, self._meta_stamp = disk, stamp
             return copy.deepcopy(self._meta)
 
     @property

@@ -131,7 +131,7 @@ class ConversationStore:
         metas = []
         for directory in self._root.iterdir():
             if directory.name in loaded:
-                metas.append(loaded[directory.name].meta)
+                metas.append(loaded[directory.name].current_meta())
             elif is_valid_id(directory.name):
                 meta = read_meta(directory)
                 if meta is not None:
