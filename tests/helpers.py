@@ -111,18 +111,26 @@ class Recorder(MainTerminal):
         return [p for e, p in self.events if e == event]
 
 
+def fake_settings(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> Settings:
+    """Settings on the fake model (its flavour's provider), workspace and data under tmp_path,
+    quick retries and every call allowed; `overrides` go on top."""
+    return Settings(
+        **{
+            "provider": fake.flavour.name,
+            "base_url": fake.base_url,
+            "api_key": fake.api_key,
+            "workspace": tmp_path / "ws",
+            "data_dir": tmp_path / "data",
+            "retry_base_delay": 0.01,
+            "approval": "auto",
+            **overrides,
+        }
+    )
+
+
 def make_terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> Recorder:
     """A recording terminal on the fake model, workspace and data under tmp_path."""
-    settings = Settings(
-        provider="deepseek",
-        base_url=fake.base_url,
-        api_key=fake.api_key,
-        workspace=tmp_path / "ws",
-        data_dir=tmp_path / "data",
-        retry_base_delay=0.01,
-        **{"approval": "auto", **overrides},
-    )
-    return Recorder(build_services(settings))
+    return Recorder(build_services(fake_settings(fake, tmp_path, provider="deepseek", **overrides)))
 
 
 def run_in_thread(terminal: MainTerminal, text: str) -> threading.Thread:

@@ -13,9 +13,8 @@ import pytest
 
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import Recorder
+from tests.helpers import Recorder, fake_settings
 from utils.agent_specs import load_agents
-from utils.settings import Settings
 
 PLANNER = """\
 name: planner
@@ -46,17 +45,8 @@ def terminal_for(
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in (files or {}).items():
         (folder / name).write_text(text)
-    config = Settings(
-        provider=fake.flavour.name,
-        base_url=fake.base_url,
-        api_key=fake.api_key,
-        workspace=tmp_path / "ws",
-        data_dir=tmp_path / "data",
-        retry_base_delay=0.01,
-        mode=mode,
-        **{"approval": "auto", **settings},
-    )
-    return Recorder(build_services(config), agent=agent)
+    services = build_services(fake_settings(fake, tmp_path, mode=mode, **settings))
+    return Recorder(services, agent=agent)
 
 
 # --- definitions ----------------------------------------------------------------------------

@@ -17,10 +17,10 @@ from core.terminal_hub import TerminalHub
 from tests.cluster_helpers import ClusterServer, Haproxy, RedisServer, cluster, missing_programs
 from tests.cluster_helpers import wait_for as poll
 from tests.fake_llm import Call, FakeLLM, Reply
+from tests.helpers import fake_settings
 from tests.web_helpers import EventClient, Received, assert_contiguous, connected
 from utils.conversation import Conversation
 from utils.conversation_store import ConversationStore
-from utils.settings import Settings
 
 pytestmark = [
     pytest.mark.e2e,
@@ -323,14 +323,7 @@ def test_a_write_landing_during_a_reload_is_read_by_the_next_get(
 ) -> None:
     """Another process writes the history just after this one re-read it: the next `get`
     must read it again (the version is taken before the history, never after)."""
-    settings = Settings(
-        provider="deepseek",
-        base_url=fake.base_url,
-        api_key=fake.api_key,
-        workspace=tmp_path / "ws",
-        data_dir=tmp_path / "data",
-    )
-    services = build_services(settings)
+    services = build_services(fake_settings(fake, tmp_path))
     redis_cluster = RedisCluster(redis.url(3))
     try:
         hub = TerminalHub(services, lambda event: None, cluster=redis_cluster)

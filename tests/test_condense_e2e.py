@@ -14,7 +14,7 @@ import pytest
 
 from core.services import build_services
 from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
-from tests.helpers import Recorder, wait_until
+from tests.helpers import Recorder, fake_settings, wait_until
 from tests.web_helpers import (
     EventClient,
     ServerProcess,
@@ -23,26 +23,22 @@ from tests.web_helpers import (
     connected,
 )
 from utils.condense import SUMMARY_HEADER, SUMMARY_SYSTEM
-from utils.settings import Settings
 
 MAIN = Path(__file__).resolve().parent.parent / "main.py"
 LONG = "word " * 1200  # ~1,700 tokens
 
 
 def _terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> Recorder:
-    flavour = fake.flavour.name
-    settings = Settings(
-        provider=flavour,
-        base_url=fake.base_url,
-        api_key=fake.api_key,
-        model=fake.model,
-        workspace=tmp_path / "ws",
-        data_dir=tmp_path / "data",
-        retry_base_delay=0.01,
-        approval="auto",
-        mode="thinking",
-        context_window=20_000,
-        **{"condense_threshold": 0.5, **overrides},
+    settings = fake_settings(
+        fake,
+        tmp_path,
+        **{
+            "model": fake.model,
+            "mode": "thinking",
+            "context_window": 20_000,
+            "condense_threshold": 0.5,
+            **overrides,
+        },
     )
     return Recorder(build_services(settings))
 
