@@ -18,8 +18,8 @@ from core.services import build_services
 from modules.paths import Workspace
 from modules.tools import build_registry
 from tests.fake_llm import Call, FakeLLM, Reply
+from tests.helpers import fake_settings
 from tests.web_helpers import Web
-from utils.settings import Settings
 
 
 def delete_preview(ws: Workspace, path: str) -> str:
@@ -87,14 +87,7 @@ def test_the_gate_lists_and_revokes_what_was_always_allowed() -> None:
 
 @pytest.fixture
 def terminal(fake_llm: FakeLLM, tmp_path: Path) -> tuple[CliTerminal, io.StringIO, io.StringIO]:
-    settings = Settings(
-        provider="deepseek",
-        base_url=fake_llm.base_url,
-        api_key=fake_llm.api_key,
-        workspace=tmp_path / "ws",
-        data_dir=tmp_path / "data",
-        approval="ask",
-    )
+    settings = fake_settings(fake_llm, tmp_path, approval="ask")
     out, err = io.StringIO(), io.StringIO()
     return CliTerminal(build_services(settings), out=out, err=err, stdin=io.StringIO()), out, err
 

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,9 +15,7 @@ import pytest
 
 from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
 from tests.helpers import live_command_lines
-from tests.web_helpers import agent_env
-
-MAIN = Path(__file__).resolve().parent.parent / "main.py"
+from tests.web_helpers import agent_argv, agent_env
 
 
 @pytest.fixture
@@ -35,17 +32,7 @@ def dirs(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _argv(dirs: tuple[Path, Path], *extra: str) -> list[str]:
-    workspace, data = dirs
-    return [
-        sys.executable,
-        str(MAIN),
-        "cli",
-        "--workspace",
-        str(workspace),
-        "--data-dir",
-        str(data),
-        *extra,
-    ]
+    return agent_argv("cli", *dirs, *extra)
 
 
 def run_cli(
@@ -253,16 +240,7 @@ def test_a_data_folder_it_cannot_write_is_one_clear_line(tmp_path: Path, fake: F
     dirs = (tmp_path / "ws", blocker / "data")
     dirs[0].mkdir()
     for front in (["cli", "-p", "hi"], ["web", "--port", "0"]):
-        argv = [
-            sys.executable,
-            str(MAIN),
-            front[0],
-            "--workspace",
-            str(dirs[0]),
-            "--data-dir",
-            str(dirs[1]),
-            *front[1:],
-        ]
+        argv = agent_argv(front[0], *dirs, *front[1:])
         result = subprocess.run(
             argv,
             env=agent_env(fake.base_url, fake.api_key),

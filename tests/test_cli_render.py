@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,8 +16,8 @@ from core.cli_printer import GREEN, RED, EventPrinter, diff_path
 from core.events import Token, ToolEvent
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.tty_helpers import ANSI, HEIGHT, Tmux, clean_env, needs_tmux
+from tests.web_helpers import agent_argv
 
-MAIN = Path(__file__).resolve().parent.parent / "main.py"
 ANSWER = (
     "# Release notes\n\nThis version is **much faster** than the last one.\n\n"
     "- first point\n- second point\n\nThe rest comes after a pause."
@@ -49,16 +48,7 @@ def _env(fake: FakeLLM, **extra: str) -> dict[str, str]:
 
 
 def _argv(workspace: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        str(MAIN),
-        "cli",
-        "--workspace",
-        str(workspace),
-        "--data-dir",
-        str(workspace.parent / "data"),
-        *extra,
-    ]
+    return agent_argv("cli", workspace, workspace.parent / "data", *extra)
 
 
 @needs_tmux()

@@ -4,7 +4,6 @@ terminal, `compact` on the socket), a failed summary call, and a restart after c
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,13 +17,13 @@ from tests.helpers import Recorder, fake_settings, wait_until
 from tests.web_helpers import (
     EventClient,
     ServerProcess,
+    agent_argv,
     agent_env,
     assert_contiguous,
     connected,
 )
 from utils.condense import SUMMARY_HEADER, SUMMARY_SYSTEM
 
-MAIN = Path(__file__).resolve().parent.parent / "main.py"
 LONG = "word " * 1200  # ~1,700 tokens
 
 
@@ -196,15 +195,7 @@ def test_cli_compact_command(tmp_path: Path):
             "/status",
         ]
         result = subprocess.run(
-            [
-                sys.executable,
-                str(MAIN),
-                "cli",
-                "--workspace",
-                str(workspace),
-                "--data-dir",
-                str(data),
-            ],
+            agent_argv("cli", workspace, data),
             input="\n".join(lines) + "\n",
             env=env,
             capture_output=True,

@@ -12,8 +12,8 @@ from core.cli_session import run_command
 from core.cli_terminal import CliTerminal
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
+from tests.helpers import fake_settings
 from tests.web_helpers import Recorder, Web
-from utils.settings import Settings
 
 
 def updates(client: Recorder, cid: str) -> list[dict[str, Any]]:
@@ -201,13 +201,7 @@ def test_changes_to_gitignored_paths_stay_out_of_the_tree(web: Web, fake_llm: Fa
 def test_the_cli_reopens_a_conversation_with_its_agent_mode_and_approval(
     fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    settings = Settings(
-        provider="deepseek",
-        base_url=fake_llm.base_url,
-        api_key=fake_llm.api_key,
-        workspace=tmp_path / "ws",
-        data_dir=tmp_path / "data",
-    )
+    settings = fake_settings(fake_llm, tmp_path, approval="ask")
     fake_llm.script(Reply(content="Done."))
     first = CliTerminal(
         build_services(settings), out=io.StringIO(), err=io.StringIO(), stdin=io.StringIO()

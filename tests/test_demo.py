@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -13,13 +12,12 @@ from typing import Any
 import pytest
 
 from tests.tty_helpers import clean_env
-from tests.web_helpers import ServerProcess, connected
+from tests.web_helpers import ServerProcess, agent_argv, connected
 from utils.cancel import CancelToken, TaskCancelled
 from utils.completion import ContentDelta, ReasoningDelta, StreamEnd
 from utils.demo_model import DEMO_DIR, DemoModel, load_scripts
 from utils.tool_calls import ToolCallArgs, ToolCallStarted
 
-MAIN = Path(__file__).resolve().parent.parent / "main.py"
 BUGGY = "    return sum(values) / (len(values) - 1)\n"
 FIXED = "    return sum(values) / len(values)\n"
 
@@ -122,19 +120,9 @@ def test_it_streams_at_a_pace_and_stops_at_once_when_cancelled():
 
 def test_the_cli_plays_the_fix_with_real_tools(workspace: Path):
     env = clean_env(AGENT_PROVIDER="demo", AGENT_DEMO_PACE="0.02")
-    argv = [
-        sys.executable,
-        str(MAIN),
-        "cli",
-        "--workspace",
-        str(workspace),
-        "--data-dir",
-        str(workspace.parent / "data"),
-        "--mode",
-        "thinking",
-        "--approval",
-        "auto",
-    ]
+    argv = agent_argv(
+        "cli", workspace, workspace.parent / "data", "--mode", "thinking", "--approval", "auto"
+    )
     result = subprocess.run(
         [*argv, "-p", "Fix the bug in calc.py", "--json"],
         env=env,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,25 +10,13 @@ from mcp import Client, StdioServerParameters
 
 from mcp_server import offered_tools
 from modules.tools import build_registry
+from tests.web_helpers import REPO, agent_argv
 from utils.settings import Settings
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def serve(tmp_path: Path, *flags: str) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable,
-        args=[
-            str(REPO / "main.py"),
-            "mcp",
-            "--workspace",
-            str(tmp_path / "ws"),
-            "--data-dir",
-            str(tmp_path / "data"),
-            *flags,
-        ],
-        cwd=REPO,
-    )
+    command, *args = agent_argv("mcp", tmp_path / "ws", tmp_path / "data", *flags)
+    return StdioServerParameters(command=command, args=args, cwd=REPO)
 
 
 def text(result: Any) -> str:

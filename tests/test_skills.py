@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,11 +23,9 @@ from modules.skills import (
 )
 from modules.tools import build_registry
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import make_ctx, make_terminal
-from tests.web_helpers import Web, agent_env
-from utils.settings import Settings
+from tests.helpers import fake_settings, make_ctx, make_terminal
+from tests.web_helpers import Web, agent_argv, agent_env
 
-MAIN = Path(__file__).resolve().parent.parent / "main.py"
 GOOD_BODY = "# Greet\n\nSay hello in three languages.\n"
 
 
@@ -328,16 +325,7 @@ def test_cli_skill_command_in_a_subprocess(fake_llm: FakeLLM, tmp_path: Path) ->
     _workspace_skill(workspace)
     fake_llm.script(Reply(content="Done."))
     env = agent_env(fake_llm.base_url, fake_llm.api_key)
-    argv = [
-        sys.executable,
-        str(MAIN),
-        "cli",
-        "--workspace",
-        str(workspace),
-        "--data-dir",
-        str(tmp_path / "data"),
-        "-p",
-    ]
+    argv = agent_argv("cli", workspace, tmp_path / "data", "-p")
     done = subprocess.run(
         [*argv, "/skill greet do it"], env=env, capture_output=True, text=True, timeout=60
     )
@@ -354,13 +342,7 @@ def test_cli_skill_command_in_a_subprocess(fake_llm: FakeLLM, tmp_path: Path) ->
 def test_cli_skills_lists_ready_and_broken_skills(fake_llm: FakeLLM, tmp_path: Path) -> None:
     _workspace_skill(tmp_path / "ws")
     add_skill(tmp_path / "ws" / ".agents" / "skills", "wrong", skill_md("other"))
-    settings = Settings(
-        provider="deepseek",
-        base_url=fake_llm.base_url,
-        api_key=fake_llm.api_key,
-        workspace=tmp_path / "ws",
-        data_dir=tmp_path / "data",
-    )
+    settings = fake_settings(fake_llm, tmp_path, approval="ask")
     out = io.StringIO()
     terminal = CliTerminal(
         build_services(settings), out=out, err=io.StringIO(), stdin=io.StringIO()

@@ -22,8 +22,7 @@ from modules.context import ToolContext
 from modules.paths import Workspace
 from modules.undo import UndoJournal
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import call, make_ctx, make_terminal, run_in_thread, state
-from utils.settings import Settings
+from tests.helpers import call, fake_settings, make_ctx, make_terminal, run_in_thread, state
 
 BINARY = bytes(range(256)) * 40
 
@@ -314,14 +313,7 @@ def test_undo_is_refused_while_a_task_runs(fake_llm: FakeLLM, tmp_path: Path) ->
 
 
 def test_cli_undo_command(fake_llm: FakeLLM, tmp_path: Path) -> None:
-    settings = Settings(
-        provider="deepseek",
-        base_url=fake_llm.base_url,
-        api_key=fake_llm.api_key,
-        workspace=tmp_path / "ws",
-        data_dir=tmp_path / "data",
-        approval="auto",
-    )
+    settings = fake_settings(fake_llm, tmp_path)
     out, err = io.StringIO(), io.StringIO()
     answers = io.StringIO("n\ny\n")  # /undo asks first, listing what it will do
     terminal = CliTerminal(build_services(settings), out=out, err=err, stdin=answers)

@@ -37,6 +37,20 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def agent_argv(front: str, workspace: Path, data_dir: Path, *extra: str) -> list[str]:
+    """`python main.py FRONT` on these folders, then `extra`."""
+    return [
+        sys.executable,
+        str(REPO / "main.py"),
+        front,
+        "--workspace",
+        str(workspace),
+        "--data-dir",
+        str(data_dir),
+        *extra,
+    ]
+
+
 def agent_env(base_url: str, api_key: str, **extra: str) -> dict[str, str]:
     """The environment of a server or CLI process: no inherited AGENT_* settings, the fake
     model, approval `auto`, mode `fast`, quick retries."""
@@ -97,19 +111,15 @@ class ServerProcess:
         raise RuntimeError(f"server did not start:\n{''.join(self.lines)}\n{self.stderr}")
 
     def _launch(self, timeout: float) -> bool:
-        argv = [
-            sys.executable,
-            str(REPO / "main.py"),
+        argv = agent_argv(
             "web",
-            "--workspace",
-            str(self.workspace),
-            "--data-dir",
-            str(self.data_dir),
+            self.workspace,
+            self.data_dir,
             "--port",
             str(self.port),
             "--async-mode",
             self.async_mode,
-        ]
+        )
         self.lines = []
         stderr = self._stderr_path.open("w")
         self._process = subprocess.Popen(
