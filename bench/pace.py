@@ -19,7 +19,8 @@ which note each event's arrival time on the same clock. Per N we print:
   the CPU per token of the fake and of the readers, so a noisy machine shows.
 
 Goals: <= 100 us of server CPU per token at every N; at N=50, p50 <= 5 ms, p99 <= 50 ms and
-nothing lost, in both async modes. Exit code 1 when a goal is missed.
+nothing lost, in both async modes. Exit code 1 when a goal is missed. bench/read_floor.py
+prints what reading the streams alone costs, and bench/relay_floor.py a bare relay.
 
 `--py-spy DIR` records the server with py-spy (`py-spy record --gil -f raw`: GIL holders) during
 each run into DIR/<mode>-<N>.txt and prints the top functions and where the samples go.
