@@ -1,9 +1,10 @@
 """One configured MCP server: its state, its tools, and the connection while it is open.
 
 A call is bounded by the server's `timeout` and cancelled with the task; a server that died
-or stopped answering is marked failed and started again on its next use. The connection is
-held open by one task on the host's asyncio loop thread, which enters and leaves the SDK's
-context (anyio requires both in the same task).
+(noticed when it closes its end of the connection, even while idle) or stopped answering is
+marked failed and started again on its next use. The connection is held open by one task on
+the host's asyncio loop thread, which enters and leaves the SDK's context (anyio requires
+both in the same task).
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import re
 import shutil
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from modules.mcp_config import ServerConfig, ServerEntry
 from modules.mcp_tools import Listing, list_tools, output, registry_tools
+from modules.mcp_watch import watched
 from modules.registry import Tool
 from modules.results import ToolError, ToolOutput
 from utils.async_loop import LoopThread, Pending
@@ -35,6 +38,7 @@ CONNECT_TIMEOUT = 30.0
 CLOSE_TIMEOUT = 7.0  # the SDK's stdio shutdown: close stdin, 2 s, SIGTERM, 2 s, SIGKILL
 STDERR_TAIL_CHARS = 400
 CLIENT_NAME = "workspace-agent"
+ENDED = "the server closed the connection (it exited?)"
 
 State = Literal["disabled", "starting", "connected", "failed"]
 
@@ -181,6 +185,8 @@ class McpServer:
         holder = loop.create_task(self._hold(ready, stop))
         try:
             client, listed = await asyncio.wait_for(asyncio.shield(ready), CONNECT_TIMEOUT)
+            if stop.is_set():
+                raise ConnectionError(f"{ENDED} right after listing its tools")
         except BaseException as exc:
             holder.cancel()
             await asyncio.wait([holder], timeout=CLOSE_TIMEOUT)
@@ -207,12 +213,15 @@ class McpServer:
         )
 
     async def _hold(self, ready: asyncio.Future[Any], stop: asyncio.Event) -> None:
-        """Open the connection, hand it over, keep it until `stop`, then close it."""
+        """Open the connection, hand it over, keep it until `stop` (set by `disconnect` or when
+        the server closes its end), then close it."""
         try:
             async with contextlib.AsyncExitStack() as stack:
-                client = await self._connect(stack)
+                client = await self._connect(stack, stop.set)
                 ready.set_result((client, await list_tools(client)))
                 await stop.wait()
+                if self._stop is stop:  # not disconnect(), which forgets it first
+                    self._lost(client, f"{ENDED}{self._stderr_tail()}")
         except Exception as exc:
             if not ready.done():
                 ready.set_exception(exc)
@@ -226,7 +235,9 @@ class McpServer:
                 ready.cancel()
             raise
 
-    async def _connect(self, stack: contextlib.AsyncExitStack) -> Client:
+    async def _connect(
+        self, stack: contextlib.AsyncExitStack, on_end: Callable[[], None]
+    ) -> Client:
         from mcp import Client, Implementation
 
         entry = self.entry
@@ -254,7 +265,7 @@ class McpServer:
                 client = await stack.enter_async_context(http_client())
                 transport = streamable_http_client(entry.url, http_client=client)
         info = Implementation(name=CLIENT_NAME, version="1")
-        return await stack.enter_async_context(Client(transport, client_info=info))
+        return await stack.enter_async_context(Client(watched(transport, on_end), client_info=info))
 
     def _stdio(self, stack: contextlib.AsyncExitStack) -> Any:
         from mcp import StdioServerParameters

@@ -190,6 +190,25 @@ def test_a_crashed_server_gives_an_error_leaves_no_process_and_restarts(fixture_
     assert server.state == "connected"
 
 
+def test_a_server_killed_while_idle_shows_as_failed_and_the_next_call_restarts_it(
+    fixture_manager,
+):
+    manager, marker = fixture_manager
+    server = wait_started(manager).servers["fx"]
+    assert server.state == "connected"
+    [pid] = running(marker)
+    os.kill(pid, signal.SIGKILL)
+    wait_until(
+        lambda: manager.status()["servers"][0]["state"] == "failed",
+        30,
+        "the status to show the killed server as failed",
+    )
+    assert "closed the connection" in server.error
+    again = server.call("echo", {"text": "back"}, CancelToken()).text  # the first call works
+    assert "echo: back" in again and again.split("pid ")[1] != str(pid)
+    assert server.state == "connected" and len(running(marker)) == 1
+
+
 def test_a_hanging_call_times_out_and_a_cancel_stops_it_at_once(fixture_manager):
     manager, marker = fixture_manager
     server = wait_started(manager).servers["fx"]
