@@ -17,7 +17,7 @@ from typing import Any
 
 import uvicorn
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.routes import create_agent_card_routes
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import (
     AgentCapabilities,
@@ -34,6 +34,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 
 from a2a_executor import ConversationExecutor, WebWorld
+from a2a_rpc import jsonrpc_routes
 from utils.agent_specs import AgentCatalog
 from utils.async_loop import LoopThread, Pending
 from web_access import HostGuard, LoginThrottle
@@ -52,8 +53,9 @@ VERSION = "0.1.0"
 
 
 def agent_card(agents: AgentCatalog, default_agent: str, url: str) -> AgentCard:
-    """The public card: our agents as skills, the JSON-RPC interface, bearer auth. It names no
-    path, model, provider or token."""
+    """The public card: our agents as skills, the JSON-RPC interface as 1.0 and as 0.3 (the
+    SDK adds the 0.3 fields `url`, `preferredTransport`... only then), bearer auth. It names
+    no path, model, provider or token."""
     skills = [
         AgentSkill(
             id=spec["name"], name=spec["name"], description=spec["description"], tags=[spec["mode"]]
@@ -74,7 +76,8 @@ def agent_card(agents: AgentCatalog, default_agent: str, url: str) -> AgentCard:
         description=description,
         version=VERSION,
         supported_interfaces=[
-            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version=version)
+            for version in ("1.0", "0.3")
         ],
         capabilities=AgentCapabilities(streaming=True),
         default_input_modes=["text/plain"],
@@ -162,7 +165,7 @@ def build_app(state: WebState, *, host: str, url: str) -> Asgi:
     )
     routes = [
         *create_agent_card_routes(card),
-        *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True),
+        *jsonrpc_routes(handler, rpc_url="/"),
     ]
     hosts = HostGuard(lambda environ, start: [], bind_host=host, allowed=settings.allowed_hosts)
     return AccessGuard(Starlette(routes=routes), state=state, hosts=hosts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from a2a.client import Client, ClientConfig, create_client
+from a2a.compat.v0_3.types import AgentCard as AgentCardV03
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -90,9 +91,12 @@ def a2a(server: ServerProcess) -> str:
 
 
 @asynccontextmanager
-async def sdk_client(url: str, *, streaming: bool = True) -> AsyncIterator[Client]:
+async def sdk_client(
+    url: str, *, streaming: bool = True, on_request: Callable[[httpx.Request], Any] | None = None
+) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+    hooks = {"request": [on_request]} if on_request else {}
+    async with httpx.AsyncClient(headers=headers, timeout=30, event_hooks=hooks) as http:
         config = ClientConfig(streaming=streaming, httpx_client=http)
         yield await create_client(url, client_config=config)
 
@@ -137,9 +141,61 @@ def test_the_card_is_public_and_describes_the_agents_and_the_bearer_scheme(
     assert card["capabilities"]["streaming"] is True
     assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "bearer"
     assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
-    interface = card["supportedInterfaces"][0]
-    assert (interface["url"], interface["protocolBinding"]) == (a2a(server), "JSONRPC")
+    interfaces = [
+        (i["url"], i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]
+    ]
+    assert interfaces == [(a2a(server), "JSONRPC", "1.0"), (a2a(server), "JSONRPC", "0.3")]
     assert TOKEN not in answer.text and str(server.workspace) not in answer.text
+
+
+def test_a_1_0_client_picks_the_1_0_interface(server: ServerProcess, fake: FakeLLM) -> None:
+    fake.script(Reply(content=ANSWER))
+    sent: list[tuple[str, str]] = []
+
+    async def record(request: httpx.Request) -> None:
+        if request.method == "POST":
+            sent.append((json.loads(request.content)["method"], request.headers["a2a-version"]))
+
+    async def run() -> Any:
+        async with sdk_client(a2a(server), streaming=False, on_request=record) as client:
+            return (await collect(client, user_message("Hello from 1.0")))[-1].task
+
+    task = asyncio.run(run())
+    assert TaskState.Name(task.status.state) == "TASK_STATE_COMPLETED"
+    assert sent == [("SendMessage", "1.0")]
+
+
+def list_tasks(server: ServerProcess, params: dict[str, Any]) -> dict[str, Any]:
+    """A 1.0 `ListTasks` request's JSON-RPC answer."""
+    answer = httpx.post(
+        a2a(server),
+        headers={"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"},
+        json={"jsonrpc": "2.0", "id": 7, "method": "ListTasks", "params": params},
+        timeout=30,
+    )
+    return dict(answer.json())
+
+
+def test_list_tasks_filters_by_status_and_refuses_an_unknown_one(
+    server: ServerProcess, fake: FakeLLM
+) -> None:
+    fake.script(Reply(content=ANSWER))
+
+    async def run() -> Any:
+        async with sdk_client(a2a(server), streaming=False) as client:
+            return (await collect(client, user_message("One to list")))[-1].task
+
+    task = asyncio.run(run())
+    done = list_tasks(server, {"status": "TASK_STATE_COMPLETED"})["result"].get("tasks", [])
+    assert task.id in [t["id"] for t in done]
+    assert {t["status"]["state"] for t in done} == {"TASK_STATE_COMPLETED"}
+    failed = list_tasks(server, {"status": "TASK_STATE_FAILED"})["result"].get("tasks", [])
+    assert task.id not in [t["id"] for t in failed]
+    for bogus in ("TASK_STATE_BOGUS", "completed", 99):
+        answer = list_tasks(server, {"status": bogus})
+        assert answer["id"] == 7 and answer["error"]["code"] == -32602, answer
+        assert f"unknown task status {bogus!r}" in answer["error"]["message"]
+        assert "TASK_STATE_COMPLETED" in answer["error"]["message"]
 
 
 @pytest.mark.parametrize("token", [None, "wrong-token-0123456789"])
@@ -249,7 +305,17 @@ def test_cancel_stops_the_running_loop_and_the_history_says_so(
     assert 0 < len(answer["content"]) < len("word " * 400)
 
 
-def test_the_0_3_method_names_are_accepted(server: ServerProcess, fake: FakeLLM) -> None:
+def test_a_0_3_client_finds_the_endpoint_on_the_card_and_its_methods_are_accepted(
+    server: ServerProcess, fake: FakeLLM
+) -> None:
+    card = AgentCardV03.model_validate(
+        httpx.get(a2a(server) + ".well-known/agent-card.json").json()
+    )
+    assert (card.url, card.preferred_transport, card.protocol_version) == (
+        a2a(server),
+        "JSONRPC",
+        "0.3",
+    )
     fake.script(Reply(content=ANSWER))
     headers = {"Authorization": f"Bearer {TOKEN}"}  # no A2A-Version header: a 0.3 client
     message = {
@@ -259,7 +325,7 @@ def test_the_0_3_method_names_are_accepted(server: ServerProcess, fake: FakeLLM)
         "parts": [{"kind": "text", "text": "Hello from 0.3"}],
     }
     sent = httpx.post(
-        a2a(server),
+        card.url,
         headers=headers,
         timeout=30,
         json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}},
@@ -267,7 +333,7 @@ def test_the_0_3_method_names_are_accepted(server: ServerProcess, fake: FakeLLM)
     task = sent.json()["result"]
     assert (task["kind"], task["status"]["state"]) == ("task", "completed"), sent.text
     got = httpx.post(
-        a2a(server),
+        card.url,
         headers=headers,
         json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}},
     )
