@@ -13,11 +13,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from modules.command_env import command_environment
 from modules.command_output import OutputReader
-from modules.local_sandbox import Confinement, ResourceLimits, plain
-from modules.sandbox import CommandResult
+from modules.local_sandbox import Confinement, plain
+from modules.resource_limits import ResourceLimits
+from modules.sandbox import CommandResult, SandboxUnavailable
 from utils.cancel import CancelToken, TaskCancelled
-from utils.settings import SECRET_ENV_NAMES, Settings
+from utils.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -25,16 +27,14 @@ KILL_GRACE_SECONDS = 1.0  # between SIGTERM and SIGKILL on timeout
 EXIT_DRAIN_SECONDS = 0.5  # after the command exits, how long leftover children may hold its output
 
 
-def scrubbed_env(settings: Settings) -> dict[str, str]:
-    """The agent's environment without API keys, tokens or any value equal to a secret."""
-    secrets = set(settings.secrets())
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if name not in SECRET_ENV_NAMES and value not in secrets
-    }
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+def environment_line(settings: Settings) -> str:
+    """The isolation list's line on what a command's environment holds."""
+    names = ", ".join(settings.command_env)
+    named = f", and of AGENT_COMMAND_ENV: {names}" if names else ""
+    return (
+        "environment: only PATH, HOME, USER, SHELL, TERM, TZ and the locale of this server's"
+        f"{named}; never a key or token of ours"
+    )
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -106,11 +106,9 @@ class LocalRunner:
         self.confinement = confinement or plain()
         self.limits = ResourceLimits(settings.local_sandbox)
         self.kind = self.confinement.kind
-        self.isolation = [
-            *self.confinement.isolation,
-            self.limits.describe(),
-            "environment: API keys and tokens removed",
-        ]
+        self.isolation = list(self.confinement.isolation)
+        if self.confinement.refusal is None:
+            self.isolation += [*self.limits.describe(), environment_line(settings)]
         self.python = sys.executable
 
     def close(self) -> None:
@@ -128,9 +126,11 @@ class LocalRunner:
     ) -> CommandResult:
         """Run `argv` to completion, timeout or cancellation; output streamed and capped."""
         cancel.raise_if_cancelled()
+        if self.confinement.refusal is not None:
+            raise SandboxUnavailable(self.confinement.refusal)
         started = time.monotonic()
-        with self.limits.applied() as preexec:
-            proc = self._spawn(argv, cwd, stdin is not None, preexec)
+        with self.limits.applied() as limits:
+            proc = self._spawn(argv, cwd, stdin is not None, limits.preexec)
             run = _Run(proc, self.settings.output_limit_chars, on_output)
             unregister = cancel.on_cancel(lambda: _signal_group(run.pgid, signal.SIGKILL))
             try:
@@ -140,6 +140,7 @@ class LocalRunner:
             finally:
                 unregister()
                 run.close()
+            note = limits.note()
         duration_ms = int((time.monotonic() - started) * 1000)
         fields = {"argv0": argv[0], "sandbox": self.kind, "exit_code": proc.returncode,
                   "timed_out": timed_out, "duration_ms": duration_ms}  # fmt: skip
@@ -148,22 +149,28 @@ class LocalRunner:
             raise TaskCancelled()
         exit_code = None if timed_out else proc.returncode
         buffer = run.output.buffer
-        return CommandResult(exit_code, buffer.text(), timed_out, buffer.omitted, duration_ms)
+        return CommandResult(exit_code, buffer.text(), timed_out, buffer.omitted, duration_ms, note)
 
     def _spawn(
         self, argv: list[str], cwd: Path, with_stdin: bool, preexec: Callable[[], None]
     ) -> subprocess.Popen[bytes]:
         """Start the confined command as the leader of a new session and process group."""
-        return subprocess.Popen(
-            self.confinement.wrap(argv, self.settings.workspace, cwd),
-            cwd=cwd,
-            env=scrubbed_env(self.settings),
-            stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=preexec,  # resource limits; it makes only system calls
-        )
+        seccomp_fd = _readable(self.confinement.seccomp)
+        try:
+            return subprocess.Popen(
+                self.confinement.wrap(argv, self.settings.workspace, cwd, seccomp_fd),
+                cwd=cwd,
+                env=command_environment(self.settings),
+                stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=preexec,  # resource limits; it makes only system calls
+                pass_fds=() if seccomp_fd is None else (seccomp_fd,),
+            )
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
 
     def _wait(self, run: _Run, deadline: float) -> bool:
         """Pump output until the command ends; True when it had to be stopped for time."""
@@ -177,6 +184,18 @@ class LocalRunner:
             _signal_group(run.pgid, signal.SIGKILL)
             output.until(time.monotonic() + KILL_GRACE_SECONDS, run.finished)
         return not exited
+
+
+def _readable(data: bytes | None) -> int | None:
+    """A pipe's reading end holding `data` (a seccomp program is far below a pipe's buffer)."""
+    if data is None:
+        return None
+    read, write = os.pipe()
+    try:
+        os.write(write, data)
+    finally:
+        os.close(write)
+    return read
 
 
 def _feed_stdin(proc: subprocess.Popen[bytes], text: str) -> None:

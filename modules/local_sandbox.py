@@ -1,37 +1,97 @@
-"""Local confinement: resource limits for every command, plus bubblewrap or unshare when usable."""
+"""Local confinement: bubblewrap when it works, else unshare or nothing; as root, bubblewrap
+or no command at all.
+
+Started by root, bubblewrap would leave a command every capability in its namespaces
+(enough to remount the host's read-only folders writable). So every command runs with no
+capabilities, no new privileges and no further user namespaces, as root under uid 1000 of
+its own user namespace, with set-id bits refused; that uid is still root's on the host, so
+the files under /etc only root may read are covered too.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import resource
 import shutil
-import signal
+import stat
 import subprocess
 import sys
-import time
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from modules.sandbox import pid_alive
+from modules.seccomp import setid_filter
 from utils.settings import LocalSandboxSettings
 
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_SECONDS = 5.0
-CGROUP_EMPTY_WAIT_SECONDS = 1.0
 MB = 1024 * 1024
-CGROUP_PREFIX = "workspace-agent-"  # then the owning agent's pid and a random part
+SANDBOX_ID = "1000"  # the uid and gid a command started by root has in its user namespace
+SMALL_TMPFS_BYTES = {"/run": 16 * MB, "/dev/shm": 64 * MB}
 
 NOT_ISOLATED = "not isolated: commands can read and write anything your user can"
 KILL_NOTE = "processes: run in their own process group, all killed at timeout or cancel"
-
+ROOT_REFUSAL = (
+    "Commands are refused: this server runs as root and bubblewrap, which would run them "
+    "without root's powers, is not usable here. Install it (apt-get install bubblewrap), use "
+    "the Docker sandbox (AGENT_SANDBOX=docker), or run the server as an ordinary user."
+)
 
 SYSTEM_DIRS = ("/usr", "/etc")  # programs, libraries and system configuration, read-only
 MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # links into /usr, or dirs
+
+
+@dataclass(frozen=True)
+class Bubblewrap:
+    """How bubblewrap builds a command's view and identity."""
+
+    path: str
+    cut_network: bool
+    visible: tuple[str, ...] = ()
+    as_root: bool = False  # started by root: an unprivileged uid inside, root-only files hidden
+    hidden: tuple[str, ...] = ()
+    tmp_bytes: int | None = None  # None: this bubblewrap cannot size a tmpfs
+    disable_userns: bool = True
+
+    def args(self, workspace: Path, cwd: Path, seccomp_fd: int | None = None) -> list[str]:
+        """bwrap options building the view from an allow-list, never from `/`: the system
+        folders and the Python installation read-only, the workspace writable, a private
+        /tmp and /run, its own /dev and /proc (its /proc/sys read-only), nothing else."""
+        args = [self.path, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        args += ["--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        if self.disable_userns:
+            args.append("--disable-userns")
+        if self.as_root:
+            args += ["--uid", SANDBOX_ID, "--gid", SANDBOX_ID]
+        if self.cut_network:
+            args.append("--unshare-net")
+        for folder in SYSTEM_DIRS:
+            args += ["--ro-bind", folder, folder]
+        for folder in MERGED_USR:
+            if os.path.islink(folder):
+                args += ["--symlink", os.readlink(folder), folder]
+            elif os.path.isdir(folder):
+                args += ["--ro-bind", folder, folder]
+        args += ["--dev", "/dev", "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+        args += self._tmpfs("/tmp", self.tmp_bytes)
+        for where, size in SMALL_TMPFS_BYTES.items():
+            args += self._tmpfs(where, size)
+        args += ["--dir", "/var/tmp", "--symlink", "../run", "/var/run", "--setenv", "HOME", "/tmp"]
+        for folder in [*interpreter_dirs(), *self.visible]:
+            args += ["--ro-bind", folder, folder]
+        for path in self.hidden:
+            if os.path.isdir(path):
+                args += ["--tmpfs", path, "--remount-ro", path]
+            else:
+                args += ["--ro-bind", "/dev/null", path]
+        args += ["--bind", str(workspace), str(workspace), "--chdir", str(cwd)]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
+        return args
+
+    def _tmpfs(self, where: str, size: int | None) -> list[str]:
+        sized = ["--size", str(size)] if size is not None and self.tmp_bytes is not None else []
+        return [*sized, "--tmpfs", where]
 
 
 @dataclass(frozen=True)
@@ -40,44 +100,20 @@ class Confinement:
 
     kind: str
     isolation: tuple[str, ...]
-    tool: str | None = None  # path to bwrap or unshare
-    cut_network: bool = False
-    visible: tuple[str, ...] = ()  # host folders bubblewrap shows read-only besides the system's
+    bubblewrap: Bubblewrap | None = None
+    unshare: str | None = None  # path to unshare, which cuts the network only
+    refusal: str | None = None  # commands are not run at all, for this reason
+    seccomp: bytes | None = field(default=None, repr=False)
 
-    def wrap(self, argv: list[str], workspace: Path, cwd: Path) -> list[str]:
+    def wrap(
+        self, argv: list[str], workspace: Path, cwd: Path, seccomp_fd: int | None = None
+    ) -> list[str]:
         """The argv that runs `argv` inside this confinement."""
-        if self.tool is None:
-            return argv
-        if self.kind == "bubblewrap":
-            args = bwrap_args(self.tool, workspace, cwd, self.cut_network, self.visible)
-            return [*args, "--", *argv]
-        return [self.tool, "--user", "--map-root-user", "--net", "--", *argv]
-
-
-def bwrap_args(
-    bwrap: str, workspace: Path, cwd: Path, cut_network: bool, visible: tuple[str, ...] = ()
-) -> list[str]:
-    """bwrap options building the command's view from an allow-list, never from `/`: the
-    system folders and the Python installation read-only, the workspace writable, a private
-    /tmp and /run, its own /dev and /proc, and nothing else of the host (no home folders,
-    /var, /srv, /mnt, and so no host sockets such as Docker's, containerd's or D-Bus's)."""
-    args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
-    args += ["--unshare-cgroup-try", "--die-with-parent", "--new-session"]
-    if cut_network:
-        args.append("--unshare-net")
-    for folder in SYSTEM_DIRS:
-        args += ["--ro-bind", folder, folder]
-    for folder in MERGED_USR:
-        if os.path.islink(folder):
-            args += ["--symlink", os.readlink(folder), folder]
-        elif os.path.isdir(folder):
-            args += ["--ro-bind", folder, folder]
-    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run"]
-    args += ["--dir", "/var/tmp", "--symlink", "../run", "/var/run", "--setenv", "HOME", "/tmp"]
-    for folder in [*interpreter_dirs(), *visible]:
-        args += ["--ro-bind", folder, folder]
-    args += ["--bind", str(workspace), str(workspace), "--chdir", str(cwd)]
-    return args
+        if self.bubblewrap is not None:
+            return [*self.bubblewrap.args(workspace, cwd, seccomp_fd), "--", *argv]
+        if self.unshare is not None:
+            return [self.unshare, "--user", "--map-root-user", "--net", "--", *argv]
+        return argv
 
 
 def interpreter_dirs() -> list[str]:
@@ -92,37 +128,115 @@ def plain() -> Confinement:
     return Confinement("local", ("network: open", NOT_ISOLATED, KILL_NOTE))
 
 
+def refused() -> Confinement:
+    """Root without bubblewrap: no command runs."""
+    return Confinement("local", (f"commands: {ROOT_REFUSAL}",), refusal=ROOT_REFUSAL)
+
+
 def detect_confinement(options: LocalSandboxSettings, workspace: Path) -> Confinement:
-    """The strongest confinement that works here: bubblewrap, then unshare, then none."""
-    cut = not options.network
-    bwrap = shutil.which("bwrap") if options.bubblewrap else None
-    visible = tuple(str(Path(p).expanduser().resolve()) for p in options.visible)
-    probe = [*bwrap_args(bwrap, workspace, workspace, cut, visible), "--", "true"] if bwrap else []
-    if bwrap and _works(probe):
-        return Confinement("bubblewrap", _bubblewrap_isolation(cut, visible), bwrap, cut, visible)
-    if bwrap:
+    """The strongest confinement that works here: bubblewrap, then (not as root) unshare,
+    then none; as root without bubblewrap, a refusal."""
+    as_root = os.geteuid() == 0
+    path = shutil.which("bwrap") if options.bubblewrap else None
+    if path:
+        wrap = _bubblewrap(path, options, as_root)
+        if _works([*wrap.args(workspace, workspace), "--", "true"]):
+            seccomp = setid_filter()
+            isolation = _isolation(wrap, options, seccomp is not None)
+            return Confinement("bubblewrap", isolation, wrap, seccomp=seccomp)
         log.warning("bubblewrap is installed but cannot create its sandbox here")
-    unshare = shutil.which("unshare") if cut else None
+    if as_root:
+        log.warning("commands refused: running as root without a usable bubblewrap")
+        return refused()
+    unshare = shutil.which("unshare") if not options.network else None
     if unshare and _works([unshare, "--user", "--map-root-user", "--net", "--", "true"]):
         network = "network: cut (own empty network namespace, via unshare)"
-        return Confinement("local", (network, NOT_ISOLATED, KILL_NOTE), unshare, True)
+        return Confinement("local", (network, NOT_ISOLATED, KILL_NOTE), unshare=unshare)
     return plain()
 
 
-def _bubblewrap_isolation(cut: bool, visible: tuple[str, ...]) -> tuple[str, ...]:
-    shown = ", ".join([*SYSTEM_DIRS, *interpreter_dirs(), *visible])
+def _bubblewrap(path: str, options: LocalSandboxSettings, as_root: bool) -> Bubblewrap:
+    visible = tuple(str(Path(p).expanduser().resolve()) for p in options.visible)
+    offered = _options_of(path)
+    return Bubblewrap(
+        path,
+        cut_network=not options.network,
+        visible=visible,
+        as_root=as_root,
+        hidden=tuple(root_only_entries([SYSTEM_DIRS[1], *visible])) if as_root else (),
+        tmp_bytes=options.tmp_mb * MB if "--size" in offered else None,
+        disable_userns="--disable-userns" in offered,
+    )
+
+
+def _options_of(path: str) -> str:
+    try:
+        done = subprocess.run([path, "--help"], capture_output=True, timeout=PROBE_TIMEOUT_SECONDS)
+    except Exception:  # OSError, TimeoutExpired (of another class under eventlet's subprocess)
+        return ""
+    return done.stdout.decode(errors="replace")
+
+
+def root_only_entries(folders: list[str]) -> list[str]:
+    """Files others may not read and folders others may not enter, under `folders`."""
+    found: list[str] = []
+    pending = list(folders)
+    while pending:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            if stat.S_ISDIR(mode):
+                if mode & stat.S_IROTH and mode & stat.S_IXOTH:
+                    pending.append(entry.path)
+                else:
+                    found.append(entry.path)
+            elif stat.S_ISREG(mode) and not mode & stat.S_IROTH:
+                found.append(entry.path)
+    return sorted(found)
+
+
+def _isolation(wrap: Bubblewrap, options: LocalSandboxSettings, filtered: bool) -> tuple[str, ...]:
+    shown = ", ".join([*SYSTEM_DIRS, *interpreter_dirs(), *wrap.visible])
     network = (
         "network: cut (own empty network namespace)"
-        if cut
+        if wrap.cut_network
         else "network: open, including the host's abstract Unix sockets"
     )
+    tmp = f"a private /tmp ({options.tmp_mb} MB)" if wrap.tmp_bytes else "a private /tmp"
+    if wrap.as_root:
+        user = (
+            f"user: uid {SANDBOX_ID} of its own user namespace, with no capabilities, no new "
+            "privileges" + (", no further user namespaces" if wrap.disable_userns else "")
+            + "; on the host it is root, this server's user, so the files it writes in the "
+            "workspace belong to root"
+        )  # fmt: skip
+        readable = (
+            "still exposed: what root may read in those read-only folders, except the files "
+            f"of /etc only root may read ({len(wrap.hidden)} hidden), and the kernel, shared "
+            "with the host"
+        )
+    else:
+        user = "user: your own, with no capabilities and no new privileges"
+        readable = (
+            "still exposed: what your user may read in those read-only folders (system "
+            "configuration in /etc among it), and the kernel, shared with the host"
+        )
     return (
         network,
-        "filesystem: only the workspace and a private /tmp and /run are writable; read-only: "
-        f"{shown}; nothing else of this machine is visible (no home folders, /var or host "
-        "sockets)",
-        "still exposed: what your user may read in those read-only folders (system "
-        "configuration in /etc among it), and the kernel, shared with the host",
+        f"filesystem: only the workspace and {tmp}, /dev/shm and /run are writable; "
+        f"read-only: {shown}; nothing else of this machine is visible (no home folders, /var "
+        "or host sockets)",
+        user,
+        "set-id bits: refused, so no command leaves a setuid or setgid program behind"
+        if filtered
+        else "set-id bits: not refused (no seccomp filter for this machine's architecture)",
+        readable,
         "processes: own PID namespace, all killed at timeout or cancel",
     )
 
@@ -136,171 +250,3 @@ def _works(argv: list[str]) -> bool:
         reason = done.stderr[-300:].decode(errors="replace")
         log.info("sandbox probe failed", extra={"fields": {"argv0": argv[0], "stderr": reason}})
     return done.returncode == 0
-
-
-class ResourceLimits:
-    """setrlimit in the child, plus a pids cgroup for root (whom RLIMIT_NPROC does not bind)."""
-
-    def __init__(self, options: LocalSandboxSettings) -> None:
-        self.options = options
-        self.cgroup_root = find_pids_cgroup() if os.geteuid() == 0 else None
-        if self.cgroup_root is not None:
-            PidsCgroup.reap_leftovers(self.cgroup_root)
-
-    def describe(self) -> str:
-        """One line for the isolation list."""
-        o = self.options
-        if os.geteuid() != 0 or self.cgroup_root is not None:
-            processes = f"at most {o.processes} more processes"
-        else:
-            processes = "processes not limited (running as root without a writable pids cgroup)"
-        return (
-            f"limits: {o.cpu_seconds} s CPU and {o.memory_mb} MB of address space per process, "
-            f"files up to {o.file_size_mb} MB, {processes}"
-        )
-
-    @contextlib.contextmanager
-    def applied(self) -> Iterator[Callable[[], None]]:
-        """A preexec function for one command; the command's cgroup is removed afterwards."""
-        group = PidsCgroup.create(self.cgroup_root, self.options.processes)
-        limits = self._rlimits()
-        procs_file = None if group is None else str(group.path / "cgroup.procs")
-
-        def preexec() -> None:
-            # Runs in the forked child: only system calls, no locks, no logging.
-            if procs_file is not None:
-                fd = os.open(procs_file, os.O_WRONLY)
-                os.write(fd, str(os.getpid()).encode())
-                os.close(fd)
-            for which, value in limits:
-                resource.setrlimit(which, value)
-
-        try:
-            yield preexec
-        finally:
-            if group is not None:
-                group.remove()
-
-    def _rlimits(self) -> list[tuple[int, tuple[int, int]]]:
-        o = self.options
-        wanted = [
-            (resource.RLIMIT_CPU, o.cpu_seconds, o.cpu_seconds + 5),
-            (resource.RLIMIT_AS, o.memory_mb * MB, o.memory_mb * MB),
-            (resource.RLIMIT_FSIZE, o.file_size_mb * MB, o.file_size_mb * MB),
-        ]
-        tasks = user_tasks(os.getuid()) if os.geteuid() != 0 else None
-        if tasks is not None:
-            # RLIMIT_NPROC counts every task of the user, so the cap is relative to now.
-            cap = tasks + o.processes
-            wanted.append((resource.RLIMIT_NPROC, cap, cap))
-        limits = []
-        for which, soft, hard in wanted:
-            _, current_hard = resource.getrlimit(which)
-            if current_hard != resource.RLIM_INFINITY:
-                soft, hard = min(soft, current_hard), min(hard, current_hard)
-            limits.append((which, (soft, hard)))
-        return limits
-
-
-def user_tasks(uid: int) -> int | None:
-    """Processes and threads that `uid` runs right now (Linux /proc), else None."""
-    try:
-        entries = list(os.scandir("/proc"))
-    except OSError:
-        return None
-    total = 0
-    for entry in entries:
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            if entry.stat().st_uid == uid:
-                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
-                total += int(fields[17])  # num_threads, the 20th field of /proc/PID/stat
-    return total
-
-
-def find_pids_cgroup() -> Path | None:
-    """A writable cgroup directory with the pids controller (v1 hierarchy or v2 root)."""
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        left, _, right = line.partition(" - ")
-        fstype, _, options = [*right.split(), "", "", ""][:3]
-        mountpoint = Path(left.split()[4])
-        v1 = fstype == "cgroup" and "pids" in options.split(",")
-        v2 = fstype == "cgroup2" and _v2_delegates_pids(mountpoint)
-        if (v1 or v2) and os.access(mountpoint, os.W_OK):
-            return mountpoint
-    return None
-
-
-def _v2_delegates_pids(mountpoint: Path) -> bool:
-    try:
-        return "pids" in (mountpoint / "cgroup.subtree_control").read_text().split()
-    except OSError:
-        return False
-
-
-class PidsCgroup:
-    """One command's pids cgroup: caps its processes, kills stragglers, then goes away."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    @classmethod
-    def create(cls, root: Path | None, limit: int) -> PidsCgroup | None:
-        """A fresh cgroup under `root` limited to `limit` tasks, or None when impossible."""
-        if root is None:
-            return None
-        path = root / f"{CGROUP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        try:
-            path.mkdir()
-            (path / "pids.max").write_text(str(limit))
-        except OSError as exc:
-            log.warning("could not create a pids cgroup", extra={"fields": {"error": str(exc)}})
-            with contextlib.suppress(OSError):
-                path.rmdir()
-            return None
-        return cls(path)
-
-    @staticmethod
-    def reap_leftovers(root: Path) -> int:
-        """Remove the cgroups of agents that died without removing theirs (kill -9)."""
-        removed = 0
-        for path in root.glob(f"{CGROUP_PREFIX}*"):
-            owner = path.name.removeprefix(CGROUP_PREFIX).split("-")[0]
-            if not owner.isdigit() or int(owner) == os.getpid() or pid_alive(int(owner)):
-                continue
-            PidsCgroup(path).remove()
-            removed += not path.exists()
-        if removed:
-            log.info(
-                "removed cgroups left by agents that died", extra={"fields": {"count": removed}}
-            )
-        return removed
-
-    def members(self) -> list[int]:
-        """Pids still in the cgroup."""
-        with contextlib.suppress(OSError, ValueError):
-            return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
-        return []
-
-    def remove(self) -> None:
-        """Kill whatever is left in the cgroup and delete it."""
-        deadline = time.monotonic() + CGROUP_EMPTY_WAIT_SECONDS
-        while members := self.members():
-            for pid in members:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.01)
-        try:
-            self.path.rmdir()
-        except OSError as exc:
-            log.warning(
-                "could not remove a pids cgroup",
-                extra={"fields": {"path": str(self.path), "error": str(exc)}},
-            )

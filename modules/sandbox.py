@@ -18,6 +18,7 @@ class CommandResult:
     timed_out: bool
     omitted_chars: int
     duration_ms: int
+    note: str = ""  # a limit the command ran into, said to the model with its output
 
 
 class SandboxUnavailable(OSError):

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from modules.context import ToolContext
 from modules.results import ToolError
-from modules.sandbox import CommandResult
+from modules.sandbox import CommandResult, SandboxUnavailable
 
 MAX_TIMEOUT_SECONDS = 600
 STREAM_LIMIT_FACTOR = 5  # stream at most this many times the kept output to the front
@@ -71,6 +71,8 @@ def _execute(ctx: ToolContext, argv: list[str], timeout: float | None, stdin: st
             on_output=stream,
             stdin=stdin,
         )
+    except SandboxUnavailable as exc:
+        raise ToolError(str(exc)) from None
     except OSError as exc:
         raise ToolError(f"Could not start {argv[0]}: {exc}") from None
     return _report(result, seconds)
@@ -80,6 +82,8 @@ def _report(result: CommandResult, timeout: float) -> str:
     """The result text; raises ToolError (with the output) on failure or timeout."""
     seconds = result.duration_ms / 1000
     output = result.output if result.output.strip() else "(no output)"
+    if result.note:
+        output += f"\n{result.note}"
     if result.timed_out:
         raise ToolError(
             f"Timed out after {timeout:g} s and was stopped (duration {seconds:.1f} s).\n"

@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from modules.local_runner import LocalRunner
-from modules.local_sandbox import CGROUP_PREFIX, ResourceLimits, bwrap_args, find_pids_cgroup
+from modules.command_cgroup import CGROUP_PREFIX, find_roots
+from modules.local_sandbox import ROOT_REFUSAL, Bubblewrap
+from modules.resource_limits import ResourceLimits
 from modules.sandbox import CommandResult, CommandRunner
 from modules.sandbox_factory import DeferredRunner, build_runner, runner_for
 from tests.helpers import call, live_command_lines, make_ctx, wait_until
@@ -154,12 +156,23 @@ def test_network_setting_leaves_it_open(tmp_path: Path, listener: int) -> None:
     assert "connected" in connect(runner, listener)
 
 
+@pytest.mark.skipif(os.geteuid() == 0, reason="as root, commands need bubblewrap (next test)")
 def test_unshare_fallback_cuts_the_network(tmp_path: Path, listener: int) -> None:
     runner = build_runner(local_settings(tmp_path, bubblewrap=False))
     assert runner.kind == "local"
     if "network: open" in runner.isolation:
         pytest.skip("unshare cannot create a network namespace here")
     assert "refused" in connect(runner, listener)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root is refused commands without bubblewrap")
+def test_as_root_without_bubblewrap_commands_are_refused(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    ctx.runner = build_runner(local_settings(tmp_path, bubblewrap=False))
+    assert ctx.runner.isolation == [f"commands: {ROOT_REFUSAL}"]
+    result = call(ctx, "run_command", command="touch made.txt")
+    assert not result.ok and "apt-get install bubblewrap" in result.output
+    assert not (ctx.workspace.root / "made.txt").exists()
 
 
 def test_bubblewrap_only_the_workspace_is_writable(tmp_path: Path) -> None:
@@ -257,8 +270,7 @@ def test_process_limit_stops_forking(limited: Any) -> None:
     )
     assert "stopped after" in result.output, result.output
     assert int(result.output.split("stopped after")[1].split()[0]) <= 40
-    root = find_pids_cgroup() if os.geteuid() == 0 else None
-    if root is not None:
+    for root in find_roots().folders if os.geteuid() == 0 else []:
         assert not list(root.glob(f"workspace-agent-{os.getpid()}-*"))
 
 
@@ -291,8 +303,8 @@ def test_an_interpreter_under_tmp_stays_visible_inside_bubblewrap(
     venv = tmp_path / "venv"
     venv.mkdir()
     monkeypatch.setattr(sys, "prefix", str(venv))
-    args = bwrap_args("bwrap", tmp_path / "ws", tmp_path / "ws", cut_network=True)
-    tmpfs_at = args.index("--tmpfs")
+    args = Bubblewrap("bwrap", cut_network=True).args(tmp_path / "ws", tmp_path / "ws")
+    tmpfs_at = args.index("/tmp")
     rebound = args.index(str(venv.resolve()))
     assert args[rebound - 1] == "--ro-bind" and rebound > tmpfs_at
 
@@ -321,17 +333,19 @@ def test_bubblewrap_shows_no_host_socket(tmp_path: Path) -> None:
 
 
 def test_cgroups_left_by_a_killed_agent_are_removed_at_start() -> None:
-    root = find_pids_cgroup() if os.geteuid() == 0 else None
-    if root is None:
-        pytest.skip("no writable pids cgroup here (only root uses one)")
-    leftover = root / f"{CGROUP_PREFIX}999999999-deadbeef"  # no process has that pid
-    leftover.mkdir()
+    roots = find_roots().folders if os.geteuid() == 0 else []
+    if not roots:
+        pytest.skip("no writable pids or memory cgroup here (only root uses one)")
+    leftovers = [root / f"{CGROUP_PREFIX}999999999-deadbeef" for root in roots]  # no such pid
+    for leftover in leftovers:
+        leftover.mkdir()
     try:
         ResourceLimits(LocalSandboxSettings())
-        assert not leftover.exists()
+        assert not any(leftover.exists() for leftover in leftovers)
     finally:
-        if leftover.exists():
-            leftover.rmdir()
+        for leftover in leftovers:
+            if leftover.exists():
+                leftover.rmdir()
 
 
 def test_the_runner_is_chosen_only_when_first_needed(tmp_path: Path) -> None:

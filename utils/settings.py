@@ -78,6 +78,13 @@ class LocalSandboxSettings(BaseModel):
     network: bool = Field(False, description="leave the network reachable from commands")
     cpu_seconds: int = Field(600, ge=1, description="CPU time per process")
     memory_mb: int = Field(2048, ge=64, description="address space per process")
+    total_memory_mb: int = Field(
+        1024,
+        ge=64,
+        description="memory of a command, all its processes and its /tmp together (as root, "
+        "where a memory cgroup can be made)",
+    )
+    tmp_mb: int = Field(256, ge=1, description="size of a command's private /tmp (bubblewrap)")
     file_size_mb: int = Field(1024, ge=1, description="largest file a command may write")
     processes: int = Field(512, ge=16, description="processes and threads a command may add")
     visible: list[str] = Field(
@@ -186,6 +193,11 @@ class Settings(BaseSettings):
         description="share of the context window at which older turns are summarised; 0: never",
     )
     command_timeout: float = Field(60.0, gt=0, le=600)
+    command_env: list[str] = Field(
+        default_factory=list,
+        description="names of variables of the server's environment that commands also get "
+        "(a JSON list in AGENT_COMMAND_ENV); a secret's value never passes",
+    )
     tool_timeout: float = Field(120.0, gt=0)
     output_limit_chars: int = Field(20_000, ge=1_000)
     request_timeout: float = Field(120.0, gt=0)
