@@ -18,6 +18,7 @@ from typing import Any
 import docker
 from docker.errors import DockerException, ImageNotFound
 
+from modules.command_env import named_variables
 from modules.command_output import OutputReader
 from modules.docker_pool import API_TIMEOUT_SECONDS, WORKDIR, ContainerPool, reap_orphans
 from modules.sandbox import CommandResult, SandboxUnavailable
@@ -194,7 +195,11 @@ class DockerRunner:
                     stdin=True,
                     user=self.user,
                     workdir=str(self._workdir(cwd)),
-                    environment={"HOME": "/tmp", "PYTHONUNBUFFERED": "1"},
+                    environment={
+                        **named_variables(self.settings),
+                        "HOME": "/tmp",
+                        "PYTHONUNBUFFERED": "1",
+                    },
                 )["Id"]
                 sock = self.client.api.exec_start(exec_id, socket=True)
             except DockerException as exc:
@@ -253,6 +258,7 @@ class DockerRunner:
 
     def _describe(self) -> list[str]:
         o = self.settings.docker
+        names = ", ".join(self.settings.command_env)
         network = "network: Docker's default network" if o.network else "network: none"
         return [
             network,
@@ -263,7 +269,8 @@ class DockerRunner:
             f"files up to {o.file_size_mb} MB",
             f"containers: image {o.image}, {o.pool_size} kept warm, each retired after "
             f"{o.max_uses} commands and replaced after a timeout, cancel or crash",
-            "environment: nothing from this machine's environment",
+            "environment: nothing from this machine's environment"
+            + (f" but AGENT_COMMAND_ENV's {names}" if names else ""),
         ]
 
 

@@ -145,17 +145,22 @@ def test_already_cancelled_does_not_start(ctx: ToolContext, tmp_path: Path) -> N
     assert not (tmp_path / "ran").exists()
 
 
-def test_secrets_scrubbed_from_env(tmp_path: Path, monkeypatch) -> None:
+def test_commands_get_an_allow_list_of_variables(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("AGENT_API_KEY", "sk-fake-agent-key-123")
     monkeypatch.setenv("SOME_COPY_OF_IT", "sk-fake-agent-key-123")
     monkeypatch.setenv("TAVILY_API_KEY", "tvly-fake")
-    monkeypatch.setenv("HARMLESS_VAR", "visible")
-    ctx = make_ctx(tmp_path, api_key="sk-fake-agent-key-123")
+    monkeypatch.setenv("ACME_SERVICE_PASSWORD", "hunter2")
+    monkeypatch.setenv("NAMED_VAR", "visible")
+    monkeypatch.setenv("LC_TIME", "C.UTF-8")
+    ctx = make_ctx(
+        tmp_path, api_key="sk-fake-agent-key-123", command_env=["NAMED_VAR", "SOME_COPY_OF_IT"]
+    )
     result = call(ctx, "run_command", command="env")
     assert result.ok
     assert "sk-fake-agent-key-123" not in result.output
     assert "tvly-fake" not in result.output and "TAVILY_API_KEY" not in result.output
-    assert "HARMLESS_VAR=visible" in result.output
+    assert "hunter2" not in result.output  # a secret under a name we do not know
+    assert "NAMED_VAR=visible" in result.output and "LC_TIME=C.UTF-8" in result.output
     assert "PYTHONUNBUFFERED=1" in result.output
     assert os.environ["AGENT_API_KEY"] == "sk-fake-agent-key-123"
 
