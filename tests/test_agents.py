@@ -69,6 +69,20 @@ def test_bad_definitions_are_reported_with_file_field_and_line_and_the_rest_load
     assert "unknown agents: ['nobody']" in problems["boss"]
 
 
+def test_a_template_reaching_for_python_internals_is_refused_at_load(tmp_path):
+    escape = "{{ cycler.__init__.__globals__.os.environ }}"
+    (tmp_path / "evil.yaml").write_text(f"name: evil\ndescription: d\nsystem_prompt: '{escape}'\n")
+    (tmp_path / "typo.yaml").write_text("name: typo\ndescription: d\nsystem_prompt: '{{ nope }}'\n")
+    (tmp_path / "fine.yaml").write_text(
+        "name: fine\ndescription: d\nsystem_prompt: 'You work in {{ workspace_root }}.'\n"
+    )
+    catalog = load_agents([tmp_path])
+    assert sorted(catalog.agents) == ["fine"]
+    problems = {Path(p.path).name: p.message for p in catalog.problems}
+    assert "unsafe" in problems["evil.yaml"] and "does not render" in problems["evil.yaml"]
+    assert "'nope' is undefined" in problems["typo.yaml"]
+
+
 def test_later_folders_override_by_name_and_prompt_files_load(tmp_path):
     shipped, user = tmp_path / "shipped", tmp_path / "user"
     shipped.mkdir()

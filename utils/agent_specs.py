@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from jinja2 import TemplateError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from utils.prompts import prompt_renderer
 from utils.settings import Provider
 from utils.validation import describe_validation_error
 
@@ -49,6 +51,18 @@ class AgentSpec(BaseModel):
     def _valid_name(cls, value: str) -> str:
         if not _NAME.match(value):
             raise ValueError("use 1-40 lowercase letters, digits, '-' or '_'")
+        return value
+
+    @field_validator("system_prompt")
+    @classmethod
+    def _renders(cls, value: str | None) -> str | None:
+        """A template that fails (an unknown variable, or reaching for Python's internals,
+        which the sandboxed renderer refuses) is refused when the agent loads."""
+        if value is not None:
+            try:
+                prompt_renderer().render_string(value, workspace_root="/workspace", now="now")
+            except TemplateError as exc:
+                raise ValueError(f"the template does not render: {exc}") from None
         return value
 
     def allows(self, tool: str) -> bool:

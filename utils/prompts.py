@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import FileSystemLoader, StrictUndefined
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates" / "prompts"
 SYSTEM_TEMPLATE = "system.md.j2"
@@ -15,10 +16,12 @@ _BACKTICK_RUN = re.compile(r"`{3,}")
 
 
 class PromptRenderer:
-    """Renders the templates of one folder; a missing variable is an error, not a blank."""
+    """Renders the templates of one folder; a missing variable is an error, not a blank. The
+    environment is Jinja2's sandbox: an agent's template may come from the workspace, which
+    commands write, and is rendered outside their sandbox."""
 
     def __init__(self, template_dir: Path = TEMPLATE_DIR) -> None:
-        self._env = Environment(
+        self._env = ImmutableSandboxedEnvironment(
             loader=FileSystemLoader(str(template_dir)),
             autoescape=False,
             undefined=StrictUndefined,
