@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,24 @@ def test_unreadable_configuration_is_one_clear_line(clean_folder: Path, monkeypa
     err = capsys.readouterr().err
     assert err.startswith("error: bad configuration: config.yaml is not valid YAML")
     assert "Traceback" not in err
+
+
+def test_a_workspace_holding_the_program_or_its_python_is_refused(clean_folder: Path, capsys):
+    program = Path(__file__).resolve().parent.parent
+    for holder in (program, program.parent, Path(sys.prefix)):
+        with pytest.raises(BadConfiguration, match="which commands could then change"):
+            load_settings(workspace=holder)
+    assert main(["cli", "--workspace", str(program), "-p", "hi"]) == 2
+    assert "holds this program" in capsys.readouterr().err
+
+
+def test_settings_files_inside_the_workspace_are_refused(clean_folder: Path, capsys):
+    """Started from inside the workspace, a command could write the .env or config.yaml the
+    next start reads (say, to trust the workspace's MCP servers)."""
+    assert load_settings(workspace=clean_folder).workspace == clean_folder.resolve()
+    (clean_folder / ".env").write_text("AGENT_MCP_TRUST_WORKSPACE=true\n")
+    with pytest.raises(BadConfiguration, match=r"\.env in .* lie in the workspace"):
+        load_settings(workspace=clean_folder)
+    assert main(["cli", "--workspace", ".", "-p", "hi"]) == 2
+    assert "move them out" in capsys.readouterr().err
+    assert load_settings(workspace=clean_folder / "inner").workspace.name == "inner"

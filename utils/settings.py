@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -270,6 +271,9 @@ SECRET_ENV_NAMES = (
 )
 
 
+PROGRAM_DIR = Path(__file__).resolve().parent.parent
+
+
 class BadConfiguration(ValueError):
     """A source of settings that cannot be read: config.yaml that is not YAML, a list or a
     section in the environment that is not JSON."""
@@ -291,4 +295,27 @@ def load_settings(**overrides: Any) -> Settings:
         raise BadConfiguration(f"config.yaml is not valid YAML: {exc}") from exc
     settings.workspace = settings.workspace.expanduser().resolve()
     settings.data_dir = settings.data_dir.expanduser().resolve()
+    _refuse_code_in_workspace(settings.workspace)
     return settings
+
+
+def _refuse_code_in_workspace(workspace: Path) -> None:
+    """Commands write the workspace: it may hold neither the code the server runs nor the
+    settings files it reads at start, or one command would outlive its sandbox."""
+    for what, path in (
+        ("this program", PROGRAM_DIR),
+        ("the Python it runs on", Path(sys.prefix).resolve()),
+        ("the Python it runs on", Path(sys.base_prefix).resolve()),
+    ):
+        if path.is_relative_to(workspace):
+            raise BadConfiguration(
+                f"the workspace {workspace} holds {what} ({path}), which commands could then "
+                "change: choose a folder that does not contain it"
+            )
+    cwd = Path.cwd().resolve()
+    read_here = [name for name in (".env", "config.yaml") if (cwd / name).is_file()]
+    if read_here and cwd.is_relative_to(workspace):
+        raise BadConfiguration(
+            f"{' and '.join(read_here)} in {cwd} lie in the workspace, where commands could "
+            "rewrite the server's settings: move them out and start from another folder"
+        )
