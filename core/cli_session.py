@@ -10,6 +10,7 @@ from typing import Any
 
 from core.cli_printer import BOLD, YELLOW
 from core.cli_terminal import CliTerminal
+from core.cli_undo import undo_command
 from core.events import DoneReason
 from core.main_terminal import NothingToCondense
 from modules.results import ToolError
@@ -39,7 +40,9 @@ HELP = """\
                         no PATH lists them; /detach drops them
 /memory                 show the main and this conversation's memory
 /compact [INSTRUCTIONS]  summarise the older turns now (optionally: what to keep)
-/undo [MESSAGE_ID]      put back the files the last task (or that message's task) changed
+/undo [MESSAGE_ID] [--overwrite]
+                        put back the files the last task (or that message's task) changed;
+                        files changed since it stay as they are unless --overwrite
 /agents                 list the agents; /agent NAME switches this conversation to one
 /skills                 list the skills; /skill NAME [message] runs a task with that skill
 /mcp [restart NAME]     list the MCP servers and their tools, or reconnect one
@@ -234,32 +237,11 @@ def _memory(t: CliTerminal, _: str) -> str:
     return f"main memory:\n{main}\n\nthis conversation's memory:\n{task or '(empty)'}"
 
 
-UNDO_VERBS = {"remove": "remove ", "restore": "restore", "lost": "cannot restore (not kept)"}
-
-
 def _compact(t: CliTerminal, arg: str) -> str:
     try:
         return t.compact_foreground(arg)
     except NothingToCondense as exc:
         return str(exc)
-
-
-def _undo(t: CliTerminal, arg: str) -> str:
-    preview = t.services.journal.preview(t.conversation_id or "", arg or None)
-    if preview.files:
-        listing = "".join(f"\n  {UNDO_VERBS[action]} {path}" for path, action in preview.files)
-        t.out.write(f"Undoing task {preview.task_id} will:{listing}\nUndo it? [y/N] ")
-        t.out.flush()
-        if t.stdin.readline().strip().lower() not in ("y", "yes"):
-            return "undo cancelled; nothing changed"
-    result = t.undo(arg or None)
-    removed = set(result.removed)
-    lines = [result.message]
-    lines += [
-        f"  {'removed ' if path in removed else 'restored'} {path}" for path in result.restored
-    ]
-    lines += [f"  skipped  {reason}" for reason in result.skipped]
-    return "\n".join(lines)
 
 
 def _agents(t: CliTerminal, _: str) -> str:
@@ -354,7 +336,7 @@ COMMANDS = {
     "focus": _focus,
     "unfocus": _unfocus,
     "memory": _memory,
-    "undo": _undo,
+    "undo": undo_command,
     "agents": _agents,
     "agent": _agent,
     "skills": _skills,

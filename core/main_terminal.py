@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Collection
 from typing import Any, get_args
 
 from core.approval import ApprovalGate
@@ -162,12 +163,16 @@ class MainTerminal:
         """Answer a call waiting for approval; False when no such call waits."""
         return self.gate.answer(call_id, approved, always=always)
 
-    def undo(self, message_id: str | None = None) -> UndoResult:
-        """Put back what a task changed in the workspace (default: the last); raises TaskBusy."""
+    def undo(
+        self, message_id: str | None = None, overwrite: bool | Collection[str] = False
+    ) -> UndoResult:
+        """Put back what a task changed in the workspace (default: the last), but not the
+        paths changed since unless `overwrite` names them (True: all); raises TaskBusy."""
         with self._lock:
             if self.task is not None:
                 raise TaskBusy("a task is running in this conversation; undo when it ends")
-            return self.services.journal.undo(self.conversation_id or "", message_id)
+            cid = self.conversation_id or ""
+            return self.services.journal.undo(cid, message_id, overwrite)
 
     def handle_task(
         self, text: str, *, parent_id: str | None = LEAF, skill: str | None = None
@@ -250,7 +255,7 @@ class MainTerminal:
             )
             reason = self._run_guarded(task)
             log.info("task ended", extra={"fields": {"reason": reason, **vars(task.usage)}})
-        self.services.journal.settle()  # its last command's changes, before anyone asks
+        task.journal.finish()  # what it left each path as, before anyone can undo it
         self._finish(task, reason)
         return reason
 

@@ -162,11 +162,13 @@ class ProposalStore:
                 )
             task_id = proposal.task_id or f"proposal-{proposal.id}"
             journal = self.journal.task(proposal.conversation_id, task_id)
-            for folder in ws.missing_folders(rel.rpartition("/")[0]):
-                journal.before_change(ws.root / folder)
-                ws.mkdir(folder)
+            written = [ws.root / f for f in ws.missing_folders(rel.rpartition("/")[0])]
+            for folder in written:
+                journal.before_change(folder)
+                ws.mkdir(ws.relative(folder))
             journal.before_change(target)
             ws.write_atomic(rel, proposal.new_content.encode("utf-8"))
+            journal.finish([*written, target])  # its task may have ended: what it left now
             self._where(proposal_id).unlink(missing_ok=True)
         event = "created" if proposal.base_sha256 is None else "modified"
         return FileChange(event, proposal.path)

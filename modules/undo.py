@@ -15,28 +15,40 @@ paths are not (a command may delete build outputs), and files over the size limi
 reported, not kept. Files the index does not know yet (a new workspace) are kept before the
 command's scan ends, by the baseline child the fronts start when they open the workspace
 (undo_baseline; `python -m modules.undo DATA_DIR WORKSPACE` runs it), or else by the snapshot
-itself. Undo removes folders the task created only when they are empty again, so files the
-user put there stay; it never follows a link out of the workspace.
+itself. When a task ends, `finish` records the state it left each path in (hashes, no
+copies); undo leaves every path changed since then as it is, and says so, unless told to
+overwrite it (undo_conflicts). Undo removes folders the task created only when they are empty
+again, so files the user put there stay; it never follows a link out of the workspace.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from modules.blob_store import BLOB_LIMIT_BYTES, BlobStore, State, scan
 from modules.ignore import SKIPPED_DIRS
 from modules.paths import Workspace
 from modules.undo_baseline import Baseline
+from modules.undo_conflicts import find_conflicts, overwritten, state_now, with_folders
 from modules.undo_index import FileIndex
 from modules.undo_keeper import Keeper, Snapshot
-from modules.undo_manifests import ID, Manifests, load, save, task_of
-from modules.undo_restore import Restore, UndoPreview, UndoResult, action_for, kind_of
+from modules.undo_manifests import ID, Manifests, load, mark_undone, task_of
+from modules.undo_restore import (
+    Conflict,
+    Restore,
+    UndoAction,
+    UndoPreview,
+    UndoResult,
+    action_for,
+    kind_of,
+)
 from utils.files import directory_lock
 
 log = logging.getLogger(__name__)
@@ -76,6 +88,12 @@ class TaskJournal:
         """`record_changes_since` in a background thread, so a command's result need not
         wait for the scan after it: every later use of the journal waits for it instead."""
         self._owner._record_later(self, snapshot)
+
+    def finish(self, paths: Collection[Path] | None = None) -> None:
+        """Record the state the task leaves each path it changed in (or only `paths`, changed
+        after it ended), which undo compares them with: call it when the task ends."""
+        self._owner.settle()
+        self._owner._finish(self, paths)
 
 
 class UndoJournal:
@@ -150,14 +168,13 @@ class UndoJournal:
             if where is None:
                 return UndoPreview(task_id)
             manifest = load(where)
-            undone = bool(manifest.get("undone_ns"))
-            entries: dict[str, State] = {} if undone else manifest["entries"]
-            files = [
-                (rel, action)
-                for rel in sorted(entries)
-                if (action := action_for(self.workspace, rel, entries[rel])) is not None
-            ]
-            return UndoPreview(manifest["task_id"], files, undone)
+            if manifest.get("undone_ns"):
+                return UndoPreview(manifest["task_id"], undone=True)
+            actions = self._actions(manifest["entries"])
+            conflicts = self._conflicts(where, manifest, actions)
+            files = [(rel, action) for rel, action in actions.items() if rel not in conflicts]
+            shown = sorted(conflicts.values(), key=lambda c: c.path)
+            return UndoPreview(manifest["task_id"], files, conflicts=shown)
 
     def forget(self, conversation_id: str) -> None:
         """Drop every undo journal of a conversation (it is being deleted), and the blobs
@@ -169,8 +186,14 @@ class UndoJournal:
             self.manifests.forget(conversation_id)
             self._collect_blobs()
 
-    def undo(self, conversation_id: str, task_id: str | None = None) -> UndoResult:
-        """Put back every path the task changed (default: the newest task with a journal)."""
+    def undo(
+        self,
+        conversation_id: str,
+        task_id: str | None = None,
+        overwrite: bool | Collection[str] = False,
+    ) -> UndoResult:
+        """Put back every path the task changed (default: the newest task with a journal),
+        but those changed since it ended unless `overwrite` (all, or these paths) says so."""
         self.settle()
         with self._lock:
             where = self.manifests.newest(conversation_id, task_id)
@@ -183,9 +206,12 @@ class UndoJournal:
             tid = manifest["task_id"]
             if manifest.get("undone_ns"):
                 return UndoResult(tid, message=f"Task {tid} was already undone; nothing changed.")
-            result = Restore(self.workspace, self.blobs, manifest["entries"]).run(tid)
-            manifest["undone_ns"] = time.time_ns()
-            save(where, manifest)
+            entries = manifest["entries"]
+            conflicts = self._conflicts(where, manifest, self._actions(entries))
+            forced = overwritten(conflicts, overwrite)
+            left = [c for rel, c in conflicts.items() if rel not in forced]
+            result = Restore(self.workspace, self.blobs, entries, left).run(tid)
+            mark_undone(where, manifest, with_folders(c.path for c in result.conflicts))
         log.info(
             "task undone",
             extra={
@@ -194,10 +220,27 @@ class UndoJournal:
                     "task_id": tid,
                     "restored": len(result.restored),
                     "skipped": len(result.skipped),
+                    "conflicts": len(result.conflicts),
+                    "overwritten": len(forced),
                 }
             },
         )
         return result
+
+    def _actions(self, entries: dict[str, State]) -> dict[str, UndoAction]:
+        """What undo would do to each path of `entries` that differs from its state there."""
+        return {
+            rel: action
+            for rel in sorted(entries)
+            if (action := action_for(self.workspace, rel, entries[rel])) is not None
+        }
+
+    def _conflicts(
+        self, where: Path, manifest: dict, actions: dict[str, UndoAction]
+    ) -> dict[str, Conflict]:
+        changed_later = functools.cache(lambda: self.manifests.changed_after(where))
+        after = manifest.get("after", {})
+        return find_conflicts(self.workspace, actions, after, lambda rel: changed_later().get(rel))
 
     # --- what TaskJournal calls -----------------------------------------------------------
 
@@ -222,6 +265,17 @@ class UndoJournal:
         self._update(journal, fill)
         with self._lock:
             self.keeper.index.flush()
+
+    def _finish(self, journal: TaskJournal, paths: Collection[Path] | None) -> None:
+        ws = self.workspace
+        only = None if paths is None else {ws.relative(p) for p in paths}
+        with self._lock:
+            try:
+                self.manifests.record_after(
+                    journal.conversation_id, journal.task_id, lambda rel: state_now(ws, rel), only
+                )
+            except (OSError, ValueError, KeyError):  # then undo counts its paths as conflicts
+                log.exception("what a task left could not be recorded for undo")
 
     def _snapshot(self) -> Snapshot:
         self.baseline.wait()

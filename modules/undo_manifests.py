@@ -2,8 +2,11 @@
 
 `DATA_DIR/undo/tasks/CONVERSATION_ID/NANOSECONDS_TASK_ID.json` is one task's manifest:
 `version`, `conversation_id`, `task_id`, `entries` (workspace-relative path -> its state
-before the task, see blob_store) and, once undone, `undone_ns`. It is replaced atomically
-whenever it grows; the names sort oldest first. Callers hold their journal's lock.
+before the task, see blob_store), `after` (path -> the state the task left it in, recorded
+when it ends, see undo_conflicts) and, once undone, `undone_ns`; an undo that left conflicts
+keeps only their entries (and the folders above them), to be undone later. It is replaced
+atomically whenever it changes; the names sort oldest first. Callers hold their journal's
+lock.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from modules.blob_store import State
@@ -82,6 +85,45 @@ class Manifests:
             path.unlink(missing_ok=True)
         return len(excess)
 
+    def record_after(
+        self,
+        conversation_id: str,
+        task_id: str,
+        state_of: Callable[[str], State],
+        only: Collection[str] | None = None,
+    ) -> None:
+        """Set the `after` state of each path the task changed (or of those in `only`) to
+        `state_of(path)`: what it holds now."""
+        where = self.newest(conversation_id, task_id)
+        if where is None:
+            return
+        manifest = load(where)
+        if manifest.get("undone_ns"):
+            return
+        entries = manifest["entries"]
+        after = manifest.setdefault("after", {})
+        for rel in entries if only is None else entries.keys() & only:
+            if entries[rel]["kind"] != "lost":
+                after[rel] = state_of(rel)
+        save(where, manifest)
+
+    def changed_after(self, manifest: Path) -> dict[str, str]:
+        """Path -> the first task after `manifest` (in any conversation) that changed it and
+        is not undone."""
+        found: dict[str, str] = {}
+        later = sorted(
+            (p for p in self.root.glob("*/*.json") if p.name > manifest.name), key=lambda p: p.name
+        )
+        for path in later:
+            try:
+                other = load(path)
+            except (OSError, ValueError):
+                continue
+            if not other.get("undone_ns"):
+                for rel in other.get("entries", {}):
+                    found.setdefault(rel, task_of(path))
+        return found
+
     def forget(self, conversation_id: str) -> None:
         """Remove every manifest of the conversation (an id that is not valid names none)."""
         if ID.match(conversation_id):
@@ -112,3 +154,15 @@ def load(path: Path) -> dict:
 
 def save(path: Path, manifest: dict) -> None:
     atomic_write(path, json.dumps(manifest))
+
+
+def mark_undone(where: Path, manifest: dict, pending: Collection[str]) -> None:
+    """Save the manifest undone; with `pending` paths (conflicts an undo left), only their
+    entries instead, for a later undo."""
+    if pending:
+        for key in ("entries", "after"):
+            kept = manifest.get(key, {})
+            manifest[key] = {rel: kept[rel] for rel in kept if rel in pending}
+    else:
+        manifest["undone_ns"] = time.time_ns()
+    save(where, manifest)

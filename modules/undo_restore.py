@@ -6,18 +6,39 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from modules.blob_store import BlobStore, Stat, State, sha256_at
 from modules.paths import PathOutsideWorkspace, Workspace
 from modules.results import FileChange, ToolError
 
+UndoAction = Literal["remove", "restore", "lost"]
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A path changed since its task, which undo leaves as it is (see undo_conflicts): why,
+    what overwriting it would do, and the later task that changed it, if one did."""
+
+    path: str
+    action: UndoAction
+    reason: str
+    later_task: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        """The conflict as acks and previews carry it."""
+        wire: dict[str, Any] = {"path": self.path, "action": self.action, "reason": self.reason}
+        if self.later_task:
+            wire["later_message_id"] = self.later_task
+        return wire
+
 
 @dataclass
 class UndoResult:
-    """What an undo did: the paths put back, the ones it could not (`path: why`), a summary."""
+    """What an undo did: the paths put back, the ones it could not (`path: why`), the
+    conflicts it left as they are, a summary."""
 
     task_id: str | None
     restored: list[str] = field(default_factory=list)
@@ -25,19 +46,19 @@ class UndoResult:
     message: str = ""
     changes: list[FileChange] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)  # of `restored`: made by the task, now gone
-
-
-UndoAction = Literal["remove", "restore", "lost"]
+    conflicts: list[Conflict] = field(default_factory=list)
 
 
 @dataclass
 class UndoPreview:
     """What undoing a task would do to each path that differs from before it: `remove` one
-    the task made, `restore` one it changed or deleted; `lost`: its old state was not kept."""
+    the task made, `restore` one it changed or deleted; `lost`: its old state was not kept.
+    `conflicts`: the paths changed since the task, which it leaves unless told to overwrite."""
 
     task_id: str | None
     files: list[tuple[str, UndoAction]] = field(default_factory=list)
     undone: bool = False
+    conflicts: list[Conflict] = field(default_factory=list)
 
 
 def kind_of(ws: Workspace, rel: str) -> str:
@@ -74,13 +95,21 @@ def action_for(ws: Workspace, rel: str, before: State) -> UndoAction | None:
 
 
 class Restore:
-    """One undo run: clear the way deepest first, recreate shallowest first, then modes."""
+    """One undo run: clear the way deepest first, recreate shallowest first, then modes;
+    the paths in `leave` (conflicts) are not touched."""
 
-    def __init__(self, workspace: Workspace, blobs: BlobStore, entries: dict[str, State]) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        blobs: BlobStore,
+        entries: dict[str, State],
+        leave: Collection[Conflict] = (),
+    ) -> None:
         self.ws = workspace
         self.root = workspace.root
         self.blobs = blobs
         self.entries = entries
+        self.leave = {conflict.path: conflict for conflict in leave}
         self.order = sorted(entries, key=lambda rel: (rel.count("/"), rel))
         self.skipped: dict[str, str] = {}
         self.changes: list[FileChange] = []
@@ -103,15 +132,22 @@ class Restore:
             }
         )
         skipped = [f"{rel}: {why}" for rel, why in sorted(self.skipped.items())]
+        conflicts = sorted(self.leave.values(), key=lambda c: c.path)
         message = f"Undid task {task_id}: restored {len(restored)} path(s)"
         if removed:
             message += f", removing the {len(removed)} it had created"
         if skipped:
             message += f"; {len(skipped)} could not be restored"
-        return UndoResult(task_id, restored, skipped, message + ".", self.changes, removed)
+        if conflicts:
+            message += f"; {len(conflicts)} changed since the task and were left as they are"
+        result = UndoResult(task_id, restored, skipped, message + ".", self.changes, removed)
+        result.conflicts = conflicts
+        return result
 
     def _guarded(self, rel: str, step: Callable[[str, State], None]) -> None:
         state = self.entries[rel]
+        if rel in self.leave:
+            return
         if state["kind"] == "lost":
             self.skipped[rel] = f"not kept before the change ({state['reason']})"
             return
@@ -135,11 +171,17 @@ class Restore:
             try:
                 self.ws.rmdir(rel)
             except OSError:
-                self.skipped[rel] = "folder is not empty: it holds files this task did not make"
+                self.skipped[rel] = self._not_empty(rel)
                 return
         else:
             self.ws.unlink(rel)
         self.changes.append(FileChange("deleted", rel, is_dir=now == "dir"))
+
+    def _not_empty(self, rel: str) -> str:
+        kept = next((p for p in sorted(self.leave) if p.startswith(f"{rel}/")), None)
+        if kept is None:
+            return "folder is not empty: it holds files this task did not make"
+        return f"folder is not empty: it holds {kept}, changed since the task"
 
     def _create(self, rel: str, state: State) -> None:
         kind, now = state["kind"], kind_of(self.ws, rel)

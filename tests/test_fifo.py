@@ -91,6 +91,7 @@ def test_undo_snapshot_and_keep_never_open_a_pipe(ctx: ToolContext) -> None:
     assert prompt(lambda: journal.record_changes_since(snap)) == ["plain.txt"]
     prompt(lambda: journal.before_change(ctx.workspace.root / "pipe1"))
     assert call(ctx, "delete_file", path="pipe1").ok
+    prompt(journal.finish)  # never opens the pipe either
     result = prompt(lambda: ctx.proposals.journal.undo("conv-1", "task-1"))  # type: ignore[union-attr]
     assert (ctx.workspace.root / "plain.txt").read_text() == "needle here\n"
     assert any(s.startswith("pipe1: not kept") for s in result.skipped), result.skipped

@@ -225,6 +225,7 @@ def test_undo_restores_a_gitignored_file_a_command_deleted(ctx: ToolContext, tmp
     ctx.journal = journal.task("conv-1", "task-1")
     result = call(ctx, "run_command", command="rm -r dist app.log")
     assert result.ok, result.output
+    ctx.journal.finish()
     journal.undo("conv-1")
     root = ctx.workspace.root
     assert (root / "dist/out.js").read_text() == "needle\n"

@@ -70,6 +70,7 @@ def test_undo_restores_exactly_what_the_tools_changed(setup) -> None:
     ok(ctx, "delete_file", path="gone.txt")
     ok(ctx, "delete_file", path="gonedir")
     ok(ctx, "delete_file", path="link")
+    ctx.journal.finish()
     (root / "user.txt").write_text("edited by the user meanwhile\n")
     (root / "user-new.txt").write_text("made by the user\n")
 
@@ -109,6 +110,7 @@ def test_undo_restores_exactly_what_the_tools_changed(setup) -> None:
 def test_a_second_undo_changes_nothing_and_says_so(setup) -> None:
     ctx, journal = setup
     ok(ctx, "create_file", path="a.txt", content="a")
+    ctx.journal.finish()
     assert journal.undo("conv-1").restored == ["a.txt"]
     (ctx.workspace.root / "a.txt").write_text("the user made it again")
     again = journal.undo("conv-1", "task-1")
@@ -137,6 +139,7 @@ def test_undo_of_command_changes(setup) -> None:
     ok(ctx, "run_command", command=script)
     ok(ctx, "run_python", code="open('keep.txt', 'w').write('python was here')")
     assert (root / "same-size.txt").read_text() == "bbbb"
+    ctx.journal.finish()
 
     result = journal.undo("conv-1")
     assert state(root) == before
@@ -150,6 +153,7 @@ def test_a_failing_command_is_recorded_too(setup) -> None:
     ctx, journal = setup
     result = call(ctx, "run_command", command="echo half > half.txt; exit 3")
     assert not result.ok
+    ctx.journal.finish()
     journal.undo("conv-1")
     assert not (ctx.workspace.root / "half.txt").exists()
 
@@ -159,6 +163,7 @@ def test_git_folders_are_not_scanned_for_commands(setup) -> None:
     root = ctx.workspace.root
     (root / ".git").mkdir()
     ok(ctx, "run_command", command="echo ref > .git/HEAD && echo x > tracked.txt")
+    ctx.journal.finish()
     assert journal.undo("conv-1").restored == ["tracked.txt"]
     assert (root / ".git/HEAD").read_text() == "ref\n"
 
@@ -167,6 +172,7 @@ def test_files_the_user_put_in_a_task_folder_stay(setup) -> None:
     ctx, journal = setup
     root = ctx.workspace.root
     ok(ctx, "create_file", path="made/by/task.txt", content="t")
+    ctx.journal.finish()
     (root / "made/by/mine.txt").write_text("mine")
     result = journal.undo("conv-1")
     assert state(root)["made/by/mine.txt"][2] == b"mine"
@@ -181,10 +187,13 @@ def test_undo_never_follows_a_link_out_of_the_workspace(setup, tmp_path: Path) -
     outside.mkdir()
     (outside / "f.txt").write_text("outside")
     ok(ctx, "create_file", path="d/f.txt", content="inside")
+    ctx.journal.finish()
     (root / "d/f.txt").unlink()
     (root / "d").rmdir()
     os.symlink(outside, root / "d")
     result = journal.undo("conv-1")
+    assert [c.path for c in result.conflicts] == ["d", "d/f.txt"]  # left as they are
+    result = journal.undo("conv-1", overwrite=True)
     assert (outside / "f.txt").read_text() == "outside"
     assert any("outside the workspace" in s for s in result.skipped)
 
@@ -197,6 +206,7 @@ def test_huge_files_are_reported_not_kept(tmp_path: Path) -> None:
     (root / "big.bin").write_bytes(b"x" * 2000)
     (root / "small.txt").write_text("small")
     ok(ctx, "run_command", command="echo y >> big.bin && echo more >> small.txt")
+    ctx.journal.finish()
     result = journal.undo("conv-1")
     assert result.restored == ["small.txt"] and (root / "small.txt").read_text() == "small"
     assert len(result.skipped) == 1 and result.skipped[0].startswith("big.bin: not kept")
@@ -206,10 +216,13 @@ def test_huge_files_are_reported_not_kept(tmp_path: Path) -> None:
 def test_tasks_newest_first_and_undo_by_id(setup) -> None:
     ctx, journal = setup
     ok(ctx, "create_file", path="first.txt", content="1")
+    ctx.journal.finish()
     ctx.journal = journal.task("conv-1", "task-2")
     ok(ctx, "read_file", path="first.txt")
+    ctx.journal.finish()
     ctx.journal = journal.task("conv-1", "task-3")
     ok(ctx, "create_file", path="third.txt", content="3")
+    ctx.journal.finish()
     assert journal.undoable("conv-1") == ["task-3", "task-1"]  # task-2 changed nothing
     assert journal.undo("conv-1", "task-1").restored == ["first.txt"]
     assert (ctx.workspace.root / "third.txt").exists()
@@ -221,6 +234,7 @@ def test_only_the_first_state_of_a_path_counts(setup) -> None:
     for text in ("v1", "v2", "v3"):
         ok(ctx, "create_file", path="keep.txt", content=text)
     ok(ctx, "run_command", command="echo v4 > keep.txt")
+    ctx.journal.finish()
     journal.undo("conv-1")
     assert (ctx.workspace.root / "keep.txt").read_text() == "line one\nline two\n"
 
@@ -232,12 +246,13 @@ def test_old_journals_and_their_blobs_are_collected(tmp_path: Path) -> None:
     for i in range(1, 6):
         ctx.journal = journal.task("conv-1", f"t{i}")
         ok(ctx, "create_file", path="f.txt", content=f"content {i}")
+        ctx.journal.finish()
     assert journal.undoable("conv-1") == ["t5", "t4", "t3"]
     blobs = {p.name for p in (tmp_path / "data/undo/blobs").glob("*/*")}
     kept = [json.loads(p.read_text()) for p in (tmp_path / "data/undo/tasks/conv-1").iterdir()]
     assert blobs == {m["entries"]["f.txt"]["blob"] for m in kept}
     assert len(blobs) == 3
-    journal.undo("conv-1", "t3")
+    journal.undo("conv-1", "t3", overwrite=True)  # over what t4 and t5 wrote
     assert (ctx.workspace.root / "f.txt").read_text() == "content 2"
 
 
@@ -247,6 +262,7 @@ def test_a_data_dir_inside_the_workspace_is_not_journaled(tmp_path: Path) -> Non
     ctx.journal = journal.task("conv-1", "t")
     (ctx.workspace.root / "a.txt").write_text("a")
     ok(ctx, "run_command", command="echo b > a.txt")
+    ctx.journal.finish()
     assert journal.undo("conv-1").restored == ["a.txt"]
 
 
@@ -343,6 +359,7 @@ def test_journals_are_thread_safe(setup) -> None:
             path = ctx.workspace.root / f"t{i}-{j}.txt"
             tasks[i].before_change(path)
             path.write_text("x")
+        tasks[i].finish()
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
     for thread in threads:
@@ -368,6 +385,7 @@ def test_a_change_within_one_timestamp_tick_is_still_seen(setup) -> None:
         size=info.st_size, mtime_ns=info.st_mtime_ns, ctime_ns=info.st_ctime_ns, ino=info.st_ino
     )
     assert task.record_changes_since(snap) == ["keep.txt"]
+    task.finish()
     journal.undo("conv-1", "tick")
     assert target.read_text() == "line one\nline two\n"
 
@@ -388,5 +406,6 @@ def test_the_scan_after_a_command_runs_behind_its_result(setup) -> None:
         assert asking.is_alive() and answered == []
     asking.join(10)
     assert answered == [["t1"]]
+    task.finish()
     journal.undo("conv", "t1")
     assert not (ctx.workspace.root / "made-by-the-command.txt").exists()

@@ -40,6 +40,7 @@ def run(ctx: ToolContext, journal: UndoJournal, task: str, command: str) -> None
     ctx.journal = journal.task("conv-1", task)
     result = call(ctx, "run_command", command=command)
     assert result.ok, result.output
+    ctx.journal.finish()
 
 
 EDIT = "echo changed > d0/f0.txt; rm d1/f1.txt; rm -r d2; echo new > d3/new.txt; ln -sfn d3 link"
@@ -159,6 +160,5 @@ def test_two_processes_build_and_snapshot_at_once(
     assert errors == [] and found == [[]] * 10
     assert reads == []  # whichever child ran first kept everything
     before = state(ctx.workspace.root)
-    run(ctx, journals[1], "t1", EDIT)
-    journals[1].settle()  # as the task's end does, before another process is asked
+    run(ctx, journals[1], "t1", EDIT)  # ended, before another process is asked
     assert journals[0].undo("conv-1").skipped == [] and state(ctx.workspace.root) == before

@@ -68,6 +68,7 @@ def test_changes_made_while_no_process_ran_are_seen(tmp_path: Path, reads: list[
     journal = UndoJournal(tmp_path / "data", ctx.workspace)
     ctx.journal = journal.task("conv-1", "t")
     assert call(ctx, "run_command", command="echo gone > d0/f0.txt; rm d1/f1.txt d0/f2.txt").ok
+    ctx.journal.finish()
     assert {"d0/f0.txt", "d1/f1.txt", "d0/f2.txt", "d1/other.txt"} <= set(reads)
     journal.undo("conv-1")
     assert same_inode.read_text() == "CONTENT F 0\n"  # the content before the command
@@ -112,6 +113,7 @@ def test_a_removed_blob_store_empties_the_index(tmp_path: Path, reads: list[str]
     journal = UndoJournal(tmp_path / "data", ctx.workspace)
     ctx.journal = journal.task("conv-1", "t")
     assert call(ctx, "run_command", command="echo x > d0/f0.txt").ok
+    ctx.journal.finish()
     assert len(reads) == 30
     journal.undo("conv-1")
     assert (ctx.workspace.root / "d0/f0.txt").read_text() == "content f 0\n"
@@ -143,6 +145,7 @@ def test_collection_keeps_the_blobs_the_index_names(tmp_path: Path) -> None:
     restarted = UndoJournal(tmp_path / "data", ctx.workspace)
     ctx.journal = restarted.task("conv-1", "last")
     assert call(ctx, "run_command", command="rm -r d0").ok
+    ctx.journal.finish()
     assert restarted.undo("conv-1").skipped == []
     assert (ctx.workspace.root / "d0/f4.txt").read_text() == "content f 4\n" * 5
 
