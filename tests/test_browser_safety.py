@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -295,3 +296,22 @@ def test_the_debug_page_works_under_the_policy(page: Any, served: Served) -> Non
     page.goto(f"{server.url}/debug")
     page.wait_for_selector("#poll-status:has-text('Updated')")
     page.wait_for_selector("#pane-agent .line")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root is refused commands without bubblewrap")
+def test_the_page_says_when_commands_are_refused(browser: Any, tmp_path: Path) -> None:
+    env = {"AGENT_SANDBOX": "local", "AGENT_LOCAL_SANDBOX_BUBBLEWRAP": "false"}
+    with (
+        fake_model_server(tmp_path, env) as served,
+        open_page(browser, served, ready=["#file-tree"]) as page,
+    ):
+        button = page.locator("[data-testid=sandbox-status]")
+        page.wait_for_function(
+            "() => document.querySelector('[data-testid=sandbox-status]')"
+            ".textContent.includes('commands refused')"
+        )
+        assert button.get_attribute("data-level") == "warn"
+        button.hover()
+        refusal = page.locator("[data-testid=sandbox-details] li.warn")
+        refusal.wait_for()
+        assert "apt-get install bubblewrap" in refusal.inner_text()

@@ -14,6 +14,8 @@ const CONNECTION_TEXT = {
 const TASK_TEXT = { idle: "Idle", thinking: "Waiting for the model", reasoning: "Thinking", streaming: "Writing", tool: "Running tool" };
 const APPROVAL_TEXT = { auto: "auto", ask: "ask", "read-only": "read-only" };
 const NOT_ISOLATED = /^not isolated/i;
+const REFUSED = /^commands: /i; // as root without bubblewrap, no command runs
+const WEAK = /^(not isolated|commands: |memory: not bounded|set-id bits: not refused)/i;
 
 export class StatusBar {
   constructor(root) {
@@ -151,15 +153,17 @@ export class StatusBar {
     if (status.context) this.setContext(status.context);
   }
 
-  /** Kind of sandbox, in a warning style when some part of the machine is not isolated from commands. */
+  /** Kind of sandbox, in a warning style when commands are refused or some part of the machine is not isolated from them. */
   setSandbox({ kind, isolation }) {
     const lines = Array.isArray(isolation) ? isolation.map(String) : [];
+    const refused = lines.some((line) => REFUSED.test(line));
     const exposed = lines.some((line) => NOT_ISOLATED.test(line));
+    const note = refused ? " · commands refused" : exposed ? " · not isolated" : "";
     const button = this.part("sandbox");
-    button.replaceChildren(exposed ? icon("alert") : icon("shield"), kind ?? "—", exposed ? " · not isolated" : "");
-    button.dataset.level = exposed ? "warn" : "ok";
+    button.replaceChildren(note ? icon("alert") : icon("shield"), kind ?? "—", note);
+    button.dataset.level = note ? "warn" : "ok";
     this.sandboxDetails.querySelector("[data-role=isolation]").replaceChildren(
-      ...(lines.length ? lines : ["No details reported."]).map((line) => h("li", { class: NOT_ISOLATED.test(line) ? "warn" : null }, line)),
+      ...(lines.length ? lines : ["No details reported."]).map((line) => h("li", { class: WEAK.test(line) ? "warn" : null }, line)),
     );
   }
 }
