@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from flask import request
 from flask_socketio import SocketIO, join_room
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, StrictBool, ValidationError
 
 from core.cluster import ClusterUnavailable
 from core.events import FileTree
@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 Id = Annotated[str, Field(min_length=1, max_length=128)]  # ours are 32; the model's a few more
 ERROR_ECHO_CHARS = 500
+WorkspacePaths = Annotated[list[Annotated[str, Field(max_length=4096)]], Field(max_length=10_000)]
 
 
 class SendMessage(BaseModel):
@@ -71,6 +72,8 @@ class StatusRequest(BaseModel):
 
 class UndoTask(ConversationRef):
     message_id: Id | None = None
+    # paths changed since the task are left as they are, unless named here (true: all)
+    overwrite: StrictBool | WorkspacePaths = False
 
 
 class EditRef(ConversationRef):
@@ -275,13 +278,14 @@ def _register_review_handlers(socketio: SocketIO, state: WebState) -> None:
     @socketio.on("undo_task")
     @acked(UndoTask)
     def on_undo(msg: UndoTask) -> dict[str, Any]:
-        result = hub.get(msg.conversation_id).undo(msg.message_id)
+        result = hub.get(msg.conversation_id).undo(msg.message_id, msg.overwrite)
         broadcast_changes(result.changes)
         return {
             "ok": True,
             "restored": result.restored,
             "removed": result.removed,
             "skipped": result.skipped,
+            "conflicts": [conflict.to_wire() for conflict in result.conflicts],
             "message": result.message,
         }
 

@@ -84,8 +84,13 @@ def register_manage_handlers(socketio: SocketIO, state: WebState) -> None:
     def on_undo_preview(msg: UndoPreviewRequest) -> dict[str, Any]:
         services.store.get(msg.conversation_id)
         preview = services.journal.preview(msg.conversation_id, msg.message_id)
-        files = [{"path": path, "action": action} for path, action in preview.files]
-        return {"ok": True, "message_id": preview.task_id, "undone": preview.undone, "files": files}
+        return {
+            "ok": True,
+            "message_id": preview.task_id,
+            "undone": preview.undone,
+            "files": [{"path": path, "action": action} for path, action in preview.files],
+            "conflicts": [conflict.to_wire() for conflict in preview.conflicts],
+        }
 
     @socketio.on("get_memory")
     @acked(MemoryRef)

@@ -1,9 +1,14 @@
-"""Undo and reviewed edits over Socket.IO: undo_task, apply_edit, discard_edit, list_edits."""
+"""Undo and reviewed edits over Socket.IO: undo_task (with conflicts, also through the real
+server), apply_edit, discard_edit, list_edits."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.web_helpers import Web
+from tests.web_helpers import ServerProcess, Web, connected
 
 
 def test_undo_task_puts_the_workspace_back_and_reports_the_paths(web: Web, fake_llm: FakeLLM):
@@ -101,3 +106,47 @@ def test_an_edit_is_refused_when_the_file_changed_or_belongs_elsewhere(web: Web,
     conflict = client.call("apply_edit", {"conversation_id": cid, "proposal_id": proposal_id})
     assert conflict["ok"] is False and conflict["error"]["code"] == "conflict"
     assert (web.workspace / "a.py").read_text() == "a = 99\n"
+
+
+@pytest.mark.e2e
+def test_undo_over_the_real_server_leaves_the_users_later_edit_until_told(
+    fake_llm: FakeLLM, tmp_path: Path
+):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "shared.txt").write_text("before\n")
+    fake_llm.script(
+        Reply(
+            tool_calls=[
+                Call("modify_file", {"path": "shared.txt", "operation": "append", "content": "x"}),
+                Call("run_command", {"command": "echo made > made.txt"}),
+            ]
+        ),
+        Reply(content="done"),
+    )
+    server = ServerProcess(
+        ws, tmp_path / "data", base_url=fake_llm.base_url, api_key=fake_llm.api_key
+    )
+    with server, connected(server.url) as client:
+        cid = client.start("change things")
+        client.wait_done(cid)
+        user_id = client.call("get_conversation", {"conversation_id": cid})["undoable"][0]
+        (ws / "shared.txt").write_text("the user's own work\n")
+
+        preview = client.call("undo_preview", {"conversation_id": cid})
+        assert preview["files"] == [{"path": "made.txt", "action": "remove"}]
+        conflict = {"path": "shared.txt", "action": "restore", "reason": "changed since the task"}
+        assert preview["conflicts"] == [conflict]
+        ack = client.call("undo_task", {"conversation_id": cid})
+        assert ack["ok"] and ack["restored"] == ack["removed"] == ["made.txt"], ack
+        assert ack["conflicts"] == [conflict] and "left as they are" in ack["message"]
+        assert (ws / "shared.txt").read_text() == "the user's own work\n"
+        assert not (ws / "made.txt").exists()
+        assert client.call("get_conversation", {"conversation_id": cid})["undoable"] == [user_id]
+
+        refused = client.call("undo_task", {"conversation_id": cid, "overwrite": "yes"})
+        assert refused["error"]["code"] == "bad_request"
+        forced = client.call("undo_task", {"conversation_id": cid, "overwrite": ["shared.txt"]})
+        assert forced["restored"] == ["shared.txt"] and forced["conflicts"] == [], forced
+        assert (ws / "shared.txt").read_text() == "before\n"
+        assert client.call("get_conversation", {"conversation_id": cid})["undoable"] == []
