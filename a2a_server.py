@@ -118,18 +118,16 @@ class AccessGuard:
             )
         if scope["path"] == AGENT_CARD_WELL_KNOWN_PATH and scope["method"] in ("GET", "HEAD"):
             return None
-        address = (scope.get("client") or ("", 0))[0]
-        wait = self.throttle.retry_after(address)
-        if wait:
-            return _error(
-                429,
-                "too_many_attempts",
-                "too many wrong tokens; wait",
-                {"Retry-After": str(int(wait) + 1)},
-            )
         scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not self.state.token_ok(token.strip()):
-            self.throttle.failed(address, "a2a")
+            wait = self.throttle.wrong_token((scope.get("client") or ("", 0))[0], "a2a")
+            if wait:
+                return _error(
+                    429,
+                    "too_many_attempts",
+                    "too many wrong tokens; wait",
+                    {"Retry-After": str(wait)},
+                )
             return _error(
                 401,
                 "unauthorized",

@@ -107,7 +107,9 @@ def origin_checker(allowed: list[str]) -> Callable[[str | None, dict[str, Any]],
 
 class LoginThrottle:
     """Wrong tokens per client address: each one logged, and past the limit within the window
-    that address is refused until its oldest failure ages out."""
+    that address is told to wait until its oldest failure ages out. Only wrong tokens are
+    throttled: the right one is checked first and always gets in, so a guesser sharing the
+    owner's address (loopback, a proxy) cannot lock the owner out."""
 
     def __init__(
         self, limit: int = FAILED_LOGIN_LIMIT, window: float = FAILED_LOGIN_WINDOW_SECONDS
@@ -116,24 +118,20 @@ class LoginThrottle:
         self._lock = threading.Lock()
         self._failures: dict[str, deque[float]] = {}
 
-    def retry_after(self, address: str | None) -> float:
-        """Seconds until `address` may try again; 0 when it may now."""
+    def wrong_token(self, address: str | None, where: str) -> int:
+        """A wrong or missing token: 0 under the limit (counted and logged), else the whole
+        seconds `address` must wait (for Retry-After; not counted again)."""
         with self._lock:
             recent = self._recent(address or "")
-            if len(recent) < self.limit:
-                return 0.0
-            return max(0.0, recent[0] + self.window - time.monotonic())
-
-    def failed(self, address: str | None, where: str) -> None:
-        """Count and log one wrong or missing token."""
-        with self._lock:
-            recent = self._recent(address or "")
+            if len(recent) >= self.limit:
+                return int(max(0.0, recent[0] + self.window - time.monotonic())) + 1
             recent.append(time.monotonic())
             count = len(recent)
         log.warning(
             "access refused: missing or wrong token",
             extra={"fields": {"remote": address, "where": where, "recent_failures": count}},
         )
+        return 0
 
     def _recent(self, address: str) -> deque[float]:
         recent = self._failures.setdefault(address, deque())

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from flask import request
+from flask_socketio import ConnectionRefusedError as SocketRefused
 from flask_socketio import SocketIO, join_room
 from pydantic import BaseModel, Field, StrictBool, ValidationError
 
@@ -149,12 +150,12 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
 
     @socketio.on("connect")
     def on_connect(auth: Any = None) -> bool:
-        address = request.remote_addr
-        if state.throttle.retry_after(address):
-            return False
         token = auth.get("token") if isinstance(auth, dict) else None
         if not state.token_ok(token):
-            state.throttle.failed(address, "socket")
+            wait = state.throttle.wrong_token(request.remote_addr, "socket")
+            if wait:
+                details = {"code": "too_many_attempts", "retry_after": wait}
+                raise SocketRefused("too many wrong tokens; wait", details)
             return False
         if isinstance(auth, dict) and auth.get("batch_deltas") is True:
             state.batched.add(request.sid)  # type: ignore[attr-defined]

@@ -64,15 +64,11 @@ def _error(status: int, code: str, message: str) -> tuple[Response, int]:
 
 @routes.before_app_request
 def require_token() -> Any:
-    """Let static assets through; everything else needs the bearer token or the cookie."""
+    """Let static assets and the right token through; a wrong or missing token gets 401, or
+    429 once its address has sent too many (the right token is never throttled)."""
     if request.endpoint == "static":
         return None
     state = _state()
-    wait = state.throttle.retry_after(request.remote_addr)
-    if wait:
-        response, status = _error(429, "too_many_attempts", "too many wrong tokens; wait")
-        response.headers["Retry-After"] = str(int(wait) + 1)
-        return response, status
     header = request.headers.get("Authorization", "")
     bearer = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else None
     if state.token_ok(bearer) or state.token_ok(request.cookies.get(TOKEN_COOKIE)):
@@ -81,7 +77,11 @@ def require_token() -> Any:
         response = redirect("/")
         response.set_cookie(TOKEN_COOKIE, state.token, httponly=True, samesite="Strict")
         return response
-    state.throttle.failed(request.remote_addr, f"HTTP {request.path[:80]}")
+    wait = state.throttle.wrong_token(request.remote_addr, f"HTTP {request.path[:80]}")
+    if wait:
+        response, status = _error(429, "too_many_attempts", "too many wrong tokens; wait")
+        response.headers["Retry-After"] = str(wait)
+        return response, status
     if request.path.startswith("/api/"):
         return _error(401, "unauthorized", "missing or wrong token")
     return Response(

@@ -11,6 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import requests
+from requests.adapters import HTTPAdapter
+
 from core.events import Event
 from core.main_terminal import MainTerminal
 from core.services import build_services
@@ -171,3 +174,13 @@ def make_journaled_ctx(tmp_path: Path) -> ToolContext:
     ctx.journal = journal.task("conv-1", "task-1")
     ctx.proposals = ProposalStore(tmp_path / "data", ctx.workspace, journal)
     return ctx
+
+
+def session_from(address: str) -> requests.Session:
+    """A requests session whose connections leave from `address`, one of 127.0.0.0/8: the
+    server sees that client address, so an address a test gets throttled is its own."""
+    adapter = HTTPAdapter()
+    adapter.poolmanager.connection_pool_kw["source_address"] = (address, 0)
+    session = requests.Session()
+    session.mount("http://", adapter)
+    return session

@@ -28,9 +28,10 @@ from a2a.types import (
 from modules.remote_agents import CallAgentArgs, RemoteAgents
 from modules.results import ToolError
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import wait_until
+from tests.helpers import session_from, wait_until
 from tests.web_helpers import TOKEN, EventClient, ServerProcess, connected, free_port
 from utils.settings import RemoteAgent
+from web_access import FAILED_LOGIN_LIMIT
 
 pytestmark = pytest.mark.e2e
 
@@ -208,6 +209,29 @@ def test_a_request_without_or_with_a_wrong_token_is_refused(
     assert answer.status_code == 401
     assert answer.headers["www-authenticate"] == "Bearer"
     assert answer.json()["error"]["code"] == "unauthorized"
+
+
+def test_a_guesser_on_the_owners_address_cannot_lock_the_owner_out(server: ServerProcess) -> None:
+    shared = session_from("127.0.0.31")  # the owner and the guesser: one address (a proxy)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
+    wrong = {"A2A-Version": "1.0", "Authorization": "Bearer wrong-token-0123456789"}
+    guesses = [
+        shared.post(a2a(server), json=body, headers=wrong, timeout=10)
+        for _ in range(FAILED_LOGIN_LIMIT + 2)
+    ]
+    assert [g.status_code for g in guesses] == [401] * FAILED_LOGIN_LIMIT + [429, 429]
+    assert guesses[-1].json()["error"]["code"] == "too_many_attempts"
+    assert int(guesses[-1].headers["Retry-After"]) > 0
+    right = {"A2A-Version": "1.0", "Authorization": f"Bearer {TOKEN}"}
+    answer = shared.post(a2a(server), json=body, headers=right, timeout=10)
+    assert answer.status_code == 200 and answer.json()["id"] == 1
+
+
+def test_the_web_cookie_opens_nothing_here(server: ServerProcess) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
+    browser = {"A2A-Version": "1.0", "Cookie": f"agent_token={TOKEN}", "Origin": "null"}
+    answer = session_from("127.0.0.32").post(a2a(server), json=body, headers=browser, timeout=10)
+    assert answer.status_code == 401
 
 
 def test_a_task_is_a_conversation_the_page_sees_live(

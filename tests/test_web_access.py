@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 import requests
+import socketio
 
 from tests.fake_llm import FakeLLM
-from tests.web_helpers import TOKEN, ServerProcess, Web, connected
+from tests.helpers import session_from
+from tests.web_helpers import TOKEN, EventClient, ServerProcess, Web, connected
 from web_access import FAILED_LOGIN_LIMIT, HostGuard, host_name
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+WRONG = {"Authorization": "Bearer wrong-token-0123456789"}
 
 
 @pytest.mark.parametrize(
@@ -85,20 +88,40 @@ def test_an_oversized_socket_payload_is_dropped_and_the_server_keeps_serving(
         assert again.call("get_status")["ok"] is True
 
 
-def test_wrong_tokens_are_logged_then_refused_for_a_while(web: Web) -> None:
+def test_wrong_tokens_are_logged_and_past_the_limit_told_to_wait(web: Web) -> None:
     http = web.http()
     for _ in range(FAILED_LOGIN_LIMIT):
-        assert http.get("/api/status", headers={"Authorization": "Bearer nope"}).status_code == 401
-    blocked = http.get("/api/status", headers=AUTH)
-    assert blocked.status_code == 429 and int(blocked.headers["Retry-After"]) > 0
-    socket = web.socketio.test_client(web.app, auth={"token": TOKEN}, flask_test_client=http)
-    assert not socket.is_connected()  # the socket too, even with the token
+        assert http.get("/api/status", headers=WRONG).status_code == 401
+    slowed = http.get("/api/status", headers=WRONG)
+    assert slowed.status_code == 429 and int(slowed.headers["Retry-After"]) > 0
+    assert slowed.get_json()["error"]["code"] == "too_many_attempts"
+    assert http.get("/api/status", headers=AUTH).status_code == 200  # the owner still gets in
     other = web.app.test_client()
     other.environ_base["REMOTE_ADDR"] = "127.0.0.2"
-    assert other.get("/api/status", headers=AUTH).status_code == 200  # only that address
+    assert other.get("/api/status", headers=WRONG).status_code == 401  # only that address
     lines = (web.data_dir / "logs" / "agent.jsonl").read_text().splitlines()
-    refused = [json.loads(x) for x in lines if "missing or wrong token" in x]
-    assert len(refused) == FAILED_LOGIN_LIMIT and refused[-1]["remote"] == "127.0.0.1"
+    refused = [json.loads(x)["remote"] for x in lines if "missing or wrong token" in x]
+    assert refused == ["127.0.0.1"] * FAILED_LOGIN_LIMIT + ["127.0.0.2"]  # waits: not logged
+
+
+def test_a_guesser_on_the_owners_address_cannot_lock_the_owner_out(server: ServerProcess) -> None:
+    shared = session_from("127.0.0.21")  # the owner and the guesser: one address (a proxy)
+    status = f"{server.url}/api/status"
+    guesses = [shared.get(status, headers=WRONG, timeout=10) for _ in range(FAILED_LOGIN_LIMIT + 2)]
+    assert [g.status_code for g in guesses] == [401] * FAILED_LOGIN_LIMIT + [429, 429]
+    assert int(guesses[-1].headers["Retry-After"]) > 0
+    assert shared.get(status, headers=AUTH, timeout=10).status_code == 200
+    opened = shared.get(f"{server.url}/?token={TOKEN}", timeout=10)
+    assert opened.status_code == 200 and shared.get(status, timeout=10).status_code == 200
+    with connected(server.url, transports=["polling"], http_session=shared) as owner:
+        assert owner.call("get_status")["ok"] is True
+    guesser = EventClient(server.url, token="wrong", transports=["polling"], http_session=shared)
+    refusals: list[dict] = []
+    guesser.sio.on("connect_error", refusals.append)
+    with pytest.raises(socketio.exceptions.ConnectionError):
+        guesser.connect()
+    assert refusals[0]["data"]["code"] == "too_many_attempts"
+    assert refusals[0]["data"]["retry_after"] > 0
 
 
 def test_errors_echo_little_of_a_huge_id(web: Web) -> None:

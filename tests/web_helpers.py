@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any
 
 import engineio
+import requests
 import socketio
 from flask import Flask
 from flask.testing import FlaskClient
@@ -218,12 +219,15 @@ class EventClient:
     transports: list[str] | None = None
     origin: str | None = None  # None: what the client libraries send by themselves
     batch_deltas: bool = False  # ask for gathered deltas, as the page does (web_batching.py)
+    http_session: requests.Session | None = None  # what polling goes through (session_from)
     events: list[Received] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.headers = {"Origin": self.origin} if self.origin else {}
         options = {"suppress_origin": True} if self.origin else {}
-        self.sio = InOrderClient(reconnection=False, websocket_extra_options=options)
+        self.sio = InOrderClient(
+            reconnection=False, websocket_extra_options=options, http_session=self.http_session
+        )
         self._changed = threading.Condition()
         self.sio.on("*", self._record)
 
