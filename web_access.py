@@ -1,5 +1,5 @@
-"""Who may reach the web workspace: the Host it is asked as, the Origin of a socket, and the
-throttle on wrong tokens (PROTOCOL §3)."""
+"""Who may reach the web workspace: the Host it is asked as, the Origin of a socket or of a
+state-changing request, and the throttle on wrong tokens (PROTOCOL §3)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,11 @@ from utils.text import shown
 log = logging.getLogger(__name__)
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+OriginCheck = Callable[[str | None, dict[str, Any]], bool]
 FAILED_LOGIN_LIMIT = 10  # wrong tokens from one address within the window, then refused
 FAILED_LOGIN_WINDOW_SECONDS = 60.0
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+OTHER_SITES = frozenset({"cross-site", "same-site"})  # Sec-Fetch-Site: not this very origin
 
 
 def is_loopback(host: str) -> bool:
@@ -63,43 +66,75 @@ class HostGuard:
             "request refused: unknown Host",
             extra={"fields": {"host": shown(header), "remote": environ.get("REMOTE_ADDR")}},
         )
-        body = json.dumps(
-            {
-                "ok": False,
-                "error": {
-                    "code": "forbidden_host",
-                    "message": "this server answers only to the host names it is configured for",
-                },
-            }
-        ).encode()
-        start_response(
-            "403 FORBIDDEN",
-            [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+        return _forbidden(
+            start_response,
+            "forbidden_host",
+            "this server answers only to the host names it is configured for",
         )
-        return [body]
+
+
+class OriginGuard:
+    """WSGI middleware: every request but GET, HEAD and OPTIONS, to any path, must pass the
+    Origin check of the Socket.IO handshake, else 403. The browser sends the cookie along
+    from a page on another port of this host (the same site), so a page elsewhere could
+    otherwise upload into the workspace as the user."""
+
+    def __init__(self, app: WsgiApp, origin_allowed: OriginCheck) -> None:
+        self.app = app
+        self.origin_allowed = origin_allowed
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        method = environ.get("REQUEST_METHOD", "GET").upper()
+        if method in SAFE_METHODS or self.origin_allowed(environ.get("HTTP_ORIGIN"), environ):
+            return self.app(environ, start_response)
+        return _forbidden(
+            start_response,
+            "forbidden_origin",
+            "a request that changes something must come from this server's own page "
+            "or from an origin in AGENT_ALLOWED_ORIGINS",
+        )
+
+
+def _forbidden(start_response: Callable[..., Any], code: str, message: str) -> list[bytes]:
+    body = json.dumps({"ok": False, "error": {"code": code, "message": message}}).encode()
+    start_response(
+        "403 FORBIDDEN",
+        [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+    )
+    return [body]
 
 
 def _normal_origin(origin: str) -> str:
     return origin.strip().rstrip("/").lower()
 
 
-def origin_checker(allowed: list[str]) -> Callable[[str | None, dict[str, Any]], bool]:
+def origin_checker(allowed: list[str]) -> OriginCheck:
     """Accept no Origin (not a browser), the server's own, or one in AGENT_ALLOWED_ORIGINS.
 
-    The server's own origin comes from the Host header, which HostGuard has checked.
+    The server's own origin comes from the Host header, which HostGuard has checked. `null`
+    (a sandboxed frame, a file, a redirect) is foreign, and so is a request the browser
+    marks `Sec-Fetch-Site: cross-site` or `same-site` unless its Origin is a listed one.
     """
-    extra = {_normal_origin(o) for o in allowed}
+    extra = {_normal_origin(o) for o in allowed} - {"null"}
 
     def origin_allowed(origin: str | None, environ: dict[str, Any]) -> bool:
+        other_site = environ.get("HTTP_SEC_FETCH_SITE", "").strip().lower() in OTHER_SITES
         if origin is None:
-            return True
-        own = f"{environ.get('wsgi.url_scheme', 'http')}://{environ.get('HTTP_HOST', '')}"
-        candidate = _normal_origin(origin)
-        allowed_here = candidate == _normal_origin(own) or candidate in extra
-        if not allowed_here:
-            log.warning(
-                "socket refused: foreign origin", extra={"fields": {"origin": shown(origin)}}
+            allowed_here = not other_site
+        else:
+            own = f"{environ.get('wsgi.url_scheme', 'http')}://{environ.get('HTTP_HOST', '')}"
+            candidate = _normal_origin(origin)
+            allowed_here = candidate in extra or (
+                candidate == _normal_origin(own) and not other_site
             )
+        if not allowed_here:
+            fields = {
+                "origin": shown(origin or ""),
+                "fetch_site": shown(environ.get("HTTP_SEC_FETCH_SITE", "")),
+                "method": environ.get("REQUEST_METHOD"),
+                "path": shown(environ.get("PATH_INFO", "")[:80]),
+            }
+            log.warning("request refused: foreign origin", extra={"fields": fields})
         return allowed_here
 
     return origin_allowed

@@ -20,7 +20,7 @@ from core.events import Event
 from core.services import build_services
 from core.terminal_hub import TerminalHub
 from utils.settings import Settings
-from web_access import HostGuard, is_loopback, origin_checker
+from web_access import HostGuard, OriginCheck, OriginGuard, is_loopback, origin_checker
 from web_batching import DeltaBatcher
 from web_events import register_socket_handlers
 from web_manage import register_manage_handlers
@@ -51,19 +51,17 @@ def create_app(
         else {}
     )
 
+    origin_allowed = origin_checker(settings.allowed_origins)
     socketio.init_app(
         app,
         async_mode=async_mode,
         **queue,
-        cors_allowed_origins=origin_checker(settings.allowed_origins),
+        cors_allowed_origins=origin_allowed,
         max_http_buffer_size=MAX_REQUEST_BYTES,
         ping_interval=10,
         ping_timeout=20,
     )
-    # Outermost, so the Socket.IO handshake is checked like every HTTP request.
-    app.wsgi_app = HostGuard(  # type: ignore[method-assign]
-        NoDelay(app.wsgi_app), bind_host=host, allowed=settings.allowed_hosts
-    )
+    _guard(app, host, settings.allowed_hosts, origin_allowed)
 
     green = async_mode == "eventlet"
     yielded = [time.monotonic()]
@@ -110,6 +108,14 @@ def create_app(
     state.closers.append(cluster.close)
     state.closers.append(batcher.close)
     return app
+
+
+def _guard(app: Flask, host: str, hosts: list[str], origin_allowed: OriginCheck) -> None:
+    """Outermost, so the Socket.IO handshake is checked like every HTTP request: the Host of
+    everything, then the Origin of whatever changes something."""
+    app.wsgi_app = HostGuard(  # type: ignore[method-assign]
+        OriginGuard(NoDelay(app.wsgi_app), origin_allowed), bind_host=host, allowed=hosts
+    )
 
 
 def _cluster(settings: Settings) -> Cluster:

@@ -33,6 +33,7 @@ from tests.web_helpers import TOKEN, ServerProcess, connected
 from utils.settings import load_settings
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+COOKIE = {"Cookie": f"agent_token={TOKEN}"}  # what a browser sends along, from any page
 
 
 @pytest.fixture(scope="module")
@@ -166,6 +167,31 @@ def test_uploads_and_downloads_need_the_token(served):
     assert upload(server, "a.txt", b"hi", headers={}).status_code == 401
     assert requests.get(f"{server.url}/api/archive", timeout=5).status_code == 401
     assert requests.get(f"{server.url}/api/download?path=README.md", timeout=5).status_code == 401
+
+
+@pytest.mark.parametrize(
+    "foreign",
+    [
+        {"Origin": "http://127.0.0.1:8080", "Sec-Fetch-Site": "same-site"},  # another port
+        {"Origin": "http://localhost:8080"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site"},
+    ],
+)
+def test_a_page_elsewhere_cannot_upload_with_the_cookie(served, foreign: dict[str, str]):
+    server, _ = served
+    before = uploads_folder(server)
+    answer = upload(server, "planted.txt", b"hi", headers={**COOKIE, **foreign})
+    assert answer.status_code == 403 and answer.json()["ok"] is False
+    assert answer.json()["error"]["code"] == "forbidden_origin"
+    assert uploads_folder(server) == before
+
+
+def test_the_page_itself_uploads_with_the_cookie(served):
+    server, _ = served
+    own = {**COOKIE, "Origin": server.url, "Sec-Fetch-Site": "same-origin"}
+    answer = upload(server, "mine.txt", b"hi", headers=own)
+    assert answer.json()["ok"] is True and "mine.txt" in uploads_folder(server)
 
 
 def test_a_file_downloads_as_an_attachment_never_inline(served):

@@ -1,10 +1,12 @@
-"""Who reaches the web workspace: Host names, wrong-token throttling, what errors echo, the
+"""Who reaches the web workspace: Host names, the Origin of whatever changes something,
+wrong-token throttling that never locks the right token out, what errors echo, the
 Content-Security-Policy and JSON answers on every API path (hardening, PROTOCOL §3)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -14,10 +16,19 @@ import socketio
 from tests.fake_llm import FakeLLM
 from tests.helpers import session_from
 from tests.web_helpers import TOKEN, EventClient, ServerProcess, Web, connected
-from web_access import FAILED_LOGIN_LIMIT, HostGuard, host_name
+from web_access import FAILED_LOGIN_LIMIT, HostGuard, host_name, origin_checker
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 WRONG = {"Authorization": "Bearer wrong-token-0123456789"}
+COOKIE = {"Cookie": f"agent_token={TOKEN}"}  # what a browser sends along, from any page
+FOREIGN = [  # what a page elsewhere can make a browser send
+    {"Origin": "http://127.0.0.1:8080", "Sec-Fetch-Site": "same-site"},  # another port here
+    {"Origin": "http://localhost:8080"},
+    {"Origin": "null"},  # a sandboxed frame, a file, a redirect
+    {"Sec-Fetch-Site": "cross-site"},
+    {"Sec-Fetch-Site": "same-site"},
+]
+CHANGING = ("POST", "PUT", "PATCH", "DELETE")
 
 
 @pytest.mark.parametrize(
@@ -88,6 +99,32 @@ def test_an_oversized_socket_payload_is_dropped_and_the_server_keeps_serving(
         assert again.call("get_status")["ok"] is True
 
 
+@pytest.mark.parametrize(
+    ("origin", "fetch_site", "accepted"),
+    [
+        (None, None, True),  # not a browser
+        (None, "none", True),  # typed in, a bookmark
+        ("http://localhost", "same-origin", True),
+        ("HTTP://LOCALHOST/", None, True),
+        ("http://allowed.example", "cross-site", True),
+        ("http://localhost:8080", "same-site", False),
+        ("http://localhost:8080", None, False),
+        ("https://localhost", None, False),
+        ("http://localhost", "same-site", False),
+        ("http://evil.example", "cross-site", False),
+        ("null", None, False),
+        (None, "cross-site", False),
+        (None, "same-site", False),
+    ],
+)
+def test_the_origin_check(origin: str | None, fetch_site: str | None, accepted: bool) -> None:
+    check = origin_checker(["http://allowed.example", "null"])
+    environ = {"wsgi.url_scheme": "http", "HTTP_HOST": "localhost"}
+    if fetch_site is not None:
+        environ["HTTP_SEC_FETCH_SITE"] = fetch_site
+    assert check(origin, environ) is accepted
+
+
 def test_wrong_tokens_are_logged_and_past_the_limit_told_to_wait(web: Web) -> None:
     http = web.http()
     for _ in range(FAILED_LOGIN_LIMIT):
@@ -122,6 +159,48 @@ def test_a_guesser_on_the_owners_address_cannot_lock_the_owner_out(server: Serve
         guesser.connect()
     assert refusals[0]["data"]["code"] == "too_many_attempts"
     assert refusals[0]["data"]["retry_after"] > 0
+
+
+def changing_requests(web: Web) -> list[tuple[str, str]]:
+    """Every route of the app, and the Socket.IO path, with every method that changes state."""
+    paths = {re.sub(r"<[^>]+>", "x", rule.rule) for rule in web.app.url_map.iter_rules()}
+    paths.add("/socket.io/?EIO=4&transport=polling")
+    return [(method, path) for path in sorted(paths) for method in CHANGING]
+
+
+@pytest.mark.parametrize("foreign", FOREIGN)
+def test_every_route_refuses_a_change_from_a_foreign_origin(
+    server: ServerProcess, web: Web, foreign: dict[str, str]
+) -> None:
+    for method, path in changing_requests(web):
+        answer = requests.request(
+            method, server.url + path, headers={**COOKIE, **foreign}, timeout=10
+        )
+        assert answer.status_code == 403, (method, path)
+        assert answer.json()["error"]["code"] == "forbidden_origin", (method, path)
+
+
+@pytest.mark.parametrize("sender", ["not a browser", "typed in", "its own page"])
+def test_every_route_takes_a_change_from_its_own_page_or_no_browser(
+    server: ServerProcess, web: Web, sender: str
+) -> None:
+    own = {
+        "not a browser": {},
+        "typed in": {"Sec-Fetch-Site": "none"},
+        "its own page": {"Origin": server.url, "Sec-Fetch-Site": "same-origin"},
+    }[sender]
+    for method, path in changing_requests(web):
+        answer = requests.request(method, server.url + path, headers={**COOKIE, **own}, timeout=10)
+        assert answer.status_code != 403, (method, path, answer.text)
+
+
+def test_a_listed_origin_may_upload_and_null_never(make_web: Callable[..., Web]) -> None:
+    browser = make_web(allowed_origins=["http://tools.example", "null"]).http()
+    browser.set_cookie("agent_token", TOKEN)
+    sent = {"data": b"hello\n", "query_string": {"name": "note.txt"}}
+    listed = {"Origin": "http://tools.example", "Sec-Fetch-Site": "cross-site"}
+    assert browser.post("/api/upload", headers=listed, **sent).get_json()["ok"] is True
+    assert browser.post("/api/upload", headers={"Origin": "null"}, **sent).status_code == 403
 
 
 def test_errors_echo_little_of_a_huge_id(web: Web) -> None:
