@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from modules.command_env import base_environment
 from modules.mcp_config import ServerConfig, ServerEntry
 from modules.mcp_tools import Listing, list_tools, output, registry_tools
 from modules.mcp_watch import watched
@@ -269,10 +270,10 @@ class McpServer:
 
     def _stdio(self, stack: contextlib.AsyncExitStack) -> Any:
         from mcp import StdioServerParameters
-        from mcp.client.stdio import get_default_environment, stdio_client
+        from mcp.client.stdio import stdio_client
 
         entry = self.entry
-        env = get_default_environment() | entry.env
+        env = base_environment() | entry.env
         if shutil.which(entry.command or "", path=env.get("PATH")) is None:
             raise FileNotFoundError(f"command not found: {entry.command}")
         command, args = entry.command or "", list(entry.args)

@@ -2,7 +2,7 @@
 
 `python tests/mcp_fixture_server.py [--http PORT | --sse PORT] [--marker TEXT]`: stdio by
 default; `--marker` only tags the command line so tests can find the process in /proc.
-Tools: `echo` (read-only), `write_note` (asks), `slow`, `hang`, `fail`, `crash`.
+Tools: `echo` (read-only), `write_note` (asks), `slow`, `hang`, `fail`, `crash`, `environment`.
 """
 
 from __future__ import annotations
@@ -34,6 +34,11 @@ TOOLS = [
     types.Tool(name="hang", description="Never answer.", input_schema=NOTHING),
     types.Tool(name="fail", description="Answer with an error result.", input_schema=NOTHING),
     types.Tool(name="crash", description="Exit the server process.", input_schema=NOTHING),
+    types.Tool(
+        name="environment",
+        description="The names=values it was started with.",
+        input_schema=NOTHING,
+    ),
 ]
 
 
@@ -64,6 +69,8 @@ async def call_tool(
         await anyio.sleep_forever()
     if params.name == "fail":
         return text("the fixture failed on purpose", error=True)
+    if params.name == "environment":
+        return text("\n".join(f"{k}={v}" for k, v in sorted(os.environ.items())))
     if params.name == "crash":
         print("fixture server crashing on purpose", file=sys.stderr, flush=True)
         os._exit(3)

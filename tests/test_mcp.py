@@ -80,6 +80,26 @@ def fixture_manager(tmp_path: Path) -> Iterator[tuple[McpManager, str]]:
     assert running(marker) == []
 
 
+def test_a_stdio_server_gets_its_configured_env_and_a_small_base_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACME_SERVICE_PASSWORD", "hunter2")
+    monkeypatch.setenv("AGENT_API_KEY", "sk-not-for-servers")
+    monkeypatch.setenv("LC_TIME", "C.UTF-8")
+    marker = f"mcp-{uuid.uuid4().hex[:8]}"
+    entry = stdio_entry(marker, env={"FIXTURE_KEY": "given"})
+    manager = manager_for(tmp_path, {"fx": entry})
+    manager.start()
+    try:
+        wait_started(manager)
+        seen = manager.servers["fx"].call("environment", {}, CancelToken()).text
+    finally:
+        manager.close()
+    names = {line.split("=", 1)[0] for line in seen.splitlines()}
+    assert "FIXTURE_KEY=given" in seen and "LC_TIME=C.UTF-8" in seen and "PATH" in names
+    assert "hunter2" not in seen and "sk-not-for-servers" not in seen
+
+
 def test_config_reads_the_claude_desktop_and_cline_formats(tmp_path, monkeypatch):
     monkeypatch.setenv("FIXTURE_TOKEN", "s3cret")
     user = write_config(
