@@ -197,6 +197,64 @@ def test_undo_lists_what_it_will_do_and_editing_offers_it(served, page):  # noqa
     assert page.console_errors == []  # type: ignore[attr-defined]
 
 
+def test_undo_shows_a_file_changed_since_the_task_and_overwrites_it_only_when_asked(served, page):  # noqa: F811
+    server, fake = served
+    shared = server.workspace / "shared.txt"
+    shared.write_text("before\n")
+    fake.script(
+        Reply(
+            tool_calls=[
+                Call("create_file", {"path": "shared.txt", "content": "the task's\n"}),
+                Call("create_file", {"path": "notes.txt", "content": "made"}),
+            ]
+        ),
+        Reply(content="Changed two files."),
+        Reply(tool_calls=[Call("create_file", {"path": "later.txt", "content": "x"})]),
+        Reply(content="Made later.txt."),
+        Reply(content="A new branch."),
+    )
+    page.goto(f"{server.url}/?token={TOKEN}")
+    send(page, "change things")
+    page.wait_for_selector("[data-testid=undo-task]")
+    shared.write_text("the user's own work\n")  # after the task, before its undo
+    page.click("[data-testid=undo-task]")
+    dialog = page.locator("[data-testid=undo-dialog]")
+    conflict = dialog.locator("[data-testid=undo-conflicts] li")
+    assert conflict.inner_text().startswith("shared.txt")
+    assert "changed since the task" in conflict.inner_text()
+    assert "will be removed" in dialog.locator('li:has-text("notes.txt")').inner_text()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "undo-conflict-dialog.png"))
+    dialog.locator("button:text-is('Undo the rest')").click()
+    notice = page.locator("[data-testid=undo-notice]")
+    notice.locator("[data-testid=undo-kept]:has-text('shared.txt')").wait_for()
+    assert "Removed: notes.txt" in notice.inner_text()
+    assert shared.read_text() == "the user's own work\n"
+    page.wait_for_selector("[data-testid=undo-task]:not([disabled])")  # what it left, on request
+
+    page.click("[data-testid=undo-task]")
+    dialog.locator("[data-testid=undo-conflicts] li:has-text('shared.txt')").wait_for()
+    dialog.locator("button:text-is('Overwrite them')").click()
+    notice.locator("text=Restored: shared.txt").wait_for()
+    assert shared.read_text() == "before\n"
+    assert page.locator("[data-testid=undo-task]").is_disabled()
+
+    send(page, "make later")
+    page.wait_for_selector(".assistant-message:has-text('Made later.txt.')")
+    (server.workspace / "later.txt").write_text("the user's, later\n")
+    page.locator(".user-message").nth(1).hover()  # branch from before that task
+    page.locator(".user-message").nth(1).locator(".edit-button").click()
+    page.fill(".edit-input", "something else")
+    page.click(".edit-send")
+    branch = page.locator("[data-testid=branch-undo-dialog]")
+    assert "changed since the task" in branch.locator("[data-testid=undo-conflicts]").inner_text()
+    branch.locator("button:text-is('Undo them, then send')").click()
+    page.wait_for_selector("[data-testid=other-branch-notice]:has-text('later.txt')")
+    page.wait_for_selector(".assistant-message:has-text('A new branch.')")
+    assert (server.workspace / "later.txt").read_text() == "the user's, later\n"
+    assert page.console_errors == []  # type: ignore[attr-defined]
+
+
 def test_the_workspace_panel_pins_files_edits_memory_and_hides_ignored_ones(served, page):  # noqa: F811
     server, fake = served
     (server.workspace / ".gitignore").write_text("build/\n*.log\n")

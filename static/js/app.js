@@ -187,8 +187,8 @@ class App {
       },
       onDiscardEdit: (proposalId) => ask("discard_edit", { proposal_id: proposalId }),
       confirmUndo: (messageId) => this.session.confirmUndo(messageId),
-      onUndo: async (messageId) => {
-        const ack = await ask("undo_task", { message_id: messageId }, 30_000);
+      onUndo: async (messageId, overwrite) => {
+        const ack = await ask("undo_task", { message_id: messageId, overwrite }, 30_000);
         if (ack?.ok) this.tree.refresh();
         return ack;
       },

@@ -61,7 +61,7 @@ function latestPlans(path) {
 
 export class ChatView {
   /** handlers: onEdit(record, text), onSwitch(recordId), onApprove(callId, approved, always), onExample(text),
-   * onApplyEdit(proposalId), onDiscardEdit(proposalId), onUndo(messageId). */
+   * onApplyEdit(proposalId), onDiscardEdit(proposalId), onUndo(messageId, overwrite). */
   constructor(root, scroller, handlers) {
     this.root = root;
     this.safety = new SafetyView(this, handlers);

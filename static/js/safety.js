@@ -32,10 +32,11 @@ class UndoRow {
   }
 
   async #run() {
-    if (this.confirm && !(await this.confirm(this.messageId))) return;
+    const chosen = this.confirm ? await this.confirm(this.messageId) : { overwrite: [] };
+    if (!chosen) return;
     this.button.disabled = true;
     this.notice.hidden = true;
-    const ack = await this.onUndo(this.messageId);
+    const ack = await this.onUndo(this.messageId, chosen.overwrite);
     this.notice.hidden = false;
     if (!ack?.ok) {
       this.button.disabled = false;
@@ -43,20 +44,25 @@ class UndoRow {
       this.notice.textContent = `Could not undo: ${ack?.error?.message ?? "unknown error"}`;
       return;
     }
-    this.#setUndone();
+    const conflicts = ack.conflicts ?? [];
+    if (conflicts.length) this.button.disabled = false; // what it left can still be undone, overwriting
+    else this.#setUndone();
     this.notice.className = "undo-notice";
     const removed = new Set(ack.removed ?? []); // made by the task: undoing removed them
     const restored = pathList("Restored", (ack.restored ?? []).filter((path) => !removed.has(path)));
     const gone = pathList("Removed", [...removed]);
     const skipped = pathList("Skipped", ack.skipped);
-    const parts = restored || gone || skipped ? [gone, restored, skipped] : [h("span", { text: ack.message || "Nothing to undo." })];
+    const kept = pathList("Left as they are (changed since the task)", conflicts.map((conflict) => conflict.path));
+    kept?.setAttribute("data-testid", "undo-kept");
+    const parts = restored || gone || skipped || kept ? [gone, restored, skipped, kept] : [h("span", { text: ack.message || "Nothing to undo." })];
     this.notice.replaceChildren(...parts.filter(Boolean));
-    this.onUndone?.();
+    if (!conflicts.length) this.onUndone?.();
   }
 }
 
 export class SafetyView {
-  /** chat: the ChatView (root, views, editable: false while a task runs); handlers: onApplyEdit(id), onDiscardEdit(id), onUndo(messageId). */
+  /** chat: the ChatView (root, views, editable: false while a task runs); handlers: onApplyEdit(id), onDiscardEdit(id),
+   * onUndo(messageId, overwrite: [paths changed since the task to put back all the same]). */
   constructor(chat, handlers) {
     this.chat = chat;
     this.handlers = handlers;
@@ -120,9 +126,9 @@ export class SafetyView {
       if (!id || (last && !this.chat.editable)) return;
       if (!this.undoable.has(id) && !this.changed.has(view) && !this.undone.has(id)) return;
       if (this.chat.root.querySelector(`.task-undo[data-message-id="${CSS.escape(id)}"]`)) return;
-      const row = new UndoRow(id, (mid) => this.handlers.onUndo(mid), this.undone.has(id));
+      const row = new UndoRow(id, (mid, overwrite) => this.handlers.onUndo(mid, overwrite), this.undone.has(id));
       row.onUndone = () => this.undone.add(id);
-      row.confirm = this.handlers.confirmUndo; // lists what the undo will remove and restore, and asks
+      row.confirm = this.handlers.confirmUndo; // lists what the undo will remove, restore and leave, and asks
       this.chat.root.insertBefore(row.el, users[position + 1]?.el ?? null);
     });
   }

@@ -2,7 +2,7 @@
 // undo, and what it keeps (mode, approval, agent, focus files, how its tasks ended). Event order: taskfeed.js.
 import { buildIndex, newestLeafUnder, pathTo, summaryOf } from "./history.js";
 import { TaskFeed } from "./taskfeed.js";
-import { askOtherBranch, askUndoTask, undoableChanges } from "./undoprompts.js";
+import { askOtherBranch, askUndoTask, undoableChanges, undoTasks } from "./undoprompts.js";
 
 const LIST_EDITS_TIMEOUT_MS = 5000;
 
@@ -310,52 +310,49 @@ export class Session {
     const cid = this.cid;
     const files = await this.#otherBranchChanges(record);
     if (this.cid !== cid) return;
-    let kept = [];
-    if (files.items.length) {
-      const answer = await askOtherBranch(files.items);
+    let notice = "";
+    if (files.files.length || files.conflicts.length) {
+      const answer = await askOtherBranch(files);
       if (answer === null || this.cid !== cid) return;
-      if (answer === "undo" && !(await this.#undoTasks(files.tasks))) return;
-      if (answer === "keep") kept = files.items.map((file) => file.path);
+      const paths = (list) => list.map((file) => file.path).join(", ");
+      if (answer === "keep") notice = `The workspace still holds the other branch's changes to ${paths([...files.files, ...files.conflicts])}.`;
+      else notice = await this.#undoTasks(files.tasks, answer === "overwrite" ? files.conflicts.map((c) => c.path) : []);
+      if (notice === null) return;
     }
     this.chat.truncateFrom(record);
-    if (kept.length) {
-      this.chat.showNotice(`The workspace still holds the other branch's changes to ${kept.join(", ")}.`, "info")
-        .dataset.testid = "other-branch-notice";
-    }
+    if (notice) this.chat.showNotice(notice, "info").dataset.testid = "other-branch-notice";
     const ok = await this.send(text, { parentId: record.parent_id ?? null, skill: record.meta?.skill, attachments: record.meta?.attachments });
     if (!ok && this.index) this.#render();
   }
 
-  /** The files the tasks from `record` on (on the shown branch) changed and could still undo. */
+  /** The files the tasks from `record` on (on the shown branch) changed and could still undo, and the conflicts. */
   async #otherBranchChanges(record) {
-    const none = { items: [], tasks: [] };
+    const none = { files: [], conflicts: [], tasks: [] };
     if (!this.index || !this.cid) return none;
     const path = pathTo(this.index, this.viewLeaf);
     const from = path.findIndex((entry) => entry.id === record.id);
     const undoable = new Set(this.undoable);
     const tasks = path.slice(Math.max(from, 0)).filter((entry) => entry.role === "user" && undoable.has(entry.id)).map((entry) => entry.id);
     if (!tasks.length) return none;
-    return { items: await undoableChanges(this.#request, this.cid, tasks), tasks };
+    return { ...(await undoableChanges(this.#request, this.cid, tasks)), tasks };
   }
 
-  /** Before "Undo this task": list what it will remove and restore, and ask. */
+  /** Before "Undo this task": list what it will remove, restore and leave, and ask (null, or {overwrite}). */
   confirmUndo(messageId) {
     return askUndoTask(this.#request, this.cid, messageId);
   }
 
-  /** Undo tasks newest first; false (with the reason shown) when one could not be undone. */
-  async #undoTasks(tasks) {
-    for (const id of [...tasks].reverse()) {
-      const ack = await this.#request("undo_task", { conversation_id: this.cid, message_id: id }, 30_000);
-      if (!ack.ok) {
-        this.composer.showError(`Could not undo the other branch's changes: ${ack.error?.message ?? "unknown error"}`);
-        return false;
-      }
+  /** Undo tasks newest first: what to say of the paths left as they are (changed since), or null on failure. */
+  async #undoTasks(tasks, overwrite) {
+    const done = await undoTasks(this.#request, this.cid, tasks, overwrite);
+    if (!done.ok) {
+      this.composer.showError(`Could not undo the other branch's changes: ${done.error?.message ?? "unknown error"}`);
+      return null;
     }
-    this.undoable = this.undoable.filter((id) => !tasks.includes(id));
+    this.undoable = this.undoable.filter((id) => !tasks.includes(id) || done.left.includes(id));
     this.chat.safety.setUndoable(this.undoable);
     this.tree.refresh();
-    return true;
+    return done.kept.length ? `Changed since their task, so left as they are: ${done.kept.map((c) => c.path).join(", ")}.` : "";
   }
 
   switchBranch(recordId) {

@@ -1,36 +1,82 @@
 // The questions asked before undoing, from the server's undo_preview: before "Undo this task", and before
-// an edit leaves on another branch tasks that changed files (undo those changes first, or keep them).
+// an edit leaves on another branch tasks that changed files (undo those changes first, or keep them). Files
+// changed since their task (conflicts) stay as they are unless the user chooses to overwrite them.
 import { choose, fileList, UNDO_VERBS } from "./dialog.js";
 import { h } from "./dom.js";
 
-/** List what undoing the task will remove and restore, and ask; true: go ahead (also when there is nothing to list). */
+/** The paths changed since their task, each with why: [{path, reason}] -> <ul>. */
+function conflictList(conflicts) {
+  return h("ul", { class: "ask-files", "data-testid": "undo-conflicts" }, conflicts.map(({ path, reason }) =>
+    h("li", { "data-action": "keep" }, h("code", { text: path }), h("span", { class: "ask-verb", text: `stays as it is: ${reason}` }))));
+}
+
+/** The dialog's text: the files the undo changes (after `intro`), then the conflicts it leaves. */
+function undoBody(intro, files, conflicts) {
+  const body = files.length ? [h("p", { text: intro }), fileList(files, UNDO_VERBS)] : [];
+  if (conflicts.length) {
+    body.push(h("p", { text: "These changed since, so they stay as they are unless you overwrite them (losing what changed there):" }),
+      conflictList(conflicts));
+  }
+  return body;
+}
+
+/** List what undoing the task will remove, restore and leave, and ask: null (cancelled) or {overwrite: [paths]}. */
 export async function askUndoTask(request, cid, messageId) {
   const preview = await request("undo_preview", { conversation_id: cid, message_id: messageId });
-  if (!preview.ok || !preview.files?.length) return true; // the undo itself says what there is
+  const files = preview.ok ? preview.files ?? [] : [];
+  const conflicts = preview.ok ? preview.conflicts ?? [] : [];
+  if (!files.length && !conflicts.length) return { overwrite: [] }; // the undo itself says what there is
+  const choices = conflicts.length ? [{ label: files.length ? "Overwrite them too" : "Overwrite them", value: "overwrite", kind: "danger" }] : [];
+  if (files.length) choices.push(conflicts.length ? { label: "Undo the rest", value: "undo", kind: "primary" } : { label: "Undo", value: "undo", kind: "danger" });
   const answer = await choose({
     title: "Undo this task?",
-    body: [h("p", { text: "These files go back to how they were before the task:" }), fileList(preview.files, UNDO_VERBS)],
-    choices: [{ label: "Undo", value: "undo", kind: "danger" }],
+    body: undoBody("These files go back to how they were before the task:", files, conflicts),
+    choices,
     testid: "undo-dialog",
   });
-  return answer === "undo";
+  if (answer === null) return null;
+  return { overwrite: answer === "overwrite" ? conflicts.map((conflict) => conflict.path) : [] };
 }
 
-/** The files the tasks (oldest first) changed and could still undo: [{path, action}]. */
+/** What undoing the tasks (oldest first) would change, {files: [{path, action}], conflicts: [{path, reason}]}. */
 export async function undoableChanges(request, cid, tasks) {
   const previews = await Promise.all(tasks.map((id) => request("undo_preview", { conversation_id: cid, message_id: id })));
+  const undone = new Set(tasks);
   const byPath = new Map(); // the oldest task's action wins: undoing them all ends where it began
-  for (const preview of previews) for (const file of preview.ok ? preview.files ?? [] : []) if (!byPath.has(file.path)) byPath.set(file.path, file);
-  return [...byPath.values()];
+  const conflicts = new Map();
+  for (const preview of previews.filter((p) => p.ok)) {
+    // A path a later one of these tasks changed is no conflict: that task is undone first.
+    const ours = (preview.conflicts ?? []).filter((conflict) => undone.has(conflict.later_message_id));
+    for (const conflict of preview.conflicts ?? []) if (!ours.includes(conflict) && !conflicts.has(conflict.path)) conflicts.set(conflict.path, conflict);
+    for (const { path, action } of [...(preview.files ?? []), ...ours]) if (!byPath.has(path)) byPath.set(path, { path, action });
+  }
+  return { files: [...byPath.values()].filter((file) => !conflicts.has(file.path)), conflicts: [...conflicts.values()] };
 }
 
-/** Before sending an edit: undo the other branch's changes to these files, or keep them? "undo", "keep" or null (cancelled). */
-export function askOtherBranch(files) {
+/** Before sending an edit: undo the other branch's changes to these files, or keep them?
+ * "undo", "overwrite" (the conflicts too), "keep" or null (cancelled). */
+export function askOtherBranch({ files, conflicts }) {
+  const choices = [{ label: "Keep the files", value: "keep" }];
+  if (conflicts.length) choices.push({ label: "Undo and overwrite, then send", value: "overwrite", kind: "danger" });
+  choices.push({ label: "Undo them, then send", value: "undo", kind: "primary" });
   return choose({
     title: "Undo the other branch's file changes?",
-    body: [h("p", { text: "The tasks after this message changed these files. They stay on the other branch when you send this edit:" }),
-      fileList(files, UNDO_VERBS)],
-    choices: [{ label: "Keep the files", value: "keep" }, { label: "Undo them, then send", value: "undo", kind: "primary" }],
+    body: undoBody("The tasks after this message changed these files. They stay on the other branch when you send this edit:", files, conflicts),
+    choices,
     testid: "branch-undo-dialog",
   });
+}
+
+/** Undo tasks newest first, overwriting the paths in `overwrite`: {ok, error?, left: [task ids still undoable],
+ * kept: [conflicts left as they are]}. */
+export async function undoTasks(request, cid, tasks, overwrite) {
+  const left = [];
+  const kept = new Map();
+  for (const id of [...tasks].reverse()) {
+    const ack = await request("undo_task", { conversation_id: cid, message_id: id, overwrite }, 30_000);
+    if (!ack.ok) return { ok: false, error: ack.error, left: tasks, kept: [] };
+    if (ack.conflicts?.length) left.push(id);
+    for (const conflict of ack.conflicts ?? []) kept.set(conflict.path, conflict);
+  }
+  return { ok: true, left, kept: [...kept.values()] };
 }
