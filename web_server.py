@@ -30,7 +30,6 @@ from web_state import AsyncMode, WebState
 
 log = logging.getLogger(__name__)
 MAX_REQUEST_BYTES = 1024 * 1024  # a socket payload or HTTP body; send_message text fits well
-WEAK_TOKEN_CHARS = 16
 SHUTDOWN_GRACE_SECONDS = 3.0
 SIGNAL_POLL_SECONDS = 0.2
 GREEN_YIELD_SECONDS = 0.005  # CPython's own thread switch interval
@@ -144,14 +143,6 @@ def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) ->
             file=sys.stderr,
             flush=True,
         )
-    if settings.web_token is not None and len(settings.web_token) < WEAK_TOKEN_CHARS:
-        print(
-            f"WARNING: AGENT_WEB_TOKEN has {len(settings.web_token)} characters; a token under "
-            f"{WEAK_TOKEN_CHARS} can be guessed. Leave it unset for a random one.",
-            file=sys.stderr,
-            flush=True,
-        )
-        log.warning("weak web token", extra={"fields": {"chars": len(settings.web_token)}})
     print(f"Workspace Agent: http://{shown}:{port}/?token={state.token}", flush=True)
     print(
         f"workspace {settings.workspace} · data {settings.data_dir} · {async_mode} mode", flush=True

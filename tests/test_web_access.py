@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,7 +16,16 @@ import socketio
 
 from tests.fake_llm import FakeLLM
 from tests.helpers import session_from
-from tests.web_helpers import TOKEN, EventClient, ServerProcess, Web, connected
+from tests.web_helpers import (
+    TOKEN,
+    EventClient,
+    ServerProcess,
+    Web,
+    agent_argv,
+    agent_env,
+    connected,
+    free_port,
+)
 from web_access import FAILED_LOGIN_LIMIT, HostGuard, host_name, origin_checker
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -227,13 +237,11 @@ def test_every_answer_carries_a_strict_content_security_policy(web: Web) -> None
         assert "connect-src 'self'" in policy and "unsafe-inline" not in policy
 
 
-def test_a_weak_fixed_token_is_warned_about(tmp_path: Path, fake_llm: FakeLLM) -> None:
-    with ServerProcess(
-        tmp_path / "ws",
-        tmp_path / "data",
-        base_url=fake_llm.base_url,
-        api_key=fake_llm.api_key,
-        env={"AGENT_WEB_TOKEN": "short"},
-    ) as server:
-        assert server.stop() == 0
-    assert "AGENT_WEB_TOKEN has 5 characters" in server.stderr
+def test_a_weak_fixed_token_is_refused(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    """The right token is never throttled, so a short fixed one could be guessed."""
+    env = agent_env(fake_llm.base_url, fake_llm.api_key, AGENT_WEB_TOKEN="short")
+    argv = agent_argv("web", tmp_path / "ws", tmp_path / "data", "--port", str(free_port()))
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "at least 16 characters, this one has 5" in done.stderr
+    assert "http://" not in done.stdout

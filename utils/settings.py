@@ -17,6 +17,9 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+MIN_TOKEN_CHARS = 16
+PROGRAM_DIR = Path(__file__).resolve().parent.parent
+
 Provider = Literal["deepseek", "kimi", "qwen", "siliconflow", "openai", "custom", "demo"]
 Mode = Literal["fast", "thinking"]
 Approval = Literal["auto", "ask", "read-only"]
@@ -218,6 +221,18 @@ class Settings(BaseSettings):
     # None: what the provider preset knows about the model; true/false overrides it.
     vision: bool | None = None
 
+    @field_validator("web_token")
+    @classmethod
+    def _strong_token(cls, token: str | None) -> str | None:
+        """The right token is never throttled (one address can be everyone's), so a short
+        fixed one could be guessed."""
+        if token is not None and len(token) < MIN_TOKEN_CHARS:
+            raise ValueError(
+                f"a fixed token needs at least {MIN_TOKEN_CHARS} characters, this one has "
+                f"{len(token)} (leave AGENT_WEB_TOKEN unset for a random one)"
+            )
+        return token
+
     @field_validator("remote_agents")
     @classmethod
     def _unique_remote_names(cls, agents: list[RemoteAgent]) -> list[RemoteAgent]:
@@ -269,9 +284,6 @@ SECRET_ENV_NAMES = (
     "OPENAI_API_KEY",
     "TAVILY_API_KEY",
 )
-
-
-PROGRAM_DIR = Path(__file__).resolve().parent.parent
 
 
 class BadConfiguration(ValueError):
