@@ -209,9 +209,6 @@ def test_undo_shows_a_file_changed_since_the_task_and_overwrites_it_only_when_as
             ]
         ),
         Reply(content="Changed two files."),
-        Reply(tool_calls=[Call("create_file", {"path": "later.txt", "content": "x"})]),
-        Reply(content="Made later.txt."),
-        Reply(content="A new branch."),
     )
     page.goto(f"{server.url}/?token={TOKEN}")
     send(page, "change things")
@@ -238,7 +235,20 @@ def test_undo_shows_a_file_changed_since_the_task_and_overwrites_it_only_when_as
     notice.locator("text=Restored: shared.txt").wait_for()
     assert shared.read_text() == "before\n"
     assert page.locator("[data-testid=undo-task]").is_disabled()
+    assert page.console_errors == []  # type: ignore[attr-defined]
 
+
+def test_the_branch_dialog_leaves_a_file_changed_since_its_task(served, page):  # noqa: F811
+    server, fake = served
+    fake.script(
+        Reply(content="Hello."),
+        Reply(tool_calls=[Call("create_file", {"path": "later.txt", "content": "x"})]),
+        Reply(content="Made later.txt."),
+        Reply(content="A new branch."),
+    )
+    page.goto(f"{server.url}/?token={TOKEN}")
+    send(page, "hi")
+    page.wait_for_selector(".assistant-message:has-text('Hello.')")
     send(page, "make later")
     page.wait_for_selector(".assistant-message:has-text('Made later.txt.')")
     (server.workspace / "later.txt").write_text("the user's, later\n")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -14,15 +13,12 @@ from typing import Any
 
 import pytest
 
-from core.cli_session import run_command
-from core.cli_terminal import CliTerminal
 from core.main_terminal import TaskBusy
-from core.services import build_services
 from modules.context import ToolContext
 from modules.paths import Workspace
 from modules.undo import UndoJournal
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import call, fake_settings, make_ctx, make_terminal, run_in_thread, state
+from tests.helpers import call, make_ctx, make_terminal, run_in_thread, state
 
 BINARY = bytes(range(256)) * 40
 
@@ -326,28 +322,6 @@ def test_undo_is_refused_while_a_task_runs(fake_llm: FakeLLM, tmp_path: Path) ->
         terminal.undo()
     terminal.approve(request["call_id"], False)
     thread.join(10)
-
-
-def test_cli_undo_command(fake_llm: FakeLLM, tmp_path: Path) -> None:
-    settings = fake_settings(fake_llm, tmp_path)
-    out, err = io.StringIO(), io.StringIO()
-    answers = io.StringIO("n\ny\n")  # /undo asks first, listing what it will do
-    terminal = CliTerminal(build_services(settings), out=out, err=err, stdin=answers)
-    fake_llm.script(
-        Reply(tool_calls=[Call("create_file", {"path": "hello.txt", "content": "hi"})]),
-        Reply(content="ok"),
-    )
-    assert terminal.run_foreground("make hello") == "complete"
-    assert (tmp_path / "ws/hello.txt").exists()
-    out.truncate(0)
-    assert run_command(terminal, "/undo")
-    assert "remove  hello.txt" in out.getvalue() and "cancelled" in out.getvalue()
-    assert (tmp_path / "ws/hello.txt").exists()
-    out.truncate(0)
-    out.seek(0)
-    assert run_command(terminal, "/undo")
-    assert "removed  hello.txt" in out.getvalue()
-    assert not (tmp_path / "ws/hello.txt").exists()
 
 
 def test_journals_are_thread_safe(setup) -> None:

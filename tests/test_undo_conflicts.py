@@ -1,6 +1,7 @@
 """Undo leaves alone what changed since the task: the user's later edits, deletions and files
-made again, later tasks' changes; says so in the preview and the result; overwrites on request.
-A randomised history of tasks, commands and the user's own edits loses no byte the user wrote."""
+made again, later tasks' changes; says so in the preview, the result and the CLI's /undo;
+overwrites on request. A randomised history of tasks, commands and the user's own edits loses
+no byte the user wrote."""
 
 from __future__ import annotations
 
@@ -165,6 +166,28 @@ def test_an_edit_applied_after_its_task_ended_is_what_undo_compares_with(
     (root / "a.py").write_text("a = 3  # the user's\n")
     assert [c.path for c in journal.undo("conv-1").conflicts] == ["a.py"]
     assert (root / "a.py").read_text() == "a = 3  # the user's\n"
+
+
+def test_cli_undo_command(fake_llm: FakeLLM, tmp_path: Path) -> None:
+    settings = fake_settings(fake_llm, tmp_path)
+    out, err = io.StringIO(), io.StringIO()
+    answers = io.StringIO("n\ny\n")  # /undo asks first, listing what it will do
+    terminal = CliTerminal(build_services(settings), out=out, err=err, stdin=answers)
+    fake_llm.script(
+        Reply(tool_calls=[Call("create_file", {"path": "hello.txt", "content": "hi"})]),
+        Reply(content="ok"),
+    )
+    assert terminal.run_foreground("make hello") == "complete"
+    assert (tmp_path / "ws/hello.txt").exists()
+    out.truncate(0)
+    assert run_command(terminal, "/undo")
+    assert "remove  hello.txt" in out.getvalue() and "cancelled" in out.getvalue()
+    assert (tmp_path / "ws/hello.txt").exists()
+    out.truncate(0)
+    out.seek(0)
+    assert run_command(terminal, "/undo")
+    assert "removed  hello.txt" in out.getvalue()
+    assert not (tmp_path / "ws/hello.txt").exists()
 
 
 def test_cli_undo_says_what_it_kept_and_how_to_overwrite(fake_llm: FakeLLM, tmp_path: Path) -> None:
