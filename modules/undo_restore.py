@@ -140,9 +140,9 @@ class Restore:
             message += f"; {len(skipped)} could not be restored"
         if conflicts:
             message += f"; {len(conflicts)} changed since the task and were left as they are"
-        result = UndoResult(task_id, restored, skipped, message + ".", self.changes, removed)
-        result.conflicts = conflicts
-        return result
+        return UndoResult(
+            task_id, restored, skipped, message + ".", self.changes, removed, conflicts
+        )
 
     def _guarded(self, rel: str, step: Callable[[str, State], None]) -> None:
         state = self.entries[rel]
