@@ -53,8 +53,14 @@ class Cluster(Protocol):
         """Append an event of a task running here to the conversation's replay log."""
         ...
 
-    def end(self, conversation_id: str) -> None:
-        """The task ended and its records are stored: release the lease, let the log expire."""
+    def end(self, conversation_id: str, message_id: str) -> None:
+        """The task of user message `message_id` ended and its end is stored: its log is
+        written and left to expire, its lease released. Only that task's: a second call, or
+        one after another task began, does nothing."""
+        ...
+
+    def release(self, conversation_id: str) -> None:
+        """Give back a lease taken by `claim` for a task that did not begin."""
         ...
 
     def owner(self, conversation_id: str) -> str | None:
@@ -105,7 +111,10 @@ class LocalCluster:
     def record(self, event: Event) -> None:
         pass
 
-    def end(self, conversation_id: str) -> None:
+    def end(self, conversation_id: str, message_id: str) -> None:
+        pass
+
+    def release(self, conversation_id: str) -> None:
         pass
 
     def owner(self, conversation_id: str) -> str | None:

@@ -325,7 +325,11 @@ class MainTerminal:
             self.task = None
             self._set_state("idle", task, force=True)
             task.report(Done(reason, task.usage))
-        task.conversation.update_meta(focus=self.focus.paths(), last_seq=self._seq)
+
+    def _keep_end(self, done: Done) -> None:
+        """Store a task's end before its `done` goes out: whoever sees it may start the next."""
+        if self._conversation is not None:
+            self._conversation.update_meta(focus=self.focus.paths(), last_seq=done.seq)
 
     # --- the model call ---------------------------------------------------------------
 
@@ -385,6 +389,8 @@ class MainTerminal:
         with self._lock:
             self._seq += 1
             event.conversation_id, event.seq = self.conversation_id, self._seq
+            if isinstance(event, Done) and event.depth is None:
+                self._keep_end(event)
             self.sink(event)
 
     def _record(self, role: str, content: str, **fields: Any) -> dict[str, Any]:

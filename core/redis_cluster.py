@@ -2,7 +2,8 @@
 
 What each key holds (all under `agent:`):
 - `lease:CID`  the process id running the conversation's task; `SET NX EX`, renewed by a
-  heartbeat, released by a compare-and-delete (Redis 7.0 has no `SET IFEQ`);
+  heartbeat, released by a compare-and-delete (Redis 7.0 has no `SET IFEQ`), at the latest
+  before the task's `done` goes out (a client that saw it may send the next message at once);
 - `running`    a hash CID -> {"owner", "message_id"}: what runs where, so a task whose lease
   expired (its process died) is found and marked interrupted;
 - `log:CID`    a stream of the running or last task's events, id `SEQ-0`, expiring a while
@@ -52,6 +53,17 @@ _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+# End the task of one user message, in one step: unless `running` still names it, another
+# task (here or elsewhere) may hold the conversation by now, so nothing is touched.
+_END = """
+local entry = redis.call('HGET', KEYS[2], ARGV[2])
+if not entry or (cjson.decode(entry)['message_id'] or '') ~= ARGV[3] then return 0 end
+redis.call('HDEL', KEYS[2], ARGV[2])
+redis.call('EXPIRE', KEYS[3], ARGV[4])
+redis.call('EXPIRE', KEYS[4], ARGV[4])
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"""
 
 
 class RedisCluster:
@@ -72,7 +84,9 @@ class RedisCluster:
         self._sleep = sleep
         self._renew = self._redis.register_script(_RENEW)
         self._release = self._redis.register_script(_RELEASE)
+        self._end = self._redis.register_script(_END)
         self._held: dict[str, str] = {}  # conversation id -> message id of our running task
+        self._leases = threading.Lock()  # held while renewing: no renewal outlives its end
         self._lock = threading.Lock()
         self._unwritten: list[tuple[str, int, str]] = []  # events for the streams, in seq order
         self._wake = threading.Event()
@@ -105,7 +119,7 @@ class RedisCluster:
         return str(info.get("message_id") or "") or None
 
     def begin(self, conversation_id: str, message_id: str, replays_after: int) -> None:
-        with self._lock:
+        with self._leases:
             self._held[conversation_id] = message_id
         info = json.dumps({"owner": self.process_id, "message_id": message_id})
         try:
@@ -166,18 +180,31 @@ class RedisCluster:
                         extra={"fields": {"events": len(batch), "error": str(exc)}},
                     )
 
-    def end(self, conversation_id: str) -> None:
+    def end(self, conversation_id: str, message_id: str) -> None:
         self._flush()
-        with self._lock:
-            self._held.pop(conversation_id, None)
+        with self._leases:
+            if self._held.get(conversation_id) == message_id:
+                del self._held[conversation_id]
         try:
-            with self._redis.pipeline() as pipe:
-                pipe.expire(_log(conversation_id), LOG_KEEP_SECONDS)
-                pipe.expire(_state(conversation_id), LOG_KEEP_SECONDS)
-                pipe.hdel(f"{PREFIX}running", conversation_id)
-                pipe.execute()
-            self._release(keys=[_lease(conversation_id)], args=[self.process_id])
+            self._end(
+                keys=[
+                    _lease(conversation_id),
+                    f"{PREFIX}running",
+                    _log(conversation_id),
+                    _state(conversation_id),
+                ],
+                args=[self.process_id, conversation_id, message_id, LOG_KEEP_SECONDS],
+            )
         except RedisError as exc:  # the lease expires by itself
+            log.warning(
+                "could not end a task in Redis",
+                extra={"fields": {"conversation_id": conversation_id, "error": str(exc)}},
+            )
+
+    def release(self, conversation_id: str) -> None:
+        try:
+            self._release(keys=[_lease(conversation_id)], args=[self.process_id])
+        except RedisError as exc:  # it expires by itself
             log.warning(
                 "could not release a task lease",
                 extra={"fields": {"conversation_id": conversation_id, "error": str(exc)}},
@@ -294,44 +321,47 @@ class RedisCluster:
                 )
 
     def _heartbeat(self, handler: Handler) -> None:
-        with self._lock:
-            held = dict(self._held)
-        for cid, message_id in held.items():
-            if self._renew(keys=[_lease(cid)], args=[self.process_id, LEASE_SECONDS]):
-                # Put back what a restarted Redis forgot; a no-op otherwise.
-                self._redis.hset(
-                    f"{PREFIX}running",
-                    cid,
-                    json.dumps({"owner": self.process_id, "message_id": message_id}),
-                )
-            else:
-                log.error(
-                    "lost the lease of a running task; stopping it",
-                    extra={"fields": {"conversation_id": cid}},
-                )
-                handler({"op": "cancel", "conversation_id": cid})
+        lost = []
+        with self._leases:  # a task that ends meanwhile is not taken back after its end
+            for cid, message_id in self._held.items():
+                if self._renew(keys=[_lease(cid)], args=[self.process_id, LEASE_SECONDS]):
+                    # Put back what a restarted Redis forgot; a no-op otherwise.
+                    self._redis.hset(
+                        f"{PREFIX}running",
+                        cid,
+                        json.dumps({"owner": self.process_id, "message_id": message_id}),
+                    )
+                else:
+                    lost.append(cid)
+        for cid in lost:
+            log.error(
+                "lost the lease of a running task; stopping it",
+                extra={"fields": {"conversation_id": cid}},
+            )
+            handler({"op": "cancel", "conversation_id": cid})
 
     def _reap(self, handler: Handler) -> None:
         for cid, info in self._redis.hgetall(f"{PREFIX}running").items():
-            if _json(info).get("owner") == self.process_id or self._redis.exists(_lease(cid)):
+            entry = _json(info)
+            if entry.get("owner") == self.process_id or self._redis.exists(_lease(cid)):
                 continue
             if self.claim(cid):
                 log.warning(
                     "a task's process stopped answering; marking it interrupted",
                     extra={"fields": {"conversation_id": cid, "info": info}},
                 )
-                try:
+                try:  # the handler's `interrupted` done ends it, lease included, before it goes out
                     handler({"op": "reap", "conversation_id": cid})
-                finally:
-                    self.end(cid)
+                finally:  # a no-op then; else (nothing to mark) end it here
+                    self.end(cid, str(entry.get("message_id") or ""))
 
     def close(self) -> None:
         self._flush()
         self._closed = True
-        with self._lock:
-            held = list(self._held)
-        for cid in held:
-            self.end(cid)
+        with self._leases:
+            held = dict(self._held)
+        for cid, message_id in held.items():
+            self.end(cid, message_id)
         self._redis.close()
 
 

@@ -216,7 +216,7 @@ class TerminalHub:
 
     def _reap(self, conversation_id: str) -> None:
         """Mark the task a dead process left running interrupted (this process holds its
-        lease now)."""
+        lease now; the `interrupted` done gives it back)."""
         message_id = self.cluster.orphan(conversation_id)
         if message_id is None or not self.services.store.exists(conversation_id):
             return

@@ -54,23 +54,27 @@ class WebTerminal(MainTerminal):
             event.changes = visible_changes(self.services.workspace.root, event.changes)
         self._log.append(event)
         self._cluster.record(event)
+        ended = isinstance(event, Done) and event.depth is None
+        if ended and self.conversation_id is not None and self._task_message is not None:
+            # Its end is stored (_keep_end): free the conversation before anyone hears of it.
+            self._cluster.end(self.conversation_id, self._task_message)
         self._send(event)
-        if isinstance(event, Done) and event.depth is None:
-            self._record_end(event)
-
-    def _record_end(self, done: Done) -> None:
-        """Keep how the task ended and its tokens with the conversation, for its history."""
-        conversation, message_id = self.conversation, self._task_message
-        if conversation is None or message_id is None:
-            return
-        ends = dict(conversation.meta.get("meta", {}).get("task_ends") or {})
-        ends[message_id] = {"reason": done.reason, "usage": vars(done.usage)}
-        # Written with focus and last_seq by the save after every top-level `done`.
-        conversation.update_meta(task_ends=ends, save=False)
-        if self._announce is not None:
+        if ended and self._announce is not None and self.conversation is not None:
+            conversation = self.conversation
             self._announce(
                 {"id": conversation.id, "running": False, "title": conversation.meta.get("title")}
             )
+
+    def _keep_end(self, done: Done) -> None:
+        """Store how the task ended and its tokens with the conversation, for its history,
+        in the one meta.json write that also keeps its focus and last seq."""
+        conversation, message_id = self.conversation, self._task_message
+        if conversation is None or message_id is None:
+            super()._keep_end(done)
+            return
+        ends = dict(conversation.current_meta().get("meta", {}).get("task_ends") or {})
+        ends[message_id] = {"reason": done.reason, "usage": vars(done.usage)}
+        conversation.update_meta(task_ends=ends, focus=self.focus.paths(), last_seq=done.seq)
 
     def begin_task(
         self,
@@ -133,7 +137,7 @@ class WebTerminal(MainTerminal):
                 )
             except BaseException:
                 if claimed is not None:
-                    self._cluster.end(claimed)
+                    self._cluster.release(claimed)
                 raise
             if focus is not None:
                 self.save_focus()
@@ -156,10 +160,7 @@ class WebTerminal(MainTerminal):
         cid = self.conversation_id
         if cid is None:
             return None
-        if not self._cluster.claim(cid):
-            raise TaskBusy(
-                "a task is already running in this conversation (in another server process)"
-            )
+        self._claim(cid)
         if self._cluster.shared:
             try:
                 self.services.store.reload(cid)
@@ -167,21 +168,29 @@ class WebTerminal(MainTerminal):
                 self._seq = max(self._seq, self._cluster.last_seq(cid))
                 orphan = self._cluster.orphan(cid)
                 if orphan is not None:
-                    self.interrupt(orphan)
+                    self.interrupt(orphan)  # its `done` gives the lease back: take it again
+                    self._claim(cid)
             except BaseException:
-                self._cluster.end(cid)
+                self._cluster.release(cid)
                 raise
         return cid
+
+    def _claim(self, cid: str) -> None:
+        if not self._cluster.claim(cid):
+            raise TaskBusy(
+                "a task is already running in this conversation (in another server process)"
+            )
 
     def _run_then_release(self, task: Task) -> None:
         try:
             self.run_task(task)
-        finally:
-            self._cluster.end(task.conversation.id)
+        finally:  # a no-op once its `done` has ended it
+            self._cluster.end(task.conversation.id, task.user_record["id"])
 
     def interrupt(self, message_id: str) -> None:
         """End a task a stopped process left running: `error` and `done` ("interrupted") to
-        every client, and the end kept in the history like any task's."""
+        every client, and the end kept in the history like any task's (its lease released
+        before the `done`)."""
         with self._lock:
             conversation = self.conversation
             if conversation is None or self.running:
@@ -193,7 +202,6 @@ class WebTerminal(MainTerminal):
             self._task_message = message_id
             self._report(Error("interrupted", INTERRUPTED))
             self._report(Done("interrupted"))
-        conversation.update_meta(last_seq=self._seq)
 
     def task_status(self) -> dict[str, Any] | None:
         """Where the running task is (None when none runs here)."""

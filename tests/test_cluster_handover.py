@@ -1,0 +1,253 @@
+"""Scale-out: a client that has seen a task's `done`, on either process and whatever its
+reason, can send the next message at once (two `main.py web` processes, one data dir, a real
+redis-server). Skipped, with the reason, where redis-server is not installed."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis as redis_lib
+
+from core.events import Done, Event
+from core.redis_cluster import RedisCluster
+from core.services import build_services
+from core.terminal_hub import TerminalHub
+from tests.cluster_helpers import RedisServer, cluster, missing_programs
+from tests.fake_llm import Call, FakeLLM, Reply
+from tests.helpers import fake_settings, wait_until
+from tests.web_helpers import EventClient, Received, connected
+from utils.conversation import LEAF
+from utils.conversation_store import ConversationStore
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(missing_programs() is not None, reason=str(missing_programs())),
+]
+
+ROUNDS = 20
+REAP_SECONDS = 40  # lease (8 s) + heartbeat (2 s), with room for a loaded machine
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLLM]:
+    with FakeLLM("deepseek") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
+        yield server
+
+
+def dones(client: EventClient, cid: str) -> list[dict[str, Any]]:
+    return [e.payload for e in client.of(cid) if e.name == "done"]
+
+
+def wait_dones(client: EventClient, cid: str, count: int, timeout: float = 30) -> dict[str, Any]:
+    """Block until the client has seen `count` dones of the conversation; the last one."""
+    return client.wait_until(
+        lambda _: len(found := dones(client, cid)) >= count and found[-1],
+        timeout=timeout,
+        what=f"done #{count} of {cid}",
+    )
+
+
+class SendOnDone:
+    """Sends the next message from the client's read loop the moment `done` number N
+    arrives (for each N in `texts`; one conversation per test), before the client even
+    records it: no client answers sooner. Notes who held the task lease just before."""
+
+    def __init__(self, client: EventClient, redis_url: str, texts: dict[int, str]) -> None:
+        self.client, self.texts = client, texts
+        self.seen = 0
+        self.acks: dict[int, dict[str, Any]] = {}
+        self.leases: dict[int, str | None] = {}
+        self._redis = redis_lib.Redis.from_url(redis_url, decode_responses=True)
+        client.sio.on("done", self._on_done)
+
+    def _on_done(self, payload: dict[str, Any]) -> None:
+        self.seen += 1
+        number, cid = self.seen, payload["conversation_id"]
+        if number in self.texts:
+            self.leases[number] = self._redis.get(f"agent:lease:{cid}")
+            self.client.sio.emit(
+                "send_message",
+                {"conversation_id": cid, "text": self.texts[number]},
+                callback=lambda ack: self.acks.__setitem__(number, ack),
+            )
+        self.client._record("done", payload)
+
+
+def refused(senders: list[SendOnDone]) -> dict[int, dict[str, Any]]:
+    """The acks that refused a message, by the number of the `done` it was sent on."""
+    return {n: ack for s in senders for n, ack in s.acks.items() if not ack["ok"]}
+
+
+def test_the_next_message_sent_on_done_at_the_other_process_is_never_busy(
+    redis: RedisServer, fake: FakeLLM, tmp_path: Path
+) -> None:
+    """Tasks alternate between the processes: each is sent by a client of the process that
+    did not run the one before, the moment that one's `done` reaches it."""
+    fake.script(*(Reply(content=f"Answer {n}.") for n in range(ROUNDS)))
+    with (
+        cluster(tmp_path, redis.url(0), base_url=fake.base_url, api_key=fake.api_key) as servers,
+        connected(servers[0].url) as on_a,
+        connected(servers[1].url) as on_b,
+    ):
+        senders = [
+            SendOnDone(
+                client, redis.url(0), {n: f"round {n}" for n in range(1, ROUNDS) if n % 2 == parity}
+            )
+            for parity, client in enumerate((on_a, on_b))
+        ]
+        cid = on_a.start("round 0")
+        on_b.call("join", {"conversation_id": cid, "after_seq": 0})
+        on_a.wait_until(
+            lambda _: len(dones(on_a, cid)) == ROUNDS or refused(senders),
+            timeout=60,
+            what="every round's done, or a refusal",
+        )
+        assert not refused(senders), refused(senders)
+        wait_dones(on_b, cid, ROUNDS)
+        ended = on_b.call("get_conversation", {"conversation_id": cid})
+    acks = {n: ack for sender in senders for n, ack in sender.acks.items()}
+    assert sorted(acks) == list(range(1, ROUNDS)), acks
+    leases = {n: held for sender in senders for n, held in sender.leases.items()}
+    assert set(leases.values()) == {None}, leases  # freed before each `done` went out
+    assert [d["reason"] for d in dones(on_a, cid)] == ["complete"] * ROUNDS
+    contents = [r["content"] for r in ended["messages"] if r["role"] == "assistant"]
+    assert contents == [f"Answer {n}." for n in range(ROUNDS)]
+    ends = ended["conversation"]["meta"]["task_ends"]  # none lost between the processes
+    assert len(ends) == ROUNDS and {e["reason"] for e in ends.values()} == {"complete"}
+
+
+def started(events: list[Received]) -> bool:
+    return any(
+        e.name == "tool" and e.payload["phase"] == "output" and "started" in e.payload["delta"]
+        for e in events
+    )
+
+
+def test_after_a_kill_the_survivor_s_interrupted_done_lets_the_next_message_in(
+    redis: RedisServer, fake: FakeLLM, tmp_path: Path
+) -> None:
+    """The owner dies mid-command: the survivor ends the task (`done` interrupted) and takes
+    the message sent the moment `done` arrives."""
+    command = "echo started; sleep 20"
+    fake.script(
+        Reply(tool_calls=[Call("run_command", {"command": command})]), Reply(content="Back.")
+    )
+    with cluster(tmp_path, redis.url(1), base_url=fake.base_url, api_key=fake.api_key) as servers:
+        a, b = servers
+        with connected(a.url) as on_a, connected(b.url) as on_b:
+            cid = on_a.start("a task that dies")
+            on_b.call("join", {"conversation_id": cid, "after_seq": 0})
+            sender = SendOnDone(on_b, redis.url(1), {1: "go on"})
+            on_b.wait_until(started, timeout=30, what="the command's output on B")
+            live = on_b.call("get_conversation", {"conversation_id": cid})
+            assert live["running"] and [r["role"] for r in live["messages"]] == [
+                "user",
+                "assistant",
+            ], live  # a call running in another process is not answered for it
+            a.kill()  # as a crash: no shutdown, no lease released
+            done = wait_dones(on_b, cid, 1, timeout=REAP_SECONDS)
+            assert done["reason"] == "interrupted"
+            ack = on_b.wait_until(lambda _: sender.acks.get(1), what="the next message's ack")
+            assert ack["ok"], ack
+            assert wait_dones(on_b, cid, 2)["reason"] == "complete"
+            assert sender.leases == {1: None}
+
+
+class LeaseAtDone:
+    """The `send` of an in-process hub: notes who holds the task lease as each top-level
+    `done` is handed over for the clients (before any client can have seen it)."""
+
+    def __init__(self, redis_url: str) -> None:
+        self._redis = redis_lib.Redis.from_url(redis_url, decode_responses=True)
+        self.seen: list[tuple[str, str | None, bool]] = []  # (reason, lease holder, running)
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, Done) and event.depth is None:
+            cid = str(event.conversation_id)
+            holder = self._redis.get(f"agent:lease:{cid}")
+            running = bool(self._redis.hexists("agent:running", cid))
+            self.seen.append((event.reason, holder, running))
+
+
+@contextlib.contextmanager
+def in_process_hub(
+    fake: FakeLLM, tmp_path: Path, redis_url: str, send: LeaseAtDone
+) -> Iterator[TerminalHub]:
+    services = build_services(fake_settings(fake, tmp_path))
+    redis_cluster = RedisCluster(redis_url)
+    try:
+        hub = TerminalHub(services, send, cluster=redis_cluster)
+        redis_cluster.serve(hub.handle, in_thread)
+        yield hub
+    finally:
+        redis_cluster.close()
+        services.close()
+
+
+def in_thread(target: Callable[..., Any], *args: Any) -> None:
+    threading.Thread(target=target, args=args, daemon=True).start()
+
+
+def test_a_task_s_lease_is_free_before_its_done_is_sent(
+    redis: RedisServer, fake: FakeLLM, tmp_path: Path
+) -> None:
+    fake.script(Reply(content="One."), Reply(content="Two."))
+    send = LeaseAtDone(redis.url(2))
+    with in_process_hub(fake, tmp_path, redis.url(2), send) as hub:
+        terminal = hub.new()
+
+        def run(text: str) -> None:
+            before = len(send.seen)
+            terminal.start(
+                text,
+                parent_id=LEAF,
+                mode=None,
+                approval=None,
+                run_in_background=in_thread,
+                on_begun=lambda _: hub.register(terminal),
+            )
+            wait_until(lambda: len(send.seen) > before, 20, f"the done of {text!r}")
+
+        run("first")
+        run("at once")
+    assert send.seen == [("complete", None, False)] * 2
+
+
+def test_the_survivor_frees_the_lease_before_it_sends_interrupted(
+    redis: RedisServer, fake: FakeLLM, tmp_path: Path
+) -> None:
+    """A task whose process died (its `running` entry stays, its lease expired) is ended by
+    the reaper, whose `done` goes out with the conversation free again."""
+    conversation = ConversationStore(tmp_path / "data").create(title="left running")
+    user = conversation.append("user", "run it")
+    conversation.append("assistant", "", tool_calls=[tool_call("call-1", "sleep 20")])
+    redis_lib.Redis.from_url(redis.url(3)).hset(
+        "agent:running",
+        conversation.id,
+        json.dumps({"owner": "a-dead-process", "message_id": user["id"]}),
+    )
+    send = LeaseAtDone(redis.url(3))
+    with in_process_hub(fake, tmp_path, redis.url(3), send):
+        wait_until(lambda: send.seen, REAP_SECONDS, "the reaper's done")
+    assert send.seen == [("interrupted", None, False)]
+
+
+def tool_call(call_id: str, command: str) -> dict[str, Any]:
+    arguments = json.dumps({"command": command})
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "run_command", "arguments": arguments},
+    }
