@@ -14,7 +14,7 @@ from core.events import ContextUsage, Done, DoneReason, Error, Event, EventSink,
 from core.model_call import stream_reply
 from core.modes import delegate, delegation_schema, run_agent
 from core.services import AgentServices
-from core.task import MAX_DEPTH, Task
+from core.task import MAX_DEPTH, StoredTranscript, Task
 from core.tool_step import ToolStep
 from modules.focus import FocusFiles
 from modules.undo_restore import UndoResult
@@ -228,7 +228,7 @@ class MainTerminal:
                 self.mode,
                 self.approval,
                 agent,
-                _StoredTranscript(self),
+                StoredTranscript(lambda: self._conversation, self._record),
                 self._report,
             )
             self.iteration = 0
@@ -405,17 +405,3 @@ class MainTerminal:
             return
         self.state = state
         task.report(Status(state, self.iteration, self.context_usage))
-
-
-class _StoredTranscript:
-    """The top agent's transcript: the conversation's path, appended with seq stamps."""
-
-    def __init__(self, terminal: MainTerminal) -> None:
-        self._terminal = terminal
-
-    def path(self) -> list[dict[str, Any]]:
-        conversation = self._terminal.conversation
-        return conversation.path() if conversation is not None else []
-
-    def append(self, role: str, content: str, **fields: Any) -> dict[str, Any]:
-        return self._terminal._record(role, content, **fields)

@@ -53,6 +53,26 @@ class MemoryTranscript:
         return record
 
 
+class StoredTranscript:
+    """The top agent's transcript: its conversation's path, appended through the terminal
+    (which stamps each record with its seq)."""
+
+    def __init__(
+        self,
+        conversation: Callable[[], Conversation | None],
+        append: Callable[..., dict[str, Any]],
+    ) -> None:
+        self._conversation = conversation
+        self._append = append
+
+    def path(self) -> list[dict[str, Any]]:
+        conversation = self._conversation()
+        return conversation.path() if conversation is not None else []
+
+    def append(self, role: str, content: str, **fields: Any) -> dict[str, Any]:
+        return self._append(role, content, **fields)
+
+
 # A tool only this task offers (a plan's, a delegation): (call id, parsed arguments) -> result.
 InternalTool = Callable[[str, dict[str, Any]], ToolResult]
 
