@@ -11,6 +11,7 @@ from core.approval import ApprovalGate
 from core.condensing import Outcome
 from core.context_window import ContextWindow
 from core.events import ContextUsage, Done, DoneReason, Error, Event, EventSink, Status, TaskState
+from core.interrupted_calls import answer_interrupted_calls
 from core.model_call import stream_reply
 from core.modes import delegate, delegation_schema, run_agent
 from core.services import AgentServices
@@ -213,6 +214,7 @@ class MainTerminal:
             conversation = self._conversation
             if parent_id not in (LEAF, None) and parent_id not in conversation.index:
                 raise KeyError(f"no message {shown(parent_id)} in this conversation")
+            parent_id = answer_interrupted_calls(conversation, self._record, parent_id)
             meta = {"skill": skill} if skill else {}
             if attachments:
                 meta["attachments"] = attachments

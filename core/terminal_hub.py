@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from core.cluster import Cluster, LocalCluster
+from core.cluster import Cluster, ClusterUnavailable, LocalCluster
 from core.events import Event
 from core.main_terminal import TaskBusy
 from core.services import AgentServices
@@ -57,11 +57,34 @@ class TerminalHub:
             if terminal is None:
                 if version is not None:  # what the store holds may be older than the files
                     self.services.store.reload(conversation_id)
-                terminal = self._make(conversation_id)
+                terminal = self._settled(conversation_id)
                 self._terminals[conversation_id] = terminal
                 if version is not None:
                     self._versions[conversation_id] = version
             return terminal
+
+    def _settled(self, conversation_id: str) -> WebTerminal:
+        """A terminal for the conversation, with an `interrupted` result recorded for each
+        call a stopped process left without one, unless a task of a live process runs it."""
+        terminal = self._make(conversation_id)
+        conversation = terminal.conversation
+        if conversation is None or not conversation.unanswered_calls():
+            return terminal
+        try:
+            if not self.cluster.claim(conversation_id):
+                return terminal  # the task making those calls holds the lease
+        except ClusterUnavailable:
+            return terminal
+        try:
+            if self.cluster.orphan(conversation_id) is not None:
+                return terminal  # its process died: the reaper ends that task, calls included
+            if self.cluster.shared:  # as stored now, another process may have answered them
+                self.services.store.reload(conversation_id)
+                terminal = self._make(conversation_id)
+            terminal.record_interrupted_calls()
+        finally:
+            self.cluster.release(conversation_id)
+        return terminal
 
     def new(self) -> WebTerminal:
         """A terminal for a conversation the next task will create; `register` it once begun."""

@@ -9,6 +9,7 @@ from typing import Any
 
 from core.cluster import Cluster, ClusterUnavailable, LocalCluster
 from core.events import Done, Error, Event, FileTree
+from core.interrupted_calls import answer_interrupted_calls
 from core.main_terminal import MainTerminal, TaskBusy
 from core.services import AgentServices
 from core.task import Task
@@ -188,9 +189,9 @@ class WebTerminal(MainTerminal):
             self._cluster.end(task.conversation.id, task.user_record["id"])
 
     def interrupt(self, message_id: str) -> None:
-        """End a task a stopped process left running: `error` and `done` ("interrupted") to
-        every client, and the end kept in the history like any task's (its lease released
-        before the `done`)."""
+        """End a task a stopped process left running: an `interrupted` result for each call
+        it left without one, `error` and `done` ("interrupted") to every client, and the end
+        kept in the history like any task's (its lease released before the `done`)."""
         with self._lock:
             conversation = self.conversation
             if conversation is None or self.running:
@@ -200,8 +201,16 @@ class WebTerminal(MainTerminal):
             self._seq = max(self._seq, self._cluster.last_seq(conversation.id)) + UNWRITTEN_SEQ_GAP
             self._log, self._replays_after = [], self._seq
             self._task_message = message_id
+            answer_interrupted_calls(conversation, self._record)
             self._report(Error("interrupted", INTERRUPTED))
             self._report(Done("interrupted"))
+
+    def record_interrupted_calls(self) -> None:
+        """Record an `interrupted` result for each call at the leaf a stopped process left
+        without one; the caller knows no process runs a task here (it holds the lease)."""
+        with self._lock:
+            if self.conversation is not None and not self.running:
+                answer_interrupted_calls(self.conversation, self._record)
 
     def task_status(self) -> dict[str, Any] | None:
         """Where the running task is (None when none runs here)."""

@@ -90,6 +90,11 @@ def refused(senders: list[SendOnDone]) -> dict[int, dict[str, Any]]:
     return {n: ack for s in senders for n, ack in s.acks.items() if not ack["ok"]}
 
 
+def history(data_dir: Path, cid: str) -> list[dict[str, Any]]:
+    lines = (data_dir / "conversations" / cid / "messages.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
 def test_the_next_message_sent_on_done_at_the_other_process_is_never_busy(
     redis: RedisServer, fake: FakeLLM, tmp_path: Path
 ) -> None:
@@ -138,8 +143,8 @@ def started(events: list[Received]) -> bool:
 def test_after_a_kill_the_survivor_s_interrupted_done_lets_the_next_message_in(
     redis: RedisServer, fake: FakeLLM, tmp_path: Path
 ) -> None:
-    """The owner dies mid-command: the survivor ends the task (`done` interrupted) and takes
-    the message sent the moment `done` arrives."""
+    """The owner dies mid-command: the survivor ends the task (`done` interrupted, the call's
+    result recorded as interrupted) and takes the message sent the moment `done` arrives."""
     command = "echo started; sleep 20"
     fake.script(
         Reply(tool_calls=[Call("run_command", {"command": command})]), Reply(content="Back.")
@@ -163,6 +168,17 @@ def test_after_a_kill_the_survivor_s_interrupted_done_lets_the_next_message_in(
             assert ack["ok"], ack
             assert wait_dones(on_b, cid, 2)["reason"] == "complete"
             assert sender.leases == {1: None}
+    records = history(tmp_path / "data", cid)
+    assert [r["role"] for r in records] == ["user", "assistant", "tool", "user", "assistant"]
+    call_id = records[1]["tool_calls"][0]["id"]
+    result = records[2]
+    assert (result["tool_call_id"], result["parent_id"]) == (call_id, records[1]["id"])
+    assert result["meta"]["interrupted"] is True and result["meta"]["ok"] is False
+    assert records[3]["parent_id"] == result["id"]
+    request = fake.chat_requests[-1]
+    assert request.status == 200
+    assert [m["role"] for m in request.messages][-3:] == ["assistant", "tool", "user"]
+    assert request.messages[-2]["content"] == result["content"]
 
 
 class LeaseAtDone:
@@ -242,6 +258,9 @@ def test_the_survivor_frees_the_lease_before_it_sends_interrupted(
     with in_process_hub(fake, tmp_path, redis.url(3), send):
         wait_until(lambda: send.seen, REAP_SECONDS, "the reaper's done")
     assert send.seen == [("interrupted", None, False)]
+    records = history(tmp_path / "data", conversation.id)
+    assert [r["role"] for r in records] == ["user", "assistant", "tool"]
+    assert records[2]["tool_call_id"] == "call-1" and records[2]["meta"]["interrupted"] is True
 
 
 def tool_call(call_id: str, command: str) -> dict[str, Any]:

@@ -283,6 +283,22 @@ class Conversation:
             )
         return found
 
+    def unanswered_calls(self, leaf_id: str | None = None) -> list[dict[str, Any]]:
+        """The tool calls without a result at the end of the path to `leaf_id` (default: the
+        leaf): those of its last assistant record when only results follow it there, so the
+        missing results can still be appended under `leaf_id`."""
+        with self._lock:
+            if leaf_id is None:
+                leaf_id = self.leaf_id
+            record = self._by_id.get(leaf_id) if leaf_id is not None else None
+            answered = set()
+            while record is not None and record["role"] == "tool":
+                answered.add(record.get("tool_call_id"))
+                record = self._parent_of(record)
+            if record is None or record["role"] != "assistant":
+                return []
+            return [c for c in record.get("tool_calls") or () if c.get("id") not in answered]
+
     def children(self, message_id: str | None) -> list[dict[str, Any]]:
         """The records hanging directly under `message_id` (None: the roots), oldest first."""
         with self._lock:
