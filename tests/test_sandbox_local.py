@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from modules.local_runner import LocalRunner
 from modules.command_cgroup import CGROUP_PREFIX, find_roots
+from modules.local_runner import LocalRunner
 from modules.local_sandbox import ROOT_REFUSAL, Bubblewrap
 from modules.resource_limits import ResourceLimits
 from modules.sandbox import CommandResult, CommandRunner
