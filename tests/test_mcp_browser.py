@@ -11,6 +11,7 @@ import pytest
 
 from tests.fake_llm import FakeLLM
 from tests.helpers import live_command_lines, wait_until
+from tests.mcp_fixture_server import TOOLS as FIXTURE_TOOLS
 from tests.test_browser import ARTIFACTS, page  # noqa: F401  (the Chromium page fixture)
 from tests.web_helpers import TOKEN, ServerProcess
 
@@ -50,7 +51,7 @@ def test_the_panel_lists_each_server_with_its_state_and_tools(tmp_path, page):  
         connected.wait_for()  # the panel polls while the server starts
         connected.locator("summary").click()
         tools = connected.locator(".mcp-tool")
-        assert tools.count() == 6
+        assert tools.count() == len(FIXTURE_TOOLS)
         assert "read-only" in connected.locator(".mcp-tool", has_text="echo").inner_text()
         assert "asks" in connected.locator(".mcp-tool", has_text="write_note").inner_text()
         failed = panel.locator('[data-name="missing"][data-state="failed"]')
