@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         eventlet.monkey_patch()
     from pydantic import ValidationError
 
-    from modules.sandbox import SandboxUnavailable
+    from modules.sandbox.runner import SandboxUnavailable
     from utils.settings import BadConfiguration, load_settings
     from utils.validation import describe_validation_error
 
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             mcp_server_tools=getattr(args, "allow_tool", None),
         )
         if args.front == "mcp":
-            from mcp_server import serve_stdio
+            from mcp_server.server import serve_stdio
 
             return serve_stdio(settings)
         if args.front == "web":
@@ -117,9 +117,9 @@ def _run_cli(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _run_terminal(services: AgentServices, args: argparse.Namespace) -> int:
-    from core.cli_session import repl, run_once
-    from core.cli_terminal import CliTerminal
-    from utils.conversation_store import ConversationNotFound
+    from cli.session import repl, run_once
+    from cli.terminal import CliTerminal
+    from history.store import ConversationNotFound
 
     settings = services.settings
     if settings.default_agent not in services.agents.agents:

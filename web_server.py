@@ -18,15 +18,15 @@ from flask_socketio import SocketIO
 from core.cluster import Cluster, LocalCluster
 from core.events import Event
 from core.services import build_services
-from core.terminal_hub import TerminalHub
 from utils.settings import Settings
-from web_access import HostGuard, OriginCheck, OriginGuard, is_loopback, origin_checker
-from web_batching import DeltaBatcher
-from web_events import register_socket_handlers
-from web_manage import register_manage_handlers
-from web_nodelay import NoDelay
-from web_routes import routes
-from web_state import AsyncMode, WebState
+from web.access import HostGuard, OriginCheck, OriginGuard, is_loopback, origin_checker
+from web.batching import DeltaBatcher
+from web.handlers import register_socket_handlers
+from web.hub import TerminalHub
+from web.manage import register_manage_handlers
+from web.nodelay import NoDelay
+from web.routes import routes
+from web.state import AsyncMode, WebState
 
 log = logging.getLogger(__name__)
 MAX_REQUEST_BYTES = 1024 * 1024  # a socket payload or HTTP body; send_message text fits well
@@ -121,7 +121,7 @@ def _cluster(settings: Settings) -> Cluster:
     """The other server processes sharing the data dir (AGENT_REDIS_URL), or none."""
     if not settings.redis_url:
         return LocalCluster()
-    from core.redis_cluster import RedisCluster  # the redis client: only when scaled out
+    from web.redis_cluster import RedisCluster  # the redis client: only when scaled out
 
     return RedisCluster(settings.redis_url)
 
@@ -171,7 +171,7 @@ def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) ->
 
 def _start_a2a(state: WebState, host: str, port: int) -> str:
     """Serve A2A beside the web server (AGENT_A2A); returns its URL. Raises OSError."""
-    from a2a_server import A2AServer  # the SDK, starlette and uvicorn: only when enabled
+    from a2a_server.server import A2AServer  # the SDK, starlette and uvicorn: only when enabled
 
     server = A2AServer(state, host=host, port=state.settings.a2a_port or port + 1)
     server.start()

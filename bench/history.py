@@ -17,9 +17,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from utils.context_manager import ContextBuilder
-from utils.conversation import Conversation
-from utils.conversation_store import ConversationStore
+from history.context_builder import ContextBuilder
+from history.conversation import Conversation
+from history.store import ConversationStore
 
 SAMPLES = 20
 MAX_APPEND_RATIO = 1.5

@@ -35,10 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.pace_fake import FakeProcess
 from bench.pace_figures import GOAL_CPU_US, cpu_seconds, own_cpu
-from utils.api_client import ApiClient
+from model.api_client import ApiClient
+from model.completion import ContentDelta
+from model.providers import resolve_provider
 from utils.cancel import CancelToken
-from utils.completion import ContentDelta
-from utils.providers import resolve_provider
 from utils.settings import Settings
 
 RATE = 100.0  # deltas per second per conversation, as bench/pace.py

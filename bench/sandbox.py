@@ -19,16 +19,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from modules.annotations import AnnotationStore
-from modules.context import ToolContext
-from modules.focus import FocusFiles
-from modules.local_runner import LocalRunner
-from modules.memory_manager import MemoryStore
-from modules.paths import Workspace
-from modules.registry import ToolRegistry
-from modules.sandbox import CommandRunner
-from modules.sandbox_factory import build_runner
-from modules.tools import build_registry
+from modules.sandbox.factory import build_runner
+from modules.sandbox.local_runner import LocalRunner
+from modules.sandbox.runner import CommandRunner
+from modules.tools.catalogue import build_registry
+from modules.tools.focus import FocusFiles
+from modules.tools.memory import MemoryStore
+from modules.tools.registry import ToolRegistry
+from modules.tools.tool_context import ToolContext
+from modules.workspace.annotations import AnnotationStore
+from modules.workspace.paths import Workspace
 from utils.settings import Settings
 
 
@@ -77,7 +77,7 @@ def _docker(settings: Settings, image: str | None) -> tuple[Any, str] | None:
 
 
 def _measure_docker(settings: Settings, client: Any, image: str, runs: int, cold: int) -> dict:
-    from modules.docker_sandbox import DockerRunner
+    from modules.sandbox.docker_runner import DockerRunner
 
     results = {}
     for label, pool_size, count in (("docker warm", 1, runs), ("docker cold", 0, cold)):

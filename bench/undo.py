@@ -94,7 +94,7 @@ def child(workspace: Path, data_dir: Path, baseline: bool) -> None:
     With `baseline`, the journal's baseline child runs first, as when a front opens the
     workspace, and the commands come once it is done (its seconds are printed too).
     """
-    from modules.undo import UndoJournal
+    from modules.undo.journal import UndoJournal
     from tests.helpers import call, make_ctx
 
     ctx = make_ctx(workspace.parent)

@@ -18,10 +18,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from modules.annotations import AnnotationStore
-from modules.file_tree import file_tree
-from modules.paths import Workspace
-from modules.undo import UndoJournal
+from modules.undo.journal import UndoJournal
+from modules.workspace.annotations import AnnotationStore
+from modules.workspace.file_tree import file_tree
+from modules.workspace.paths import Workspace
 
 SAMPLES = 5
 MAX_TREE_MS = 500.0

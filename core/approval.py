@@ -9,10 +9,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from modules.paths import Workspace
-from modules.registry import Tool
 from modules.results import PlannedWrite, ToolError
-from modules.text_files import unified_diff
+from modules.tools.registry import Tool
+from modules.workspace.paths import Workspace
+from modules.workspace.text_files import unified_diff
 from utils.cancel import CancelToken
 from utils.settings import Approval
 from utils.text import cap_text

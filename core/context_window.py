@@ -1,9 +1,9 @@
 """The conversation's context window: what each model call sends, and condensing the history.
 
 A call sends the system prompt, the tool schemas and the condensed view of its transcript
-(utils/condense.py), fitted to the window by utils/context_manager.py. For the conversation's
-own agent the history is condensed first (core/condensing.py) when the user asked for it or
-the threshold is passed; the user can also condense it between tasks.
+(history/condensed_view.py), fitted to the window by history/context_builder.py. For the
+conversation's own agent the history is condensed first (core/condensation.py) when the user
+asked for it or the threshold is passed; the user can also condense it between tasks.
 """
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from core.condensing import Condensation, Outcome, Trigger
+from core.agent_specs import AgentSpec
+from core.condensation import Condensation, Outcome, Trigger
 from core.events import ContextEvent, ContextUsage, Event, EventSink, Notice
 from core.services import AgentServices
 from core.task import Task
-from modules.file_tree import describe_tree
-from modules.focus import FocusFiles
-from utils.agent_specs import AgentSpec
+from history.condensed_view import model_view
+from history.context_builder import BuiltContext, ContextBuilder
+from history.conversation import Conversation
+from modules.tools.focus import FocusFiles
+from modules.workspace.file_tree import describe_tree
 from utils.cancel import CancelToken, TaskCancelled
-from utils.condense import model_view
-from utils.context_manager import BuiltContext, ContextBuilder
-from utils.conversation import Conversation
 from utils.prompts import render_system_prompt
 from utils.settings import Approval
 

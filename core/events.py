@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, ClassVar, Literal
 
+from model.completion import Usage
 from modules.results import FileChange
-from utils.completion import Usage
 
 
 @dataclass(kw_only=True)

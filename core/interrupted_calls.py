@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from utils.conversation import LEAF, Conversation
+from history.conversation import LEAF, Conversation
 
 INTERRUPTED_CALL = (
     "Interrupted: the server stopped while this call was running, so it did not finish and "

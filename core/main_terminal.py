@@ -7,8 +7,9 @@ import threading
 from collections.abc import Collection
 from typing import Any, get_args
 
+from core.agent_specs import AgentSpec
 from core.approval import ApprovalGate
-from core.condensing import Outcome
+from core.condensation import Outcome
 from core.context_window import ContextWindow
 from core.events import ContextUsage, Done, DoneReason, Error, Event, EventSink, Status, TaskState
 from core.interrupted_calls import answer_interrupted_calls
@@ -17,18 +18,17 @@ from core.modes import delegate, delegation_schema, run_agent
 from core.services import AgentServices
 from core.task import MAX_DEPTH, StoredTranscript, Task
 from core.tool_step import ToolStep
-from modules.focus import FocusFiles
-from modules.undo_restore import UndoResult
-from utils.agent_specs import AgentSpec
-from utils.api_errors import ApiError
+from history.conversation import LEAF, Conversation
+from history.titles import title_from
+from model.completion import Completion
+from model.errors import ApiError
+from model.tool_calls import ToolCall
+from modules.tools.focus import FocusFiles
+from modules.undo.restore import UndoResult
 from utils.cancel import CancelToken, TaskCancelled
-from utils.completion import Completion
-from utils.conversation import LEAF, Conversation
 from utils.logger import log_context
 from utils.settings import Approval, Mode
 from utils.text import shown
-from utils.titles import title_from
-from utils.tool_calls import ToolCall
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ from typing import Any
 from core.events import Notice, Thinking, Token, ToolEvent
 from core.services import ModelClient
 from core.task import StreamProgress, Task
-from utils.api_errors import StreamInterrupted
+from model.completion import Completion, ContentDelta, ReasoningDelta, StreamEnd, StreamItem
+from model.errors import StreamInterrupted
+from model.tool_calls import ToolCallArgs, ToolCallStarted
 from utils.cancel import TaskCancelled
-from utils.completion import Completion, ContentDelta, ReasoningDelta, StreamEnd, StreamItem
 from utils.logger import log_context
-from utils.tool_calls import ToolCallArgs, ToolCallStarted
 
 log = logging.getLogger(__name__)
 

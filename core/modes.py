@@ -10,15 +10,15 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
+from core.agent_specs import AgentSpec
 from core.events import DoneReason, Error, PlanEvent
 from core.task import Task
-from modules.registry import function_schema
+from model.completion import Completion
+from model.errors import ApiError
+from model.tool_calls import ToolCall
 from modules.results import ToolResult
-from utils.agent_specs import AgentSpec
-from utils.api_errors import ApiError
-from utils.completion import Completion
+from modules.tools.registry import function_schema
 from utils.logger import log_context
-from utils.tool_calls import ToolCall
 from utils.validation import describe_validation_error
 
 MAX_STEPS = 12

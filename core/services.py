@@ -7,28 +7,28 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from modules.annotations import AnnotationStore
-from modules.memory_manager import MemoryStore
-from modules.paths import Workspace
-from modules.proposals import ProposalStore
-from modules.registry import ToolRegistry
-from modules.sandbox import CommandRunner
-from modules.sandbox_factory import runner_for
+from core.agent_specs import SHIPPED_AGENTS, AgentCatalog, AgentSpec, load_agents
+from history.store import ConversationStore
+from model.api_client import ApiClient, OnWait
+from model.completion import StreamItem
+from model.providers import ProviderConfig, resolve_provider
+from modules.sandbox.factory import runner_for
+from modules.sandbox.runner import CommandRunner
 from modules.skills import SHIPPED_SKILLS, SkillCatalog
-from modules.tools import build_registry
-from modules.undo import UndoJournal
-from modules.uploads import AttachmentStore
-from utils.agent_specs import SHIPPED_AGENTS, AgentCatalog, AgentSpec, load_agents
-from utils.api_client import ApiClient, OnWait
+from modules.tools.catalogue import build_registry
+from modules.tools.memory import MemoryStore
+from modules.tools.proposals import ProposalStore
+from modules.tools.registry import ToolRegistry
+from modules.undo.journal import UndoJournal
+from modules.uploads.attachments import AttachmentStore
+from modules.workspace.annotations import AnnotationStore
+from modules.workspace.paths import Workspace
 from utils.cancel import CancelToken
-from utils.completion import StreamItem
-from utils.conversation_store import ConversationStore
 from utils.logger import DebugStreamLog, setup_logging
-from utils.providers import ProviderConfig, resolve_provider
 from utils.settings import Settings
 
 if TYPE_CHECKING:
-    from modules.mcp_client import McpManager
+    from modules.mcp.client import McpManager
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def model_client(
 ) -> ModelClient:
     """The client of a provider: the demo plays its scripts in-process, the others are APIs."""
     if config.name == "demo":
-        from utils.demo_model import DemoModel
+        from model.demo import DemoModel
 
         return DemoModel(settings.demo_pace)
     return ApiClient(config, settings, on_raw_delta=stream_log)
@@ -141,7 +141,7 @@ def build_services(settings: Settings) -> AgentServices:
         tools.add_source(mcp)
         mcp.start()  # in the background: a slow or broken server never delays start-up
     if settings.remote_agents:  # call_agent exists only when there is someone to call
-        from modules.remote_agents import RemoteAgents  # not on the start-up path otherwise
+        from modules.tools.remote_agents import RemoteAgents  # not on the start-up path otherwise
 
         tools.add_source(RemoteAgents(settings.remote_agents))
     return AgentServices(
@@ -168,6 +168,6 @@ def _mcp_servers(settings: Settings) -> McpManager | None:
     """The MCP servers, when a configuration file exists (only then is their code loaded)."""
     if not any(path.is_file() for path in settings.mcp_files()):
         return None
-    from modules.mcp_client import build_manager
+    from modules.mcp.client import build_manager
 
     return build_manager(settings)

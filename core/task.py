@@ -12,13 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from core.agent_specs import AgentSpec
 from core.events import Event, EventSink
+from history.conversation import Conversation
+from model.completion import Completion, Usage
 from modules.results import ToolResult
-from modules.undo import TaskJournal
-from utils.agent_specs import AgentSpec
+from modules.undo.journal import TaskJournal
 from utils.cancel import CancelToken
-from utils.completion import Completion, Usage
-from utils.conversation import Conversation
 from utils.settings import Approval, Mode
 
 REPEAT_WARNING_AFTER = 8

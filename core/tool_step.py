@@ -12,12 +12,12 @@ from core.approval import ApprovalGate, planned_write, preview
 from core.events import FileTree, TaskState, ToolEvent
 from core.services import AgentServices
 from core.task import MAX_DEPTH, Task
-from modules.context import ToolContext
-from modules.focus import FocusFiles
-from modules.registry import Tool
+from model.tool_calls import ToolCall
 from modules.results import ToolError, ToolResult
+from modules.tools.focus import FocusFiles
+from modules.tools.registry import Tool
+from modules.tools.tool_context import ToolContext
 from utils.cancel import TaskCancelled, run_bounded
-from utils.tool_calls import ToolCall
 
 CANCELLED_TOOL_OUTPUT = "Cancelled: the user stopped the task before this call finished."
 COMMAND_LIMIT_GRACE_SECONDS = 15.0  # past a command's own timeout, for killing and draining it

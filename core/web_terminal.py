@@ -13,16 +13,16 @@ from core.interrupted_calls import answer_interrupted_calls
 from core.main_terminal import MainTerminal, TaskBusy
 from core.services import AgentServices
 from core.task import Task
-from modules.file_tree import visible_changes
-from modules.focus import FocusFiles
+from history.conversation import LEAF
 from modules.results import ToolError
-from utils.conversation import LEAF
+from modules.tools.focus import FocusFiles
+from modules.workspace.file_tree import visible_changes
 from utils.settings import Approval, Mode
 
 Send = Callable[[Event], None]  # to the room of the event's conversation
 Deliver = Callable[[Event], None]  # to one client
 Announce = Callable[[dict[str, Any]], None]  # to every client: a list entry changed ({id, ...})
-UNWRITTEN_SEQ_GAP = 1000  # far more events than a write batch of core/redis_cluster.py holds
+UNWRITTEN_SEQ_GAP = 1000  # far more events than a write batch of web/redis_cluster.py holds
 INTERRUPTED = (
     "The server process running this task stopped before it ended; what it "
     "recorded is kept. Send a message to go on."

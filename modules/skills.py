@@ -21,9 +21,10 @@ from typing import Any
 import yaml
 
 from modules.results import ToolError
-from modules.safe_fs import PathOutsideWorkspace, SafeRoot
+from modules.workspace.safe_fs import PathOutsideWorkspace, SafeRoot
+from utils.settings import PROGRAM_DIR
 
-SHIPPED_SKILLS = Path(__file__).resolve().parent.parent / "skills"
+SHIPPED_SKILLS = PROGRAM_DIR / "skills"
 SKILL_FILE = "SKILL.md"
 MAX_FILE_BYTES = 256 * 1024  # a bigger SKILL.md is broken; read_skill_file refuses bigger files
 MAX_BODY_LINES = 500  # a longer body is cut, with a note saying how to read the rest

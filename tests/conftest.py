@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from modules.blob_store import BlobStore
+from modules.undo.blob_store import BlobStore
 from tests.browser_helpers import chromium, require_chromium
 from tests.fake_llm import FakeLLM
 from tests.web_helpers import TOKEN, Web

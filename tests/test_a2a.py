@@ -25,13 +25,13 @@ from a2a.types import (
     TaskState,
 )
 
-from modules.remote_agents import CallAgentArgs, RemoteAgents
 from modules.results import ToolError
+from modules.tools.remote_agents import CallAgentArgs, RemoteAgents
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import session_from, wait_until
 from tests.web_helpers import TOKEN, EventClient, ServerProcess, connected, free_port
 from utils.settings import RemoteAgent
-from web_access import FAILED_LOGIN_LIMIT
+from web.access import FAILED_LOGIN_LIMIT
 
 pytestmark = pytest.mark.e2e
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from modules.context import ToolContext
-from modules.docker_sandbox import DockerRunner
-from modules.local_runner import LocalRunner
-from modules.sandbox_factory import build_runner
+from modules.sandbox.docker_runner import DockerRunner
+from modules.sandbox.factory import build_runner
+from modules.sandbox.local_runner import LocalRunner
+from modules.tools.tool_context import ToolContext
 from tests.helpers import call, make_ctx, snapshot
 from tests.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-import utils.conversation as conversation_module
-from modules.context import ToolContext
+import history.conversation as conversation_module
+from modules.tools.tool_context import ToolContext
 from tests.fake_llm import Call, ErrorReply, Reply
 from tests.helpers import make_terminal, run_in_thread
 from utils.files import atomic_write

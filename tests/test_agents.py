@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from core.agent_specs import load_agents
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import Recorder, fake_settings
-from utils.agent_specs import load_agents
 
 PLANNER = """\
 name: planner
@@ -97,7 +97,7 @@ def test_later_folders_override_by_name_and_prompt_files_load(tmp_path):
 
 
 def test_the_shipped_agents_all_load() -> None:
-    from utils.agent_specs import SHIPPED_AGENTS
+    from core.agent_specs import SHIPPED_AGENTS
 
     catalog = load_agents([SHIPPED_AGENTS])
     assert catalog.problems == []

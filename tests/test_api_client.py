@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.fake_llm import Call, ErrorReply, FakeLLM, RawReply, Reply
-from utils.api_client import ApiClient
-from utils.api_errors import (
+from model.api_client import ApiClient
+from model.completion import Completion, ContentDelta, ReasoningDelta, StreamEnd, StreamItem
+from model.errors import (
     AuthError,
     BadResponse,
     NetworkError,
@@ -24,11 +24,11 @@ from utils.api_errors import (
     ServerError,
     StreamInterrupted,
 )
+from model.providers import prepare_messages, resolve_provider
+from model.tool_calls import ToolCallArgs, ToolCallStarted
+from tests.fake_llm import Call, ErrorReply, FakeLLM, RawReply, Reply
 from utils.cancel import CancelToken, TaskCancelled
-from utils.completion import Completion, ContentDelta, ReasoningDelta, StreamEnd, StreamItem
-from utils.providers import prepare_messages, resolve_provider
 from utils.settings import Settings
-from utils.tool_calls import ToolCallArgs, ToolCallStarted
 
 KEY_VARS = (
     "AGENT_PROVIDER",
@@ -450,7 +450,7 @@ def test_proxy_variables_are_ignored_unless_asked(fake_llm: FakeLLM) -> None:
 
 def test_one_log_record_per_model_call(fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture) -> None:
     fake_llm.script(ErrorReply(500), Reply(content="ok", usage=(30, 5)))
-    with caplog.at_level(logging.INFO, logger="utils.api_client"):
+    with caplog.at_level(logging.INFO, logger="model.api_client"):
         run(make_client(fake_llm))
     calls = [r.fields for r in caplog.records if r.getMessage().startswith("model call")]
     assert [(f["attempt"], f["status"]) for f in calls] == [(1, "server_error"), (2, "ok")]

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from cli.session import run_command
+from cli.terminal import CliTerminal
 from core.approval import ApprovalGate, human_size, planned_write, preview
-from core.cli_session import run_command
-from core.cli_terminal import CliTerminal
 from core.services import build_services
-from modules.paths import Workspace
-from modules.tools import build_registry
+from modules.tools.catalogue import build_registry
+from modules.workspace.paths import Workspace
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import fake_settings
 from tests.web_helpers import Web

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from core.approval import planned_write, preview
-from modules.paths import Workspace
-from modules.tools import build_registry
+from modules.tools.catalogue import build_registry
+from modules.workspace.paths import Workspace
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import make_terminal, run_in_thread
 

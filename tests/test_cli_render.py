@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from core.cli_markdown import block_starts
-from core.cli_printer import GREEN, RED, EventPrinter, diff_path
+from cli.markdown import block_starts
+from cli.printer import GREEN, RED, EventPrinter, diff_path
 from core.events import Token, ToolEvent
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.tty_helpers import ANSI, HEIGHT, Tmux, clean_env, needs_tmux

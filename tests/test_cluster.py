@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from core.redis_cluster import RedisCluster
 from core.services import build_services
-from core.terminal_hub import TerminalHub
+from history.conversation import Conversation
+from history.store import ConversationStore
 from tests.cluster_helpers import ClusterServer, Haproxy, RedisServer, cluster, missing_programs
 from tests.cluster_helpers import wait_for as poll
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import fake_settings
 from tests.web_helpers import EventClient, Received, assert_contiguous, connected
-from utils.conversation import Conversation
-from utils.conversation_store import ConversationStore
+from web.hub import TerminalHub
+from web.redis_cluster import RedisCluster
 
 pytestmark = [
     pytest.mark.e2e,

@@ -15,15 +15,15 @@ import pytest
 import redis as redis_lib
 
 from core.events import Done, Event
-from core.redis_cluster import RedisCluster
 from core.services import build_services
-from core.terminal_hub import TerminalHub
+from history.conversation import LEAF
+from history.store import ConversationStore
 from tests.cluster_helpers import RedisServer, cluster, missing_programs
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import fake_settings, wait_until
 from tests.web_helpers import EventClient, Received, connected
-from utils.conversation import LEAF
-from utils.conversation_store import ConversationStore
+from web.hub import TerminalHub
+from web.redis_cluster import RedisCluster
 
 pytestmark = [
     pytest.mark.e2e,

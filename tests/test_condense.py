@@ -15,9 +15,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fake_llm.flavours import FLAVOURS
-from tests.fake_llm.validation import validate_chat
-from utils.condense import (
+from history.condensed_view import (
     SUMMARY_HEADER,
     active_summary,
     condensed_ids,
@@ -27,10 +25,12 @@ from utils.condense import (
     summary_meta,
     summary_request,
 )
-from utils.context_manager import ContextBuilder
-from utils.conversation import Conversation
-from utils.conversation_store import ConversationStore
-from utils.providers import prepare_messages, resolve_provider
+from history.context_builder import ContextBuilder
+from history.conversation import Conversation
+from history.store import ConversationStore
+from model.providers import prepare_messages, resolve_provider
+from tests.fake_llm.flavours import FLAVOURS
+from tests.fake_llm.validation import validate_chat
 from utils.settings import Settings
 
 Record = dict[str, Any]
@@ -116,7 +116,7 @@ class Builder:
 
     def _branch_parent(self, back: int) -> Any:
         if not back:
-            from utils.conversation import LEAF
+            from history.conversation import LEAF
 
             return LEAF
         users = [r for r in self.conversation.path() if is_turn_start(r)]
@@ -315,6 +315,6 @@ def test_the_summary_request_stays_within_its_size(tmp_path: Path) -> None:
 
 
 def _tokens(record: Record) -> float:
-    from utils.context_manager import estimate_message_tokens
+    from history.context_builder import estimate_message_tokens
 
     return estimate_message_tokens(record)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from core.services import build_services
+from history.condensed_view import SUMMARY_HEADER, SUMMARY_SYSTEM
 from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
 from tests.helpers import Recorder, fake_settings, wait_until
 from tests.web_helpers import (
@@ -22,7 +23,6 @@ from tests.web_helpers import (
     assert_contiguous,
     connected,
 )
-from utils.condense import SUMMARY_HEADER, SUMMARY_SYSTEM
 
 LONG = "word " * 1200  # ~1,700 tokens
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from history.context_builder import ContextBuilder, estimate_text_tokens
+from model.providers import prepare_messages, resolve_provider
 from tests.fake_llm.flavours import FLAVOURS
 from tests.fake_llm.validation import validate_chat
-from utils.context_manager import ContextBuilder, estimate_text_tokens
-from utils.providers import prepare_messages, resolve_provider
 from utils.settings import Settings
 
 Record = dict[str, Any]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from utils.conversation import MessageNotFound
-from utils.conversation_store import ConversationNotFound, ConversationStore
+from history.conversation import MessageNotFound
+from history.store import ConversationNotFound, ConversationStore
 
 
 def _lines(store_dir: Path, conversation_id: str) -> list[bytes]:

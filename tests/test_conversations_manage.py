@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.cli_session import run_command
-from core.cli_terminal import CliTerminal
+from cli.session import run_command
+from cli.terminal import CliTerminal
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import fake_settings

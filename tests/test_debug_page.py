@@ -11,7 +11,7 @@ import pytest
 from tests.browser_helpers import chromium, require_chromium
 from tests.fake_llm import FakeLLM, Reply
 from tests.web_helpers import TOKEN, ServerProcess
-from web_routes import read_log
+from web.routes import read_log
 
 
 def test_read_log_keeps_the_lines_with_every_asked_field(tmp_path: Path) -> None:

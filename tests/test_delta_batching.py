@@ -1,4 +1,4 @@
-"""DeltaBatcher (web_batching.py): what each room gets, in which order; end to end in
+"""DeltaBatcher (web/batching.py): what each room gets, in which order; end to end in
 tests/test_web_e2e.py (both async modes)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-import web_batching
 from core.events import Done, Event, Notice, Thinking, Token
-from web_batching import WINDOW_SECONDS, DeltaBatcher
+from web import batching as web_batching
+from web.batching import WINDOW_SECONDS, DeltaBatcher
 
 Sent = tuple[str, dict[str, Any], Any]
 

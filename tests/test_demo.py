@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from model.completion import ContentDelta, ReasoningDelta, StreamEnd
+from model.demo import DEMO_DIR, DemoModel, load_scripts
+from model.tool_calls import ToolCallArgs, ToolCallStarted
 from tests.tty_helpers import clean_env
 from tests.web_helpers import ServerProcess, agent_argv, connected
 from utils.cancel import CancelToken, TaskCancelled
-from utils.completion import ContentDelta, ReasoningDelta, StreamEnd
-from utils.demo_model import DEMO_DIR, DemoModel, load_scripts
-from utils.tool_calls import ToolCallArgs, ToolCallStarted
 
 BUGGY = "    return sum(values) / (len(values) - 1)\n"
 FIXED = "    return sum(values) / len(values)\n"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from model.demo import DEMO_DIR
 from tests.test_browser import page  # noqa: F401  (fixture)
 from tests.web_helpers import TOKEN, ServerProcess
-from utils.demo_model import DEMO_DIR
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 

@@ -15,11 +15,11 @@ import pytest
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
-from modules.extraction import Limits, extract
-from modules.file_types import ExtractionError, identify
-from modules.paths import Workspace
-from modules.uploads import AttachmentStore, safe_name
-from utils.context_manager import IMAGE_TOKENS, MESSAGE_OVERHEAD, estimate_message_tokens
+from history.context_builder import IMAGE_TOKENS, MESSAGE_OVERHEAD, estimate_message_tokens
+from modules.uploads.attachments import AttachmentStore, safe_name
+from modules.uploads.extraction import Limits, extract
+from modules.uploads.file_types import ExtractionError, identify
+from modules.workspace.paths import Workspace
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(17)
 BILLION_LAUGHS = (

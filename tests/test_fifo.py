@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from modules.context import ToolContext
 from modules.results import ToolError
+from modules.tools.tool_context import ToolContext
 from tests.helpers import call, make_journaled_ctx
 from tests.web_helpers import TOKEN, Web
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from modules.context import ToolContext
 from modules.results import FileChange
+from modules.tools.tool_context import ToolContext
 from tests.helpers import call, make_ctx
 
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from modules.context import ToolContext
-from modules.file_tree import describe_tree, file_tree
-from modules.file_watcher import WorkspaceWatcher
-from modules.ignore import SKIPPED_DIRS, WorkspaceIgnore
-from modules.undo import UndoJournal
+from modules.tools.tool_context import ToolContext
+from modules.undo.journal import UndoJournal
+from modules.workspace.file_tree import describe_tree, file_tree
+from modules.workspace.file_watcher import WorkspaceWatcher
+from modules.workspace.ignore import SKIPPED_DIRS, WorkspaceIgnore
 from tests.helpers import call, make_ctx
 
 F, D = False, True  # is_dir

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from core.interrupted_calls import INTERRUPTED_CALL
+from history.context_builder import MISSING_RESULT
+from history.store import ConversationStore
 from tests.cluster_helpers import ClusterServer
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import Received, Web, connected
-from utils.context_manager import MISSING_RESULT
-from utils.conversation_store import ConversationStore
 
 
 def history(data_dir: Path, cid: str) -> list[dict[str, Any]]:

@@ -18,17 +18,17 @@ from typing import Any
 
 import pytest
 
+from cli.session import run_command
+from cli.terminal import CliTerminal
+from core.agent_specs import AgentSpec
 from core.approval import ApprovalGate
-from core.cli_session import run_command
-from core.cli_terminal import CliTerminal
 from core.services import build_services
-from modules.mcp_client import McpManager, build_manager
-from modules.mcp_config import load_config, tool_name
+from modules.mcp.client import McpManager, build_manager
+from modules.mcp.config import load_config, tool_name
 from modules.results import ToolError
 from tests.fake_llm import Call, Reply
 from tests.helpers import live_command_lines, make_terminal, run_in_thread, wait_until
 from tests.web_helpers import EventClient, ServerProcess, free_port
-from utils.agent_specs import AgentSpec
 from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import Settings
 
@@ -320,7 +320,7 @@ def test_no_orphan_when_this_process_is_killed(tmp_path):
     config = write_config(tmp_path / "data" / "mcp.json", {"fx": stdio_entry(marker)})
     script = (
         "import sys, time; from pathlib import Path\n"
-        "from modules.mcp_client import McpManager\nfrom modules.mcp_config import load_config\n"
+        "from modules.mcp.client import McpManager\nfrom modules.mcp.config import load_config\n"
         f"c = load_config(Path({str(config)!r}), Path({str(tmp_path)!r}) / 'none.json', "
         "trust_workspace=False)\n"
         f"m = McpManager(c, workspace=Path({str(tmp_path)!r}), logs=Path({str(tmp_path)!r}))\n"

@@ -8,8 +8,8 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
-from mcp_server import offered_tools
-from modules.tools import build_registry
+from mcp_server.server import offered_tools
+from modules.tools.catalogue import build_registry
 from tests.web_helpers import REPO, agent_argv
 from utils.settings import Settings
 

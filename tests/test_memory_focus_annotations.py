@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from modules.annotations import AnnotationStore
-from modules.context import ToolContext
-from modules.focus import FocusFiles
-from modules.memory_manager import MemoryStore
 from modules.results import ToolError
+from modules.tools.focus import FocusFiles
+from modules.tools.memory import MemoryStore
+from modules.tools.tool_context import ToolContext
+from modules.workspace.annotations import AnnotationStore
 from tests.helpers import call, make_ctx
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from modules.undo import UndoJournal
+from modules.undo.journal import UndoJournal
 from tests.helpers import call, make_ctx, state
 
 SECRET = "SECRET-7d1e9a-never-shown"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from modules.context import ToolContext
-from modules.paths import PathOutsideWorkspace, Workspace
+from modules.tools.tool_context import ToolContext
+from modules.workspace.paths import PathOutsideWorkspace, Workspace
 from tests.helpers import call, make_ctx, snapshot
 
 

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from core.approval import ApprovalGate
-from modules.context import ToolContext
-from modules.proposals import ProposalError, ProposalStore, replace_lines
 from modules.results import FileChange
-from modules.text_files import unified_diff
-from modules.tools import build_registry
+from modules.tools.catalogue import build_registry
+from modules.tools.proposals import ProposalError, ProposalStore, replace_lines
+from modules.tools.tool_context import ToolContext
+from modules.workspace.text_files import unified_diff
 from tests.helpers import call, make_journaled_ctx, state
 
 TEXT = "alpha\nbeta\ngamma\ndelta\n"

@@ -1,4 +1,4 @@
-"""The fd walk of modules.safe_fs: symlinks followed beneath the root, never out of it."""
+"""The fd walk of modules.workspace.safe_fs: symlinks followed beneath the root, never out of it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from modules.safe_fs import PathOutsideWorkspace, SafeRoot
+from modules.workspace.safe_fs import PathOutsideWorkspace, SafeRoot
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from modules.docker_pool import LABEL
-from modules.docker_sandbox import DockerRunner
-from modules.sandbox import CommandResult, SandboxUnavailable
-from modules.sandbox_factory import build_runner
+from modules.sandbox.docker_pool import LABEL
+from modules.sandbox.docker_runner import DockerRunner
+from modules.sandbox.factory import build_runner
+from modules.sandbox.runner import CommandResult, SandboxUnavailable
 from tests.helpers import call, make_ctx
 from tests.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
 from utils.cancel import CancelToken, TaskCancelled

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from modules.command_cgroup import CGROUP_PREFIX, find_roots
-from modules.local_runner import LocalRunner
-from modules.local_sandbox import ROOT_REFUSAL, Bubblewrap
-from modules.resource_limits import ResourceLimits
-from modules.sandbox import CommandResult, CommandRunner
-from modules.sandbox_factory import DeferredRunner, build_runner, runner_for
+from modules.sandbox.cgroup import CGROUP_PREFIX, find_roots
+from modules.sandbox.confinement import ROOT_REFUSAL, Bubblewrap
+from modules.sandbox.factory import DeferredRunner, build_runner, runner_for
+from modules.sandbox.local_runner import LocalRunner
+from modules.sandbox.resource_limits import ResourceLimits
+from modules.sandbox.runner import CommandResult, CommandRunner
 from tests.helpers import call, live_command_lines, make_ctx, wait_until
 from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import LocalSandboxSettings, Settings
@@ -46,8 +46,8 @@ import os, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from utils.cancel import CancelToken
-from modules.local_runner import LocalRunner
-from modules.sandbox_factory import build_runner
+from modules.sandbox.local_runner import LocalRunner
+from modules.sandbox.factory import build_runner
 from utils.settings import Settings
 ws = Path(sys.argv[2])
 os.setgroups([]); os.setgid(65534); os.setuid(65534)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from modules.context import ToolContext
 from modules.results import ToolError
-from modules.search_engine import tavily_search
+from modules.tools.search_tools import tavily_search
+from modules.tools.tool_context import ToolContext
 from tests.helpers import call, make_ctx
 
 

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from core.cli_session import run_command
-from core.cli_terminal import CliTerminal
+from cli.session import run_command
+from cli.terminal import CliTerminal
 from core.services import build_services
-from modules.context import ToolContext
 from modules.results import ToolResult
 from modules.skills import (
     MAX_BODY_LINES,
@@ -21,7 +20,8 @@ from modules.skills import (
     SHIPPED_SKILLS,
     SkillCatalog,
 )
-from modules.tools import build_registry
+from modules.tools.catalogue import build_registry
+from modules.tools.tool_context import ToolContext
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import fake_settings, make_ctx, make_terminal
 from tests.web_helpers import Web, agent_argv, agent_env

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from modules.context import ToolContext
+from modules.tools.tool_context import ToolContext
 from tests.helpers import call, make_ctx
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from modules.context import ToolContext
-from modules.local_runner import LocalRunner
+from modules.sandbox.local_runner import LocalRunner
+from modules.tools.tool_context import ToolContext
 from tests.helpers import call, make_ctx
 from utils.cancel import CancelToken, TaskCancelled
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
-from utils.tool_calls import (
+from model.tool_calls import (
     ToolCall,
     ToolCallArgs,
     ToolCallAssembler,

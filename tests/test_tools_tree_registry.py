@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from modules.context import ToolContext
-from modules.file_tree import describe_tree, file_tree
-from modules.ignore import WorkspaceIgnore
-from modules.tools import build_registry
+from modules.tools.catalogue import build_registry
+from modules.tools.tool_context import ToolContext
+from modules.workspace.file_tree import describe_tree, file_tree
+from modules.workspace.ignore import WorkspaceIgnore
 from tests.helpers import call, make_ctx
 
 PROTOCOL_TOOLS = {

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from core.main_terminal import TaskBusy
-from modules.context import ToolContext
-from modules.paths import Workspace
-from modules.undo import UndoJournal
+from modules.tools.tool_context import ToolContext
+from modules.undo.journal import UndoJournal
+from modules.workspace.paths import Workspace
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import call, make_ctx, make_terminal, run_in_thread, state
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from modules.context import ToolContext
-from modules.undo import UndoJournal
+from modules.tools.tool_context import ToolContext
+from modules.undo.journal import UndoJournal
 from tests.helpers import call, make_ctx, state
 from utils.files import directory_lock
 

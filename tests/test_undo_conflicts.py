@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from core.cli_session import run_command
-from core.cli_terminal import CliTerminal
+from cli.session import run_command
+from cli.terminal import CliTerminal
 from core.services import build_services
-from modules.context import ToolContext
-from modules.undo import UndoJournal
-from modules.undo_conflicts import NOT_RECORDED
+from modules.tools.tool_context import ToolContext
+from modules.undo.conflicts import NOT_RECORDED
+from modules.undo.journal import UndoJournal
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import call, fake_settings, make_ctx, make_journaled_ctx, make_terminal, state
 

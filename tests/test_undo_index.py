@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from modules.paths import Workspace
-from modules.undo import UndoJournal
+from modules.undo.journal import UndoJournal
+from modules.workspace.paths import Workspace
 from tests.helpers import call, make_ctx
 
 REPO = Path(__file__).resolve().parent.parent
@@ -154,8 +154,8 @@ _WRITER = """
 import os, sys, time
 from pathlib import Path
 sys.path.insert(0, {repo!r})
-from modules.paths import Workspace
-from modules.undo import UndoJournal
+from modules.workspace.paths import Workspace
+from modules.undo.journal import UndoJournal
 root, data, prefix = Path({root!r}), Path({data!r}), {prefix!r}
 journal = UndoJournal(data, Workspace(root))
 past = time.time() - 120

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import requests
 
-from core.cli_session import run_command
-from core.cli_terminal import CliTerminal
+from cli.session import run_command
+from cli.terminal import CliTerminal
 from core.services import build_services
-from modules.tools import build_registry
+from modules.tools.catalogue import build_registry
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import call, make_ctx
 from tests.test_extraction import (

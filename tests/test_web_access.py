@@ -26,7 +26,7 @@ from tests.web_helpers import (
     connected,
     free_port,
 )
-from web_access import FAILED_LOGIN_LIMIT, HostGuard, host_name, origin_checker
+from web.access import FAILED_LOGIN_LIMIT, HostGuard, host_name, origin_checker
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 WRONG = {"Authorization": "Bearer wrong-token-0123456789"}

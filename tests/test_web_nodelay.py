@@ -1,4 +1,4 @@
-"""TCP_NODELAY on a WebSocket's connection (web_nodelay.py), with real TCP sockets."""
+"""TCP_NODELAY on a WebSocket's connection (web/nodelay.py), with real TCP sockets."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from web_nodelay import NoDelay
+from web.nodelay import NoDelay
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from modules.file_watcher import MAX_BATCH, WorkspaceWatcher
+from modules.workspace.file_watcher import MAX_BATCH, WorkspaceWatcher
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import TOKEN, Web
-from web_routes import LOG_CHUNK_BYTES, PREVIEW_LIMIT_BYTES
+from web.routes import LOG_CHUNK_BYTES, PREVIEW_LIMIT_BYTES
 
 
 def names(events: list[dict[str, Any]]) -> list[str]:

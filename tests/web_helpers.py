@@ -24,7 +24,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from flask_socketio import SocketIO, SocketIOTestClient
 
-from web_state import WebState
+from web.state import WebState
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "web-test-token-0123456789"
@@ -218,7 +218,7 @@ class EventClient:
     token: str | None = TOKEN
     transports: list[str] | None = None
     origin: str | None = None  # None: what the client libraries send by themselves
-    batch_deltas: bool = False  # ask for gathered deltas, as the page does (web_batching.py)
+    batch_deltas: bool = False  # ask for gathered deltas, as the page does (web/batching.py)
     http_session: requests.Session | None = None  # what polling goes through (session_from)
     events: list[Received] = field(default_factory=list)
 

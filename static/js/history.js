@@ -49,7 +49,7 @@ export function newestLeafUnder(index, id) {
   return best;
 }
 
-/** A summary record's `meta.summary` (older turns condensed into it: utils/condense.py), or null. */
+/** A summary record's `meta.summary` (older turns condensed into it: history/condensed_view.py), or null. */
 export function summaryOf(record) {
   const summary = record?.role === "system" ? record.meta?.summary : null;
   return summary && typeof summary.first_kept_id === "string" ? summary : null;

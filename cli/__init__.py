@@ -1,0 +1,1 @@
+"""The terminal front: the interactive session, `-p`, the printer and its Markdown."""

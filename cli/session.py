@@ -1,0 +1,348 @@
+"""The terminal session: `-p` runs one task; the interactive loop reads prompts and the slash
+commands in HELP (`/status`, `/undo`, `/mcp`, ...)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from pathlib import Path
+from typing import Any
+
+from cli.printer import BOLD, YELLOW
+from cli.terminal import CliTerminal
+from cli.undo import undo_command
+from core.events import DoneReason
+from core.main_terminal import NothingToCondense
+from history.store import ConversationNotFound
+from modules.results import ToolError
+from modules.uploads.attachments import MAX_ATTACHMENTS
+
+EXIT_CODES: dict[DoneReason, int] = {
+    "complete": 0,
+    "error": 1,
+    "max_iterations": 3,
+    "cancelled": 130,
+}
+EXIT_DECLINED = 4  # `-p`: the task ended, but without an action it needed
+
+HELP = """\
+/status                 model, mode, approval, iteration, context used/limit, focus files
+/mode fast|thinking     switch the thinking policy
+/approval [MODE]        show the approval mode and the always-allowed tools, or set
+                        the mode: auto|ask|read-only
+/approval revoke NAME   ask again before the tool NAME (allowed "always" earlier)
+/new                    start a new conversation
+/history [ID]           list recent conversations, or open one by id
+/focus PATH             keep a file's current content in every model call (at most 3)
+/unfocus PATH           stop doing so
+/attach [PATH]          send a file (PDF, DOCX, XLSX, PPTX, CSV, text, image) with the next
+                        message: a workspace path, or one outside that is copied into uploads/;
+                        no PATH lists them; /detach drops them
+/memory                 show the main and this conversation's memory
+/compact [INSTRUCTIONS]  summarise the older turns now (optionally: what to keep)
+/undo [MESSAGE_ID] [--overwrite]
+                        put back the files the last task (or that message's task) changed;
+                        files changed since it stay as they are unless --overwrite
+/agents                 list the agents; /agent NAME switches this conversation to one
+/skills                 list the skills; /skill NAME [message] runs a task with that skill
+/mcp [restart NAME]     list the MCP servers and their tools, or reconnect one
+/help                   this list
+/quit                   leave (Ctrl-D too); Ctrl-C stops a running task"""
+
+
+def demo_banner(terminal: CliTerminal) -> str:
+    """The line saying the demo model answers, with what to try; "" for a real model."""
+    if terminal.services.provider.name != "demo":
+        return ""
+    from model.demo import demo_suggestions
+
+    head = terminal.printer.paint("DEMO", YELLOW, BOLD)
+    return (
+        f"{head} · a scripted model plays a few tasks: no API key, no network; the tools "
+        f"are real and work on this workspace.\nTry: {' · '.join(demo_suggestions())}\n"
+    )
+
+
+def run_once(terminal: CliTerminal, prompt: str) -> int:
+    """`main.py cli -p`: one task, then an exit code and a one-line reason on failure."""
+    if not terminal.json_mode:
+        terminal.err.write(demo_banner(terminal))
+    try:
+        reason = terminal.run_foreground(prompt)
+    except KeyError as exc:  # an unknown skill or agent
+        terminal.err.write(f"error: {exc.args[0] if exc.args else exc}\n")
+        return 2
+    terminal.err.write(f"conversation: {terminal.conversation_id}\n")
+    if reason == "complete" and terminal.declined:
+        terminal.err.write(f"error: declined: {'; '.join(terminal.declined)}\n")
+        return EXIT_DECLINED
+    if reason != "complete":
+        detail = {
+            "error": terminal.last_error or "the task failed",
+            "max_iterations": f"stopped after {terminal.iteration} model calls, the agent's "
+            "max_iterations",
+            "cancelled": "cancelled",
+        }[reason]
+        terminal.err.write(f"error: {detail}\n")
+    return EXIT_CODES[reason]
+
+
+def repl(terminal: CliTerminal) -> int:
+    """The interactive session."""
+    with contextlib.suppress(ImportError):
+        import readline  # noqa: F401  (line editing and history for input())
+    provider = terminal.services.provider
+    # The model client (the `openai` import) is built while the first prompt is typed.
+    threading.Thread(target=terminal.services.warm_up, name="warm-up", daemon=True).start()
+    terminal.out.write(
+        f"Workspace Agent — {terminal.services.workspace.root}\n"
+        f"{provider.name} · {provider.model} · /help for commands\n" + demo_banner(terminal)
+    )
+    if not provider.configured:
+        terminal.err.write(provider.problem + "\n")
+    while True:
+        try:
+            line = input("› ").strip()
+        except EOFError:
+            terminal.out.write("\n")
+            return 0
+        except KeyboardInterrupt:
+            terminal.out.write("\n")
+            continue
+        if not line:
+            continue
+        if line.startswith("/") and not line.startswith("/skill "):
+            if not run_command(terminal, line):
+                return 0
+            continue
+        try:
+            terminal.run_foreground(line)
+        except KeyError as exc:  # an unknown skill or agent
+            terminal.err.write(f"{exc.args[0] if exc.args else exc}\n")
+            continue
+        terminal.out.write("\n")
+
+
+def run_command(terminal: CliTerminal, line: str) -> bool:
+    """Run one slash command; False means quit."""
+    name, _, arg = line[1:].partition(" ")
+    arg, out = arg.strip(), terminal.out
+    if name in ("quit", "exit", "q"):
+        return False
+    handler = COMMANDS.get(name)
+    if handler is None:
+        out.write(f"unknown command /{name}; /help lists them\n")
+        return True
+    try:
+        out.write(handler(terminal, arg).rstrip("\n") + "\n")
+    except (ToolError, ConversationNotFound, ValueError) as exc:
+        terminal.err.write(f"{exc}\n")
+    except KeyError as exc:
+        terminal.err.write(f"{exc.args[0] if exc.args else exc}\n")
+    return True
+
+
+def _status(t: CliTerminal, _: str) -> str:
+    p, usage = t.services.provider, t.context_usage
+    focus = ", ".join(t.focus.paths()) or "none"
+    runner = t.services.runner
+    isolation = "".join(f"\n  {line}" for line in runner.isolation)
+    return (
+        f"agent {t.agent} · provider {p.name} · model {p.model} · mode {t.mode} · "
+        f"approval {t.approval}\n"
+        f"conversation {t.conversation_id or '(new)'} · iteration {t.iteration}\n"
+        f"context {usage.used_tokens:,} / {usage.limit_tokens:,} tokens · focus: {focus}\n"
+        f"sandbox {runner.kind}:{isolation}"
+    )
+
+
+APPROVAL_MODES = ("auto", "ask", "read-only")
+APPROVAL_MEANING = {
+    "auto": "every tool runs without asking",
+    "ask": "asks before commands, deletions, renames and overwrites",
+    "read-only": "reading tools only",
+}
+
+
+def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
+    if value not in allowed:
+        raise ValueError(f"usage: /{what} {'|'.join(allowed)}")
+    return value
+
+
+def _mode(t: CliTerminal, arg: str) -> str:
+    t.mode = _choice(arg, ("fast", "thinking"), "mode")  # type: ignore[assignment]
+    return f"mode: {t.mode}"
+
+
+def _approval(t: CliTerminal, arg: str) -> str:
+    verb, _, name = arg.partition(" ")
+    if verb == "revoke":
+        if not name.strip():
+            raise ValueError("usage: /approval revoke NAME (/approval lists them)")
+        if not t.gate.revoke(name.strip()):
+            raise ValueError(f"{name.strip()} is not always allowed (/approval lists them)")
+        return f"{name.strip()} asks again before it runs"
+    if arg:
+        t.approval = _choice(arg, APPROVAL_MODES, "approval")  # type: ignore[assignment]
+    allowed = ", ".join(t.gate.allowed()) or "none"
+    return (
+        f"approval: {t.approval} ({APPROVAL_MEANING[t.approval]})\n"
+        f"always allowed in this session: {allowed}"
+        + ("\n/approval revoke NAME asks again before one" if allowed != "none" else "")
+    )
+
+
+def _new(t: CliTerminal, _: str) -> str:
+    t.new_conversation()
+    return "new conversation"
+
+
+def _history(t: CliTerminal, arg: str) -> str:
+    if arg:
+        t.open_conversation(arg)
+        conversation = t.conversation
+        assert conversation is not None
+        return (
+            f"opened {arg}: {len(conversation.path())} messages on this branch · agent "
+            f"{t.agent}, mode {t.mode}, approval {t.approval}"
+        )
+    rows = t.services.store.list()[:20]
+    if not rows:
+        return "no conversations yet"
+    return "\n".join(
+        f"{m['id']}  {m['updated_at'][:16]}  {m.get('title') or '(untitled)'}" for m in rows
+    )
+
+
+def _focus(t: CliTerminal, arg: str) -> str:
+    path = t.services.workspace.relative(t.services.workspace.resolve(arg))
+    if not t.services.workspace.resolve(arg).is_file():
+        raise ValueError(f"{arg} is not a file in the workspace")
+    t.focus.add(path)
+    t.save_focus()
+    return f"focus: {', '.join(t.focus.paths())}"
+
+
+def _unfocus(t: CliTerminal, arg: str) -> str:
+    t.focus.remove(t.services.workspace.relative(t.services.workspace.resolve(arg)))
+    t.save_focus()
+    return f"focus: {', '.join(t.focus.paths()) or 'none'}"
+
+
+def _memory(t: CliTerminal, _: str) -> str:
+    memory, cid = t.services.memory, t.conversation_id or ""
+    main = memory.read("main", cid) or "(empty)"
+    task = memory.read("task", cid) if cid else ""
+    return f"main memory:\n{main}\n\nthis conversation's memory:\n{task or '(empty)'}"
+
+
+def _compact(t: CliTerminal, arg: str) -> str:
+    try:
+        return t.compact_foreground(arg)
+    except NothingToCondense as exc:
+        return str(exc)
+
+
+def _agents(t: CliTerminal, _: str) -> str:
+    catalog = t.services.agents
+    lines = [
+        f"{'*' if a['name'] == t.agent else ' '} {a['name']:<12} {a['mode']:<12} {a['description']}"
+        for a in catalog.summaries()
+    ]
+    lines += [f"  broken: {p.path}: {p.message}" for p in catalog.problems]
+    return "\n".join(lines)
+
+
+def _agent(t: CliTerminal, arg: str) -> str:
+    if not arg:
+        return f"agent: {t.agent} (/agents lists them)"
+    t.agent = t.services.agents.get(arg).name
+    return f"agent: {t.agent}"
+
+
+def _skills(t: CliTerminal, _: str) -> str:
+    rows = t.services.skills.summaries()
+    if not rows:
+        return "no skills (add folders with a SKILL.md to .agents/skills/ in the workspace)"
+    return "\n".join(
+        f"  {r['name']:<20} broken: {r['broken']}"
+        if "broken" in r
+        else f"  {r['name']:<20} {r['description']}"
+        for r in rows
+    )
+
+
+def _mcp(t: CliTerminal, arg: str) -> str:
+    mcp = t.services.mcp
+    if arg.startswith("restart"):
+        name = arg.removeprefix("restart").strip()
+        if mcp is None or name not in mcp.servers:
+            raise ValueError(f"no MCP server {name!r}; /mcp lists them")
+        mcp.restart(name)
+        return f"restarting {name}; /mcp shows when it is connected"
+    status = mcp.status() if mcp else {"servers": [], "problems": []}
+    lines = [f"  problem: {p['path']}: {p['message']}" for p in status["problems"]]
+    for server in status["servers"]:
+        state = server["state"] + (f": {server['error']}" if server["error"] else "")
+        lines.append(f"  {server['name']:<16} {state}")
+        lines += [f"      {tool['name']}  ({_mcp_policy(tool)})" for tool in server["tools"]]
+    if not status["servers"]:
+        where = t.settings.mcp_config or t.settings.data_dir / "mcp.json"
+        lines.append(f"  no MCP servers: add an `mcpServers` object to {where} (see the README)")
+    return "MCP servers:\n" + "\n".join(lines)
+
+
+def _mcp_policy(tool: dict[str, Any]) -> str:
+    if tool["read_only"]:
+        return "read-only"
+    return "asks in ask mode" if tool["asks"] else "allowed without asking"
+
+
+def _attach(t: CliTerminal, arg: str) -> str:
+    if not arg:
+        return "\n".join(f"  {a.path} ({a.label()})" for a in t.attachments) or (
+            "no files attached; /attach PATH sends one with your next message"
+        )
+    if len(t.attachments) >= MAX_ATTACHMENTS:
+        raise ValueError(f"at most {MAX_ATTACHMENTS} files go with one message")
+    store, workspace = t.services.attachments, t.services.workspace
+    try:
+        rel: str | None = workspace.relative(workspace.resolve(arg))
+    except ToolError:
+        rel = None
+    outside = Path(arg).expanduser()
+    if rel is not None and workspace.lstat(rel, follow=True) is not None:
+        [attachment] = store.attach([rel])
+    elif outside.is_file():
+        attachment = store.import_file(outside)
+    else:
+        raise ValueError(f"no such file: {arg}")
+    t.attachments.append(attachment)
+    return f"attached {attachment.path} ({attachment.label()}); it goes with your next message"
+
+
+def _detach(t: CliTerminal, _: str) -> str:
+    dropped, t.attachments = len(t.attachments), []
+    return f"{dropped} attached file{'' if dropped == 1 else 's'} dropped"
+
+
+COMMANDS = {
+    "status": _status,
+    "mode": _mode,
+    "approval": _approval,
+    "new": _new,
+    "history": _history,
+    "focus": _focus,
+    "unfocus": _unfocus,
+    "memory": _memory,
+    "undo": undo_command,
+    "agents": _agents,
+    "agent": _agent,
+    "skills": _skills,
+    "mcp": _mcp,
+    "compact": _compact,
+    "attach": _attach,
+    "detach": _detach,
+    "help": lambda t, a: HELP,
+}

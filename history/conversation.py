@@ -1,0 +1,394 @@
+"""One conversation tree (PROTOCOL §5): its records indexed in memory, messages.jsonl appended
+one line per record, meta.json replaced atomically and merged with other processes' writes."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from history.titles import title_from
+from utils.files import atomic_write, directory_lock
+from utils.text import shown
+
+log = logging.getLogger(__name__)
+
+ROLES = frozenset({"system", "user", "assistant", "tool"})
+OPTIONAL_FIELDS = ("reasoning_content", "tool_calls", "tool_call_id", "name")
+RESERVED_FIELDS = frozenset(
+    {"conversation_id", "parent_id", "depth", "version", "role", "content", "created_at"}
+)
+# meta.json is rewritten on every change but a bare `updated_at` bump, which waits up to this
+# long (an atomic replace costs ~0.2-1 ms on ext4, far more than appending a record).
+META_SAVE_INTERVAL = 1.0
+_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+LEAF: Any = object()  # parent_id default: hang the record under the current leaf
+
+
+class NotFound(KeyError):
+    """A lookup by id failed; the message reads as a sentence."""
+
+    def __str__(self) -> str:  # KeyError would show the message quoted
+        return str(self.args[0]) if self.args else self.__class__.__name__
+
+
+class MessageNotFound(NotFound):
+    """No message in this conversation has this id."""
+
+
+def utc_now() -> str:
+    """The current time as ISO-8601 UTC with a `Z` suffix."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_id() -> str:
+    """A fresh id for a conversation or a message."""
+    return uuid.uuid4().hex
+
+
+def is_valid_id(value: object) -> bool:
+    """Whether `value` may name a conversation on disk (letters, digits, `_` and `-` only)."""
+    return isinstance(value, str) and _ID_PATTERN.fullmatch(value) is not None
+
+
+Stamp = tuple[int, int, int]  # meta.json's (inode, mtime_ns, size): a rewrite changes it
+
+
+def write_meta(directory: Path, meta: dict[str, Any]) -> Stamp:
+    """Replace meta.json atomically (write a temporary file, then `os.replace`).
+
+    Not synced to disk, as messages.jsonl's appends are not: a crash that leaves meta.json
+    empty has it rebuilt from the messages, and an fsync on a busy disk can take many
+    milliseconds, on the way to every send_message's answer."""
+    data = json.dumps(meta, ensure_ascii=False)
+    return _stamp(atomic_write(directory / "meta.json", data, durable=False))
+
+
+def _stamp(info: os.stat_result) -> Stamp:
+    return info.st_ino, info.st_mtime_ns, info.st_size
+
+
+def _stamp_of(path: Path) -> Stamp | None:
+    try:
+        return _stamp(os.stat(path))
+    except OSError:
+        return None
+
+
+def read_meta(directory: Path, *, quiet: bool = False) -> dict[str, Any] | None:
+    """meta.json's object; None (with a warning unless `quiet`) when it cannot be read."""
+    try:
+        meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
+        if isinstance(meta, dict):
+            return meta
+        error = "not a JSON object"
+    except (OSError, ValueError) as exc:
+        error = str(exc)[:200]
+    if not quiet:
+        log.warning(
+            "skipped a conversation with unreadable meta.json",
+            extra={"fields": {"conversation_id": directory.name, "error": error}},
+        )
+    return None
+
+
+def _merged_meta(
+    disk: dict[str, Any], base: dict[str, Any], mine: dict[str, Any]
+) -> dict[str, Any]:
+    """Another process wrote meta.json since `base` was read: its version, with the keys this
+    one changed since `base` (top-level, and inside the free-form `meta`) put on top."""
+    merged = copy.deepcopy(disk)
+    for key in mine.keys() | base.keys():
+        if key != "meta" and mine.get(key) != base.get(key):
+            if key in mine:
+                merged[key] = copy.deepcopy(mine[key])
+            else:
+                merged.pop(key, None)
+    ours, before = mine.get("meta") or {}, base.get("meta") or {}
+    inner = merged.setdefault("meta", {})
+    for key in ours.keys() | before.keys():
+        if ours.get(key) != before.get(key):
+            if key in ours:
+                inner[key] = copy.deepcopy(ours[key])
+            else:
+                inner.pop(key, None)
+    updates = [str(m["updated_at"]) for m in (disk, mine) if m.get("updated_at")]
+    if updates:  # both changed it: the later one (ISO-8601 UTC strings sort by time)
+        merged["updated_at"] = max(updates)
+    return merged
+
+
+class Conversation:
+    """One conversation tree: its meta, its records in append order and an in-memory index."""
+
+    def __init__(
+        self,
+        directory: Path,
+        meta: dict[str, Any],
+        records: list[dict[str, Any]],
+        needs_newline: bool = False,
+        stamp: Stamp | None = None,
+    ) -> None:
+        """`stamp`: meta.json's when it holds `meta` (None: unknown, read it before a save)."""
+        self._dir = directory
+        self._meta = meta
+        self._meta_base = copy.deepcopy(meta)  # meta.json as this object last read or wrote it
+        self._meta_stamp = stamp
+        self._records: list[dict[str, Any]] = []
+        self._by_id: dict[str, dict[str, Any]] = {}
+        self._children: dict[str | None, list[str]] = {}
+        self._needs_newline = needs_newline
+        self._last_path: list[dict[str, Any]] = []  # path() reuses it while the leaf grows
+        self._meta_saved_at = float("-inf") if stamp is None else time.monotonic()
+        self._meta_dirty = False
+        self._lock = threading.RLock()
+        for record in records:
+            self._index(record)
+
+    @property
+    def id(self) -> str:
+        return self._meta["id"]
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """A copy of meta.json's content."""
+        with self._lock:
+            return copy.deepcopy(self._meta)
+
+    def current_meta(self) -> dict[str, Any]:
+        """A copy of meta.json's content with what another process wrote there since merged in
+        (one stat when nobody did)."""
+        with self._lock:
+            stamp = _stamp_of(self._dir / "meta.json")
+            if stamp is not None and stamp != self._meta_stamp:
+                disk = read_meta(self._dir, quiet=True)
+                if disk is not None:
+                    if disk != self._meta_base:
+                        self._meta = _merged_meta(disk, self._meta_base, self._meta)
+                    self._meta_base, self._meta_stamp = disk, stamp
+            return copy.deepcopy(self._meta)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """Every record in append order (shared dicts: do not mutate them)."""
+        with self._lock:
+            return list(self._records)
+
+    @property
+    def leaf_id(self) -> str | None:
+        """The id of the most recently appended record."""
+        with self._lock:
+            return self._records[-1]["id"] if self._records else None
+
+    @property
+    def index(self) -> Mapping[str, dict[str, Any]]:
+        """A read-only view of the records by id."""
+        return MappingProxyType(self._by_id)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def get(self, message_id: str) -> dict[str, Any]:
+        """One record by id; raises MessageNotFound."""
+        record = self._by_id.get(message_id)
+        if record is None:
+            raise MessageNotFound(f"no message {shown(message_id)} in conversation {self.id}")
+        return record
+
+    def append(
+        self, role: str, content: str | None = "", *, parent_id: str | None = LEAF, **fields: Any
+    ) -> dict[str, Any]:
+        """Record a message under `parent_id` (default: the leaf); `id=` may fix its id."""
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r}")
+        if content is not None and not isinstance(content, str):
+            raise TypeError(f"content must be a string, not {type(content).__name__}")
+        clash = RESERVED_FIELDS.intersection(fields)
+        if clash:
+            raise ValueError(f"append() sets these fields itself: {sorted(clash)}")
+        with self._lock:
+            if parent_id is LEAF:
+                parent_id = self._records[-1]["id"] if self._records else None
+            depth = 0 if parent_id is None else self.get(parent_id).get("depth", 0) + 1
+            record: dict[str, Any] = {
+                "id": self._fresh_id(fields.pop("id", None)),
+                "conversation_id": self.id,
+                "parent_id": parent_id,
+                "depth": depth,
+                "version": len(self._children.get(parent_id, ())) + 1,
+                "role": role,
+                "content": content or "",
+            }
+            for key in OPTIONAL_FIELDS:
+                if fields.get(key) is not None:
+                    record[key] = fields.pop(key)
+            record["created_at"] = utc_now()
+            record["meta"] = dict(fields.pop("meta", None) or {})
+            record.update((k, v) for k, v in fields.items() if v is not None)
+            self._write_line(record)
+            self._index(record)
+            self._meta["updated_at"] = record["created_at"]
+            titled = self._auto_title(record)
+            self._save_meta(force=titled)
+            return record
+
+    def _fresh_id(self, wanted: str | None) -> str:
+        if wanted is None:
+            return new_id()
+        if not is_valid_id(wanted) or wanted in self._by_id:
+            raise ValueError(f"message id {wanted!r} is invalid or already used")
+        return wanted
+
+    def path(self, leaf_id: str | None = None) -> list[dict[str, Any]]:
+        """The records from the root down to `leaf_id` (default: the current leaf)."""
+        with self._lock:
+            if leaf_id is None:
+                leaf_id = self.leaf_id
+            if leaf_id is None:
+                return []
+            record = self.get(leaf_id)
+            last = self._last_path
+            depth = record.get("depth")
+            if isinstance(depth, int) and 0 <= depth < len(last) and last[depth] is record:
+                self._last_path = last[: depth + 1]  # an ancestor of the last path's leaf
+                return list(self._last_path)
+            known = last[-1]["id"] if last else None
+            walked = []
+            while record is not None and record["id"] != known:
+                walked.append(record)
+                record = self._parent_of(record)
+            walked.reverse()
+            self._last_path = (last if record is not None else []) + walked
+            return list(self._last_path)
+
+    def _parent_of(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        parent = record.get("parent_id")
+        if parent is None:
+            return None
+        found = self._by_id.get(parent)
+        if found is None:
+            log.warning(
+                "history path stops at a missing parent",
+                extra={"fields": {"conversation_id": self.id, "parent": parent}},
+            )
+        return found
+
+    def unanswered_calls(self, leaf_id: str | None = None) -> list[dict[str, Any]]:
+        """The tool calls without a result at the end of the path to `leaf_id` (default: the
+        leaf): those of its last assistant record when only results follow it there, so the
+        missing results can still be appended under `leaf_id`."""
+        with self._lock:
+            if leaf_id is None:
+                leaf_id = self.leaf_id
+            record = self._by_id.get(leaf_id) if leaf_id is not None else None
+            answered = set()
+            while record is not None and record["role"] == "tool":
+                answered.add(record.get("tool_call_id"))
+                record = self._parent_of(record)
+            if record is None or record["role"] != "assistant":
+                return []
+            return [c for c in record.get("tool_calls") or () if c.get("id") not in answered]
+
+    def children(self, message_id: str | None) -> list[dict[str, Any]]:
+        """The records hanging directly under `message_id` (None: the roots), oldest first."""
+        with self._lock:
+            return [self._by_id[i] for i in self._children.get(message_id, ())]
+
+    def siblings(self, message_id: str) -> list[dict[str, Any]]:
+        """The records sharing `message_id`'s parent, itself included, by version."""
+        with self._lock:
+            return self.children(self.get(message_id).get("parent_id"))
+
+    def set_title(self, title: str) -> None:
+        """Rename the conversation; the first answer no longer changes its title."""
+        with self._lock:
+            self._meta["title"] = title
+            self._meta["updated_at"] = utc_now()
+            self._meta.setdefault("meta", {})["title_by_user"] = True
+            self._save_meta()
+
+    def _auto_title(self, record: dict[str, Any]) -> bool:
+        """Title a new conversation from its first message, then refine it with the first
+        answer (unless the user renamed it); True when the title changed."""
+        meta, content = self._meta, record["content"]
+        if not content.strip() or meta.get("meta", {}).get("title_by_user"):
+            return False
+        if record["role"] == "user" and not meta.get("title"):
+            meta["title"] = title_from(content)
+            return True
+        if record["role"] != "assistant" or len(self._records) > 2:
+            return False
+        first = self._records[0]
+        if first["role"] != "user" or meta.get("title") != title_from(first["content"]):
+            return False  # a title given at creation stays
+        refined = title_from(first["content"], content)
+        if refined == meta.get("title"):
+            return False
+        meta["title"] = refined
+        return True
+
+    def update_meta(self, *, save: bool = True, **meta: Any) -> None:
+        """Merge keys into meta.json's free-form `meta` object; `save=False` leaves the write
+        to the next save (or `flush`), for a caller that knows one follows."""
+        with self._lock:
+            self._meta.setdefault("meta", {}).update(meta)
+            if save:
+                self._save_meta()
+            else:
+                self._meta_dirty = True
+
+    def _index(self, record: dict[str, Any]) -> None:
+        if record["id"] in self._by_id:
+            log.warning(
+                "ignored a duplicate message id",
+                extra={"fields": {"conversation_id": self.id, "message_id": record["id"]}},
+            )
+            return
+        self._records.append(record)
+        self._by_id[record["id"]] = record
+        self._children.setdefault(record.get("parent_id"), []).append(record["id"])
+
+    def _write_line(self, record: dict[str, Any]) -> None:
+        data = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        if self._needs_newline:
+            data = b"\n" + data  # end a line torn by a crash so this record starts fresh
+        fd = os.open(self._dir / "messages.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            self._needs_newline = True  # until the whole line is known to be on disk
+            written = os.write(fd, data)
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            self._needs_newline = False
+        finally:
+            os.close(fd)
+
+    def flush(self) -> None:
+        """Write meta.json now if an `updated_at` bump is still waiting."""
+        with self._lock:
+            if self._meta_dirty:
+                self._save_meta()
+
+    def _save_meta(self, *, force: bool = True) -> None:
+        now = time.monotonic()
+        if not force and now - self._meta_saved_at < META_SAVE_INTERVAL:
+            self._meta_dirty = True
+            return
+        with directory_lock(self._dir):  # several server processes share it (AGENT_REDIS_URL)
+            stamp = _stamp_of(self._dir / "meta.json")
+            if stamp is None or stamp != self._meta_stamp:  # unknown, or another process wrote it
+                disk = read_meta(self._dir, quiet=True)
+                if disk is not None and disk != self._meta_base:
+                    self._meta = _merged_meta(disk, self._meta_base, self._meta)
+            self._meta_stamp = write_meta(self._dir, self._meta)
+        self._meta_base = copy.deepcopy(self._meta)
+        self._meta_saved_at, self._meta_dirty = now, False

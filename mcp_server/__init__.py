@@ -1,0 +1,1 @@
+"""The MCP front: the workspace's tools served to MCP clients."""

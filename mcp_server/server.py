@@ -1,0 +1,184 @@
+"""`python main.py mcp`: the workspace's tools served over MCP (stdio) to Claude Desktop, Cline
+or any MCP client, confined to the workspace and sandboxed as they are for the agent.
+
+Which tools are offered follows the approval mode: `read-only` offers the reading tools,
+`ask` (the default) those plus the ones named in AGENT_MCP_SERVER_TOOLS / `--allow-tool`,
+`auto` every one. stdout is the protocol: logs go to DATA_DIR/logs, messages to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+
+from modules.results import ToolError, ToolResult
+from modules.sandbox.factory import build_runner
+from modules.tools.catalogue import build_registry
+from modules.tools.focus import FocusFiles
+from modules.tools.memory import MemoryStore
+from modules.tools.registry import Tool, ToolRegistry
+from modules.tools.tool_context import ToolContext
+from modules.workspace.annotations import AnnotationStore
+from modules.workspace.paths import Workspace
+from utils.cancel import CancelToken, TaskCancelled, run_bounded
+from utils.logger import setup_logging
+from utils.settings import Settings
+
+SERVER_NAME = "workspace-agent"
+CONVERSATION_ID = "mcp"  # whose task memory `update_memory` with scope `task` keeps
+# Tools that only make sense inside the agent's own loop (its focus, its skills, its
+# proposals shown on the page).
+LOOP_ONLY = frozenset(
+    {"focus_file", "unfocus_file", "use_skill", "read_skill_file", "propose_edit"}
+)
+COMMAND_GRACE_SECONDS = 15.0
+
+
+def offered_tools(registry: ToolRegistry, settings: Settings) -> tuple[dict[str, Tool], list[str]]:
+    """The tools this approval mode offers, and warnings about names that were not added."""
+    usable: dict[str, Tool] = {}
+    for name in registry.names():
+        tool = registry.get(name)
+        if tool is not None and name not in LOOP_ONLY:
+            usable[name] = tool
+    approval, extra = settings.approval, settings.mcp_server_tools
+    if approval == "auto":
+        return usable, []
+    offered = {name: tool for name, tool in usable.items() if tool.read_only}
+    warnings = []
+    for name in extra:
+        if name not in usable:
+            warnings.append(f"no tool {name!r} to offer; the tools are: {', '.join(usable)}")
+        elif approval == "read-only" and not usable[name].read_only:
+            warnings.append(f"{name} changes the workspace: not offered in read-only mode")
+        else:
+            offered[name] = usable[name]
+    return offered, warnings
+
+
+class WorkspaceServer:
+    """The MCP server: lists the offered tools and runs each call in a worker thread."""
+
+    def __init__(self, settings: Settings) -> None:
+        settings.workspace.mkdir(parents=True, exist_ok=True)
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        setup_logging(settings.data_dir / "logs", redact_content=settings.log_redact_content)
+        self.settings = settings
+        self.registry = build_registry()
+        self.tools, self.warnings = offered_tools(self.registry, settings)
+        self.workspace = Workspace(settings.workspace)
+        self.runner = build_runner(settings)
+        self.memory = MemoryStore(settings.data_dir)
+        self.annotations = AnnotationStore(settings.data_dir)
+        self.server = Server(
+            SERVER_NAME,
+            version="1",
+            instructions=f"Tools working inside the folder {settings.workspace}; paths are "
+            "relative to it.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[_describe(tool) for tool in self.tools.values()])
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        tool = self.tools.get(params.name)
+        if tool is None:
+            return _result(
+                f"Unknown tool {params.name!r}. Available: {', '.join(self.tools)}", ok=False
+            )
+        try:
+            _, args = self.registry.parse_arguments(params.name, json.dumps(params.arguments or {}))
+        except ToolError as exc:
+            return _result(str(exc), ok=False)
+        cancel = CancelToken()
+        try:
+            result = await anyio.to_thread.run_sync(
+                self._run, tool, args, cancel, abandon_on_cancel=True
+            )
+        except anyio.get_cancelled_exc_class():
+            cancel.cancel()  # the client cancelled the request: stop the command too
+            raise
+        return _result(result.output, ok=result.ok)
+
+    def _run(self, tool: Tool, args: Any, cancel: CancelToken) -> ToolResult:
+        settings = self.settings
+        context = ToolContext(
+            settings=settings,
+            workspace=self.workspace,
+            runner=self.runner,
+            memory=self.memory,
+            annotations=self.annotations,
+            focus=FocusFiles(),
+            conversation_id=CONVERSATION_ID,
+            cancel=cancel,
+        )
+        if "timeout" in type(args).model_fields:
+            limit = (args.timeout or settings.command_timeout) + COMMAND_GRACE_SECONDS
+        else:
+            limit = settings.tool_timeout
+        try:
+            return run_bounded(lambda: self.registry.run(tool, args, context), cancel, limit)
+        except TimeoutError:
+            return ToolResult(False, f"{tool.name} did not finish within {limit:g} s.")
+        except TaskCancelled:
+            return ToolResult(False, "Cancelled.")
+
+    async def serve(self) -> None:
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as (read, write):
+            await self.server.run(read, write, self.server.create_initialization_options())
+
+    def close(self) -> None:
+        self.runner.close()
+
+
+def _describe(tool: Tool) -> types.Tool:
+    parameters = tool.schema()["function"]["parameters"]
+    return types.Tool(
+        name=tool.name,
+        description=tool.description,
+        input_schema=parameters,
+        annotations=types.ToolAnnotations(
+            read_only_hint=tool.read_only,
+            destructive_hint=None if tool.read_only else tool.asks != "never",
+        ),
+    )
+
+
+def _result(text: str, *, ok: bool) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], is_error=not ok
+    )
+
+
+def serve_stdio(settings: Settings) -> int:
+    """Serve until the client closes stdin."""
+    server = WorkspaceServer(settings)
+    for warning in server.warnings:
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
+    print(
+        f"Workspace Agent MCP server: {settings.workspace} ({settings.approval} mode, "
+        f"{len(server.tools)} tools: {', '.join(server.tools)})",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        anyio.run(server.serve)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+    return 0

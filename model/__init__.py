@@ -1,0 +1,1 @@
+"""The model client: providers and their quirks, the streamed call, tool-call assembly, errors."""

@@ -1,0 +1,45 @@
+"""What one model call produces: its stream items in arrival order, and the whole completion."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from model.tool_calls import ToolCall, ToolCallArgs, ToolCallStarted
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+
+
+@dataclass
+class Completion:
+    content: str = ""
+    reasoning_content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+
+
+@dataclass
+class ContentDelta:
+    text: str
+
+
+@dataclass
+class ReasoningDelta:
+    text: str
+
+
+@dataclass
+class StreamEnd:
+    completion: Completion
+
+
+# Items yielded by a model stream, in arrival order; the last one is always StreamEnd.
+StreamItem = ContentDelta | ReasoningDelta | ToolCallStarted | ToolCallArgs | StreamEnd

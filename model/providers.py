@@ -1,0 +1,204 @@
+"""Model providers: presets, their quirks, and turning stored messages into API messages."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from utils.settings import Settings
+
+# How a provider switches thinking on and off for one request.
+#   thinking_type:   body field `thinking: {"type": "enabled" | "disabled"}` (DeepSeek V4)
+#   enable_thinking: body field `enable_thinking: bool` (DashScope, SiliconFlow)
+#   none:            no switch; thinking, if any, comes from a separate thinking model
+ThinkingSwitch = Literal["thinking_type", "enable_thinking", "none"]
+
+
+@dataclass(frozen=True)
+class ProviderPreset:
+    """What we know about one provider out of the box."""
+
+    name: str
+    base_url: str | None
+    model: str | None
+    context_window: int
+    key_env: str | None  # the provider's own key variable; None: no key needed
+    thinking_model: str | None = None  # a separate model for thinking calls
+    thinking_switch: ThinkingSwitch = "none"
+    # The API answers 400 when an assistant message with tool_calls comes back without
+    # `reasoning_content`, so that field is always sent on such messages (even empty).
+    reasoning_on_tool_calls: bool = False
+    tool_message_name: bool = False  # `tool` messages carry the function `name`
+
+
+PRESETS: dict[str, ProviderPreset] = {
+    "deepseek": ProviderPreset(
+        "deepseek",
+        "https://api.deepseek.com",
+        "deepseek-v4-flash",
+        1_000_000,
+        "DEEPSEEK_API_KEY",
+        thinking_switch="thinking_type",
+        reasoning_on_tool_calls=True,
+    ),
+    "kimi": ProviderPreset(
+        "kimi",
+        "https://api.moonshot.ai/v1",
+        "kimi-k2.6",
+        262_144,
+        "MOONSHOT_API_KEY",
+        thinking_switch="thinking_type",
+        reasoning_on_tool_calls=True,
+        tool_message_name=True,
+    ),
+    "qwen": ProviderPreset(
+        "qwen",
+        "https://dashscope.aliyuncs.com/compatible-mode/v1",
+        "qwen-plus",
+        131_072,
+        "DASHSCOPE_API_KEY",
+        thinking_switch="enable_thinking",
+    ),
+    "siliconflow": ProviderPreset(
+        "siliconflow",
+        "https://api.siliconflow.cn/v1",
+        "deepseek-ai/DeepSeek-V3.2",
+        131_072,
+        "SILICONFLOW_API_KEY",
+        thinking_switch="enable_thinking",
+    ),
+    "openai": ProviderPreset(
+        "openai",
+        "https://api.openai.com/v1",
+        "gpt-5.4",
+        400_000,
+        "OPENAI_API_KEY",
+    ),
+    "custom": ProviderPreset("custom", None, None, 32_768, None),
+    # Scripted tasks played in-process (model/demo.py): no key, no network.
+    "demo": ProviderPreset("demo", "in-process", "scripted", 128_000, None),
+}
+
+# Settings attribute holding each provider key variable.
+_KEY_FIELDS = {
+    "DEEPSEEK_API_KEY": "deepseek_api_key",
+    "MOONSHOT_API_KEY": "moonshot_api_key",
+    "DASHSCOPE_API_KEY": "dashscope_api_key",
+    "SILICONFLOW_API_KEY": "siliconflow_api_key",
+    "OPENAI_API_KEY": "openai_api_key",
+}
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """The provider as configured: preset plus settings, ready for the API client."""
+
+    name: str
+    base_url: str
+    api_key: str | None
+    model: str
+    thinking_model: str  # the model for thinking calls (the same model when no separate one)
+    context_window: int
+    key_env: str  # the variable to set for the key
+    thinking_switch: ThinkingSwitch = "none"
+    reasoning_on_tool_calls: bool = False
+    tool_message_name: bool = False
+    key_required: bool = True
+    images: bool = False  # user messages may carry `image_url` parts (see accepts_images)
+
+    @property
+    def problem(self) -> str | None:
+        """Why the provider cannot be used yet, naming what to set; None when ready."""
+        if not self.base_url:
+            return f"Provider '{self.name}' needs a base URL: set AGENT_BASE_URL."
+        if not self.model:
+            return f"Provider '{self.name}' needs a model: set AGENT_MODEL."
+        if self.key_required and not self.api_key:
+            return f"No API key for provider '{self.name}': set {self.key_env} (or AGENT_API_KEY)."
+        return None
+
+    @property
+    def configured(self) -> bool:
+        return self.problem is None
+
+    def model_for(self, thinking: bool) -> str:
+        """The model a call uses."""
+        return self.thinking_model if thinking else self.model
+
+    def thinking_body(self, thinking: bool) -> dict[str, Any]:
+        """Extra request-body fields that switch thinking on or off."""
+        if self.thinking_switch == "thinking_type":
+            return {"thinking": {"type": "enabled" if thinking else "disabled"}}
+        if self.thinking_switch == "enable_thinking":
+            return {"enable_thinking": thinking}
+        return {}
+
+
+def resolve_provider(settings: Settings) -> ProviderConfig:
+    """Apply the settings to the chosen preset (PROTOCOL §2: AGENT_* win over the preset)."""
+    preset = PRESETS[settings.provider]
+    own_key = getattr(settings, _KEY_FIELDS[preset.key_env]) if preset.key_env else None
+    model = settings.model or preset.model or ""
+    return ProviderConfig(
+        name=preset.name,
+        base_url=(settings.base_url or preset.base_url or "").rstrip("/"),
+        api_key=settings.api_key or own_key,
+        model=model,
+        thinking_model=settings.thinking_model or preset.thinking_model or model,
+        context_window=settings.context_window or preset.context_window,
+        key_env=preset.key_env or "AGENT_API_KEY",
+        thinking_switch=preset.thinking_switch,
+        reasoning_on_tool_calls=preset.reasoning_on_tool_calls,
+        tool_message_name=preset.tool_message_name,
+        key_required=preset.key_env is not None,
+        images=settings.vision
+        if settings.vision is not None
+        else accepts_images(preset.name, model),
+    )
+
+
+# Models documented as taking `image_url` content parts, by provider; anything else is sent
+# text only (AGENT_VISION=true says otherwise for a model this table does not know).
+_IMAGE_MODELS: dict[str, re.Pattern[str]] = {
+    "openai": re.compile(r"gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|o1(?!-mini)|o3(?!-mini)|o4", re.I),
+    "kimi": re.compile(r"vision|kimi-latest|kimi-k2\.5", re.I),
+    "qwen": re.compile(r"-vl|qvq|omni", re.I),
+    "siliconflow": re.compile(r"-vl|vl2|glm-4\.\dv", re.I),
+}
+
+
+def accepts_images(provider: str, model: str) -> bool:
+    """Whether the provider documents image input for this model (DeepSeek: none)."""
+    pattern = _IMAGE_MODELS.get(provider)
+    return bool(pattern and pattern.search(model))
+
+
+def prepare_messages(records: list[dict[str, Any]], config: ProviderConfig) -> list[dict[str, Any]]:
+    """Turn stored message records (PROTOCOL §5) into the API's messages for this provider."""
+    return [_api_message(record, config) for record in records]
+
+
+def _api_message(record: dict[str, Any], config: ProviderConfig) -> dict[str, Any]:
+    role = record["role"]
+    message: dict[str, Any] = {"role": role, "content": record.get("content") or ""}
+    if role == "tool":
+        message["tool_call_id"] = record["tool_call_id"]
+        if config.tool_message_name and record.get("name"):
+            message["name"] = record["name"]
+    elif role == "assistant" and record.get("tool_calls"):
+        message["tool_calls"] = [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {
+                    "name": call["function"]["name"],
+                    "arguments": call["function"]["arguments"],
+                },
+            }
+            for call in record["tool_calls"]
+        ]
+        reasoning = record.get("reasoning_content") or ""
+        if reasoning or config.reasoning_on_tool_calls:
+            message["reasoning_content"] = reasoning
+    return message

@@ -1,0 +1,1 @@
+"""MCP servers the agent uses: their configuration, connections and tools."""

@@ -1,0 +1,98 @@
+"""The configured MCP servers, their tools offered to the registry as `mcp__SERVER__TOOL`.
+
+Servers connect in the background at start (modules/mcp/connection.py holds one server's
+connection). The SDK, imported only when a server is configured, runs on one asyncio loop
+thread that every connection shares.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from modules.mcp.config import McpConfig, load_config
+from modules.mcp.connection import CLOSE_TIMEOUT, McpServer
+from modules.tools.registry import Tool
+from utils.async_loop import LoopThread, wait_real_event
+from utils.settings import Settings
+
+FIRST_LISTING_WAIT = 10.0  # the first tool listing waits this long after start for slow servers
+
+
+class McpManager:
+    """Every configured server; the registry's source of MCP tools."""
+
+    def __init__(
+        self, config: McpConfig, *, workspace: Path, logs: Path, use_proxy: bool = False
+    ) -> None:
+        self.workspace, self.logs, self.use_proxy = workspace, logs, use_proxy
+        self.problems = config.problems
+        self.servers = {name: McpServer(server, self) for name, server in config.servers.items()}
+        self._loop: LoopThread | None = None
+        self._started = 0.0
+        self._settled = threading.Event()
+
+    @property
+    def loop(self) -> LoopThread:
+        if self._loop is None:
+            self._loop = LoopThread("mcp-loop")
+        return self._loop
+
+    def start(self) -> None:
+        """Connect every enabled server in the background; returns at once."""
+        self._started = time.monotonic()
+        for server in self.servers.values():
+            if server.state != "disabled":
+                server.open_soon()
+
+    def tools(self) -> Mapping[str, Tool]:
+        """The tools of every server that connected (a failed one keeps its last list, so a
+        call restarts it). The first listing waits a little for servers still starting."""
+        starting = [s for s in self.servers.values() if s.state == "starting"]
+        left = self._started + FIRST_LISTING_WAIT - time.monotonic()
+        if starting and left > 0 and not self._settled.is_set():
+            deadline = time.monotonic() + left
+            while any(s.state == "starting" for s in starting) and time.monotonic() < deadline:
+                wait_real_event(self._settled, 0.05)
+        self._settled.set()
+        return {name: tool for s in self.servers.values() for name, tool in s.tools.items()}
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "servers": [s.status() for s in self.servers.values()],
+            "problems": list(self.problems),
+        }
+
+    def restart(self, name: str) -> None:
+        """Reconnect one server now (KeyError for an unknown one)."""
+        server = self.servers[name]
+        if server.state == "disabled":
+            raise ValueError(f"MCP server {name} is disabled: {server.error}")
+        server.open_soon()
+
+    def close(self) -> None:
+        """Close every connection (stdio servers are stopped) and the loop thread."""
+        if self._loop is None:
+            return
+        closing = [self._loop.submit(s.disconnect()) for s in self.servers.values()]
+        for pending in closing:
+            with contextlib.suppress(Exception):
+                pending.wait(CLOSE_TIMEOUT + 1)
+        self._loop.stop()
+        self._loop = None
+
+
+def build_manager(settings: Settings) -> McpManager:
+    """The servers of the user's file and of the workspace's; none is started yet."""
+    user_file, workspace_file = settings.mcp_files()
+    config = load_config(user_file, workspace_file, trust_workspace=settings.mcp_trust_workspace)
+    return McpManager(
+        config,
+        workspace=settings.workspace,
+        logs=settings.data_dir / "logs",
+        use_proxy=settings.use_proxy,
+    )

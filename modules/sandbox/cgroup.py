@@ -1,0 +1,180 @@
+"""A command's cgroup, as root: its processes and its memory (its /tmp included, a tmpfs is
+charged to the memory of whoever writes it) bounded together, its stragglers killed at the
+end. cgroup v1 keeps each controller in a hierarchy of its own; v2 has one."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from modules.sandbox.runner import pid_alive
+
+log = logging.getLogger(__name__)
+
+CGROUP_PREFIX = "workspace-agent-"  # then the owning agent's pid and a random part
+EMPTY_WAIT_SECONDS = 1.0
+Limit = tuple[str, str, bool]  # file, value, whether the host may lack it
+
+
+@dataclass(frozen=True)
+class CgroupRoots:
+    """Writable cgroup folders where a command's cgroup can be made, per controller."""
+
+    pids: Path | None = None
+    memory: Path | None = None
+    memory_v2: bool = False
+
+    @property
+    def folders(self) -> list[Path]:
+        return sorted({root for root in (self.pids, self.memory) if root is not None})
+
+
+def find_roots() -> CgroupRoots:
+    """The writable hierarchies that offer the pids and memory controllers (v1 or v2)."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return CgroupRoots()
+    pids = memory = None
+    memory_v2 = False
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fstype, _, options = [*right.split(), "", "", ""][:3]
+        mountpoint = Path(left.split()[4])
+        if fstype not in ("cgroup", "cgroup2") or not os.access(mountpoint, os.W_OK):
+            continue
+        offered = options.split(",") if fstype == "cgroup" else _v2_delegated(mountpoint)
+        if pids is None and "pids" in offered:
+            pids = mountpoint
+        if memory is None and "memory" in offered:
+            memory, memory_v2 = mountpoint, fstype == "cgroup2"
+    return CgroupRoots(pids, memory, memory_v2)
+
+
+def _v2_delegated(mountpoint: Path) -> list[str]:
+    try:
+        return (mountpoint / "cgroup.subtree_control").read_text().split()
+    except OSError:
+        return []
+
+
+class CommandCgroup:
+    """One command's cgroup folders (one per hierarchy): made, joined by the command's first
+    process, then emptied and removed."""
+
+    def __init__(self, roots: CgroupRoots, folders: list[Path]) -> None:
+        self.roots = roots
+        self.folders = folders
+
+    @classmethod
+    def create(cls, roots: CgroupRoots, processes: int, memory_bytes: int) -> CommandCgroup:
+        """Folders under every root with the limits written; those that fail are left out."""
+        name = f"{CGROUP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        limits: dict[Path, list[Limit]] = {}
+        if roots.pids is not None:
+            limits.setdefault(roots.pids, []).append(("pids.max", str(processes), False))
+        if roots.memory is not None:
+            limits.setdefault(roots.memory, []).extend(_memory_limits(roots, memory_bytes))
+        folders = []
+        for root, settings in limits.items():
+            folder = root / name
+            if _made(folder, settings):
+                folders.append(folder)
+        return cls(roots, folders)
+
+    @property
+    def procs_files(self) -> list[str]:
+        return [str(folder / "cgroup.procs") for folder in self.folders]
+
+    def memory_bounded(self) -> bool:
+        memory = self.roots.memory
+        return memory is not None and any(f.parent == memory for f in self.folders)
+
+    def out_of_memory_kills(self) -> int:
+        """How many of the command's processes the kernel killed for its memory limit."""
+        memory = self.roots.memory
+        for folder in self.folders:
+            if folder.parent != memory:
+                continue
+            name = "memory.events" if self.roots.memory_v2 else "memory.oom_control"
+            with contextlib.suppress(OSError, ValueError):
+                for line in (folder / name).read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        return 0
+
+    def members(self) -> list[int]:
+        found: set[int] = set()
+        for folder in self.folders:
+            with contextlib.suppress(OSError, ValueError):
+                found.update(int(p) for p in (folder / "cgroup.procs").read_text().split())
+        return sorted(found)
+
+    def remove(self) -> None:
+        """Kill whatever is left in the cgroup and delete its folders."""
+        deadline = time.monotonic() + EMPTY_WAIT_SECONDS
+        while members := self.members():
+            for pid in members:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        for folder in self.folders:
+            try:
+                folder.rmdir()
+            except OSError as exc:
+                fields = {"path": str(folder), "error": str(exc)}
+                log.warning("could not remove a command's cgroup", extra={"fields": fields})
+
+
+def _memory_limits(roots: CgroupRoots, memory_bytes: int) -> list[Limit]:
+    if roots.memory_v2:
+        return [("memory.max", str(memory_bytes), False), ("memory.swap.max", "0", True)]
+    # memsw (memory and swap together) exists only where swap is accounted; it may not be
+    # below the plain limit, so it comes second.
+    return [
+        ("memory.limit_in_bytes", str(memory_bytes), False),
+        ("memory.memsw.limit_in_bytes", str(memory_bytes), True),
+    ]
+
+
+def _made(folder: Path, limits: list[Limit]) -> bool:
+    """Make `folder` and write its limits (the optional ones where the host has them); on
+    failure leave nothing behind."""
+    try:
+        folder.mkdir()
+        for name, value, optional in limits:
+            try:
+                (folder / name).write_text(value)
+            except OSError:
+                if not optional:
+                    raise
+    except OSError as exc:
+        log.warning("could not make a command's cgroup", extra={"fields": {"error": str(exc)}})
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+        return False
+    return True
+
+
+def reap_leftovers(roots: CgroupRoots) -> int:
+    """Remove the cgroups of agents that died without removing theirs (kill -9)."""
+    removed = 0
+    for root in roots.folders:
+        for path in root.glob(f"{CGROUP_PREFIX}*"):
+            owner = path.name.removeprefix(CGROUP_PREFIX).split("-")[0]
+            if not owner.isdigit() or int(owner) == os.getpid() or pid_alive(int(owner)):
+                continue
+            CommandCgroup(roots, [path]).remove()
+            removed += not path.exists()
+    if removed:
+        log.info("removed cgroups left by agents that died", extra={"fields": {"count": removed}})
+    return removed

@@ -1,0 +1,104 @@
+"""Picks the runner AGENT_SANDBOX asks for."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from modules.sandbox.confinement import detect_confinement
+from modules.sandbox.local_runner import LocalRunner
+from modules.sandbox.runner import CommandResult, CommandRunner
+from utils.cancel import CancelToken
+from utils.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def build_runner(settings: Settings) -> CommandRunner:
+    """The runner AGENT_SANDBOX asks for: `docker`, `local`, or `auto` (Docker when an engine
+    answers and the image is present, else local). Local uses bubblewrap when it works."""
+    if settings.sandbox == "docker" or (settings.sandbox == "auto" and _engine_may_answer()):
+        from modules.sandbox.docker_runner import (
+            docker_runner,  # the docker SDK only when asked for
+        )
+
+        runner = docker_runner(settings, required=settings.sandbox == "docker")
+        if runner is not None:
+            return runner
+    confinement = detect_confinement(settings.local_sandbox, settings.workspace)
+    local = LocalRunner(settings, confinement)
+    log.info(
+        "sandbox chosen",
+        extra={"fields": {"kind": local.kind, "isolation": local.isolation}},
+    )
+    return local
+
+
+def _engine_may_answer() -> bool:
+    """Whether a Docker engine could answer at all (DOCKER_HOST, or the default socket): seen
+    before the docker SDK, a tenth of a second of imports, is loaded for nothing."""
+    return bool(os.environ.get("DOCKER_HOST")) or Path("/var/run/docker.sock").exists()
+
+
+class DeferredRunner:
+    """The runner `build_runner` picks, built when first needed: asking a Docker engine and
+    probing bubblewrap cost a process that never runs a command (`cli -p` answering a question)
+    up to a second. AGENT_SANDBOX=docker is built at once instead, so a missing engine is an
+    error at start."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._runner: CommandRunner | None = None
+
+    @property
+    def chosen(self) -> CommandRunner | None:
+        """The runner, once something needed it."""
+        return self._runner
+
+    @property
+    def built(self) -> CommandRunner:
+        with self._lock:
+            if self._runner is None:
+                self._runner = build_runner(self._settings)
+            return self._runner
+
+    @property
+    def kind(self) -> str:
+        return self.built.kind
+
+    @property
+    def isolation(self) -> list[str]:
+        return self.built.isolation
+
+    @property
+    def python(self) -> str:
+        return self.built.python
+
+    def run(
+        self,
+        argv: list[str],
+        *,
+        cwd: Path,
+        timeout: float,
+        cancel: CancelToken,
+        on_output: Callable[[str], None],
+        stdin: str | None = None,
+    ) -> CommandResult:
+        return self.built.run(
+            argv, cwd=cwd, timeout=timeout, cancel=cancel, on_output=on_output, stdin=stdin
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            runner = self._runner
+        if runner is not None:
+            runner.close()
+
+
+def runner_for(settings: Settings) -> CommandRunner:
+    """What a process uses: built now for AGENT_SANDBOX=docker, else when first needed."""
+    return build_runner(settings) if settings.sandbox == "docker" else DeferredRunner(settings)

@@ -1,0 +1,126 @@
+"""Command tools: a shell command or a Python snippet, run in the workspace."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from modules.results import ToolError
+from modules.sandbox.runner import CommandResult, SandboxUnavailable
+from modules.tools.tool_context import ToolContext
+
+MAX_TIMEOUT_SECONDS = 600
+STREAM_LIMIT_FACTOR = 5  # stream at most this many times the kept output to the front
+
+
+def _timeout_field() -> Any:
+    return Field(
+        None,
+        gt=0,
+        description=f"Seconds before the command is stopped (default 60 unless configured, at most "
+        f"{MAX_TIMEOUT_SECONDS}).",
+    )
+
+
+class RunCommandArgs(BaseModel):
+    command: str = Field(
+        description="A bash command line, run with `bash -c` in the workspace folder."
+    )
+    timeout: float | None = _timeout_field()
+
+
+class RunPythonArgs(BaseModel):
+    code: str = Field(description="Python source, run as a script with the workspace as cwd.")
+    timeout: float | None = _timeout_field()
+
+
+def _stream_limited(on_output: Callable[[str], None], limit: int) -> Callable[[str], None]:
+    """Forward output as it comes, up to `limit` characters, then say it stopped."""
+    sent = 0
+
+    def forward(text: str) -> None:
+        nonlocal sent
+        if sent >= limit:
+            return
+        room = limit - sent
+        sent += len(text)
+        if len(text) < room:
+            on_output(text)
+        else:
+            on_output(text[:room] + "\n… [live output stopped; the result keeps head and tail]\n")
+
+    return forward
+
+
+def _execute(ctx: ToolContext, argv: list[str], timeout: float | None, stdin: str | None) -> str:
+    seconds = ctx.settings.command_timeout if timeout is None else timeout
+    if seconds > MAX_TIMEOUT_SECONDS:
+        raise ToolError(
+            f"timeout {seconds:g} s is too long: a command may run at most "
+            f"{MAX_TIMEOUT_SECONDS} s. Split long jobs into shorter steps."
+        )
+    stream = _stream_limited(ctx.on_output, ctx.settings.output_limit_chars * STREAM_LIMIT_FACTOR)
+    try:
+        result = ctx.runner.run(
+            argv,
+            cwd=ctx.workspace.root,
+            timeout=seconds,
+            cancel=ctx.cancel,
+            on_output=stream,
+            stdin=stdin,
+        )
+    except SandboxUnavailable as exc:
+        raise ToolError(str(exc)) from None
+    except OSError as exc:
+        raise ToolError(f"Could not start {argv[0]}: {exc}") from None
+    return _report(result, seconds)
+
+
+def _report(result: CommandResult, timeout: float) -> str:
+    """The result text; raises ToolError (with the output) on failure or timeout."""
+    seconds = result.duration_ms / 1000
+    output = result.output if result.output.strip() else "(no output)"
+    if result.note:
+        output += f"\n{result.note}"
+    if result.timed_out:
+        raise ToolError(
+            f"Timed out after {timeout:g} s and was stopped (duration {seconds:.1f} s).\n"
+            f"Output:\n{output}"
+        )
+    status = f"exit code {result.exit_code}, duration {seconds:.1f} s, timed out: no"
+    if result.exit_code != 0:
+        raise ToolError(f"Failed: {status}.\nOutput:\n{output}")
+    return f"{status}.\nOutput:\n{output}"
+
+
+def _journaled(ctx: ToolContext, argv: list[str], timeout: float | None, stdin: str | None) -> str:
+    """Run a command between two workspace scans, so the task can undo what it changed. The
+    scan after it runs while the model reads the result: the journal's next use waits for it."""
+    if ctx.journal is None:
+        return _execute(ctx, argv, timeout, stdin)
+    snapshot = ctx.journal.snapshot()
+    try:
+        return _execute(ctx, argv, timeout, stdin)
+    finally:
+        ctx.journal.record_changes_later(snapshot)
+
+
+def run_command(ctx: ToolContext, args: RunCommandArgs) -> str:
+    """Run a shell command in the workspace folder and return its combined stdout and stderr.
+
+    Output is streamed while it runs; long output keeps its head and tail. A non-zero exit
+    code or a timeout makes the call fail, with the output included. Stdin is empty, so
+    interactive programs will not wait for input.
+    """
+    return _journaled(ctx, ["bash", "-c", args.command], args.timeout, None)
+
+
+def run_python(ctx: ToolContext, args: RunPythonArgs) -> str:
+    """Run Python code in the workspace folder with the sandbox's Python 3 interpreter.
+
+    Returns combined stdout and stderr; print what you want to see. A non-zero exit code
+    (for example an uncaught exception) or a timeout makes the call fail, with the output.
+    """
+    return _journaled(ctx, [ctx.runner.python, "-"], args.timeout, args.code)

@@ -1,0 +1,70 @@
+"""Focus files: up to a few files whose current content the model sees every turn."""
+
+from __future__ import annotations
+
+from modules.results import ToolError
+from modules.workspace.paths import Workspace
+from utils.text import cap_text
+
+FOCUS_CHARS_PER_FILE = 20_000
+
+
+def _under(key: str, path: str) -> bool:
+    return key == path or key.startswith(path + "/")
+
+
+class FocusFiles:
+    """An ordered list of workspace-relative paths, at most `limit` long."""
+
+    def __init__(self, paths: list[str] | None = None, limit: int = 3) -> None:
+        self.limit = limit
+        self._paths = list(dict.fromkeys(paths or []))[:limit]
+
+    def paths(self) -> list[str]:
+        """The focused paths, oldest first."""
+        return list(self._paths)
+
+    def add(self, path: str) -> bool:
+        """Focus `path`; False if it already was. Raises when the list is full."""
+        if path in self._paths:
+            return False
+        if len(self._paths) >= self.limit:
+            current = ", ".join(self._paths)
+            raise ToolError(
+                f"Focus is full ({self.limit} files: {current}). "
+                "Unfocus one with unfocus_file first."
+            )
+        self._paths.append(path)
+        return True
+
+    def remove(self, path: str) -> None:
+        """Unfocus `path`; raises when it was not focused."""
+        if path not in self._paths:
+            current = ", ".join(self._paths) or "none"
+            raise ToolError(f"{path} is not in focus. Focused files: {current}")
+        self._paths.remove(path)
+
+    def move(self, old: str, new: str) -> None:
+        """Follow a rename of `old` (a file, or a folder holding focused files)."""
+        self._paths = [new + p[len(old) :] if _under(p, old) else p for p in self._paths]
+
+    def drop(self, path: str) -> None:
+        """Forget `path` and anything under it, without complaint."""
+        self._paths = [p for p in self._paths if not _under(p, path)]
+
+    def contents(self, workspace: Workspace) -> list[tuple[str, str]]:
+        """Each focused file's current text, capped; files that vanished are dropped."""
+        result = []
+        for path in self.paths():
+            try:
+                rel = workspace.relative(workspace.resolve(path))
+                data = workspace.read_bytes(rel)
+            except (ToolError, OSError):
+                self._paths.remove(path)
+                continue
+            if b"\x00" in data[:8192]:
+                text = "(binary file; content not shown)"
+            else:
+                text = cap_text(data.decode("utf-8", errors="replace"), FOCUS_CHARS_PER_FILE)
+            result.append((path, text))
+        return result

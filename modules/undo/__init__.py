@@ -1,0 +1,1 @@
+"""Undo: what each task changed, kept so it can be put back, and what changed since."""

@@ -1,0 +1,1 @@
+"""Files given to the agent: uploads, attachments, file types and text extraction."""

@@ -1,0 +1,1 @@
+"""The workspace folder: confined paths, safe file access, the tree, the watcher, notes on files."""

@@ -1,0 +1,201 @@
+"""Live workspace changes: a watchdog observer in a child process, batched, read as JSON lines.
+
+The observer runs in its own process because eventlet's monkey patching breaks watchdog's
+threads; the parent only reads lines from a pipe, which works the same under both async modes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from modules.workspace.ignore import WorkspaceIgnore
+from utils.settings import PROGRAM_DIR
+
+log = logging.getLogger(__name__)
+
+BATCH_SECONDS = 0.1
+MAX_BATCH = 1000  # changes per line (and per `file_tree` event)
+
+
+class _Batcher:
+    """Collects changes and writes them as one JSON line at most every BATCH_SECONDS.
+
+    Changes to what the file tree does not show (modules.workspace.ignore) are dropped.
+    """
+
+    def __init__(self, root: Path, ignore: list[Path]) -> None:
+        self.root, self.ignore = root, ignore
+        self.hidden = WorkspaceIgnore(root)
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, str, str | None], dict[str, Any]] = {}
+
+    def relative(self, path: str, is_dir: bool) -> str | None:
+        candidate = Path(path)
+        if any(candidate == i or i in candidate.parents for i in self.ignore):
+            return None
+        try:
+            rel = candidate.relative_to(self.root).as_posix()
+        except ValueError:
+            return None
+        return None if rel == "." or self.hidden.hides(rel, is_dir) else rel
+
+    def add(self, kind: str, src: str, dest: str | None, is_dir: bool) -> None:
+        path = self.relative(src, is_dir)
+        dest_path = self.relative(dest, is_dir) if dest else None
+        if kind == "moved":
+            if path is None and dest_path is None:
+                return
+            if path is None:
+                kind, path, dest_path = "created", dest_path, None
+            elif dest_path is None:
+                kind = "deleted"
+        elif path is None:
+            return
+        change = {"event": kind, "path": path, "is_dir": is_dir}
+        if dest_path:
+            change["dest_path"] = dest_path
+        key = (kind, path, dest_path)
+        with self._lock:
+            # A repeated change moves to the end, so the batch keeps the order of the last ones
+            # (created, deleted, created again: the file exists).
+            self._pending.pop(key, None)
+            self._pending[key] = change
+
+    def flush_forever(self) -> None:
+        while True:
+            time.sleep(BATCH_SECONDS)
+            with self._lock:
+                batch, self._pending = list(self._pending.values()), {}
+            for start in range(0, len(batch), MAX_BATCH):
+                sys.stdout.write(json.dumps({"changes": batch[start : start + MAX_BATCH]}) + "\n")
+            sys.stdout.flush()
+
+
+def _watch(root: Path, ignore: list[Path]) -> None:
+    from watchdog.events import FileSystemEvent, FileSystemEventHandler
+    from watchdog.observers import Observer
+
+    batcher = _Batcher(root, ignore)
+    kinds = {"created": "created", "modified": "modified", "deleted": "deleted", "moved": "moved"}
+
+    class Handler(FileSystemEventHandler):
+        def on_any_event(self, event: FileSystemEvent) -> None:
+            kind = kinds.get(event.event_type)
+            if kind is None or (kind == "modified" and event.is_directory):
+                return
+            dest = getattr(event, "dest_path", None) or None
+            batcher.add(
+                kind,
+                os.fsdecode(event.src_path),
+                os.fsdecode(dest) if dest else None,
+                event.is_directory,
+            )
+
+    observer = Observer()
+    observer.schedule(Handler(), str(root), recursive=True)
+    observer.start()
+    sys.stdout.write(json.dumps({"ready": True}) + "\n")
+    sys.stdout.flush()
+    threading.Thread(target=_exit_with_parent, daemon=True).start()
+    batcher.flush_forever()
+
+
+def _exit_with_parent() -> None:
+    """The parent holds our stdin open; when it dies we see EOF and go too."""
+    sys.stdin.read()
+    os._exit(0)
+
+
+class WorkspaceWatcher:
+    """Starts the child and hands each batch of changes to `on_changes`."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        ignore: list[Path],
+        on_changes: Callable[[list[dict[str, Any]]], None],
+        start_background_task: Callable[..., Any],
+    ) -> None:
+        self.root, self.ignore, self.on_changes = root, ignore, on_changes
+        self._start_task = start_background_task
+        self._process: subprocess.Popen[bytes] | None = None
+        self._stopping = False
+        self.ready = threading.Event()
+
+    def start(self) -> None:
+        """Start the child process and the background task that reads it."""
+        argv = [sys.executable, "-m", "modules.workspace.file_watcher", str(self.root)]
+        for path in self.ignore:
+            argv += ["--ignore", str(path)]
+        self._process = subprocess.Popen(
+            argv,
+            cwd=PROGRAM_DIR,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        self._start_task(self._read)
+
+    def _read(self) -> None:
+        process = self._process
+        assert process is not None and process.stdout is not None
+        for line in process.stdout:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                log.warning(
+                    "ignored a malformed watcher line",
+                    extra={"fields": {"line": line[:200].decode("utf-8", "replace")}},
+                )
+                continue
+            if message.get("ready"):
+                self.ready.set()
+            elif message.get("changes"):
+                self._deliver(message["changes"])
+        if not self._stopping:
+            log.error(
+                "the workspace watcher stopped: live file-tree updates are off",
+                extra={"fields": {"exit_code": process.wait()}},
+            )
+
+    def _deliver(self, changes: list[dict[str, Any]]) -> None:
+        try:
+            self.on_changes(changes)
+        except Exception:
+            log.exception("file-tree update failed")
+
+    def stop(self) -> None:
+        """End the child; the reader sees end of file and finishes."""
+        self._stopping = True
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if process.stdin is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+
+
+def _main() -> None:
+    parser = argparse.ArgumentParser(description="Report workspace changes as JSON lines.")
+    parser.add_argument("root")
+    parser.add_argument("--ignore", action="append", default=[])
+    args = parser.parse_args()
+    _watch(Path(args.root).resolve(), [Path(p).resolve() for p in args.ignore])
+
+
+if __name__ == "__main__":
+    _main()

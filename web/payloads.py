@@ -1,0 +1,98 @@
+"""The read answers both fronts of the web server give: Socket.IO acks and HTTP JSON alike."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.web_terminal import WebTerminal
+from model.demo import demo_suggestions
+from modules.workspace.file_tree import file_tree
+from web.state import WebState
+
+
+def public_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A message record as PROTOCOL §5 gives it, without in-memory helpers."""
+    return {k: v for k, v in record.items() if not k.startswith("_")}
+
+
+def conversations_payload(state: WebState, query: str | None = None) -> dict[str, Any]:
+    """The `list_conversations` answer, also served at /api/conversations; with a `query`,
+    only the conversations whose title or messages hold it, each with a `snippet`."""
+    store = state.services.store
+    keys = ("id", "title", "created_at", "updated_at")
+    if query and query.strip():
+        found = [{k: m.get(k) for k in (*keys, "snippet")} for m in store.search(query)]
+    else:
+        found = [{k: m.get(k) for k in keys} for m in store.list()]
+    return {"ok": True, "conversations": found, "running": state.hub.running_ids()}
+
+
+def conversation_payload(state: WebState, conversation_id: str) -> dict[str, Any]:
+    """The `get_conversation` answer (raises ConversationNotFound).
+
+    `seq` is what the messages cover: join with `after_seq: seq` for exactly the rest.
+    """
+    terminal = state.hub.get(conversation_id)
+    records, seq = terminal.snapshot()
+    status = terminal.task_status()
+    if status is None and (status := state.hub.remote_status(conversation_id)) is not None:
+        # Another process runs the task: what streams after its newest record, it replays.
+        seq = int(records[-1].get("seq") or 0) if records else seq
+    return {
+        "ok": True,
+        "conversation": terminal.conversation.meta if terminal.conversation else {},
+        "messages": [public_record(r) for r in records],
+        "seq": seq,
+        "running": status is not None,
+        "undoable": state.services.journal.undoable(conversation_id),
+        **_settings_of(terminal),
+        **({"status": status} if status is not None else {}),
+    }
+
+
+def _settings_of(terminal: WebTerminal) -> dict[str, Any]:
+    """What the conversation's next task runs with."""
+    found: dict[str, Any] = {
+        "mode": terminal.mode,
+        "approval": terminal.approval,
+        "agent": terminal.agent,
+        "focus": terminal.focus.paths(),
+        "context_limit": terminal.context_usage.limit_tokens,
+    }
+    return found
+
+
+def tree_payload(state: WebState) -> dict[str, Any]:
+    """The `get_file_tree` answer, also served at /api/tree."""
+    services = state.services
+    return {"ok": True, "tree": file_tree(services.workspace, services.annotations)}
+
+
+def status_payload(state: WebState, conversation_id: str | None = None) -> dict[str, Any]:
+    """The `get_status` answer (PROTOCOL §4), plus whether the model API is configured and,
+    given a conversation, the tools always allowed there (raises ConversationNotFound)."""
+    provider, settings, runner = state.services.provider, state.settings, state.services.runner
+    allowed = state.hub.get(conversation_id).gate.allowed() if conversation_id else None
+    return {
+        **({"always_allowed": allowed} if allowed is not None else {}),
+        "ok": True,
+        "provider": provider.name,
+        "model": provider.model,
+        "mode": settings.mode,
+        "approval": settings.approval,
+        "async_mode": state.async_mode,
+        "sandbox": {"kind": runner.kind, "isolation": list(runner.isolation)},
+        "agent": settings.default_agent,
+        "agents": state.services.agents.summaries(),
+        "agent_problems": [vars(p) for p in state.services.agents.problems],
+        "skills": state.services.skills.summaries(),
+        "mcp": mcp.status() if (mcp := state.services.mcp) else {"servers": [], "problems": []},
+        "demo": provider.name == "demo",
+        "demo_suggestions": demo_suggestions() if provider.name == "demo" else [],
+        "api": {
+            "configured": provider.configured,
+            "key_env": provider.key_env,
+            "base_url": provider.base_url,
+            "message": provider.problem,
+        },
+    }

@@ -1,0 +1,321 @@
+"""HTTP routes of the web workspace; every one needs the token (PROTOCOL §3)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any, BinaryIO
+from urllib.parse import quote
+
+from flask import (
+    Blueprint,
+    Response,
+    current_app,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    send_file,
+)
+from werkzeug.exceptions import HTTPException
+
+from core.events import FileTree
+from history.store import ConversationNotFound
+from modules.results import FileChange, ToolError
+from modules.uploads.file_types import ExtractionError
+from modules.workspace.archive import zip_stream
+from web.payloads import conversation_payload, conversations_payload, status_payload, tree_payload
+from web.state import WebState
+
+TOKEN_COOKIE = "agent_token"
+PREVIEW_LIMIT_BYTES = 512 * 1024
+LOG_CHUNK_BYTES = 256 * 1024
+LOG_TAIL_BYTES = 64 * 1024
+OVERSIZED_LINE_HEAD = 4096
+LOG_FILES = {"agent": "agent.jsonl", "debug_stream": "debug_stream.log"}
+LOG_FILTERS = ("conversation_id", "trace_id")  # fields a log line must carry with the asked value
+CONTENT_SECURITY_POLICY = "; ".join(
+    (
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "font-src 'self'",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    )
+)
+
+routes = Blueprint("workspace", __name__)
+
+
+def _state() -> WebState:
+    return current_app.extensions["agent"]  # type: ignore[no-any-return]
+
+
+def _error(status: int, code: str, message: str) -> tuple[Response, int]:
+    return jsonify({"ok": False, "error": {"code": code, "message": message}}), status
+
+
+@routes.before_app_request
+def require_token() -> Any:
+    """Let static assets and the right token through; a wrong or missing token gets 401, or
+    429 once its address has sent too many (the right token is never throttled)."""
+    if request.endpoint == "static":
+        return None
+    state = _state()
+    header = request.headers.get("Authorization", "")
+    bearer = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else None
+    if state.token_ok(bearer) or state.token_ok(request.cookies.get(TOKEN_COOKIE)):
+        return None
+    if request.path == "/" and state.token_ok(request.args.get("token")):
+        response = redirect("/")
+        response.set_cookie(TOKEN_COOKIE, state.token, httponly=True, samesite="Strict")
+        return response
+    wait = state.throttle.wrong_token(request.remote_addr, f"HTTP {request.path[:80]}")
+    if wait:
+        response, status = _error(429, "too_many_attempts", "too many wrong tokens; wait")
+        response.headers["Retry-After"] = str(wait)
+        return response, status
+    if request.path.startswith("/api/"):
+        return _error(401, "unauthorized", "missing or wrong token")
+    return Response(
+        "Open the URL printed by `python main.py web` (it carries the token).\n",
+        status=401,
+        mimetype="text/plain",
+    )
+
+
+@routes.after_app_request
+def harden(response: Response) -> Response:
+    """Only this origin's scripts, styles, images and connections; no framing, no sniffing,
+    no token in a Referer, no cached API answers."""
+    response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("X-Frame-Options", "DENY")
+    response.headers.setdefault("Referrer-Policy", "no-referrer")
+    if request.path.startswith("/api/"):
+        response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@routes.app_errorhandler(HTTPException)
+def http_error(error: HTTPException) -> Any:
+    """API paths answer errors as JSON, like every other API answer; pages keep Flask's."""
+    if not request.path.startswith("/api/"):
+        return error
+    code = (error.name or "error").lower().replace(" ", "_")
+    return _error(error.code or 500, code, error.description or error.name)
+
+
+@routes.get("/")
+def index() -> str:
+    state = _state()
+    return render_template(
+        "index.html",
+        token=state.token,
+        version="0.1.0",
+        upload_limit=state.services.attachments.limits.max_bytes,
+    )
+
+
+@routes.get("/debug")
+def debug() -> str:
+    return render_template("debug.html", token=_state().token, version="0.1.0")
+
+
+@routes.get("/api/conversations")
+def conversations() -> Response:
+    return jsonify(conversations_payload(_state()))
+
+
+@routes.get("/api/conversations/<conversation_id>")
+def conversation(conversation_id: str) -> Any:
+    try:
+        return jsonify(conversation_payload(_state(), conversation_id))
+    except ConversationNotFound as exc:
+        return _error(404, "not_found", str(exc))
+
+
+@routes.get("/api/tree")
+def tree() -> Response:
+    return jsonify(tree_payload(_state()))
+
+
+@routes.get("/api/file")
+def file_preview() -> Any:
+    workspace = _state().services.workspace
+    try:
+        rel = workspace.relative(workspace.resolve(request.args.get("path", "")))
+    except ToolError as exc:
+        return _error(400, "bad_path", str(exc))
+    try:
+        with workspace.open_regular(rel) as (handle, info):
+            size = info.st_size
+            data = handle.read(PREVIEW_LIMIT_BYTES)
+    except (OSError, ToolError):  # missing, a folder, a fifo or device, or swapped outside
+        return _error(404, "not_found", f"{request.args.get('path')} is not a file")
+    binary = b"\x00" in data[:8192]
+    content = "" if binary else data.decode("utf-8", errors="replace")
+    return jsonify(
+        {
+            "ok": True,
+            "path": rel,
+            "content": content,
+            "truncated": size > PREVIEW_LIMIT_BYTES,
+            "binary": binary,
+            "size": size,
+        }
+    )
+
+
+UPLOAD_STATUS = {"too_large": 413, "unsupported": 415, "mismatch": 415}
+MULTIPART_SLACK = 64 * 1024  # the form's boundaries and headers around the file
+
+
+@routes.post("/api/upload")
+def upload() -> Any:
+    """One file, as the multipart field `file` or as the raw body with `?name=`: checked,
+    extracted, stored in the workspace's upload folder; refused files leave nothing behind."""
+    state = _state()
+    store = state.services.attachments
+    limit = store.limits.max_bytes
+    too_large = f"the upload limit is {limit / 2**20:,.0f} MB (AGENT_UPLOAD_LIMIT_MB)"
+    if (request.content_length or 0) > limit + MULTIPART_SLACK:
+        return _error(413, "too_large", f"The file is too large: {too_large}.")
+    request.max_content_length = limit + MULTIPART_SLACK
+    if request.mimetype == "multipart/form-data":
+        sent = request.files.get("file")
+        if sent is None:
+            return _error(400, "bad_request", "send the file as the multipart field 'file'")
+        name, data = sent.filename or "", sent.stream.read(limit + 1)
+    else:
+        name, data = request.args.get("name", ""), request.stream.read(limit + 1)
+    if len(data) > limit:
+        return _error(413, "too_large", f"The file is too large: {too_large}.")
+    if not name:
+        return _error(400, "bad_request", "the file needs a name (?name= for a raw body)")
+    try:
+        attachment = store.upload(data, name)
+    except ExtractionError as exc:
+        return _error(UPLOAD_STATUS.get(exc.code, 422), exc.code, str(exc))
+    except ToolError as exc:
+        return _error(409, "conflict", str(exc))
+    change = FileTree([FileChange("created", attachment.path)])
+    state.socketio.emit(change.name, change.to_wire())  # the trees show it now, not when watched
+    return jsonify({"ok": True, **attachment.to_meta()})
+
+
+@routes.get("/api/download")
+def download() -> Any:
+    """A workspace file as a download (never shown inline), or a folder as a zip."""
+    workspace = _state().services.workspace
+    try:
+        rel = workspace.relative(workspace.resolve(request.args.get("path", "")))
+        info = workspace.lstat(rel, follow=True)
+        if info is not None and stat.S_ISDIR(info.st_mode):
+            return _zip_response(rel)
+        with workspace.open_regular(rel) as (handle, _):
+            copy = os.fdopen(os.dup(handle.fileno()), "rb")
+    except (OSError, ToolError) as exc:
+        return _error(404, "not_found", f"{request.args.get('path')!r} cannot be downloaded: {exc}")
+    return send_file(
+        copy,
+        mimetype="application/octet-stream",
+        as_attachment=True,
+        download_name=rel.rsplit("/", 1)[-1],
+        max_age=0,
+    )
+
+
+@routes.get("/api/archive")
+def archive() -> Response:
+    """The whole workspace as a zip, streamed; what the file tree leaves out is left out."""
+    return _zip_response("")
+
+
+def _zip_response(rel: str) -> Response:
+    state = _state()
+    workspace = state.services.workspace
+    skip: frozenset[str] = frozenset()
+    if state.settings.data_dir.is_relative_to(workspace.root):
+        skip = frozenset({workspace.relative(state.settings.data_dir)})
+    name = (rel.rsplit("/", 1)[-1] if rel else workspace.root.name) or "workspace"
+    response = Response(zip_stream(workspace, rel, skip=skip), mimetype="application/zip")
+    response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(name)}.zip"
+    return response
+
+
+@routes.get("/api/status")
+def status() -> Response:
+    return jsonify(status_payload(_state()))
+
+
+@routes.get("/api/logs/<name>")
+def logs(name: str) -> Any:
+    if name not in LOG_FILES:
+        return _error(404, "not_found", f"no log {name!r}; try {', '.join(LOG_FILES)}")
+    path = _state().settings.data_dir / "logs" / LOG_FILES[name]
+    try:
+        after = int(request.args["after"]) if "after" in request.args else None
+    except ValueError:
+        return _error(400, "bad_request", "after must be a byte offset")
+    match = {key: request.args[key] for key in LOG_FILTERS if request.args.get(key)}
+    lines, next_offset = read_log(path, after, match)
+    return jsonify({"ok": True, "lines": lines, "next": next_offset})
+
+
+def read_log(path: Path, after: int | None, match: dict[str, str]) -> tuple[list[str], int]:
+    """Complete lines from byte `after` on (the last 64 KiB when None) whose JSON object has
+    every field of `match` with that value (a conversation, a task's trace).
+
+    Returns the lines and the offset to ask for next. A line longer than a chunk comes back
+    cut to its head, so a reader never gets stuck on it.
+    """
+    if not path.exists():
+        return [], 0
+    size = path.stat().st_size
+    start = max(0, size - LOG_TAIL_BYTES) if after is None else min(max(after, 0), size)
+    with path.open("rb") as handle:
+        handle.seek(start)
+        chunk = handle.read(LOG_CHUNK_BYTES)
+        if after is None and start > 0:
+            cut = chunk.find(b"\n") + 1
+            if cut == 0:
+                return [], size
+            chunk, start = chunk[cut:], start + cut
+        end = chunk.rfind(b"\n") + 1
+        if end == 0 and len(chunk) == LOG_CHUNK_BYTES:
+            lines, next_offset = _oversized_line(handle, chunk, start)
+        else:
+            lines = chunk[:end].decode("utf-8", errors="replace").splitlines()
+            next_offset = start + end
+    if match:
+        lines = [line for line in lines if _matches(line, match)]
+    return lines, next_offset
+
+
+def _oversized_line(handle: BinaryIO, head: bytes, start: int) -> tuple[list[str], int]:
+    """Skip to the end of a line that does not fit a chunk; give back its head only."""
+    length = len(head)
+    while block := handle.read(LOG_CHUNK_BYTES):
+        newline = block.find(b"\n")
+        if newline >= 0:
+            length += newline
+            shown = head[:OVERSIZED_LINE_HEAD].decode("utf-8", errors="replace")
+            return [f"{shown} … [line of {length} bytes cut]"], start + length + 1
+        length += len(block)
+    return [], start  # the line is still being written
+
+
+def _matches(line: str, match: dict[str, str]) -> bool:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and all(record.get(k) == v for k, v in match.items())

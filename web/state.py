@@ -1,0 +1,88 @@
+"""What the web workspace's HTTP routes and Socket.IO handlers share: one WebState per app."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from flask_socketio import SocketIO
+
+from core.events import Event, FileTree
+from core.services import AgentServices
+from modules.results import FileChange
+from modules.workspace.file_watcher import WorkspaceWatcher
+from utils.settings import Settings
+from web.access import LoginThrottle
+from web.batching import batched_room
+from web.hub import TerminalHub
+
+AsyncMode = Literal["threading", "eventlet"]
+
+
+class EventTaps:
+    """One more listener per conversation besides its room (an A2A task following its run).
+
+    Plain dict operations, no lock: `publish` runs for every event the server sends.
+    """
+
+    def __init__(self) -> None:
+        self._taps: dict[str, Callable[[Event], None]] = {}
+
+    def subscribe(self, conversation_id: str, listener: Callable[[Event], None]) -> None:
+        self._taps[conversation_id] = listener
+
+    def unsubscribe(self, conversation_id: str, listener: Callable[[Event], None]) -> None:
+        if self._taps.get(conversation_id) is listener:
+            del self._taps[conversation_id]
+
+    def publish(self, event: Event) -> None:
+        listener = self._taps.get(event.conversation_id or "")
+        if listener is not None:
+            listener(event)
+
+
+@dataclass
+class WebState:
+    """The app's services, its Socket.IO server, the terminals and the access token."""
+
+    settings: Settings
+    services: AgentServices
+    socketio: SocketIO
+    hub: TerminalHub
+    token: str
+    async_mode: AsyncMode
+    watcher: WorkspaceWatcher | None = None
+    stopping: bool = False
+    throttle: LoginThrottle = field(default_factory=LoginThrottle)
+    taps: EventTaps = field(default_factory=EventTaps)
+    closers: list[Callable[[], None]] = field(default_factory=list)  # run at shutdown
+    batched: set[str] = field(default_factory=set)  # sids that asked for gathered deltas
+
+    def room_for(self, sid: str, conversation_id: str) -> str:
+        """The conversation's room this client gets its events in (see web_batching)."""
+        return batched_room(conversation_id) if sid in self.batched else conversation_id
+
+    def token_ok(self, candidate: object) -> bool:
+        """Constant-time check; any string is safe to pass (compare_digest refuses non-ASCII)."""
+        if not isinstance(candidate, str):
+            return False
+        given = candidate.encode("utf-8", "surrogatepass")
+        return hmac.compare_digest(given, self.token.encode("utf-8", "surrogatepass"))
+
+    def start_watcher(self) -> None:
+        """Push `file_tree` events to every client whenever the workspace changes."""
+
+        def broadcast(changes: list[dict[str, Any]]) -> None:
+            event = FileTree([FileChange(**change) for change in changes])
+            self.socketio.emit(event.name, event.to_wire())
+            self.socketio.sleep(0)
+
+        self.watcher = WorkspaceWatcher(
+            self.services.workspace.root,
+            ignore=[self.settings.data_dir],
+            on_changes=broadcast,
+            start_background_task=self.socketio.start_background_task,
+        )
+        self.watcher.start()
