@@ -1,4 +1,4 @@
-"""Workspace Agent: `python main.py web ...` or `python main.py cli ...` (PROTOCOL §1)."""
+"""Workspace Agent: `python main.py web ...` or `python main.py cli ...` (docs/protocol.md §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The web workspace: the Flask app factory, start-up and shutdown (PROTOCOL §1, §3)."""
+"""The web workspace: the Flask app factory, start-up and shutdown (docs/protocol.md §1, §3)."""
 
 from __future__ import annotations
 

@@ -73,7 +73,7 @@ class _Out:
 
 
 class EventPrinter:
-    """Turns PROTOCOL §4 events into terminal output; one instance per terminal."""
+    """Turns docs/protocol.md §4 events into terminal output; one instance per terminal."""
 
     def __init__(
         self, out: TextIO, err: TextIO, *, color: bool, progress: TextIO | None = None

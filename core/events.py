@@ -1,4 +1,4 @@
-"""The events a task reports (PROTOCOL §4), as plain dataclasses the fronts consume.
+"""The events a task reports (docs/protocol.md §4), as plain dataclasses the fronts consume.
 
 The core stamps each event with its conversation and `seq` and hands it to the sink it was
 given; it becomes a dict only at a transport (`to_wire`: Socket.IO, the CLI's `--json`).

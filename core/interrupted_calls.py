@@ -1,6 +1,6 @@
 """Results for the tool calls a stopped server process left without one.
 
-PROTOCOL §5: every call's result follows it on its branch before any other assistant or user
+docs/protocol.md §5: every call's result follows it on its branch before any other assistant or user
 record. A process killed mid-call never wrote that result, so whoever next holds the
 conversation appends one per such call (messages.jsonl is never rewritten), marked
 `meta.interrupted`, at the end of the path where the call is.

@@ -1,4 +1,4 @@
-"""One conversation tree (PROTOCOL §5): its records indexed in memory, messages.jsonl appended
+"""One conversation tree (docs/protocol.md §5): records indexed in memory, messages.jsonl appended
 one line per record, meta.json replaced atomically and merged with other processes' writes."""
 
 from __future__ import annotations

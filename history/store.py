@@ -1,4 +1,4 @@
-"""All conversations on disk (PROTOCOL §5): create, load (rebuilding a lost meta.json), list,
+"""All conversations on disk (docs/protocol.md §5): create, load (rebuilding lost meta.json), list,
 search and delete them; history/conversation.py holds one conversation's tree."""
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ class ProviderConfig:
 
 
 def resolve_provider(settings: Settings) -> ProviderConfig:
-    """Apply the settings to the chosen preset (PROTOCOL §2: AGENT_* win over the preset)."""
+    """Apply the settings to the preset (docs/protocol.md §2: AGENT_* win over the preset)."""
     preset = PRESETS[settings.provider]
     own_key = getattr(settings, _KEY_FIELDS[preset.key_env]) if preset.key_env else None
     model = settings.model or preset.model or ""
@@ -175,7 +175,7 @@ def accepts_images(provider: str, model: str) -> bool:
 
 
 def prepare_messages(records: list[dict[str, Any]], config: ProviderConfig) -> list[dict[str, Any]]:
-    """Turn stored message records (PROTOCOL §5) into the API's messages for this provider."""
+    """Turn stored records (docs/protocol.md §5) into the API's messages for this provider."""
     return [_api_message(record, config) for record in records]
 
 

@@ -1,5 +1,5 @@
 """A task killed mid-call leaves the call without a result; whoever next holds the
-conversation appends an `interrupted` one after it (PROTOCOL §5: each call's result follows
+conversation appends an `interrupted` one after it (docs/protocol.md §5: each call's result follows
 it on its branch), once, so the history and every request stay valid."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Settings: where each comes from (PROTOCOL §2), and what is not ours to read."""
+"""Settings: where each comes from (docs/protocol.md §2), and what is not ours to read."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ PROTOCOL_TOOLS = {
     "focus_file": {"path"},
     "unfocus_file": {"path"},
     "update_memory": {"scope", "operation", "content"},
-    # beyond PROTOCOL §6: the data agent's SQL, and skills
+    # added to docs/protocol.md §6 later: the data agent's SQL, and skills
     "sql_query": {"path", "query", "max_rows"},
     "use_skill": {"name"},
     "read_skill_file": {"name", "path"},

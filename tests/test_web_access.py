@@ -1,6 +1,6 @@
 """Who reaches the web workspace: Host names, the Origin of whatever changes something,
 wrong-token throttling that never locks the right token out, what errors echo, the
-Content-Security-Policy and JSON answers on every API path (hardening, PROTOCOL §3)."""
+Content-Security-Policy and JSON answers on every API path (hardening, docs/protocol.md §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one settings object: environment, then `.env`, then `config.yaml` (PROTOCOL §2)."""
+"""The one settings object: environment, then `.env`, then `config.yaml` (docs/protocol.md §2)."""
 
 from __future__ import annotations
 

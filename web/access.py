@@ -1,5 +1,5 @@
 """Who may reach the web workspace: the Host it is asked as, the Origin of a socket or of a
-state-changing request, and the throttle on wrong tokens (PROTOCOL §3)."""
+state-changing request, and the throttle on wrong tokens (docs/protocol.md §3)."""
 
 from __future__ import annotations
 

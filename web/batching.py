@@ -1,6 +1,6 @@
 """Token batching for clients that ask for it: a busy stream's deltas in fewer messages.
 
-PROTOCOL §4 sends one `token` (or `thinking`) event per model delta, and every client gets
+docs/protocol.md §4 sends one `token` (or `thinking`) event per model delta, and every client gets
 that unless it connects with `auth: {"batch_deltas": true}`. Such a client is put in the
 conversation's second room, `CID/batched`. A delta that comes when the room sent none for
 WINDOW_SECONDS goes to both rooms as it is (one message, so a stream at a model's pace is

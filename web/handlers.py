@@ -139,7 +139,7 @@ def acked(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, Any]]
 
 
 def register_socket_handlers(socketio: SocketIO, state: WebState) -> None:
-    """Every Socket.IO event of PROTOCOL §4 and its extensions."""
+    """Every Socket.IO event of docs/protocol.md §4."""
     _register_task_handlers(socketio, state)
     _register_reading_handlers(socketio, state)
     _register_review_handlers(socketio, state)

@@ -37,7 +37,7 @@ class SetMemory(MemoryRef):
 
 
 def register_manage_handlers(socketio: SocketIO, state: WebState) -> None:
-    """The conversation list's and the workspace panel's events (docs/protocol-extensions.md)."""
+    """The conversation list's and the workspace panel's events (docs/protocol.md §4)."""
     hub, services = state.hub, state.services
 
     def announce(payload: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ from web.state import WebState
 
 
 def public_record(record: dict[str, Any]) -> dict[str, Any]:
-    """A message record as PROTOCOL §5 gives it, without in-memory helpers."""
+    """A message record as docs/protocol.md §5 gives it, without in-memory helpers."""
     return {k: v for k, v in record.items() if not k.startswith("_")}
 
 
@@ -69,7 +69,7 @@ def tree_payload(state: WebState) -> dict[str, Any]:
 
 
 def status_payload(state: WebState, conversation_id: str | None = None) -> dict[str, Any]:
-    """The `get_status` answer (PROTOCOL §4), plus whether the model API is configured and,
+    """The `get_status` answer (docs/protocol.md §4), plus whether the model API is configured and,
     given a conversation, the tools always allowed there (raises ConversationNotFound)."""
     provider, settings, runner = state.services.provider, state.settings, state.services.runner
     allowed = state.hub.get(conversation_id).gate.allowed() if conversation_id else None

@@ -1,4 +1,4 @@
-"""HTTP routes of the web workspace; every one needs the token (PROTOCOL §3)."""
+"""HTTP routes of the web workspace; every one needs the token (docs/protocol.md §3, §7)."""
 
 from __future__ import annotations
 

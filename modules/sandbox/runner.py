@@ -28,7 +28,7 @@ class SandboxUnavailable(OSError):
 class CommandRunner(Protocol):
     """Runs one command to completion: locally, under bubblewrap, or in a Docker container."""
 
-    kind: str  # "local", "bubblewrap" or "docker" (PROTOCOL §4 get_status)
+    kind: str  # "local", "bubblewrap" or "docker" (docs/protocol.md §4 get_status)
     isolation: list[str]  # plain statements of what is and is not protected
     python: str  # the interpreter run_python starts inside this sandbox
 

@@ -1,4 +1,4 @@
-"""The registry of every tool the model is offered (PROTOCOL §6), plus the tools that only
+"""The registry of every tool the model is offered (docs/protocol.md §6), plus the tools that only
 wrap a store: proposed edits, focus and memory."""
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def update_memory(ctx: ToolContext, args: UpdateMemoryArgs) -> str:
 
 
 def build_registry() -> ToolRegistry:
-    """Every tool of PROTOCOL §6, each with when it asks for approval in `ask` mode."""
+    """Every tool of docs/protocol.md §6, each with when it asks for approval in `ask` mode."""
     registry = ToolRegistry()
     registry.register(
         "create_file",

@@ -1,4 +1,4 @@
-// The conversation tree (PROTOCOL §5 message records): paths, siblings and branch leaves.
+// The conversation tree (docs/protocol.md §5 message records): paths, siblings and branch leaves.
 
 /** Index a conversation's records; the last record is the newest leaf. */
 export function buildIndex(records) {
