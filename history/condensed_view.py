@@ -11,12 +11,11 @@ calls always stays with its results, and every kept record is sent exactly as st
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from history.context_builder import estimate_message_tokens
-
-Record = dict[str, Any]
+from history.records import ChatMessage, MessageRecord, SummaryMeta
 
 SUMMARY_HEADER = (
     "[Summary of the earlier part of this conversation, written when the context grew long. "
@@ -44,7 +43,7 @@ ARGUMENT_CHARS = 500  # of one call's arguments
 INSTRUCTION_CHARS = 2_000
 
 
-def summary_meta(record: Record) -> dict[str, Any] | None:
+def summary_meta(record: ChatMessage) -> SummaryMeta | None:
     """The `meta.summary` of a summary record; None for every other record."""
     meta = record.get("meta")
     if record.get("role") != "system" or not isinstance(meta, dict):
@@ -55,7 +54,7 @@ def summary_meta(record: Record) -> dict[str, Any] | None:
     return None
 
 
-def is_turn_start(record: Record) -> bool:
+def is_turn_start(record: ChatMessage) -> bool:
     """A user's own message, where a cut may fall (a plan's instructions to itself are not)."""
     meta = record.get("meta") or {}
     return record.get("role") == "user" and "plan_prompt" not in meta and "plan_step" not in meta
@@ -65,11 +64,11 @@ def is_turn_start(record: Record) -> bool:
 class ActiveSummary:
     """The summary a path's view uses, and the position of the first record it keeps."""
 
-    record: Record
+    record: MessageRecord
     cut: int
 
 
-def active_summary(path: list[Record]) -> ActiveSummary | None:
+def active_summary(path: Sequence[MessageRecord]) -> ActiveSummary | None:
     """The newest summary on `path` whose first kept record lies on the path before it."""
     for index in range(len(path) - 1, 0, -1):
         summary = summary_meta(path[index])
@@ -82,7 +81,7 @@ def active_summary(path: list[Record]) -> ActiveSummary | None:
     return None
 
 
-def summary_message(record: Record) -> Record:
+def summary_message(record: MessageRecord) -> ChatMessage:
     """A summary record as the model reads it: a user message, the same on every build."""
     return {
         "id": record["id"],
@@ -91,7 +90,7 @@ def summary_message(record: Record) -> Record:
     }
 
 
-def model_view(path: list[Record]) -> list[Record]:
+def model_view(path: Sequence[MessageRecord]) -> Sequence[ChatMessage]:
     """What the model is sent of a root-to-leaf `path`, before it is fitted to the window."""
     active = active_summary(path)
     if active is None:
@@ -102,7 +101,7 @@ def model_view(path: list[Record]) -> list[Record]:
     return [path[0], summary_message(active.record), *kept]
 
 
-def condensed_ids(path: list[Record]) -> set[str]:
+def condensed_ids(path: Sequence[MessageRecord]) -> set[str]:
     """The ids of the records a summary replaces on this path (the page greys them)."""
     active = active_summary(path)
     if active is None:
@@ -114,12 +113,12 @@ def condensed_ids(path: list[Record]) -> set[str]:
 class Cut:
     """A planned condensation: the first record kept, what is newly replaced, what it extends."""
 
-    first_kept: Record
-    replaced: list[Record]
-    previous: Record | None  # the summary the new one takes over from
+    first_kept: MessageRecord
+    replaced: list[MessageRecord]
+    previous: MessageRecord | None  # the summary the new one takes over from
 
 
-def plan_cut(path: list[Record], *, keep_tokens: float) -> Cut | None:
+def plan_cut(path: Sequence[MessageRecord], *, keep_tokens: float) -> Cut | None:
     """The earliest cut after which the rest of `path` fits `keep_tokens` (raw estimate).
 
     The newest turn (from the newest user message on) is always kept, however large; a cut
@@ -142,12 +141,12 @@ def plan_cut(path: list[Record], *, keep_tokens: float) -> Cut | None:
 
 
 def summary_request(
-    path: list[Record], cut: Cut, *, instructions: str | None, max_chars: int
-) -> list[Record]:
+    path: Sequence[MessageRecord], cut: Cut, *, instructions: str | None, max_chars: int
+) -> list[ChatMessage]:
     """The messages of the call that writes the summary: plain text, no tools, no reasoning,
     so no provider rule on tool calls or reasoning can refuse it. At most about `max_chars`:
     the oldest replaced messages are left out first."""
-    names = {
+    names: dict[str | None, str] = {
         call.get("id"): (call.get("function") or {}).get("name", "")
         for record in cut.replaced
         for call in record.get("tool_calls") or ()
@@ -193,7 +192,7 @@ def clean_summary(text: str) -> str:
     return text
 
 
-def _render(record: Record, names: dict[Any, str]) -> str:
+def _render(record: MessageRecord, names: dict[str | None, str]) -> str:
     role = record.get("role")
     content = str(record.get("content") or "")
     if role == "user":

@@ -8,9 +8,11 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+from history.records import ChatMessage, ContentPart
 
 CHARS_PER_TOKEN = 3.5
 MESSAGE_OVERHEAD = 4.0  # role, separators and framing the chat template adds per message
@@ -28,13 +30,13 @@ def estimate_text_tokens(text: str) -> float:
     return size / CHARS_PER_TOKEN
 
 
-def _as_text(value: Any) -> str:
+def _as_text(value: object) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _content_tokens(content: Any) -> float:
+def _content_tokens(content: str | list[ContentPart] | None) -> float:
     """Text by its size; each `image_url` part (an attached image) as IMAGE_TOKENS."""
     if not isinstance(content, list):
         return estimate_text_tokens(_as_text(content))
@@ -47,7 +49,7 @@ def _content_tokens(content: Any) -> float:
     )
 
 
-def estimate_message_tokens(message: dict[str, Any]) -> float:
+def estimate_message_tokens(message: ChatMessage) -> float:
     """The uncorrected estimate for one message as the API will receive it."""
     tokens = MESSAGE_OVERHEAD + _content_tokens(message.get("content"))
     if message.get("reasoning_content"):
@@ -70,7 +72,7 @@ class BuiltContext:
     whether the history is condensed.
     """
 
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     estimated_tokens: int
     dropped: int = 0
     full_tokens: int = 0
@@ -79,7 +81,7 @@ class BuiltContext:
 class _Unit(NamedTuple):
     """A user (or system) record, or an assistant record with all its tool results."""
 
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     tokens: float
     records: int  # how many of `messages` come from the path (placeholders excluded)
     starts_turn: bool
@@ -135,12 +137,12 @@ class ContextBuilder:
     def build(
         self,
         system_prompt: str,
-        path: list[dict[str, Any]],
+        path: Sequence[ChatMessage],
         *,
         tools: list[dict[str, Any]] | None = None,
     ) -> BuiltContext:
         """System prompt first, then the newest whole units of the root-to-leaf `path` that fit."""
-        system = {"role": "system", "content": system_prompt}
+        system: ChatMessage = {"role": "system", "content": system_prompt}
         fixed = estimate_message_tokens(system)
         if tools:
             fixed += estimate_text_tokens(json.dumps(tools, ensure_ascii=False))
@@ -165,7 +167,7 @@ class ContextBuilder:
         return BuiltContext(messages, estimated, len(path) - kept, max(full, estimated))
 
 
-def _unique_call_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _unique_call_ids(messages: list[ChatMessage]) -> list[ChatMessage]:
     """The messages with every tool-call id unique (the APIs refuse a request repeating one).
 
     Kimi numbers its ids (`functions.NAME:N`) by the calls in the request, so once older
@@ -206,10 +208,10 @@ def _fresh_id(call_id: str, seen: set[str]) -> str:
     return f"{stem}{n}"
 
 
-def _tokens(message: dict[str, Any], cache: dict[str, float]) -> float:
+def _tokens(message: ChatMessage, cache: dict[str, float]) -> float:
     """The raw estimate of one message, cached by record id (records never change)."""
     key = message.get("id")
-    tokens = cache.get(key)  # type: ignore[arg-type]
+    tokens = cache.get(key) if key is not None else None
     if tokens is None:
         tokens = estimate_message_tokens(message)
         if isinstance(key, str):
@@ -232,7 +234,7 @@ class _UnitCache:
         # half-updated state.
         self._state: tuple[list[_Unit], int, str | None, str | None] = ([], 0, None, None)
 
-    def newest_first(self, path: list[dict[str, Any]], cache: dict[str, float]) -> Iterator[_Unit]:
+    def newest_first(self, path: Sequence[ChatMessage], cache: dict[str, float]) -> Iterator[_Unit]:
         """Every unit of `path`, newest first, reusing what earlier builds grouped."""
         prefix, size, last_id, second_id = self._state
         second = path[1].get("id") if len(path) > 1 else None
@@ -255,9 +257,9 @@ class _UnitCache:
         return itertools.chain(tail, reversed(prefix))
 
 
-def _units_newest_first(path: list[dict[str, Any]], cache: dict[str, float]) -> Iterator[_Unit]:
+def _units_newest_first(path: Sequence[ChatMessage], cache: dict[str, float]) -> Iterator[_Unit]:
     """Group the path into units from the leaf back; orphaned tool records are left out."""
-    pending: list[dict[str, Any]] = []  # tool records after the current position, newest first
+    pending: list[ChatMessage] = []  # tool records after the current position, newest first
     for record in reversed(path):
         role = record.get("role")
         if role == "tool":
@@ -271,7 +273,7 @@ def _units_newest_first(path: list[dict[str, Any]], cache: dict[str, float]) -> 
 
 
 def _tool_group(
-    assistant: dict[str, Any], results: list[dict[str, Any]], cache: dict[str, float]
+    assistant: ChatMessage, results: list[ChatMessage], cache: dict[str, float]
 ) -> _Unit:
     """An assistant tool-call record with exactly one result per call, in call order."""
     by_call = {r.get("tool_call_id"): r for r in results}  # newest first, so the oldest wins

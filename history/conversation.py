@@ -15,8 +15,17 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypedDict, Unpack, cast
 
+from history.meta_file import merged_meta, read_meta
+from history.records import (
+    ConversationMeta,
+    ConversationState,
+    MessageRecord,
+    RecordFields,
+    Role,
+    ToolCallRecord,
+)
 from history.titles import title_from
 from utils.files import atomic_write, directory_lock
 from utils.text import shown
@@ -24,7 +33,6 @@ from utils.text import shown
 log = logging.getLogger(__name__)
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
-OPTIONAL_FIELDS = ("reasoning_content", "tool_calls", "tool_call_id", "name")
 RESERVED_FIELDS = frozenset(
     {"conversation_id", "parent_id", "depth", "version", "role", "content", "created_at"}
 )
@@ -64,7 +72,7 @@ def is_valid_id(value: object) -> bool:
 Stamp = tuple[int, int, int]  # meta.json's (inode, mtime_ns, size): a rewrite changes it
 
 
-def write_meta(directory: Path, meta: dict[str, Any]) -> Stamp:
+def write_meta(directory: Path, meta: ConversationMeta) -> Stamp:
     """Replace meta.json atomically (write a temporary file, then `os.replace`).
 
     Not synced to disk, as messages.jsonl's appends are not: a crash that leaves meta.json
@@ -85,47 +93,25 @@ def _stamp_of(path: Path) -> Stamp | None:
         return None
 
 
-def read_meta(directory: Path, *, quiet: bool = False) -> dict[str, Any] | None:
-    """meta.json's object; None (with a warning unless `quiet`) when it cannot be read."""
-    try:
-        meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
-        if isinstance(meta, dict):
-            return meta
-        error = "not a JSON object"
-    except (OSError, ValueError) as exc:
-        error = str(exc)[:200]
-    if not quiet:
-        log.warning(
-            "skipped a conversation with unreadable meta.json",
-            extra={"fields": {"conversation_id": directory.name, "error": error}},
-        )
-    return None
+class _OptionalFields(TypedDict, total=False):
+    reasoning_content: str
+    tool_calls: list[ToolCallRecord]
+    tool_call_id: str
+    name: str
 
 
-def _merged_meta(
-    disk: dict[str, Any], base: dict[str, Any], mine: dict[str, Any]
-) -> dict[str, Any]:
-    """Another process wrote meta.json since `base` was read: its version, with the keys this
-    one changed since `base` (top-level, and inside the free-form `meta`) put on top."""
-    merged = copy.deepcopy(disk)
-    for key in mine.keys() | base.keys():
-        if key != "meta" and mine.get(key) != base.get(key):
-            if key in mine:
-                merged[key] = copy.deepcopy(mine[key])
-            else:
-                merged.pop(key, None)
-    ours, before = mine.get("meta") or {}, base.get("meta") or {}
-    inner = merged.setdefault("meta", {})
-    for key in ours.keys() | before.keys():
-        if ours.get(key) != before.get(key):
-            if key in ours:
-                inner[key] = copy.deepcopy(ours[key])
-            else:
-                inner.pop(key, None)
-    updates = [str(m["updated_at"]) for m in (disk, mine) if m.get("updated_at")]
-    if updates:  # both changed it: the later one (ISO-8601 UTC strings sort by time)
-        merged["updated_at"] = max(updates)
-    return merged
+def _optional_fields(fields: RecordFields) -> _OptionalFields:
+    """Take the optional record fields out of `fields`, leaving out those that are None."""
+    found: _OptionalFields = {}
+    if (reasoning := fields.pop("reasoning_content", None)) is not None:
+        found["reasoning_content"] = reasoning
+    if (calls := fields.pop("tool_calls", None)) is not None:
+        found["tool_calls"] = calls
+    if (call_id := fields.pop("tool_call_id", None)) is not None:
+        found["tool_call_id"] = call_id
+    if (name := fields.pop("name", None)) is not None:
+        found["name"] = name
+    return found
 
 
 class Conversation:
@@ -134,8 +120,8 @@ class Conversation:
     def __init__(
         self,
         directory: Path,
-        meta: dict[str, Any],
-        records: list[dict[str, Any]],
+        meta: ConversationMeta,
+        records: list[MessageRecord],
         needs_newline: bool = False,
         stamp: Stamp | None = None,
     ) -> None:
@@ -144,11 +130,11 @@ class Conversation:
         self._meta = meta
         self._meta_base = copy.deepcopy(meta)  # meta.json as this object last read or wrote it
         self._meta_stamp = stamp
-        self._records: list[dict[str, Any]] = []
-        self._by_id: dict[str, dict[str, Any]] = {}
+        self._records: list[MessageRecord] = []
+        self._by_id: dict[str, MessageRecord] = {}
         self._children: dict[str | None, list[str]] = {}
         self._needs_newline = needs_newline
-        self._last_path: list[dict[str, Any]] = []  # path() reuses it while the leaf grows
+        self._last_path: list[MessageRecord] = []  # path() reuses it while the leaf grows
         self._meta_saved_at = float("-inf") if stamp is None else time.monotonic()
         self._meta_dirty = False
         self._lock = threading.RLock()
@@ -160,12 +146,12 @@ class Conversation:
         return self._meta["id"]
 
     @property
-    def meta(self) -> dict[str, Any]:
+    def meta(self) -> ConversationMeta:
         """A copy of meta.json's content."""
         with self._lock:
             return copy.deepcopy(self._meta)
 
-    def current_meta(self) -> dict[str, Any]:
+    def current_meta(self) -> ConversationMeta:
         """A copy of meta.json's content with what another process wrote there since merged in
         (one stat when nobody did)."""
         with self._lock:
@@ -174,12 +160,12 @@ class Conversation:
                 disk = read_meta(self._dir, quiet=True)
                 if disk is not None:
                     if disk != self._meta_base:
-                        self._meta = _merged_meta(disk, self._meta_base, self._meta)
+                        self._meta = merged_meta(disk, self._meta_base, self._meta)
                     self._meta_base, self._meta_stamp = disk, stamp
             return copy.deepcopy(self._meta)
 
     @property
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[MessageRecord]:
         """Every record in append order (shared dicts: do not mutate them)."""
         with self._lock:
             return list(self._records)
@@ -191,14 +177,14 @@ class Conversation:
             return self._records[-1]["id"] if self._records else None
 
     @property
-    def index(self) -> Mapping[str, dict[str, Any]]:
+    def index(self) -> Mapping[str, MessageRecord]:
         """A read-only view of the records by id."""
         return MappingProxyType(self._by_id)
 
     def __len__(self) -> int:
         return len(self._records)
 
-    def get(self, message_id: str) -> dict[str, Any]:
+    def get(self, message_id: str) -> MessageRecord:
         """One record by id; raises MessageNotFound."""
         record = self._by_id.get(message_id)
         if record is None:
@@ -206,8 +192,13 @@ class Conversation:
         return record
 
     def append(
-        self, role: str, content: str | None = "", *, parent_id: str | None = LEAF, **fields: Any
-    ) -> dict[str, Any]:
+        self,
+        role: Role,
+        content: str | None = "",
+        *,
+        parent_id: str | None = LEAF,
+        **fields: Unpack[RecordFields],
+    ) -> MessageRecord:
         """Record a message under `parent_id` (default: the leaf); `id=` may fix its id."""
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}")
@@ -220,7 +211,8 @@ class Conversation:
             if parent_id is LEAF:
                 parent_id = self._records[-1]["id"] if self._records else None
             depth = 0 if parent_id is None else self.get(parent_id).get("depth", 0) + 1
-            record: dict[str, Any] = {
+            meta = fields.pop("meta", None)
+            record: MessageRecord = {
                 "id": self._fresh_id(fields.pop("id", None)),
                 "conversation_id": self.id,
                 "parent_id": parent_id,
@@ -228,13 +220,15 @@ class Conversation:
                 "version": len(self._children.get(parent_id, ())) + 1,
                 "role": role,
                 "content": content or "",
+                **_optional_fields(fields),
+                "created_at": utc_now(),
+                "meta": meta.copy() if meta else {},
             }
-            for key in OPTIONAL_FIELDS:
-                if fields.get(key) is not None:
-                    record[key] = fields.pop(key)
-            record["created_at"] = utc_now()
-            record["meta"] = dict(fields.pop("meta", None) or {})
-            record.update((k, v) for k, v in fields.items() if v is not None)
+            if (seq := fields.pop("seq", None)) is not None:
+                record["seq"] = seq
+            for key, value in fields.items():  # a field no type names (none is passed)
+                if value is not None:
+                    cast(dict[str, Any], record)[key] = value  # stored as given, as it was
             self._write_line(record)
             self._index(record)
             self._meta["updated_at"] = record["created_at"]
@@ -249,7 +243,7 @@ class Conversation:
             raise ValueError(f"message id {wanted!r} is invalid or already used")
         return wanted
 
-    def path(self, leaf_id: str | None = None) -> list[dict[str, Any]]:
+    def path(self, leaf_id: str | None = None) -> list[MessageRecord]:
         """The records from the root down to `leaf_id` (default: the current leaf)."""
         with self._lock:
             if leaf_id is None:
@@ -263,15 +257,16 @@ class Conversation:
                 self._last_path = last[: depth + 1]  # an ancestor of the last path's leaf
                 return list(self._last_path)
             known = last[-1]["id"] if last else None
-            walked = []
-            while record is not None and record["id"] != known:
-                walked.append(record)
-                record = self._parent_of(record)
+            walked: list[MessageRecord] = []
+            step: MessageRecord | None = record
+            while step is not None and step["id"] != known:
+                walked.append(step)
+                step = self._parent_of(step)
             walked.reverse()
-            self._last_path = (last if record is not None else []) + walked
+            self._last_path = (last if step is not None else []) + walked
             return list(self._last_path)
 
-    def _parent_of(self, record: dict[str, Any]) -> dict[str, Any] | None:
+    def _parent_of(self, record: MessageRecord) -> MessageRecord | None:
         parent = record.get("parent_id")
         if parent is None:
             return None
@@ -283,7 +278,7 @@ class Conversation:
             )
         return found
 
-    def unanswered_calls(self, leaf_id: str | None = None) -> list[dict[str, Any]]:
+    def unanswered_calls(self, leaf_id: str | None = None) -> list[ToolCallRecord]:
         """The tool calls without a result at the end of the path to `leaf_id` (default: the
         leaf): those of its last assistant record when only results follow it there, so the
         missing results can still be appended under `leaf_id`."""
@@ -299,12 +294,12 @@ class Conversation:
                 return []
             return [c for c in record.get("tool_calls") or () if c.get("id") not in answered]
 
-    def children(self, message_id: str | None) -> list[dict[str, Any]]:
+    def children(self, message_id: str | None) -> list[MessageRecord]:
         """The records hanging directly under `message_id` (None: the roots), oldest first."""
         with self._lock:
             return [self._by_id[i] for i in self._children.get(message_id, ())]
 
-    def siblings(self, message_id: str) -> list[dict[str, Any]]:
+    def siblings(self, message_id: str) -> list[MessageRecord]:
         """The records sharing `message_id`'s parent, itself included, by version."""
         with self._lock:
             return self.children(self.get(message_id).get("parent_id"))
@@ -314,14 +309,14 @@ class Conversation:
         with self._lock:
             self._meta["title"] = title
             self._meta["updated_at"] = utc_now()
-            self._meta.setdefault("meta", {})["title_by_user"] = True
+            self._meta["meta"]["title_by_user"] = True
             self._save_meta()
 
-    def _auto_title(self, record: dict[str, Any]) -> bool:
+    def _auto_title(self, record: MessageRecord) -> bool:
         """Title a new conversation from its first message, then refine it with the first
         answer (unless the user renamed it); True when the title changed."""
         meta, content = self._meta, record["content"]
-        if not content.strip() or meta.get("meta", {}).get("title_by_user"):
+        if not content.strip() or meta["meta"].get("title_by_user"):
             return False
         if record["role"] == "user" and not meta.get("title"):
             meta["title"] = title_from(content)
@@ -337,17 +332,17 @@ class Conversation:
         meta["title"] = refined
         return True
 
-    def update_meta(self, *, save: bool = True, **meta: Any) -> None:
+    def update_meta(self, *, save: bool = True, **meta: Unpack[ConversationState]) -> None:
         """Merge keys into meta.json's free-form `meta` object; `save=False` leaves the write
         to the next save (or `flush`), for a caller that knows one follows."""
         with self._lock:
-            self._meta.setdefault("meta", {}).update(meta)
+            self._meta["meta"].update(meta)
             if save:
                 self._save_meta()
             else:
                 self._meta_dirty = True
 
-    def _index(self, record: dict[str, Any]) -> None:
+    def _index(self, record: MessageRecord) -> None:
         if record["id"] in self._by_id:
             log.warning(
                 "ignored a duplicate message id",
@@ -358,7 +353,7 @@ class Conversation:
         self._by_id[record["id"]] = record
         self._children.setdefault(record.get("parent_id"), []).append(record["id"])
 
-    def _write_line(self, record: dict[str, Any]) -> None:
+    def _write_line(self, record: MessageRecord) -> None:
         data = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
         if self._needs_newline:
             data = b"\n" + data  # end a line torn by a crash so this record starts fresh
@@ -388,7 +383,7 @@ class Conversation:
             if stamp is None or stamp != self._meta_stamp:  # unknown, or another process wrote it
                 disk = read_meta(self._dir, quiet=True)
                 if disk is not None and disk != self._meta_base:
-                    self._meta = _merged_meta(disk, self._meta_base, self._meta)
+                    self._meta = merged_meta(disk, self._meta_base, self._meta)
             self._meta_stamp = write_meta(self._dir, self._meta)
         self._meta_base = copy.deepcopy(self._meta)
         self._meta_saved_at, self._meta_dirty = now, False

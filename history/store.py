@@ -3,23 +3,25 @@ search and delete them; history/conversation.py holds one conversation's tree.""
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import os
 import shutil
 import threading
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from history.conversation import (
     Conversation,
     NotFound,
     is_valid_id,
     new_id,
-    read_meta,
     utc_now,
     write_meta,
 )
+from history.meta_file import read_meta
+from history.records import ConversationHit, ConversationMeta, ConversationState, MessageRecord
 from history.titles import title_from
 from utils.text import shown
 
@@ -32,13 +34,13 @@ class ConversationNotFound(NotFound):
     """No conversation has this id (or the id is not a valid one)."""
 
 
-def _read_records(path: Path, conversation_id: str) -> tuple[list[dict[str, Any]], bool]:
+def _read_records(path: Path, conversation_id: str) -> tuple[list[MessageRecord], bool]:
     """Parse messages.jsonl; returns the records and whether the file lacks a final newline."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return [], False
-    records = []
+    records: list[MessageRecord] = []
     for number, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
             continue
@@ -50,7 +52,7 @@ def _read_records(path: Path, conversation_id: str) -> tuple[list[dict[str, Any]
             fields = {"conversation_id": conversation_id, "line": number, "error": str(exc)[:200]}
             log.warning("skipped an unreadable history line", extra={"fields": fields})
             continue
-        records.append(record)
+        records.append(cast(MessageRecord, record))  # an object with an id: not checked further
     return records, bool(data) and not data.endswith(b"\n")
 
 
@@ -66,17 +68,17 @@ class ConversationStore:
         self,
         title: str | None = None,
         agent_type: str = "workspace",
-        meta: dict[str, Any] | None = None,
+        meta: ConversationState | None = None,
     ) -> Conversation:
         """Start an empty conversation (its messages.jsonl comes with the first record)."""
         now = utc_now()
-        data = {
+        data: ConversationMeta = {
             "id": new_id(),
             "title": title,
             "agent_type": agent_type,
             "created_at": now,
             "updated_at": now,
-            "meta": dict(meta or {}),
+            "meta": meta.copy() if meta else {},
         }
         directory = self._root / data["id"]
         directory.mkdir(parents=True)
@@ -122,13 +124,13 @@ class ConversationStore:
             is_valid_id(conversation_id) and (self._root / conversation_id / "meta.json").is_file()
         )
 
-    def list(self) -> list[dict[str, Any]]:
+    def list(self) -> builtins.list[ConversationMeta]:
         """Every conversation's meta, most recently updated first (messages are not loaded)."""
         if not self._root.is_dir():
             return []
         with self._lock:
             loaded = dict(self._cache)
-        metas = []
+        metas: builtins.list[ConversationMeta] = []
         for directory in self._root.iterdir():
             if directory.name in loaded:
                 metas.append(loaded[directory.name].current_meta())
@@ -150,11 +152,11 @@ class ConversationStore:
             self._cache.pop(conversation_id, None)
         shutil.rmtree(trash, ignore_errors=True)
 
-    def search(self, query: str, limit: int = 50) -> list[dict[str, Any]]:
+    def search(self, query: str, limit: int = 50) -> builtins.list[ConversationHit]:
         """Conversations whose title or messages contain `query` (case-insensitive), most
         recently updated first; each meta gets `snippet`: the matching text around the hit."""
         needle = query.casefold().strip()
-        found = []
+        found: builtins.list[ConversationHit] = []
         for meta in self.list():
             title = str(meta.get("title") or "")
             if needle in title.casefold():
@@ -217,7 +219,7 @@ class ConversationStore:
         return Conversation(directory, meta, records, needs_newline)
 
 
-def _recovered_meta(conversation_id: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+def _recovered_meta(conversation_id: str, records: list[MessageRecord]) -> ConversationMeta:
     first_user = next((r for r in records if r.get("role") == "user"), None)
     created = records[0].get("created_at") if records else utc_now()
     return {

@@ -1,0 +1,195 @@
+"""The shapes of what history keeps (PROTOCOL §5): message records, meta.json, and the
+messages a model call is sent. They are JSON on disk and on the wire, so they are TypedDicts:
+plain dicts at run time, checked by mypy. Nothing here validates what is read from disk."""
+
+from typing import Literal, NotRequired
+
+# typing_extensions: typing's own TypedDict learns ReadOnly in Python 3.13.
+from typing_extensions import ReadOnly, TypedDict
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+# --- a message record (messages.jsonl, one per line) ----------------------------------------
+
+
+class FunctionCall(TypedDict):
+    name: str
+    arguments: str  # JSON text as the model sent it
+
+
+class ToolCallRecord(TypedDict):
+    """One call of an assistant record's `tool_calls`."""
+
+    id: str
+    type: Literal["function"]
+    function: FunctionCall
+
+
+class TokenUsage(TypedDict):
+    """A model call's `usage`, as records and task ends keep it."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class PlanStep(TypedDict):
+    index: int
+    title: str
+    status: str  # pending | running | done | failed
+    summary: NotRequired[str]
+
+
+class Plan(TypedDict):
+    """A plan_execute agent's whole plan (§8), as `meta.plan` keeps it."""
+
+    revision: int
+    steps: list[PlanStep]
+
+
+class AttachmentMeta(TypedDict):
+    """One attached file (§11): modules/uploads/attachments.py's Attachment, as JSON."""
+
+    path: str
+    name: str
+    size: int
+    kind: str
+    sha256: str
+    chars: int
+    truncated: bool
+    note: str
+    mime: str
+
+
+class ProposalMeta(TypedDict):
+    id: str
+    path: str
+    diff: str
+
+
+class SummaryMeta(TypedDict):
+    """A summary record's `meta.summary` (§12)."""
+
+    first_kept_id: str
+    summarized: int
+    trigger: str  # threshold | user
+    tokens_before: int
+    tokens_after: int
+    previous_id: NotRequired[str]
+    instructions: NotRequired[str]
+
+
+class MessageMeta(TypedDict, total=False):
+    """The `meta` keys the program writes on records (§5), each on some roles only."""
+
+    skill: str  # user
+    attachments: list[AttachmentMeta]  # user
+    plan_prompt: str  # user: created | replanned | final
+    plan_step: int  # user
+    plan: Plan  # user (with plan_prompt or plan_step), tool (make_plan, finish_step)
+    usage: TokenUsage  # assistant
+    interrupted: str | bool  # assistant: cancelled | stream_cut; tool: true
+    ok: bool  # tool
+    duration_ms: int  # tool
+    proposal: ProposalMeta  # tool (propose_edit)
+    agent: str  # tool (a delegation)
+    summary: SummaryMeta  # system
+
+
+class MessageRecord(TypedDict):
+    """One line of messages.jsonl."""
+
+    id: str
+    conversation_id: str
+    parent_id: str | None
+    depth: int
+    version: int
+    role: Role
+    content: str
+    reasoning_content: NotRequired[str]
+    tool_calls: NotRequired[list[ToolCallRecord]]
+    tool_call_id: NotRequired[str]
+    name: NotRequired[str]
+    created_at: str  # ISO-8601 UTC with a Z
+    meta: MessageMeta
+    seq: NotRequired[int]  # the seq of the last event before it
+
+
+class RecordFields(TypedDict, total=False):
+    """What Conversation.append takes besides role and content (None: left out)."""
+
+    id: str | None  # a fixed id instead of a fresh one
+    reasoning_content: str | None
+    tool_calls: list[ToolCallRecord] | None
+    tool_call_id: str | None
+    name: str | None
+    meta: MessageMeta | None
+    seq: int | None
+
+
+# --- meta.json ------------------------------------------------------------------------------
+
+
+class TaskEnd(TypedDict):
+    """How a task ended: its `done`'s reason and the tokens it used."""
+
+    reason: str
+    usage: TokenUsage
+
+
+class ConversationState(TypedDict, total=False):
+    """meta.json's free-form `meta`: what the conversation was last run with, and more."""
+
+    mode: str  # a utils.settings.Mode, when this program wrote it
+    approval: str  # a utils.settings.Approval, likewise
+    agent: str
+    focus: list[str]
+    title_by_user: bool
+    last_seq: int
+    task_ends: dict[str, TaskEnd]  # by the id of the task's user message
+
+
+class ConversationMeta(TypedDict):
+    """meta.json."""
+
+    id: str
+    title: str | None
+    agent_type: str
+    created_at: str
+    updated_at: str
+    meta: ConversationState
+
+
+class ConversationHit(ConversationMeta):
+    """A search result: the conversation's meta and the text around the hit ("" for a title)."""
+
+    snippet: str
+
+
+# --- what a model call is sent --------------------------------------------------------------
+
+
+class ImageUrl(TypedDict):
+    url: str
+
+
+class ContentPart(TypedDict):
+    """A part of a message's content list: `text`, or `image_url` (an attached image)."""
+
+    type: str
+    text: NotRequired[str]
+    image_url: NotRequired[ImageUrl]
+
+
+class ChatMessage(TypedDict):
+    """A message as the context is built from it and a model call is sent it: a record, or
+    what stands in for one (the system prompt, a summary, a missing result's placeholder, a
+    record with its skill or attachments expanded). Read-only, so a MessageRecord is one."""
+
+    role: ReadOnly[Role]
+    content: ReadOnly[str | list[ContentPart]]
+    id: ReadOnly[NotRequired[str]]
+    reasoning_content: ReadOnly[NotRequired[str]]
+    tool_calls: ReadOnly[NotRequired[list[ToolCallRecord]]]
+    tool_call_id: ReadOnly[NotRequired[str]]
+    name: ReadOnly[NotRequired[str]]
+    meta: ReadOnly[NotRequired[MessageMeta]]
