@@ -1,20 +1,29 @@
+// @ts-check
 // The Socket.IO connection: requests with acks, server events, connection state.
 import { io } from "../vendor/socket.io/socket.io.esm.min.js";
+import { DELTAS_EVENT, SERVER_EVENTS } from "./events.js";
 
-export const SERVER_EVENTS = ["token", "thinking", "tool", "plan", "file_tree", "status", "notice", "error", "done", "conversation_update", "context"];
+/** @typedef {import("./events.js").ServerEventArgs} ServerEventArgs */
+/** @typedef {import("./events.js").DeltasEvent} DeltasEvent */
+/** @typedef {(...event: ServerEventArgs) => void} EventListener */
+/** @typedef {"connected" | "reconnecting" | "refused" | "disconnected"} ConnectionState */
+/** @typedef {(state: ConnectionState, detail: {first?: boolean, reason?: string, attempt?: number}) => void} StateListener */
+
 const DEFAULT_TIMEOUT_MS = 20_000;
 
 export class Connection {
-  /** onEvent(name, payload); onState(state, detail) with state connected|reconnecting|refused|disconnected. */
+  /** onEvent(name, payload); onState(state, detail) with state connected|reconnecting|refused|disconnected.
+   * @param {{token: string, onEvent: EventListener, onState: StateListener}} parts */
   constructor({ token, onEvent, onState }) {
     this.connectedOnce = false;
     // batch_deltas: a stream pouring in comes as `deltas` events of several token/thinking
     // deltas (web/batching.py): a few hundred messages for a long answer, not thousands.
+    /** @type {import("socket.io-client").Socket} */
     this.socket = io({ auth: { token, batch_deltas: true }, reconnectionDelay: 500, reconnectionDelayMax: 4000 });
     for (const name of SERVER_EVENTS) {
       this.socket.on(name, (payload) => onEvent(name, payload ?? {}));
     }
-    this.socket.on("deltas", ({ of, texts, first_seq: first, seq: _last, ...shared }) => {
+    this.socket.on(DELTAS_EVENT, /** @param {DeltasEvent} deltas */ ({ of, texts, first_seq: first, seq: _last, ...shared }) => {
       texts.forEach((text, i) => onEvent(of, { ...shared, text, seq: first + i }));
     });
     this.socket.on("connect", () => {
@@ -40,7 +49,11 @@ export class Connection {
     this.socket.connect();
   }
 
-  /** Emit an event and resolve with its ack ({} when the server acked nothing); rejects on timeout. */
+  /** Emit an event and resolve with its ack ({} when the server acked nothing); rejects on timeout.
+   * @param {string} event
+   * @param {object} [payload]
+   * @param {number} [timeoutMs]
+   * @returns {Promise<any>} */
   async request(event, payload = {}, timeoutMs = DEFAULT_TIMEOUT_MS) {
     const ack = await this.socket.timeout(timeoutMs).emitWithAck(event, payload);
     return ack ?? {};
