@@ -8,10 +8,11 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from history.records import ChatMessage
 from model.completion import (
     Completion,
     ContentDelta,
@@ -140,7 +141,7 @@ class ApiClient:
 
     def stream(
         self,
-        messages: list[dict[str, Any]],
+        messages: Sequence[ChatMessage],
         tools: list[dict[str, Any]],
         *,
         thinking: bool,
@@ -178,7 +179,7 @@ class ApiClient:
             return
 
     def _request(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], thinking: bool
+        self, messages: Sequence[ChatMessage], tools: list[dict[str, Any]], thinking: bool
     ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self.config.model_for(thinking),

@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from history.records import ChatMessage
 from model.completion import (
     Completion,
     ContentDelta,
@@ -139,7 +140,7 @@ class DemoModel:
 
     def stream(
         self,
-        messages: list[dict[str, Any]],
+        messages: Sequence[ChatMessage],
         tools: list[dict[str, Any]],
         *,
         thinking: bool,
@@ -187,13 +188,13 @@ class DemoModel:
             raise TaskCancelled()
 
 
-def _current_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _current_turn(messages: Sequence[ChatMessage]) -> Sequence[ChatMessage]:
     """The last user message and everything after it."""
     last_user = max((n for n, m in enumerate(messages) if m.get("role") == "user"), default=None)
     return [] if last_user is None else messages[last_user:]
 
 
-def _next_step(script: Script, turn: list[dict[str, Any]]) -> Step:
+def _next_step(script: Script, turn: Sequence[ChatMessage]) -> Step:
     """The first step, or the one after the step whose calls were last answered in this turn."""
     calls = [m for m in turn if m.get("role") == "assistant" and m.get("tool_calls")]
     if not calls:
@@ -206,7 +207,7 @@ def _next_step(script: Script, turn: list[dict[str, Any]]) -> Step:
     return script.after(script.step(found["step"]), _outcome(results))
 
 
-def _outcome(results: list[dict[str, Any]]) -> str:
+def _outcome(results: list[ChatMessage]) -> str:
     """`declined` if the user said no to a call, `failed` if one failed, else `ok`."""
     failed = [r for r in results if not (r.get("meta") or {}).get("ok", True)]
     if any("declined" in str(r.get("content", "")) for r in failed):

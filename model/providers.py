@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
+from history.records import ChatMessage, ContentPart, Role, ToolCallRecord
 from utils.settings import Settings
 
 # How a provider switches thinking on and off for one request.
@@ -174,14 +176,25 @@ def accepts_images(provider: str, model: str) -> bool:
     return bool(pattern and pattern.search(model))
 
 
-def prepare_messages(records: list[dict[str, Any]], config: ProviderConfig) -> list[dict[str, Any]]:
+class ApiMessage(TypedDict):
+    """A message as the provider's chat completions API takes it."""
+
+    role: Role
+    content: str | list[ContentPart]
+    tool_call_id: NotRequired[str]
+    name: NotRequired[str]
+    tool_calls: NotRequired[list[ToolCallRecord]]
+    reasoning_content: NotRequired[str]
+
+
+def prepare_messages(records: Sequence[ChatMessage], config: ProviderConfig) -> list[ApiMessage]:
     """Turn stored records (docs/protocol.md §5) into the API's messages for this provider."""
     return [_api_message(record, config) for record in records]
 
 
-def _api_message(record: dict[str, Any], config: ProviderConfig) -> dict[str, Any]:
+def _api_message(record: ChatMessage, config: ProviderConfig) -> ApiMessage:
     role = record["role"]
-    message: dict[str, Any] = {"role": role, "content": record.get("content") or ""}
+    message: ApiMessage = {"role": role, "content": record.get("content") or ""}
     if role == "tool":
         message["tool_call_id"] = record["tool_call_id"]
         if config.tool_message_name and record.get("name"):

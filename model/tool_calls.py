@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from history.records import ToolCallRecord
+
 
 @dataclass
 class ToolCall:
@@ -13,7 +15,7 @@ class ToolCall:
     name: str
     arguments: str  # raw JSON text as the model sent it
 
-    def to_message(self) -> dict[str, Any]:
+    def to_message(self) -> ToolCallRecord:
         return {
             "id": self.id,
             "type": "function",
