@@ -8,7 +8,11 @@ from typing import Any, Literal
 
 
 class ToolError(Exception):
-    """A failure the model should read and can act on."""
+    """A failure the model should read and can act on; `details` go to the fronts."""
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.details = details or {}
 
 
 @dataclass
@@ -26,6 +30,7 @@ class ToolOutput:
     text: str
     changes: list[FileChange] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)  # structured extras for the fronts
+    ends_loop: bool = False  # the task's tool loop stops after this turn (a plan step's end)
 
 
 @dataclass
@@ -35,6 +40,7 @@ class ToolResult:
     duration_ms: int = 0
     changes: list[FileChange] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    ends_loop: bool = False
 
 
 @dataclass

@@ -50,6 +50,37 @@ class Tool:
     parameters: dict[str, Any] | None = None  # a JSON schema of its own (args: JsonArguments)
     summary: str | None = None  # its description, when not the function's docstring
     time_limit: float | None = None  # seconds a call may run, when not the tool timeout
+    # Runs in the task's own thread, as long as it needs: a task's own tool (a plan's; a
+    # delegation, whose sub-agent's events must all come before the task's end).
+    inline: bool = False
+
+    def __post_init__(self) -> None:
+        if self.read_only and self.asks != "never":
+            raise ValueError(f"tool {self.name}: a read-only tool never asks")
+        if (self.asks == "on_overwrite") != (self.plan is not None):
+            raise ValueError(f"tool {self.name}: asks='on_overwrite' goes with a write planner")
+
+    @classmethod
+    def typed(
+        cls,
+        name: str,
+        function: ToolFunction,
+        *,
+        read_only: bool = False,
+        asks: Asks = "never",
+        plan: WritePlanner | None = None,
+        summary: str | None = None,
+        inline: bool = False,
+    ) -> Tool:
+        """A tool whose function's second parameter is its pydantic argument model."""
+        hints = get_type_hints(function)
+        params = list(inspect.signature(function).parameters)
+        args_model = hints[params[1]]
+        if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
+            raise TypeError(f"tool {name}: second parameter must be a pydantic model")
+        return cls(
+            name, function, args_model, read_only, asks, plan, summary=summary, inline=inline
+        )
 
     @classmethod
     def described(
@@ -64,8 +95,6 @@ class Tool:
         time_limit: float,
     ) -> Tool:
         """A tool described by a JSON schema rather than a pydantic model (MCP servers')."""
-        if read_only and asks != "never":
-            raise ValueError(f"tool {name}: a read-only tool never asks")
         return cls(
             name,
             function,
@@ -131,6 +160,27 @@ def _drop_titles(node: Any) -> None:
             _drop_titles(value)
 
 
+def parse_arguments(tool: Tool, arguments: str) -> BaseModel:
+    """A call's JSON arguments checked against the tool's model; raises ToolError with a
+    message for the model."""
+    name = tool.name
+    try:
+        raw = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ToolError(
+            f"Arguments for {name} are not valid JSON ({exc.msg} at position {exc.pos}). "
+            "Send one JSON object."
+        ) from None
+    if not isinstance(raw, dict):
+        raise ToolError(f"Arguments for {name} must be a JSON object, got {type(raw).__name__}")
+    try:
+        return tool.args_model.model_validate(raw)
+    except ValidationError as exc:
+        raise ToolError(
+            f"Invalid arguments for {name}: {describe_validation_error(exc, 'arguments')}"
+        ) from None
+
+
 class ToolRegistry:
     """The set of tools offered to the model."""
 
@@ -152,16 +202,7 @@ class ToolRegistry:
         plan: WritePlanner | None = None,
     ) -> None:
         """Offer `function` as `name`; a reading tool never asks, a writing one says when."""
-        hints = get_type_hints(function)
-        params = list(inspect.signature(function).parameters)
-        args_model = hints[params[1]]
-        if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
-            raise TypeError(f"tool {name}: second parameter must be a pydantic model")
-        if read_only and asks != "never":
-            raise ValueError(f"tool {name}: a read-only tool never asks")
-        if (asks == "on_overwrite") != (plan is not None):
-            raise ValueError(f"tool {name}: asks='on_overwrite' goes with a write planner")
-        self._tools[name] = Tool(name, function, args_model, read_only, asks, plan)
+        self._tools[name] = Tool.typed(name, function, read_only=read_only, asks=asks, plan=plan)
 
     def _all(self) -> dict[str, Tool]:
         if not self._sources:
@@ -175,6 +216,10 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return list(self._all())
 
+    def tools(self) -> list[Tool]:
+        """Every tool offered now, registered ones first."""
+        return list(self._all().values())
+
     def get(self, name: str) -> Tool | None:
         return self._all().get(name)
 
@@ -187,21 +232,7 @@ class ToolRegistry:
         if tool is None:
             known = ", ".join(self.names())
             raise ToolError(f"Unknown tool {name!r}. Available tools: {known}")
-        try:
-            raw = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ToolError(
-                f"Arguments for {name} are not valid JSON ({exc.msg} at position {exc.pos}). "
-                "Send one JSON object."
-            ) from None
-        if not isinstance(raw, dict):
-            raise ToolError(f"Arguments for {name} must be a JSON object, got {type(raw).__name__}")
-        try:
-            return tool, tool.args_model.model_validate(raw)
-        except ValidationError as exc:
-            raise ToolError(
-                f"Invalid arguments for {name}: {describe_validation_error(exc, 'arguments')}"
-            ) from None
+        return tool, parse_arguments(tool, arguments)
 
     def run(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> ToolResult:
         """Run a parsed call; every failure but cancellation becomes a failed result."""
@@ -213,13 +244,13 @@ class ToolRegistry:
         except TaskCancelled:
             raise
         except ToolError as exc:
-            ok, output = False, ToolOutput(str(exc))
+            ok, output = False, ToolOutput(str(exc), details=exc.details)
         except Exception as exc:
             log.exception("tool %s crashed", tool.name)
             ok, output = False, ToolOutput(f"{tool.name} failed: {type(exc).__name__}: {exc}")
         duration_ms = int((time.monotonic() - started) * 1000)
         text = cap_text(output.text, ctx.settings.output_limit_chars)
-        return ToolResult(ok, text, duration_ms, output.changes, output.details)
+        return ToolResult(ok, text, duration_ms, output.changes, output.details, output.ends_loop)
 
     def dispatch(self, name: str, arguments: str, ctx: ToolContext) -> ToolResult:
         """Parse and run one call given as the model sent it."""

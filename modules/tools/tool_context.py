@@ -33,6 +33,7 @@ class ToolContext:
     annotations: AnnotationStore
     focus: FocusFiles
     conversation_id: str
+    call_id: str = ""  # the call being run
     cancel: CancelToken = field(default_factory=CancelToken)
     on_output: Callable[[str], None] = _ignore_output
     journal: TaskJournal | None = None
