@@ -134,9 +134,6 @@ def _run_terminal(services: AgentServices, args: argparse.Namespace) -> int:
         return 2
     if args.prompt is None:
         return repl(terminal)
-    if not services.provider.configured:
-        print(f"error: {services.provider.problem}", file=sys.stderr)
-        return 2
     return run_once(terminal, args.prompt)
 
 

@@ -28,7 +28,7 @@ from a2a.types import Part, TaskState
 from google.protobuf.json_format import MessageToDict
 
 from core.events import Done, Error, Event, Token, ToolEvent
-from core.main_terminal import TaskBusy
+from core.main_terminal import NotConfigured, TaskBusy
 from history.conversation import LEAF
 from history.store import ConversationNotFound
 from web.state import WebState
@@ -176,6 +176,8 @@ class ConversationExecutor(AgentExecutor):
             )
         except TaskBusy:
             raise Refused("a task is already running in this context's conversation") from None
+        except NotConfigured as exc:
+            raise Refused(str(exc)) from None
         except ConversationNotFound:
             raise Refused("this context's conversation no longer exists") from None
         except KeyError as exc:

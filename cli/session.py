@@ -12,7 +12,7 @@ from cli.printer import BOLD, YELLOW
 from cli.terminal import CliTerminal
 from cli.undo import undo_command
 from core.events import DoneReason
-from core.main_terminal import NothingToCondense
+from core.main_terminal import NotConfigured, NothingToCondense, TaskBusy
 from history.store import ConversationNotFound
 from modules.results import ToolError
 from modules.uploads.attachments import MAX_ATTACHMENTS
@@ -72,6 +72,9 @@ def run_once(terminal: CliTerminal, prompt: str) -> int:
     except KeyError as exc:  # an unknown skill or agent
         terminal.err.write(f"error: {exc.args[0] if exc.args else exc}\n")
         return 2
+    except NotConfigured as exc:
+        terminal.err.write(f"error: {exc}\n")
+        return 2
     terminal.err.write(f"conversation: {terminal.conversation_id}\n")
     if reason == "complete" and terminal.declined:
         terminal.err.write(f"error: declined: {'; '.join(terminal.declined)}\n")
@@ -120,6 +123,9 @@ def repl(terminal: CliTerminal) -> int:
         except KeyError as exc:  # an unknown skill or agent
             terminal.err.write(f"{exc.args[0] if exc.args else exc}\n")
             continue
+        except NotConfigured as exc:
+            terminal.err.write(f"error: {exc}\n")
+            continue
         terminal.out.write("\n")
 
 
@@ -135,7 +141,7 @@ def run_command(terminal: CliTerminal, line: str) -> bool:
         return True
     try:
         out.write(handler(terminal, arg).rstrip("\n") + "\n")
-    except (ToolError, ConversationNotFound, ValueError) as exc:
+    except (ToolError, ConversationNotFound, NotConfigured, TaskBusy, ValueError) as exc:
         terminal.err.write(f"{exc}\n")
     except KeyError as exc:
         terminal.err.write(f"{exc.args[0] if exc.args else exc}\n")
@@ -216,18 +222,11 @@ def _history(t: CliTerminal, arg: str) -> str:
 
 
 def _focus(t: CliTerminal, arg: str) -> str:
-    path = t.services.workspace.relative(t.services.workspace.resolve(arg))
-    if not t.services.workspace.resolve(arg).is_file():
-        raise ValueError(f"{arg} is not a file in the workspace")
-    t.focus.add(path)
-    t.save_focus()
-    return f"focus: {', '.join(t.focus.paths())}"
+    return f"focus: {', '.join(t.set_focus(arg, True))}"
 
 
 def _unfocus(t: CliTerminal, arg: str) -> str:
-    t.focus.remove(t.services.workspace.relative(t.services.workspace.resolve(arg)))
-    t.save_focus()
-    return f"focus: {', '.join(t.focus.paths()) or 'none'}"
+    return f"focus: {', '.join(t.set_focus(arg, False)) or 'none'}"
 
 
 def _memory(t: CliTerminal, _: str) -> str:

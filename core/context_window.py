@@ -9,8 +9,6 @@ asked for it or the threshold is passed; the user can also condense it between t
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +17,7 @@ from core.condensation import Condensation, Outcome, Trigger
 from core.events import ContextEvent, ContextUsage, Event, EventSink, Notice
 from core.services import AgentServices
 from core.task import Task
+from core.timeline import Timeline
 from history.condensed_view import model_view
 from history.context_builder import BuiltContext, ContextBuilder
 from history.conversation import Conversation
@@ -26,7 +25,6 @@ from modules.tools.focus import FocusFiles
 from modules.workspace.file_tree import describe_tree
 from utils.cancel import CancelToken, TaskCancelled
 from utils.prompts import render_system_prompt
-from utils.settings import Approval
 
 log = logging.getLogger(__name__)
 
@@ -34,28 +32,14 @@ log = logging.getLogger(__name__)
 class ContextWindow:
     """Builds each model call's messages within the window and condenses the history.
 
-    Shares the terminal's `lock`, which orders events and records: a summary's `condensed`
-    event and its record are reported and appended under it, so the record's seq is the
-    event's. `report` and `record` are the terminal's; `focus` gives the current focus files,
-    `schemas(agent, approval, depth)` the tools an agent is offered.
+    A summary's `condensed` event and its record go out under the timeline's lock, so the
+    record's seq is the event's. `focus` is the conversation's focus files.
     """
 
-    def __init__(
-        self,
-        services: AgentServices,
-        lock: threading.RLock,
-        *,
-        report: EventSink,
-        record: Callable[..., dict[str, Any]],
-        focus: Callable[[], FocusFiles],
-        schemas: Callable[[AgentSpec, Approval, int], list[dict[str, Any]]],
-    ) -> None:
+    def __init__(self, services: AgentServices, timeline: Timeline, focus: FocusFiles) -> None:
         self.services = services
-        self._lock = lock
-        self._report = report
-        self._record = record
+        self._timeline = timeline
         self._focus = focus
-        self._schemas = schemas
         self._builder = ContextBuilder(services.provider.context_window)
         self.usage = ContextUsage(0, self._builder.limit_tokens)  # of the newest call
         self._request: str | None = None  # instructions for the running task's next call
@@ -76,14 +60,18 @@ class ContextWindow:
 
     def request(self, instructions: str | None) -> None:
         """Condense before the running task's next model call."""
-        with self._lock:
+        with self._timeline.lock:
             self._request = instructions or ""
 
     def condensable(self, conversation: Conversation | None, agent: str) -> bool:
         """Whether the conversation's path has an older turn a summary could replace."""
         path = conversation.path() if conversation else []
         condensation = self._condensation(
-            path, "user", CancelToken(), self._report, agent=self.services.agents.get(agent)
+            path,
+            "user",
+            CancelToken(),
+            self._timeline.report,
+            agent=self.services.agents.get(agent),
         )
         return condensation.plan() is not None
 
@@ -91,20 +79,20 @@ class ContextWindow:
         self,
         conversation: Conversation,
         agent_name: str,
-        approval: Approval,
+        tools: list[dict[str, Any]],
         cancel: CancelToken,
         instructions: str | None = None,
     ) -> Outcome:
-        """Condense the history outside any task; its events go out as a task's do."""
+        """Condense the history outside any task (whose calls would offer `tools`); its
+        events go out as a task's do."""
         agent = self.services.agents.get(agent_name)
 
         def report(event: Event) -> None:
             event.agent = agent.name
-            self._report(event)
+            self._timeline.report(event)
 
         try:
             prompt = self._system_prompt(conversation, agent)
-            tools = self._schemas(agent, approval, 0)
             return self._condensation(
                 conversation.path(),
                 "user",
@@ -137,7 +125,7 @@ class ContextWindow:
             tree=describe_tree(services.workspace, services.annotations),
             memory=services.memory.read("main", conversation.id),
             task_memory=services.memory.read("task", conversation.id),
-            focus=self._focus().contents(services.workspace),
+            focus=self._focus.contents(services.workspace),
             now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             role=agent.system_prompt,
             skills=services.skills.catalog(),
@@ -163,7 +151,7 @@ class ContextWindow:
         self, task: Task, prompt: str, tools: list[dict[str, Any]], built: BuiltContext
     ) -> BuiltContext:
         """Condense before this call when the user asked or the threshold is passed."""
-        with self._lock:
+        with self._timeline.lock:
             request, self._request = self._request, None
         threshold = self.services.settings.condense_threshold
         # also before the builder would have to leave older turns out (a small window's reserve)
@@ -215,9 +203,11 @@ class ContextWindow:
             return self._fit(prompt, agent, candidate, tools or []).full_tokens
 
         def commit(event: ContextEvent, record: dict[str, Any]) -> None:
-            with self._lock:  # the record's seq is the event's
+            with self._timeline.lock:  # the record's seq is the event's
                 report(event)
-                self._record("system", record["content"], id=record["id"], meta=record["meta"])
+                self._timeline.record(
+                    "system", record["content"], id=record["id"], meta=record["meta"]
+                )
                 self.usage = ContextUsage(event.tokens_after or 0, event.limit_tokens)
 
         return Condensation(

@@ -8,18 +8,20 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from core.agent_specs import AgentSpec
 from core.events import DoneReason, Error, PlanEvent
-from core.task import Task
+from core.task import LoopEnd, Task
+from core.toolset import ToolSet
 from model.completion import Completion
 from model.errors import ApiError
 from model.tool_calls import ToolCall
-from modules.results import ToolResult
-from modules.tools.registry import function_schema
+from modules.results import ToolError, ToolOutput, ToolResult
+from modules.tools.registry import Tool
+from modules.tools.tool_context import ToolContext
 from utils.logger import log_context
-from utils.validation import describe_validation_error
+from utils.settings import Approval
 
 MAX_STEPS = 12
 REPORT_CHARS = 4000
@@ -43,28 +45,30 @@ FINAL_PROMPT = (
 )
 
 
-class Runner(Protocol):
-    """What the modes need of a terminal."""
+class Loop(Protocol):
+    """What the modes use of the agent loop (core/agent_loop.py)."""
 
-    def react(self, task: Task, tools: list[dict[str, Any]], budget: int) -> DoneReason: ...
+    def run(self, task: Task) -> DoneReason: ...
 
-    def call_model(self, task: Task, tools: list[dict[str, Any]] | None) -> Completion: ...
+    def loop(self, task: Task, tools: ToolSet) -> LoopEnd: ...
 
-    def run_tools(self, task: Task, calls: list[ToolCall]) -> None: ...
+    def call_model(self, task: Task, tools: ToolSet | None) -> Completion: ...
+
+    def run_tools(self, task: Task, calls: list[ToolCall], tools: ToolSet) -> list[ToolResult]: ...
+
+    def tools_for(self, agent: AgentSpec, approval: Approval, parent: Task | None) -> ToolSet: ...
 
     def budget(self, task: Task) -> int: ...
 
-    def tool_schemas(self, task: Task) -> list[dict[str, Any]]: ...
 
-
-def run_agent(runner: Runner, task: Task) -> DoneReason:
+def run_agent(loop: Loop, task: Task) -> DoneReason:
     """Run the task the way its agent works."""
     if task.agent.mode == "plain":
-        runner.call_model(task, None)
+        loop.call_model(task, None)
         return "complete"
     if task.agent.mode == "plan_execute":
-        return PlanExecute(runner, task).run()
-    return runner.react(task, runner.tool_schemas(task), runner.budget(task))
+        return PlanExecute(loop, task).run()
+    return loop.loop(task, loop.tools_for(task.agent, task.approval, task)).reason
 
 
 # --- plan_execute ---------------------------------------------------------------------------
@@ -81,12 +85,6 @@ class MakePlanArgs(BaseModel):
 class FinishStepArgs(BaseModel):
     ok: bool = Field(description="true when the step's goal is met; false when it cannot be.")
     summary: str = Field(description="One line: what was done, or why it could not be.")
-
-
-MAKE_PLAN = function_schema(
-    "make_plan", "Record the plan: the task's steps, in order.", MakePlanArgs
-)
-FINISH_STEP = function_schema("finish_step", "End the current step of the plan.", FinishStepArgs)
 
 
 @dataclass
@@ -114,10 +112,9 @@ class Plan:
 class PlanExecute:
     """Plan, run each step as a bounded tool loop, re-plan a failed step, then answer."""
 
-    def __init__(self, runner: Runner, task: Task) -> None:
-        self.runner, self.task = runner, task
+    def __init__(self, loop: Loop, task: Task) -> None:
+        self.loop, self.task = loop, task
         self.plan = Plan()
-        self._step_end: tuple[bool, str] | None = None
 
     def run(self) -> DoneReason:
         self._make_plan(PLAN_PROMPT.format(max=MAX_STEPS), "created")
@@ -143,7 +140,7 @@ class PlanExecute:
         self.task.transcript.append(
             "user", FINAL_PROMPT, meta={"plan_prompt": "final", "plan": self.plan.as_dict()}
         )
-        self.runner.call_model(self.task, None)
+        self.loop.call_model(self.task, None)
         self._emit("finished")
         return "complete"
 
@@ -156,28 +153,24 @@ class PlanExecute:
         )
         titles: list[str] = []
 
-        def record(call_id: str, arguments: dict[str, Any]) -> ToolResult:
-            try:
-                titles.extend(MakePlanArgs.model_validate(arguments).steps)
-            except ValidationError as exc:
-                return ToolResult(False, f"Invalid plan: {describe_validation_error(exc)}")
+        def make_plan(ctx: ToolContext, args: MakePlanArgs) -> ToolOutput:
+            titles[:] = args.steps
             self.plan.replace_pending(titles)
-            return ToolResult(
-                True, f"Plan recorded: {len(titles)} steps.", details={"plan": self.plan.as_dict()}
-            )
+            details = {"plan": self.plan.as_dict()}
+            return ToolOutput(f"Plan recorded: {len(titles)} steps.", details=details)
 
-        task.internal_tools = {"make_plan": (MAKE_PLAN, record)}
-        completion = self.runner.call_model(task, [MAKE_PLAN])
+        tool = own_tool("make_plan", "Record the plan: the task's steps, in order.", make_plan)
+        tools = ToolSet.only(task.agent, task.approval, [tool])
+        completion = self.loop.call_model(task, tools)
         if completion.tool_calls:
-            self.runner.run_tools(task, completion.tool_calls)
+            self.loop.run_tools(task, completion.tool_calls, tools)
         if not titles:
             titles = _numbered_lines(completion.content) or [task.user_record["content"][:200]]
             self.plan.replace_pending(titles)
-        task.internal_tools = {}
         self._emit(phase, reason=reason)
 
     def _run_step(self, step: dict[str, Any]) -> tuple[bool, str]:
-        task, runner = self.task, self.runner
+        task, loop = self.task, self.loop
         step["status"] = "running"
         self._emit("step_started", step=step["index"])
         total = len(self.plan.steps)
@@ -185,35 +178,36 @@ class PlanExecute:
         task.transcript.append(
             "user", prompt, meta={"plan_step": step["index"], "plan": self.plan.as_dict()}
         )
-        self._step_end = None
+        finished: list[tuple[bool, str]] = []
 
-        def finish(call_id: str, arguments: dict[str, Any]) -> ToolResult:
-            try:
-                args = FinishStepArgs.model_validate(arguments)
-            except ValidationError as exc:
-                return ToolResult(False, f"Invalid arguments: {describe_validation_error(exc)}")
-            self._step_end = (args.ok, args.summary.strip())
+        def finish_step(ctx: ToolContext, args: FinishStepArgs) -> ToolOutput:
+            finished.append((args.ok, args.summary.strip()))
             step["status"], step["summary"] = ("done" if args.ok else "failed"), args.summary
-            task.stop_after_tools = True
-            return ToolResult(True, "Step recorded.", details={"plan": self.plan.as_dict()})
+            details = {"plan": self.plan.as_dict()}
+            return ToolOutput("Step recorded.", details=details, ends_loop=True)
 
-        task.internal_tools = {"finish_step": (FINISH_STEP, finish)}
-        budget = runner.budget(task)
-        ended = runner.react(task, runner.tool_schemas(task), budget)
-        task.internal_tools = {}
-        if self._step_end is not None:
-            ok, summary = self._step_end
-        elif ended == "complete":
+        tool = own_tool("finish_step", "End the current step of the plan.", finish_step)
+        tools = loop.tools_for(task.agent, task.approval, task).with_own([tool])
+        ended = loop.loop(task, tools)
+        if finished:
+            ok, summary = finished[-1]
+        elif ended.reason == "complete":
             last = task.transcript.path()[-1]
             ok, summary = True, _first_line(str(last.get("content") or "")) or "done"
         else:
-            ok, summary = False, f"it used all {budget} model calls of a step"
+            ok, summary = False, f"it used all {loop.budget(task)} model calls of a step"
         step["status"], step["summary"] = ("done" if ok else "failed"), summary
         self._emit("step_finished", step=step["index"], status=step["status"], summary=summary)
         return ok, summary
 
     def _emit(self, phase: str, **fields: Any) -> None:
         self.task.report(PlanEvent(phase, self.plan.as_dict(), **fields))  # type: ignore[arg-type]
+
+
+def own_tool(name: str, description: str, function: Any) -> Tool:
+    """A tool of the task itself: it reads nothing of the workspace, never asks, and runs in
+    the task's thread."""
+    return Tool.typed(name, function, read_only=True, summary=description, inline=True)
 
 
 def _numbered_lines(text: str) -> list[str]:
@@ -237,47 +231,44 @@ class DelegateArgs(BaseModel):
     context: str | None = Field(None, description="Facts, paths or earlier results it needs.")
 
 
-def delegation_schema(agent: AgentSpec) -> dict[str, Any]:
-    """The `delegate_to_NAME` tool that hands a task to `agent`."""
-    return function_schema(
-        f"delegate_to_{agent.name}",
+def delegation_tool(agent: AgentSpec, loop: Loop, parent: Task | None) -> Tool:
+    """The `delegate_to_NAME` tool that hands a task to `agent` (run under `parent`; None:
+    only offered, as when a history is condensed outside a task)."""
+
+    def hand_over(ctx: ToolContext, args: DelegateArgs) -> ToolOutput:
+        if parent is None:
+            raise ToolError("delegation runs only within a task")
+        return delegate(loop, parent, ctx.call_id, agent, args)
+
+    description = (
         f"Hand a task to the {agent.name} agent: {agent.description} It works with its own "
-        "tools and returns only its final report.",
-        DelegateArgs,
+        "tools and returns only its final report."
     )
+    return own_tool(f"delegate_to_{agent.name}", description, hand_over)
 
 
 def delegate(
-    runner: Runner, task: Task, call_id: str, agent: AgentSpec, arguments: dict[str, Any]
-) -> ToolResult:
+    loop: Loop, task: Task, call_id: str, agent: AgentSpec, args: DelegateArgs
+) -> ToolOutput:
     """Run `agent` on a fresh transcript under `task`; its final report is the result."""
-    try:
-        args = DelegateArgs.model_validate(arguments)
-    except ValidationError as exc:
-        problems = describe_validation_error(exc, "arguments")
-        return ToolResult(False, f"Invalid arguments for delegate_to_{agent.name}: {problems}")
     child = task.child(agent, call_id)
     text = args.task + (f"\n\nContext:\n{args.context}" if args.context else "")
     child.transcript.append("user", text)
     with log_context(agent=agent.name, depth=child.depth):
         try:
-            reason = run_agent(runner, child)
+            reason = loop.run(child)
         except ApiError as exc:
-            return ToolResult(False, f"The {agent.name} agent stopped: {exc}")
+            raise ToolError(f"The {agent.name} agent stopped: {exc}") from None
     answers = [r for r in child.transcript.path() if r["role"] == "assistant" and r["content"]]
     report = answers[-1]["content"][:REPORT_CHARS] if answers else ""
     details = {"agent": agent.name}
     if reason == "complete":
-        return ToolResult(
-            True, report or f"The {agent.name} agent finished without a report.", details=details
-        )
+        finished = report or f"The {agent.name} agent finished without a report."
+        return ToolOutput(finished, details=details)
     if reason == "max_iterations":
-        return ToolResult(
-            False,
-            (
-                f"The {agent.name} agent used all {runner.budget(child)} of its model calls "
-                f"without finishing. Its last words: {report or '(none)'}"
-            ),
-            details=details,
+        raise ToolError(
+            f"The {agent.name} agent used all {loop.budget(child)} of its model calls "
+            f"without finishing. Its last words: {report or '(none)'}",
+            details,
         )
-    return ToolResult(False, f"The {agent.name} agent failed: {report or reason}", details=details)
+    raise ToolError(f"The {agent.name} agent failed: {report or reason}", details)

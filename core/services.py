@@ -78,6 +78,17 @@ class AgentServices:
             self._models[key] = model_client(config, self.settings, self.stream_log)
         return self._models[key]
 
+    def delete_conversation(self, conversation_id: str) -> None:
+        """Delete a conversation and what is kept for it: its history, its undo journals, its
+        task memory and its pending proposals (raises ConversationNotFound). The caller makes
+        sure no task of it runs."""
+        self.store.get(conversation_id)
+        self.store.delete(conversation_id)
+        self.journal.forget(conversation_id)
+        self.memory.forget(conversation_id)
+        for proposal in self.proposals.pending(conversation_id):
+            self.proposals.discard_proposal(proposal.id)
+
     def warm_up(self) -> None:
         """Get ready for the first task rather than at its start: the undo baseline, the model
         client (the `openai` SDK is imported then) and the sandbox (the Docker engine asked).

@@ -8,15 +8,14 @@ report reaches the parent's history), and its events say whose they are.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.agent_specs import AgentSpec
-from core.events import Event, EventSink
+from core.events import DoneReason, Event, EventSink
+from core.timeline import Timeline
 from history.conversation import Conversation
 from model.completion import Completion, Usage
-from modules.results import ToolResult
 from modules.undo.journal import TaskJournal
 from utils.cancel import CancelToken
 from utils.settings import Approval, Mode
@@ -54,27 +53,18 @@ class MemoryTranscript:
 
 
 class StoredTranscript:
-    """The top agent's transcript: its conversation's path, appended through the terminal
+    """The top agent's transcript: its conversation's path, appended through the timeline
     (which stamps each record with its seq)."""
 
-    def __init__(
-        self,
-        conversation: Callable[[], Conversation | None],
-        append: Callable[..., dict[str, Any]],
-    ) -> None:
-        self._conversation = conversation
-        self._append = append
+    def __init__(self, timeline: Timeline) -> None:
+        self._timeline = timeline
 
     def path(self) -> list[dict[str, Any]]:
-        conversation = self._conversation()
+        conversation = self._timeline.conversation
         return conversation.path() if conversation is not None else []
 
     def append(self, role: str, content: str, **fields: Any) -> dict[str, Any]:
-        return self._append(role, content, **fields)
-
-
-# A tool only this task offers (a plan's, a delegation): (call id, parsed arguments) -> result.
-InternalTool = Callable[[str, dict[str, Any]], ToolResult]
+        return self._timeline.record(role, content, **fields)
 
 
 @dataclass
@@ -95,8 +85,6 @@ class Task:
     parent_call_id: str | None = None
     iteration: int = 0
     trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    internal_tools: dict[str, tuple[dict[str, Any], InternalTool]] = field(default_factory=dict)
-    stop_after_tools: bool = False  # set by a tool that ends the current tool loop
     _repeat: tuple[str, int] = ("", 0)
 
     def report(self, event: Event) -> None:
@@ -140,6 +128,15 @@ class Task:
             f"\n\n[warning] {tool} has now been called {count} times in a row. "
             "If this is not making progress, change approach or finish the task."
         )
+
+
+@dataclass
+class LoopEnd:
+    """How a task's tool loop ended: `complete` (an answer without tool calls, or a call that
+    ends the loop) or `max_iterations`, with the last reply."""
+
+    reason: DoneReason
+    reply: Completion | None = None
 
 
 @dataclass

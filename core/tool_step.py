@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 from core.approval import ApprovalGate, planned_write, preview
-from core.events import FileTree, TaskState, ToolEvent
+from core.events import FileTree, ToolEvent
 from core.services import AgentServices
-from core.task import MAX_DEPTH, Task
+from core.status import StatusLine
+from core.task import Task
+from core.toolset import ToolSet
 from model.tool_calls import ToolCall
 from modules.results import ToolError, ToolResult
 from modules.tools.focus import FocusFiles
@@ -22,10 +21,6 @@ from utils.cancel import TaskCancelled, run_bounded
 CANCELLED_TOOL_OUTPUT = "Cancelled: the user stopped the task before this call finished."
 COMMAND_LIMIT_GRACE_SECONDS = 15.0  # past a command's own timeout, for killing and draining it
 
-DELEGATE_PREFIX = "delegate_to_"
-# Runs a sub-agent for a delegating call: (task, call id, agent name, arguments) -> result.
-Delegate = Callable[[Task, str, str, dict[str, Any]], ToolResult]
-
 
 class ToolStep:
     """Runs the tool calls of one model turn of a task, reporting through the task."""
@@ -34,80 +29,44 @@ class ToolStep:
         self,
         services: AgentServices,
         gate: ApprovalGate,
-        *,
-        set_state: Callable[[TaskState, Task], None],
-        focus: Callable[[], FocusFiles],
-        delegate: Delegate,
+        status: StatusLine,
+        focus: FocusFiles,
     ) -> None:
         self.services = services
         self.gate = gate
-        self._set_state = set_state
-        self._focus = focus
-        self._delegate = delegate
+        self.status = status
+        self.focus = focus
 
-    def run(self, task: Task, calls: list[ToolCall]) -> None:
+    def run(self, task: Task, calls: list[ToolCall], tools: ToolSet) -> list[ToolResult]:
         """Run the calls in order, each result recorded before the next call starts."""
+        results = []
         for position, call in enumerate(calls):
             try:
                 task.cancel.raise_if_cancelled()
-                self._run_one(task, call)
+                results.append(self._run_one(task, call, tools))
             except TaskCancelled:
                 for unanswered in calls[position:]:
                     self._record_tool(task, unanswered, ToolResult(False, CANCELLED_TOOL_OUTPUT))
                 raise
+        return results
 
-    def _run_one(self, task: Task, call: ToolCall) -> None:
-        self._set_state("tool", task)
-        if call.name in task.internal_tools or call.name.startswith(DELEGATE_PREFIX):
-            self._run_own(task, call)
-            return
-        registry = self.services.tools
+    def _run_one(self, task: Task, call: ToolCall, tools: ToolSet) -> ToolResult:
+        self.status.set("tool", task)
         try:
-            tool, args = registry.parse_arguments(call.name, call.arguments)
+            tool, args = tools.parse(call.name, call.arguments)
         except ToolError as exc:
             task.report(ToolEvent(call.id, call.name, "end", arguments=call.arguments))
-            self._finish(task, call, ToolResult(False, str(exc)))
-            return
+            return self._finish(task, call, ToolResult(False, str(exc)))
         task.report(
             ToolEvent(call.id, call.name, "end", arguments=args.model_dump(exclude_unset=True))
         )
-        if not task.agent.allows(call.name):
-            refused = f"{call.name} is not available to the {task.agent.name} agent."
-            self._finish(task, call, ToolResult(False, refused))
-            return
-        if task.approval == "read-only" and not tool.read_only:
-            message = f"{call.name} is not available: the conversation is in read-only mode."
-            self._finish(task, call, ToolResult(False, message))
-            return
+        refusal = tools.refusal(tool)
+        if refusal is not None:
+            return self._finish(task, call, ToolResult(False, refusal))
         if not self._approved(task, call, tool, args):
             declined = f"The user declined this {call.name} call. Do not retry it as is."
-            self._finish(task, call, ToolResult(False, declined))
-            return
-        self._finish(task, call, self._execute(task, call, tool, args))
-
-    def _run_own(self, task: Task, call: ToolCall) -> None:
-        """A tool of the task itself (its plan's) or a delegation to a sub-agent."""
-        try:
-            arguments = json.loads(call.arguments or "{}")
-        except ValueError:
-            arguments = None
-        shown = call.arguments if arguments is None else arguments
-        task.report(ToolEvent(call.id, call.name, "end", arguments=shown))
-        if not isinstance(arguments, dict):
-            problem = f"Arguments for {call.name} must be one JSON object."
-            self._finish(task, call, ToolResult(False, problem))
-            return
-        started = time.monotonic()
-        if call.name in task.internal_tools:
-            result = task.internal_tools[call.name][1](call.id, arguments)
-        else:
-            name = call.name.removeprefix(DELEGATE_PREFIX)
-            if name not in task.agent.agents or task.depth >= MAX_DEPTH:
-                result = ToolResult(False, f"Unknown tool {call.name!r}.")
-            else:
-                result = self._delegate(task, call.id, name, arguments)
-        result.duration_ms = result.duration_ms or int((time.monotonic() - started) * 1000)
-        self._finish(task, call, result)
+            return self._finish(task, call, ToolResult(False, declined))
+        return self._finish(task, call, self._execute(task, call, tool, args))
 
     def _execute(self, task: Task, call: ToolCall, tool: Tool, args: Any) -> ToolResult:
         """Run the call, giving up on it past its limit or a moment after a cancel."""
@@ -115,6 +74,8 @@ class ToolStep:
         live = threading.Event()
         live.set()
         context = self._context(task, call, live)
+        if tool.inline:
+            return self.services.tools.run(tool, args, context)
         if "timeout" in type(args).model_fields:  # a command: its own timeout, then its kill
             limit = (args.timeout or settings.command_timeout) + COMMAND_LIMIT_GRACE_SECONDS
         else:
@@ -156,8 +117,9 @@ class ToolStep:
             runner=services.runner,
             memory=services.memory,
             annotations=services.annotations,
-            focus=self._focus(),
+            focus=self.focus,
             conversation_id=task.conversation.id,
+            call_id=call.id,
             cancel=task.cancel,
             on_output=on_output,
             journal=task.journal,
@@ -165,7 +127,7 @@ class ToolStep:
             skills=services.skills,
         )
 
-    def _finish(self, task: Task, call: ToolCall, result: ToolResult) -> None:
+    def _finish(self, task: Task, call: ToolCall, result: ToolResult) -> ToolResult:
         output = result.output + task.repeat_warning(call.name)
         task.report(
             ToolEvent(
@@ -180,9 +142,15 @@ class ToolStep:
         )
         if result.changes:
             task.report(FileTree(result.changes))
-        self._record_tool(
-            task, call, ToolResult(result.ok, output, result.duration_ms, details=result.details)
+        recorded = ToolResult(
+            result.ok,
+            output,
+            result.duration_ms,
+            details=result.details,
+            ends_loop=result.ends_loop,
         )
+        self._record_tool(task, call, recorded)
+        return recorded
 
     def _record_tool(self, task: Task, call: ToolCall, result: ToolResult) -> None:
         task.transcript.append(

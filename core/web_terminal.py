@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import stat
 from collections.abc import Callable
 from typing import Any
 
@@ -14,8 +13,7 @@ from core.main_terminal import MainTerminal, TaskBusy
 from core.services import AgentServices
 from core.task import Task
 from history.conversation import LEAF
-from modules.results import ToolError
-from modules.tools.focus import FocusFiles
+from modules.tools.focus import focusable
 from modules.workspace.file_tree import visible_changes
 from utils.settings import Approval, Mode
 
@@ -66,17 +64,6 @@ class WebTerminal(MainTerminal):
                 {"id": conversation.id, "running": False, "title": conversation.meta.get("title")}
             )
 
-    def _keep_end(self, done: Done) -> None:
-        """Store how the task ended and its tokens with the conversation, for its history,
-        in the one meta.json write that also keeps its focus and last seq."""
-        conversation, message_id = self.conversation, self._task_message
-        if conversation is None or message_id is None:
-            super()._keep_end(done)
-            return
-        ends = dict(conversation.current_meta().get("meta", {}).get("task_ends") or {})
-        ends[message_id] = {"reason": done.reason, "usage": vars(done.usage)}
-        conversation.update_meta(task_ends=ends, focus=self.focus.paths(), last_seq=done.seq)
-
     def begin_task(
         self,
         text: str,
@@ -85,7 +72,7 @@ class WebTerminal(MainTerminal):
         skill: str | None = None,
         attachments: list[dict[str, Any]] | None = None,
     ) -> Task:
-        with self._lock:
+        with self.timeline.lock:
             created = self.conversation is None
             task = super().begin_task(
                 text, parent_id=parent_id, skill=skill, attachments=attachments
@@ -121,7 +108,7 @@ class WebTerminal(MainTerminal):
         `on_begun(user_record)` runs after the conversation exists and before the first event,
         so the sender can join the room without missing anything.
         """
-        with self._lock:
+        with self.timeline.lock:
             if self.running:
                 raise TaskBusy("a task is already running in this conversation")
             claimed = self._take()
@@ -130,7 +117,8 @@ class WebTerminal(MainTerminal):
                     self.services.agents.get(agent)  # KeyError names the agents there are
                     self.agent = agent
                 if focus is not None and self.conversation is None:
-                    self.focus = FocusFiles([self.focus_path(path) for path in focus])
+                    workspace = self.services.workspace
+                    self.focus.reset([focusable(workspace, path) for path in focus])
                 self.mode = mode or self.mode
                 self.approval = approval or self.approval
                 task = self.begin_task(
@@ -166,7 +154,7 @@ class WebTerminal(MainTerminal):
             try:
                 self.services.store.reload(cid)
                 self.open_conversation(cid)
-                self._seq = max(self._seq, self._cluster.last_seq(cid))
+                self.timeline.skip_to(self._cluster.last_seq(cid))
                 orphan = self._cluster.orphan(cid)
                 if orphan is not None:
                     self.interrupt(orphan)  # its `done` gives the lease back: take it again
@@ -192,25 +180,26 @@ class WebTerminal(MainTerminal):
         """End a task a stopped process left running: an `interrupted` result for each call
         it left without one, `error` and `done` ("interrupted") to every client, and the end
         kept in the history like any task's (its lease released before the `done`)."""
-        with self._lock:
+        with self.timeline.lock:
             conversation = self.conversation
             if conversation is None or self.running:
                 return
             # The stopped process's last batch of events may never have reached the stream
             # while its clients saw them: go past any seq they can hold, or they drop ours.
-            self._seq = max(self._seq, self._cluster.last_seq(conversation.id)) + UNWRITTEN_SEQ_GAP
-            self._log, self._replays_after = [], self._seq
+            seen = max(self.timeline.seq, self._cluster.last_seq(conversation.id))
+            self.timeline.skip_to(seen + UNWRITTEN_SEQ_GAP)
+            self._log, self._replays_after = [], self.timeline.seq
             self._task_message = message_id
-            answer_interrupted_calls(conversation, self._record)
-            self._report(Error("interrupted", INTERRUPTED))
-            self._report(Done("interrupted"))
+            answer_interrupted_calls(conversation, self.timeline.record)
+            self.timeline.report(Error("interrupted", INTERRUPTED))
+            self.end_task(message_id, Done("interrupted"))
 
     def record_interrupted_calls(self) -> None:
         """Record an `interrupted` result for each call at the leaf a stopped process left
         without one; the caller knows no process runs a task here (it holds the lease)."""
-        with self._lock:
+        with self.timeline.lock:
             if self.conversation is not None and not self.running:
-                answer_interrupted_calls(self.conversation, self._record)
+                answer_interrupted_calls(self.conversation, self.timeline.record)
 
     def task_status(self) -> dict[str, Any] | None:
         """Where the running task is (None when none runs here)."""
@@ -218,30 +207,6 @@ class WebTerminal(MainTerminal):
             return None
         state = "thinking" if self.state == "idle" else self.state  # just begun
         return {"state": state, "iteration": self.iteration, "context": vars(self.context_usage)}
-
-    def focus_path(self, path: str) -> str:
-        """The workspace path of a file that may be focused; raises ToolError otherwise."""
-        workspace = self.services.workspace
-        rel = workspace.relative(workspace.resolve(path))
-        info = workspace.lstat(rel)
-        if info is None or not stat.S_ISREG(info.st_mode):
-            raise ToolError(f"{path} is not a file in the workspace")
-        return rel
-
-    def set_focus(self, path: str, focused: bool) -> list[str]:
-        """Focus or unfocus a file between tasks; returns the focus list (raises ToolError,
-        or TaskBusy: the running task's tools may change the focus too)."""
-        with self._lock:
-            if self.running:
-                raise TaskBusy("a task is running in this conversation; change focus when it ends")
-            if focused:
-                self.focus.add(self.focus_path(path))
-            else:
-                self.focus.remove(
-                    self.services.workspace.relative(self.services.workspace.resolve(path))
-                )
-            self.save_focus()
-            return self.focus.paths()
 
     def replay(
         self, after_seq: int, deliver: Deliver, *, subscribe: Callable[[], None]
@@ -253,7 +218,7 @@ class WebTerminal(MainTerminal):
         Returns what the `join` ack reports: whether a task runs, the last seq, and the seq
         after which the log is whole (an older `after_seq` must reload the history first).
         """
-        with self._lock:
+        with self.timeline.lock:
             subscribe()
             for event in self._log:
                 if event.seq is not None and event.seq > after_seq:

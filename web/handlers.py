@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, StrictBool, ValidationError
 
 from core.cluster import ClusterUnavailable
 from core.events import FileTree
-from core.main_terminal import NothingToCondense, TaskBusy
+from core.main_terminal import NotConfigured, NothingToCondense, TaskBusy
 from history.conversation import LEAF
 from history.store import ConversationNotFound
 from modules.results import FileChange, ToolError
@@ -125,6 +125,8 @@ def acked(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, Any]]
                 return failure("not_found", str(exc))
             except TaskBusy as exc:
                 return failure("busy", str(exc))
+            except NotConfigured as exc:
+                return failure("not_configured", str(exc))
             except ClusterUnavailable as exc:
                 return failure("unavailable", str(exc))
             except KeyError as exc:
@@ -168,9 +170,6 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
     @socketio.on("send_message")
     @acked(SendMessage)
     def on_send(msg: SendMessage) -> dict[str, Any]:
-        problem = services.provider.problem
-        if problem is not None:
-            return failure("not_configured", problem)
         terminal = hub.get(msg.conversation_id) if msg.conversation_id else hub.new()
 
         def enter(record: dict[str, Any]) -> None:
@@ -224,9 +223,6 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
     @socketio.on("compact")
     @acked(Compact)
     def on_compact(msg: Compact) -> dict[str, Any]:
-        problem = services.provider.problem
-        if problem is not None:
-            return failure("not_configured", problem)
         terminal = hub.get(msg.conversation_id)
         try:
             cancel = terminal.begin_compaction(msg.instructions)

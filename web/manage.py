@@ -61,11 +61,7 @@ def register_manage_handlers(socketio: SocketIO, state: WebState) -> None:
         cid = msg.conversation_id
         services.store.get(cid)  # ConversationNotFound
         hub.forget(cid)  # TaskBusy while a task runs
-        services.store.delete(cid)
-        services.journal.forget(cid)
-        services.memory.forget(cid)
-        for proposal in services.proposals.pending(cid):
-            services.proposals.discard_proposal(proposal.id)
+        services.delete_conversation(cid)
         announce({"id": cid, "deleted": True})
         return {"ok": True}
 

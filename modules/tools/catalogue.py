@@ -3,7 +3,6 @@ wrap a store: proposed edits, focus and memory."""
 
 from __future__ import annotations
 
-import stat
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -17,6 +16,7 @@ from modules.tools import (
     skill_tools,
     sql_tool,
 )
+from modules.tools.focus import focusable
 from modules.tools.registry import ToolRegistry
 from modules.tools.tool_context import ToolContext
 
@@ -70,11 +70,7 @@ def focus_file(ctx: ToolContext, args: FocusFileArgs) -> str:
 
     Use it for the files you are actively working on; unfocus them when done.
     """
-    path = ctx.workspace.resolve(args.path, follow_symlinks=False)
-    rel = ctx.workspace.relative(path)
-    info = ctx.workspace.lstat(rel, follow=True)
-    if info is None or not stat.S_ISREG(info.st_mode):
-        raise ToolError(f"{rel or args.path} is not an existing file; focus_file takes a file.")
+    rel = focusable(ctx.workspace, args.path)
     added = ctx.focus.add(rel)
     current = ", ".join(ctx.focus.paths())
     state = "Focused" if added else "Already in focus:"

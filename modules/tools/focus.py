@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import stat
+
 from modules.results import ToolError
 from modules.workspace.paths import Workspace
 from utils.text import cap_text
@@ -13,12 +15,26 @@ def _under(key: str, path: str) -> bool:
     return key == path or key.startswith(path + "/")
 
 
+def focusable(workspace: Workspace, path: str) -> str:
+    """The workspace path of `path` when it names a file that may be in focus (a regular
+    file, or a link within the workspace to one); raises ToolError otherwise."""
+    rel = workspace.relative(workspace.resolve(path, follow_symlinks=False))
+    info = workspace.lstat(rel, follow=True)
+    if info is None or not stat.S_ISREG(info.st_mode):
+        raise ToolError(f"{rel or path} is not an existing file; only a file can be in focus.")
+    return rel
+
+
 class FocusFiles:
     """An ordered list of workspace-relative paths, at most `limit` long."""
 
     def __init__(self, paths: list[str] | None = None, limit: int = 3) -> None:
         self.limit = limit
         self._paths = list(dict.fromkeys(paths or []))[:limit]
+
+    def reset(self, paths: list[str]) -> None:
+        """Focus exactly `paths` (at most `limit`), as a conversation opened stored them."""
+        self._paths = list(dict.fromkeys(paths))[: self.limit]
 
     def paths(self) -> list[str]:
         """The focused paths, oldest first."""

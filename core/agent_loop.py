@@ -1,0 +1,94 @@
+"""How a task runs: build the context, call the model, run the calls, repeat.
+
+`AgentLoop.loop` is that loop, whole. The agent's mode says what drives it (core/modes.py):
+`plain` answers once without tools, `react` is the loop, `plan_execute` plans and runs each
+step as a loop of its own. Handing work to another agent is a tool like any other: its call
+runs the sub-agent's task to its end and returns the final report.
+"""
+
+from __future__ import annotations
+
+from core.agent_specs import AgentSpec
+from core.context_window import ContextWindow
+from core.events import DoneReason
+from core.model_call import stream_reply
+from core.modes import delegation_tool, run_agent
+from core.services import AgentServices
+from core.status import StatusLine
+from core.task import MAX_DEPTH, LoopEnd, Task
+from core.tool_step import ToolStep
+from core.toolset import ToolSet
+from model.completion import Completion
+from model.tool_calls import ToolCall
+from modules.results import ToolResult
+from utils.settings import Approval
+
+
+class AgentLoop:
+    """Runs tasks with the collaborators it is given: the context window, the tool step and
+    the status line of one conversation."""
+
+    def __init__(
+        self,
+        services: AgentServices,
+        window: ContextWindow,
+        tool_step: ToolStep,
+        status: StatusLine,
+    ) -> None:
+        self.services = services
+        self.window = window
+        self.tool_step = tool_step
+        self.status = status
+
+    def run(self, task: Task) -> DoneReason:
+        """Run the task the way its agent works."""
+        return run_agent(self, task)
+
+    def loop(self, task: Task, tools: ToolSet) -> LoopEnd:
+        """Build the context, call the model, run its calls, repeat: until it answers without
+        a call, a call ends the loop (a plan step's end), or the agent's model calls run out."""
+        for iteration in range(1, self.budget(task) + 1):
+            task.iteration = iteration
+            if task.depth == 0:
+                self.status.iteration = iteration
+            task.cancel.raise_if_cancelled()
+            completion = self.call_model(task, tools)
+            if not completion.tool_calls:
+                return LoopEnd("complete", completion)
+            results = self.run_tools(task, completion.tool_calls, tools)
+            if any(result.ends_loop for result in results):
+                return LoopEnd("complete", completion)
+        return LoopEnd("max_iterations")
+
+    def call_model(self, task: Task, tools: ToolSet | None) -> Completion:
+        """One streamed model call on the task's transcript, recorded when it ends; `tools`
+        None sends no `tools` parameter at all (a plain answer)."""
+        schemas = tools.schemas() if tools is not None else []
+        messages, estimated = self.window.build(task, schemas)
+        self.status.set("thinking", task)
+        model = self.services.model_for(task.agent)
+        completion = stream_reply(
+            task, model, messages, schemas, lambda: self.status.set("streaming", task)
+        )
+        if completion.usage.prompt_tokens and task.depth == 0:
+            self.window.observe_usage(estimated, completion.usage.prompt_tokens)
+        return completion
+
+    def run_tools(self, task: Task, calls: list[ToolCall], tools: ToolSet) -> list[ToolResult]:
+        """Run one turn's calls in order, each result recorded before the next starts."""
+        return self.tool_step.run(task, calls, tools)
+
+    def tools_for(self, agent: AgentSpec, approval: Approval, parent: Task | None) -> ToolSet:
+        """What `agent` may call in `approval` mode: its share of the registry, and one
+        `delegate_to_NAME` per agent it may hand work to (under `parent`), but at the
+        deepest level of delegation."""
+        tools = ToolSet(self.services.tools, agent, approval)
+        depth = parent.depth if parent is not None else 0
+        if depth >= MAX_DEPTH:
+            return tools
+        agents = self.services.agents
+        return tools.with_own(delegation_tool(agents.get(n), self, parent) for n in agent.agents)
+
+    def budget(self, task: Task) -> int:
+        """How many model calls the task's agent may make."""
+        return task.agent.max_iterations or self.services.settings.max_iterations
