@@ -1,3 +1,4 @@
+// @ts-check
 // Entry point of the main page: builds the parts and wires them to the connection.
 import { Attention } from "./attention.js";
 import { ChatView } from "./chat.js";
@@ -60,9 +61,9 @@ class App {
     });
     this.conn = new Connection({
       token,
-      onEvent: (name, payload) => {
-        this.attention.onEvent(name, payload);
-        this.session.handleEvent(name, payload);
+      onEvent: (...event) => {
+        this.attention.onEvent(...event);
+        this.session.handleEvent(...event);
       },
       onState: (state, detail) => this.#onConnectionState(state, detail),
     });
@@ -201,7 +202,7 @@ class App {
       this.composer.focus();
     });
     $("#refresh-tree").addEventListener("click", () => this.tree.reload());
-    document.addEventListener("workspace:open", (event) => {
+    document.addEventListener("workspace:open", (/** @type {CustomEvent<{path?: string, line?: number}>} */ event) => {
       const { path, line } = event.detail ?? {};
       if (!path) return;
       this.tree.select(path);

@@ -1,3 +1,4 @@
+// @ts-check
 // When the agent needs the user: the tab title says a call waits for approval, or that a task ended while
 // the tab was hidden; with the user's consent (the bell), a desktop notification says it too.
 const APP = "Workspace Agent";
@@ -16,6 +17,9 @@ const BELL_TITLE = {
   denied: "Notifications are blocked for this page: allow them in the browser's site settings, then click here.",
 };
 const SEEN_LIMIT = 200;
+
+/** @typedef {import("./events.js").ServerEventArgs} ServerEventArgs */
+/** @typedef {import("./events.js").DoneEvent} DoneEvent */
 
 export class Attention {
   /** bell: the notification toggle; titleOf(cid): a conversation's title; onShow(cid): show that conversation. */
@@ -47,8 +51,11 @@ export class Attention {
     this.#render();
   }
 
-  /** Every server event, before the page handles it. */
-  onEvent(name, payload) {
+  /** Every server event, before the page handles it.
+   * @param {ServerEventArgs} event */
+  onEvent(...event) {
+    if (event[0] === "conversation_update") return; // of no task
+    const [name, payload] = event;
     const cid = payload?.conversation_id;
     if (!cid) return;
     if (name === "tool" && payload.phase === "approval") {
@@ -70,6 +77,8 @@ export class Attention {
     this.#render();
   }
 
+  /** @param {string} cid
+   * @param {DoneEvent} payload */
   #taskEnded(cid, payload) {
     const key = `${cid}:${payload.seq}`;
     if (this.seenDone.has(key)) return;

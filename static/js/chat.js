@@ -1,3 +1,4 @@
+// @ts-check
 // The conversation pane: renders history paths and the live events of a task.
 import { formatCount, h, icon } from "./dom.js";
 import { activeSummary, pathTo, siblingsOf, summaryOf } from "./history.js";
@@ -6,6 +7,17 @@ import { AssistantView, UserMessage } from "./messages.js";
 import { isPlanPrompt, PlanView, stepDivider } from "./plan.js";
 import { SafetyView } from "./safety.js";
 import { ToolCard } from "./toolcard.js";
+
+/** @typedef {import("./events.js").EventBase} EventBase */
+/** @typedef {import("./events.js").TokenEvent} TokenEvent */
+/** @typedef {import("./events.js").ThinkingEvent} ThinkingEvent */
+/** @typedef {import("./events.js").ToolEvent} ToolEvent */
+/** @typedef {import("./events.js").StatusEvent} StatusEvent */
+/** @typedef {import("./events.js").PlanEvent} PlanEvent */
+/** @typedef {import("./events.js").ContextEvent} ContextEvent */
+/** @typedef {import("./events.js").ErrorEvent} ErrorEvent */
+/** @typedef {import("./events.js").DoneEvent} DoneEvent */
+/** @typedef {import("./events.js").Usage} Usage */
 
 const EXAMPLES = [
   "Give me an overview of the files in this workspace",
@@ -19,7 +31,9 @@ const END_TEXT = {
   interrupted: "Interrupted: the server process running it stopped. Send a message to go on.",
 };
 
-/** The line that ends a task: why it stopped (unless it completed) and the tokens it used. */
+/** The line that ends a task: why it stopped (unless it completed) and the tokens it used.
+ * @param {string} reason
+ * @param {Partial<Usage>} [usage] */
 function taskEndMarker(reason, usage = {}) {
   const tokens = usage.prompt_tokens || usage.completion_tokens
     ? `${formatCount(usage.prompt_tokens)} in · ${formatCount(usage.completion_tokens)} out` : "";
@@ -32,7 +46,9 @@ function taskEndMarker(reason, usage = {}) {
   );
 }
 
-/** Where older turns were condensed: the summary that replaces them for the model, folded. */
+/** Where older turns were condensed: the summary that replaces them for the model, folded.
+ * @param {string | undefined} text
+ * @param {{summarized?: number, tokens_before?: number, tokens_after?: number}} [summary] */
 function summaryBlock(text, summary = {}) {
   const tokens = Number.isFinite(summary.tokens_before) && Number.isFinite(summary.tokens_after)
     ? ` · context ${formatCount(summary.tokens_before)} → ${formatCount(summary.tokens_after)} tokens` : "";
@@ -73,6 +89,8 @@ export class ChatView {
     this.top = this.#topLane();
     this.atBottom = true;
     this.editable = true;
+    /** @type {((atBottom: boolean) => void) | undefined} */
+    this.onScrollState; // told when the view sticks to the bottom or not, set by the app (declared here for the type checker)
     let lastTop = 0;
     scroller.addEventListener("scroll", () => {
       // Only the reader scrolling up unsticks the view; content growing under a programmatic scroll must not.
@@ -110,7 +128,9 @@ export class ChatView {
     });
   }
 
-  /** The lane an event belongs to: the top agent's, or a sub-agent's inside the card of its parent call. */
+  /** The lane an event belongs to: the top agent's, or a sub-agent's inside the card of its parent call.
+   * @param {EventBase} payload
+   * @returns {Lane} */
   #laneOf(payload) {
     const parent = payload.parent_call_id;
     if (!parent) return this.top;
@@ -127,7 +147,8 @@ export class ChatView {
     return lane;
   }
 
-  /** A sub-agent whose parent call is not shown (it should not happen): its work at the end, labelled. */
+  /** A sub-agent whose parent call is not shown (it should not happen): its work at the end, labelled.
+   * @param {EventBase} payload */
   #strayContainer(payload) {
     const body = h("div", { class: "sub-agent-body" });
     this.root.append(h("section", { class: "sub-agent stray", "data-agent": payload.agent ?? "" },
@@ -280,7 +301,9 @@ export class ChatView {
     this.pending = null;
   }
 
-  /** An optimistic user message, waiting for the server's ack. */
+  /** An optimistic user message, waiting for the server's ack.
+   * @param {string} text
+   * @param {{skill?: string, attachments?: Array<{path: string}>}} [options] */
   addUserMessage(text, { skill, attachments } = {}) {
     this.root.querySelector(".welcome")?.remove();
     const message = this.#appendUser(text, null);
@@ -309,14 +332,17 @@ export class ChatView {
     this.pending = null;
   }
 
+  /** @param {TokenEvent} payload */
   onToken(payload) {
     this.#laneOf(payload).token(payload);
   }
 
+  /** @param {ThinkingEvent} payload */
   onThinking(payload) {
     this.#laneOf(payload).thinking(payload);
   }
 
+  /** @param {PlanEvent} payload */
   onPlan(payload) {
     this.#laneOf(payload).planEvent(payload);
   }
@@ -332,6 +358,7 @@ export class ChatView {
     return card;
   }
 
+  /** @param {ToolEvent} payload */
   onTool(payload) {
     const card = this.cards.get(payload.call_id) ?? this.#laneOf(payload).newCard(payload);
     this.#clearPending();
@@ -349,12 +376,15 @@ export class ChatView {
     }
   }
 
+  /** @param {StatusEvent} payload */
   onStatus(payload) {
     this.#laneOf(payload).status(payload);
   }
 
   /** The history being condensed. Returns false when the first message still sent as it is
-   * is not shown here (the history must then be rendered again). */
+   * is not shown here (the history must then be rendered again).
+   * @param {ContextEvent} payload
+   * @returns {boolean} */
   onContext(payload) {
     this.condensing?.remove();
     this.condensing = null;
@@ -379,11 +409,13 @@ export class ChatView {
     return true;
   }
 
+  /** @param {ErrorEvent} payload */
   onError(payload) {
     this.#clearPending();
     this.showNotice(`${payload.message ?? "Error"}${payload.code ? ` (${payload.code})` : ""}`);
   }
 
+  /** @param {DoneEvent} payload */
   onDone(payload) {
     for (const lane of [this.top, ...this.lanes.values()]) {
       lane.finishLive();

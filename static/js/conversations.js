@@ -1,3 +1,4 @@
+// @ts-check
 // The conversation list in the sidebar: search, rename in place, delete (after a confirmation), running dots.
 import { choose } from "./dialog.js";
 import { debounce, h, icon, relativeTime } from "./dom.js";
@@ -134,6 +135,8 @@ export class ConversationList {
     this.onDeleted?.(id);
   }
 
+  /** @param {string} id
+   * @param {string | null} title */
   setTitle(id, title) {
     const item = this.items.find((entry) => entry.id === id);
     if (!item) return void this.refresh();
@@ -154,6 +157,8 @@ export class ConversationList {
     }
   }
 
+  /** @param {string} id
+   * @param {boolean} running */
   setRunning(id, running) {
     if (running) this.running.add(id);
     else this.running.delete(id);

@@ -1,9 +1,12 @@
+// @ts-check
 // The workspace file tree, updated in place from `file_tree` change events.
 import { debounce, h, icon } from "./dom.js";
 
 const MAX_INCREMENTAL_CHANGES = 300;
 const PIN_SVG = '<svg viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round" stroke-linejoin="round"><path d="M9 4h6l-1 6 3 3H7l3-3z"/><path d="M12 16v5"/></svg>';
 const collator = new Intl.Collator(undefined, { numeric: true, sensitivity: "base" });
+
+/** @typedef {import("./events.js").FileChange} FileChange */
 
 function parentOf(path) {
   const cut = path.lastIndexOf("/");
@@ -171,7 +174,8 @@ export class FileTree {
     return parent ? this.#insert(parent, path, true) : null;
   }
 
-  /** Apply change events; anything surprising falls back to a (debounced) full reload. */
+  /** Apply change events; anything surprising falls back to a (debounced) full reload.
+   * @param {FileChange[]} changes */
   apply(changes) {
     for (const change of changes) this.onChange?.(change);
     if (!this.nodes.size) return;
@@ -184,6 +188,7 @@ export class FileTree {
     }
   }
 
+  /** @param {Pick<FileChange, "event" | "path" | "is_dir"> & {dest_path?: string | null}} change */
   #applyOne({ event, path, dest_path: destPath, is_dir: isDir }) {
     const existing = this.nodes.get(path);
     if (event === "deleted") {

@@ -1,7 +1,14 @@
+// @ts-check
 // One agent's live output in one place: the top agent's in the conversation, a sub-agent's inside
 // the card of the call that delegated to it. Streaming answers, where its tool cards go, its plan.
 import { AssistantView } from "./messages.js";
 import { PlanView, stepDivider } from "./plan.js";
+
+/** @typedef {import("./events.js").TokenEvent} TokenEvent */
+/** @typedef {import("./events.js").ThinkingEvent} ThinkingEvent */
+/** @typedef {import("./events.js").ToolEvent} ToolEvent */
+/** @typedef {import("./events.js").StatusEvent} StatusEvent */
+/** @typedef {import("./events.js").PlanEvent} PlanEvent */
 
 export class Lane {
   /** container: where its views go; hooks: {newCard(callId, name, view), onView(view), onActivity()}. */
@@ -28,15 +35,18 @@ export class Lane {
     return view;
   }
 
+  /** @param {TokenEvent} payload */
   token(payload) {
     this.view(payload.message_id).appendToken(payload.text);
   }
 
+  /** @param {ThinkingEvent} payload */
   thinking(payload) {
     this.view(payload.message_id).appendThinking(payload.text);
   }
 
-  /** A card for a call this agent starts; in a new answer when the call belongs to a later turn. */
+  /** A card for a call this agent starts; in a new answer when the call belongs to a later turn.
+   * @param {ToolEvent} payload */
   newCard(payload) {
     if (this.live && this.#isLaterTurn(this.live)) this.finishLive();
     return this.hooks.newCard(payload.call_id, payload.name, this.view(null));
@@ -49,11 +59,13 @@ export class Lane {
     return [...view.cards.children].some((el) => el.dataset.state === "ok" || el.dataset.state === "failed");
   }
 
+  /** @param {StatusEvent} payload */
   status(payload) {
     if (Number.isInteger(payload.iteration)) this.iteration = payload.iteration;
   }
 
-  /** A `plan` event: the checklist (made at the first one), and a divider where each step begins. */
+  /** A `plan` event: the checklist (made at the first one), and a divider where each step begins.
+   * @param {PlanEvent} payload */
   planEvent(payload) {
     this.hooks.onActivity?.();
     this.finishLive(); // each step answers in views of its own

@@ -146,6 +146,8 @@ export class AssistantView extends MessageBase {
     this.cards = h("div", { class: "tool-cards" });
     this.navSlot = h("div", { class: "nav-slot" });
     this.el = h("article", { class: "message assistant-message", "aria-label": "Agent" }, this.navSlot, this.body, this.cards);
+    /** @type {number | null | undefined} */
+    this.iteration; // the model turn it answers, set by lane.js (declared here for the type checker)
     this.streamedId = messageId ?? null;
     if (messageId) this.el.dataset.messageId = messageId;
     this.finished = false;

@@ -1,5 +1,9 @@
+// @ts-check
 // A plan_execute task's plan as a checklist (live from `plan` events, or from the history's `meta.plan`).
 import { h, icon } from "./dom.js";
+
+/** @typedef {import("./events.js").Plan} Plan */
+/** @typedef {import("./events.js").PlanEvent} PlanEvent */
 
 const STATUS_TEXT = { pending: "pending", running: "running", done: "done", failed: "failed" };
 
@@ -45,7 +49,9 @@ export class PlanView {
     return this.steps.length > 0;
   }
 
-  /** Show a whole plan ({revision, steps: [{index, title, status, summary?}]}). */
+  /** Show a whole plan ({revision, steps: [{index, title, status, summary?}]}).
+   * @param {Plan | null | undefined} plan
+   * @param {{reason?: string}} [options] */
   set(plan, { reason } = {}) {
     this.plan = plan;
     this.steps = Array.isArray(plan?.steps) ? plan.steps : [];
@@ -71,7 +77,8 @@ export class PlanView {
     this.set(this.plan);
   }
 
-  /** Apply a `plan` event. */
+  /** Apply a `plan` event.
+   * @param {PlanEvent} payload */
   update(payload) {
     this.set(payload.plan, { reason: payload.phase === "replanned" ? payload.reason : undefined });
     this.el.dataset.phase = payload.phase ?? "";

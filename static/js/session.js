@@ -1,8 +1,25 @@
+// @ts-check
 // Which conversation is open and what the page shows and does with it: its events, sending, branching,
 // undo, and what it keeps (mode, approval, agent, focus files, how its tasks ended). Event order: taskfeed.js.
 import { buildIndex, newestLeafUnder, pathTo, summaryOf } from "./history.js";
 import { TaskFeed } from "./taskfeed.js";
 import { askOtherBranch, askUndoTask, undoableChanges, undoTasks } from "./undoprompts.js";
+
+/** @typedef {import("./events.js").ServerEventArgs} ServerEventArgs */
+/** @typedef {import("./events.js").CoreEventArgs} CoreEventArgs */
+/** @typedef {import("./events.js").ConversationUpdate} ConversationUpdate */
+/** @typedef {import("./events.js").ContextEvent} ContextEvent */
+/** @typedef {(event: string, payload?: object, timeoutMs?: number) => Promise<any>} Request */
+/**
+ * @typedef {object} SessionParts
+ * @property {{request: Request}} conn
+ * @property {import("./chat.js").ChatView} chat
+ * @property {import("./conversations.js").ConversationList} conversations
+ * @property {import("./statusbar.js").StatusBar} statusBar
+ * @property {import("./filetree.js").FileTree} tree
+ * @property {import("./composer.js").Composer} composer
+ * @property {(cid: string | null) => void} onOpen
+ */
 
 const LIST_EDITS_TIMEOUT_MS = 5000;
 
@@ -11,16 +28,23 @@ function failure(error, code = "request_failed") {
 }
 
 export class Session {
-  /** parts: {conn, chat, conversations, statusBar, tree, composer, onOpen(cid)}. */
+  /** parts: {conn, chat, conversations, statusBar, tree, composer, onOpen(cid)}.
+   * @param {SessionParts} parts */
   constructor(parts) {
-    Object.assign(this, parts);
+    this.conn = parts.conn;
+    this.chat = parts.chat;
+    this.conversations = parts.conversations;
+    this.statusBar = parts.statusBar;
+    this.tree = parts.tree;
+    this.composer = parts.composer;
+    this.onOpen = parts.onOpen;
     this.cid = null;
     this.index = null;
     this.viewLeaf = null;
     this.feed = new TaskFeed({
       request: this.#request,
       openCid: () => this.cid,
-      deliver: (name, payload) => this.handleEvent(name, payload),
+      deliver: (...event) => this.handleEvent(...event),
       runningChanged: (cid) => this.#runningChanged(cid),
       reload: (cid) => this.open(cid),
       joinFailed: (message) => this.chat.showNotice(`Live updates unavailable: ${message}`),
@@ -51,22 +75,26 @@ export class Session {
 
   // ---- server events --------------------------------------------------------------------
 
-  handleEvent(name, payload) {
-    if (name === "conversation_update") return void this.#onConversationUpdate(payload);
+  /** A server event (connection.js), or one held back and delivered now (taskfeed.js).
+   * @param {ServerEventArgs} event */
+  handleEvent(...event) {
+    if (event[0] === "conversation_update") return void this.#onConversationUpdate(event[1]);
+    const [name, payload] = event; // one of core/events.py's
     const cid = payload.conversation_id ?? null;
     if (!cid) {
       if (name === "file_tree") this.tree.apply(payload.changes ?? []);
       else if (name === "error") this.chat.onError(payload);
       return;
     }
-    if (!this.feed.admit(cid, name, payload)) return;
+    if (!this.feed.admit(cid, ...event)) return;
     if (name === "done") this.conversations.refresh();
     if (name === "file_tree") return void this.tree.apply(payload.changes ?? []);
     if (cid !== this.cid) return;
-    this.#dispatch(name, payload);
+    this.#dispatch(...event);
   }
 
-  #dispatch(name, payload) {
+  /** @param {CoreEventArgs} event */
+  #dispatch(...[name, payload]) {
     const top = !payload.parent_call_id; // not a sub-agent's
     if (top && payload.agent && payload.agent !== this.statusBar.agent) this.statusBar.setAgent(payload.agent);
     switch (name) {
@@ -123,7 +151,8 @@ export class Session {
     this.onOpen(null);
   }
 
-  /** Another tab (or this one) renamed, deleted, started or finished a conversation. */
+  /** Another tab (or this one) renamed, deleted, started or finished a conversation.
+   * @param {ConversationUpdate} update */
   #onConversationUpdate(update) {
     const id = update.id;
     if (!id) return;
@@ -268,7 +297,10 @@ export class Session {
   // ---- user actions ----------------------------------------------------------------------
 
   /** Send a message (parentId: branch from that message; null: branch at the root; skill: with that
-   * skill; typed: what the user typed, put back on failure). Resolves to ok. */
+   * skill; typed: what the user typed, put back on failure). Resolves to ok.
+   * @param {string} text
+   * @param {{parentId?: string | null, skill?: string, typed?: string, attachments?: Array<{path: string}>}} [options]
+   * @returns {Promise<boolean>} */
   async send(text, { parentId, skill, typed, attachments } = {}) {
     const cid = this.cid;
     const payload = { conversation_id: cid, text, mode: this.composer.mode, approval: this.composer.approval };
@@ -286,7 +318,7 @@ export class Session {
       this.chat.removeUserMessage(message);
       if (!this.chat.views.length && !this.cid) this.chat.showWelcome();
       this.composer.showError(ack.error?.message ?? "The message was not accepted.", typed ?? text);
-      for (const [name, event] of held) this.handleEvent(name, event);
+      for (const event of held) this.handleEvent(...event);
       return false;
     }
     if (!cid && this.cid === null) {
@@ -299,7 +331,7 @@ export class Session {
     this.conversations.refresh();
     // A task so short that its `done` beat the ack is not running any more.
     if (this.cid === ack.conversation_id && !doneSince) this.feed.setRunning(this.cid, true);
-    for (const [name, event] of held) this.handleEvent(name, event);
+    for (const event of held) this.handleEvent(...event);
     return true;
   }
 
@@ -371,6 +403,7 @@ export class Session {
     else if (ack.scheduled) this.chat.showNotice("The context will be condensed before the agent's next step.", "info");
   }
 
+  /** @param {ContextEvent} payload */
   #onContext(payload) {
     this.statusBar.setCondensing(payload.phase === "condensing");
     if (payload.phase !== "condensed") return void this.chat.onContext(payload);

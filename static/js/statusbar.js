@@ -1,3 +1,4 @@
+// @ts-check
 // The status bar: connection, task state, context meter, focus files, agent/provider/model/mode/approval/sandbox.
 // Mode, approval and agent are what the open conversation's next task runs with (the composer's choices).
 import { formatCount, h, icon } from "./dom.js";
@@ -28,6 +29,8 @@ export class StatusBar {
       onclick: () => this.onCompact?.(),
     }, "Compact");
     this.meter.after(this.compactButton);
+    /** @type {(() => void) | undefined} */
+    this.onCompact; // the Compact button's action, set by the app (declared here for the type checker)
     this.sandboxDetails = document.getElementById("sandbox-details");
     this.#bindSandbox();
     this.setConnection("connecting");
@@ -48,7 +51,8 @@ export class StatusBar {
     item.addEventListener("mouseenter", () => show(true));
     item.addEventListener("mouseleave", () => show(pinned));
     document.addEventListener("click", (event) => {
-      if (pinned && !item.contains(event.target) && !details.contains(event.target)) show((pinned = false));
+      const target = /** @type {Node} */ (event.target);
+      if (pinned && !item.contains(target) && !details.contains(target)) show((pinned = false));
     });
   }
 
@@ -58,7 +62,10 @@ export class StatusBar {
     el.querySelector(".label").textContent = CONNECTION_TEXT[state] ?? state;
   }
 
-  /** subAgent: the sub-agent whose state it is (null: the conversation's agent); iteration: the last known when absent. */
+  /** subAgent: the sub-agent whose state it is (null: the conversation's agent); iteration: the last known when absent.
+   * @param {import("./events.js").TaskState | "reasoning"} [state]
+   * @param {number} [iteration]
+   * @param {string | null} [subAgent] */
   setTask(state, iteration, subAgent = null) {
     const el = this.part("task");
     el.dataset.state = state ?? "idle";
@@ -119,6 +126,7 @@ export class StatusBar {
     this.setCompactable(Boolean(this.compactable));
   }
 
+  /** @param {import("./events.js").ContextUsage | null} context */
   setContext(context) {
     const used = Number(context?.used_tokens);
     const limit = Number(context?.limit_tokens);

@@ -1,16 +1,38 @@
+// @ts-check
 // The task events of the conversations this tab follows: each applied once and in seq order, which ones
 // run, and joining a conversation's room to replay what was missed (on opening it, on every reconnection).
 const RUNNING_EVENTS = new Set(["token", "thinking", "tool"]);
 
+/** @typedef {import("./events.js").CoreEventArgs} CoreEventArgs */
+/**
+ * @typedef {object} FeedParts
+ * @property {(event: string, payload?: object, timeoutMs?: number) => Promise<any>} request errors come back as acks
+ * @property {() => string | null} openCid
+ * @property {(...event: CoreEventArgs) => void} deliver
+ * @property {(cid: string) => void} runningChanged
+ * @property {(cid: string) => void} reload
+ * @property {(message: string) => void} joinFailed
+ */
+
 export class TaskFeed {
   /** parts: {request(event, payload) -> ack (errors as acks), openCid() -> the open conversation's id,
    * deliver(name, payload): an event to apply (held ones come back through it), runningChanged(cid),
-   * reload(cid): open the conversation again, joinFailed(message)}. */
+   * reload(cid): open the conversation again, joinFailed(message)}.
+   * @param {FeedParts} parts */
   constructor(parts) {
-    Object.assign(this, parts);
+    this.request = parts.request;
+    this.openCid = parts.openCid;
+    this.deliver = parts.deliver;
+    this.runningChanged = parts.runningChanged;
+    this.reload = parts.reload;
+    this.joinFailed = parts.joinFailed;
+    /** @type {Map<string, number>} */
     this.seqs = new Map();
+    /** @type {Set<string>} */
     this.running = new Set();
+    /** @type {{cid: string, buffer: CoreEventArgs[]} | null} */
     this.joining = null;
+    /** @type {CoreEventArgs[] | null} */
     this.pendingNew = null;
     this.doneCount = 0;
   }
@@ -20,23 +42,28 @@ export class TaskFeed {
   }
 
   /** Whether an event of conversation cid is to be applied now: not when held (a join or a new
-   * conversation's send awaits its ack) or already seen. Keeps the running set current. */
-  admit(cid, name, payload) {
+   * conversation's send awaits its ack) or already seen. Keeps the running set current.
+   * @param {string} cid
+   * @param {CoreEventArgs} event */
+  admit(cid, ...event) {
     const held = this.pendingNew && cid !== this.openCid() ? this.pendingNew : this.joining?.cid === cid ? this.joining.buffer : null;
     if (held) {
-      held.push([name, payload]);
+      held.push(event);
       return false;
     }
+    const [name, payload] = event;
     const seq = Number.isInteger(payload.seq) ? payload.seq : null;
     if (seq !== null) {
       if (seq <= (this.seqs.get(cid) ?? 0)) return false;
       this.seqs.set(cid, seq);
     }
-    this.#trackRunning(cid, name, payload);
+    this.#trackRunning(cid, ...event);
     return true;
   }
 
-  #trackRunning(cid, name, payload) {
+  /** @param {string} cid
+   * @param {CoreEventArgs} event */
+  #trackRunning(cid, ...[name, payload]) {
     const was = this.running.has(cid);
     if (name === "done") {
       this.running.delete(cid);
@@ -102,7 +129,7 @@ export class TaskFeed {
       return;
     }
     this.setRunning(cid, ack.running === true || (wasRunning && !ended));
-    for (const [name, payload] of joining.buffer) this.deliver(name, payload);
+    for (const event of joining.buffer) this.deliver(...event);
   }
 
   /** Called on every (re)connection after the first: catch up on what was missed. */

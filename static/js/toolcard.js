@@ -1,3 +1,4 @@
+// @ts-check
 // One card per tool call: live arguments, approval, live output, result.
 import { isDiff, renderDiff } from "./diffview.js";
 import { formatDuration, h, icon } from "./dom.js";
@@ -306,6 +307,8 @@ export class ToolCard {
     this.liveOutput.scrollTop = this.liveOutput.scrollHeight;
   }
 
+  /** A `tool` event's `result` (or a result record of the history).
+   * @param {{ok?: boolean, output?: string, duration_ms?: number}} result */
   setResult({ ok, output, duration_ms: durationMs }) {
     this.#stopClock();
     this.liveOutput?.remove();
