@@ -44,9 +44,11 @@ test: install system-test-deps
 	@$(BIN)/python -m pytest -n 2 --dist loadfile; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
 
+# tsc type-checks the page's files that start with // @ts-check (jsconfig.json); --no: never from the registry.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	npx --no -- tsc -p jsconfig.json
 
 bench: install
 	$(BIN)/python bench/history.py
