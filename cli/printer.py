@@ -10,11 +10,10 @@ model has not answered; elsewhere the answer is written exactly as the model wro
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 from typing import TYPE_CHECKING, TextIO
 
+from cli.streams import LineState, context_line
 from core.approval import made_visible
 from core.events import (
     ContextEvent,
@@ -51,27 +50,6 @@ VERBS = {
 }
 
 
-def use_color(stream: TextIO) -> bool:
-    return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
-
-
-class _Out:
-    """One output stream and whether its cursor stands at the start of a line."""
-
-    def __init__(self, file: TextIO) -> None:
-        self.file = file
-        self.line_start = True
-
-    def write(self, text: str) -> None:
-        if text:
-            self.file.write(text)
-            self.line_start = text.endswith("\n")
-
-    def end_line(self) -> None:
-        if not self.line_start:
-            self.write("\n")
-
-
 class EventPrinter:
     """Turns docs/protocol.md §4 events into terminal output; one instance per terminal."""
 
@@ -79,7 +57,7 @@ class EventPrinter:
         self, out: TextIO, err: TextIO, *, color: bool, progress: TextIO | None = None
     ) -> None:
         self.color = color
-        self._outs: dict[int, _Out] = {}
+        self._outs: dict[int, LineState] = {}
         self._answer, self._err = self._out(out), self._out(err)
         self._progress = self._out(progress if progress is not None else out)
         self._consoles: dict[int, Console] = {}
@@ -95,8 +73,8 @@ class EventPrinter:
         self._args_room = 0  # characters the current tool line may still take
         self._streamed: set[str] = set()  # calls whose output was shown as it came
 
-    def _out(self, file: TextIO) -> _Out:
-        return self._outs.setdefault(id(file), _Out(file))
+    def _out(self, file: TextIO) -> LineState:
+        return self._outs.setdefault(id(file), LineState(file))
 
     def paint(self, text: str, *styles: str) -> str:
         return "".join(styles) + text + RESET if self.color and styles else text
@@ -162,7 +140,7 @@ class EventPrinter:
             self._write(self._progress, self.paint(f"↳ {event.agent}:", CYAN) + "\n")
         self._indent = INDENT * depth
 
-    def _write(self, out: _Out, text: str, *styles: str, prefix: str = "") -> None:
+    def _write(self, out: LineState, text: str, *styles: str, prefix: str = "") -> None:
         """Write text, each line after the current indent and `prefix` (lines painted one by
         one, so a colour never runs into the indent of the next)."""
         parts: list[str] = []
@@ -181,7 +159,7 @@ class EventPrinter:
                 parts.append(self._indent + self.paint(prefix.rstrip(), DIM))
         out.write("".join(parts))
 
-    def _enter(self, section: str, out: _Out | None = None) -> None:
+    def _enter(self, section: str, out: LineState | None = None) -> None:
         """End what was being written when something else starts."""
         out = out or self._progress
         if section == self._section and out is self._section_out:
@@ -206,7 +184,7 @@ class EventPrinter:
     def _fit(self, line: str, room: int) -> str:
         return line if len(line) <= room else line[: max(room - 1, 0)] + "…"
 
-    def _console(self, out: _Out) -> Console:
+    def _console(self, out: LineState) -> Console:
         from cli.markdown import console_for
 
         key = id(out.file)
@@ -394,18 +372,3 @@ def diff_path(preview: str) -> str | None:
     after, before = lines[1][4:].strip(), lines[0][4:].strip()
     name = after if after != "/dev/null" else before
     return name.removeprefix("b/").removeprefix("a/")
-
-
-def context_line(event: ContextEvent) -> str:
-    """One line on the history being condensed."""
-    if event.phase == "condensing":
-        return f"condensing the context ({event.tokens_before:,} tokens)…"
-    return (
-        f"context condensed: {event.summarized} earlier messages summarised, "
-        f"{event.tokens_before:,} → {event.tokens_after or 0:,} tokens"
-    )
-
-
-def json_line(event: Event) -> str:
-    """One event as the CLI's `--json` prints it: `{"event": NAME, ...payload}`."""
-    return json.dumps({"event": event.name, **event.to_wire()}, ensure_ascii=False)

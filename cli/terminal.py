@@ -7,7 +7,8 @@ import sys
 import threading
 from typing import TextIO
 
-from cli.printer import YELLOW, EventPrinter, json_line, use_color
+from cli.printer import YELLOW, EventPrinter
+from cli.streams import json_line, use_color
 from core.events import DoneReason, Error, Event, ToolEvent
 from core.main_terminal import MainTerminal
 from core.services import AgentServices
