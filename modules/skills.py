@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from history.records import ChatMessage
 from modules.results import ToolError
 from modules.workspace.safe_fs import PathOutsideWorkspace, SafeRoot
 from utils.settings import PROGRAM_DIR
@@ -164,7 +165,7 @@ class SkillCatalog:
             lines.append(_names_only(rest))
         return "\n".join(lines)
 
-    def expand(self, record: dict[str, Any]) -> dict[str, Any]:
+    def expand(self, record: ChatMessage) -> ChatMessage:
         """A user message that invoked a skill, as the model gets it: the skill's body first."""
         name = (record.get("meta") or {}).get("skill")
         if record.get("role") != "user" or not name:

@@ -14,10 +14,10 @@ import secrets
 import threading
 import unicodedata
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from history.records import AttachmentMeta, ChatMessage, ContentPart
 from modules.results import ToolError
 from modules.uploads.extraction import Extracted, Limits, extract
 from modules.uploads.file_types import LABELS, ExtractionError
@@ -72,8 +72,18 @@ class Attachment:
     note: str = ""
     mime: str = ""
 
-    def to_meta(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_meta(self) -> AttachmentMeta:
+        return {
+            "path": self.path,
+            "name": self.name,
+            "size": self.size,
+            "kind": self.kind,
+            "sha256": self.sha256,
+            "chars": self.chars,
+            "truncated": self.truncated,
+            "note": self.note,
+            "mime": self.mime,
+        }
 
     def label(self) -> str:
         """ "Word document, 12.1 KB, 3 paragraphs and tables"."""
@@ -228,15 +238,16 @@ class AttachmentStore:
 
     # --- out: the model's view ---------------------------------------------------------------
 
-    def expand(self, record: dict[str, Any], *, images: bool) -> dict[str, Any]:
+    def expand(self, record: ChatMessage, *, images: bool) -> ChatMessage:
         """A user message with attachments as the model gets it: the text of each file after
         the message (capped, with a note of what was cut), images as `image_url` parts when
         the model takes them."""
         attachments = (record.get("meta") or {}).get("attachments")
-        if record.get("role") != "user" or not attachments:
-            return record
-        blocks: list[str] = [record.get("content") or ""]
-        parts: list[dict[str, Any]] = []
+        content = record.get("content") or ""
+        if record.get("role") != "user" or not attachments or not isinstance(content, str):
+            return record  # content in parts: a message expanded already
+        blocks = [content]
+        parts: list[ContentPart] = []
         for meta in attachments:
             attachment = Attachment(**meta)
             url = self._image_url(attachment) if images and attachment.kind == "image" else None
