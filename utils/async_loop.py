@@ -104,7 +104,7 @@ class Pending(Generic[T]):
             raise TaskCancelled()
         if self._error is not None:
             raise self._error
-        return self._value  # type: ignore[no-any-return]
+        return self._value
 
     def _wait_done(self, timeout: float | None) -> bool:
         return wait_real_event(self._done, timeout)

@@ -21,7 +21,7 @@ class CancelToken:
     def __init__(self) -> None:
         self._event = threading.Event()
         self._lock = threading.Lock()
-        self._callbacks: list[Callable[[], None]] = []
+        self._callbacks: list[Callable[[], object]] = []
 
     @property
     def cancelled(self) -> bool:
@@ -36,8 +36,9 @@ class CancelToken:
         for callback in callbacks:
             callback()
 
-    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Run `callback` at cancel (now, if already cancelled); returns an unregister function."""
+    def on_cancel(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Run `callback` at cancel (now, if already cancelled; what it returns is dropped);
+        returns an unregister function."""
         with self._lock:
             if not self._event.is_set():
                 self._callbacks.append(callback)
@@ -45,7 +46,7 @@ class CancelToken:
         callback()
         return lambda: None
 
-    def _discard(self, callback: Callable[[], None]) -> None:
+    def _discard(self, callback: Callable[[], object]) -> None:
         with self._lock:
             if callback in self._callbacks:
                 self._callbacks.remove(callback)
@@ -95,4 +96,4 @@ def run_bounded(
         unregister()
     if "error" in outcome:
         raise outcome["error"]
-    return outcome["value"]  # type: ignore[no-any-return]
+    return outcome["value"]

@@ -28,9 +28,18 @@ class SandboxUnavailable(OSError):
 class CommandRunner(Protocol):
     """Runs one command to completion: locally, under bubblewrap, or in a Docker container."""
 
-    kind: str  # "local", "bubblewrap" or "docker" (docs/protocol.md §4 get_status)
-    isolation: list[str]  # plain statements of what is and is not protected
-    python: str  # the interpreter run_python starts inside this sandbox
+    # Read-only for its users: a runner may keep them as attributes or work them out.
+    @property
+    def kind(self) -> str:
+        """Its name: "local", "bubblewrap" or "docker" (docs/protocol.md §4 get_status)."""
+
+    @property
+    def isolation(self) -> list[str]:
+        """Plain statements of what is and is not protected."""
+
+    @property
+    def python(self) -> str:
+        """The interpreter run_python starts inside this sandbox."""
 
     def run(
         self,

@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
 from modules.results import FileChange, ToolError
 from modules.undo.blob_store import sha256_at
@@ -170,7 +171,9 @@ class ProposalStore:
             ws.write_atomic(rel, proposal.new_content.encode("utf-8"))
             journal.finish([*written, target])  # its task may have ended: what it left now
             self._where(proposal_id).unlink(missing_ok=True)
-        event = "created" if proposal.base_sha256 is None else "modified"
+        event: Literal["created", "modified"] = (
+            "created" if proposal.base_sha256 is None else "modified"
+        )
         return FileChange(event, proposal.path)
 
     def discard_proposal(self, proposal_id: str) -> None:

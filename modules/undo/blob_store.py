@@ -295,7 +295,7 @@ class BlobStore:
 
 def _read_all(fd: int, size: int) -> bytes:
     """What is in the file at `fd` (`size` expected; a file that grew meanwhile is read on)."""
-    parts = []
+    parts: list[bytes] = []
     while chunk := os.read(fd, _CHUNK if parts else size + 1):
         parts.append(chunk)
     return b"".join(parts)

@@ -187,7 +187,7 @@ class Restore:
         kind, now = state["kind"], kind_of(self.ws, rel)
         if kind == "missing":
             return
-        event = "created" if now == "missing" else "modified"
+        event: Literal["created", "modified"] = "created" if now == "missing" else "modified"
         if kind == "dir":
             if now == "dir":
                 return

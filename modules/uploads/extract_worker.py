@@ -67,15 +67,19 @@ def refuse_dtds(data: bytes) -> None:
     """Refuse an Office file any of whose XML parts declares a DTD or entities."""
     from xml.sax import SAXParseException
     from xml.sax.handler import ContentHandler
+    from xml.sax.xmlreader import AttributesImpl, AttributesNSImpl
 
     from defusedxml import DefusedXmlException
     from defusedxml.expatreader import create_parser
 
     class StopAtRoot(ContentHandler):
-        def startElement(self, name: str, attrs: Any) -> None:
+        def startElement(self, name: str, attrs: AttributesImpl) -> None:
             raise _RootReached
 
-        startElementNS = startElement
+        def startElementNS(
+            self, name: tuple[str | None, str], qname: str | None, attrs: AttributesNSImpl
+        ) -> None:  # was startElement itself, whose two parameters this call's three overrun
+            raise _RootReached
 
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         for entry in archive.infolist():

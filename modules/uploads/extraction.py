@@ -125,7 +125,12 @@ def _run_worker(kind: Kind, data: bytes, limits: Limits, label: str) -> Extracte
         env=env,
     )
     overdue = threading.Event()
-    timer = threading.Timer(limits.seconds, lambda: (overdue.set(), child.kill()))
+
+    def kill() -> None:
+        overdue.set()
+        child.kill()
+
+    timer = threading.Timer(limits.seconds, kill)
     timer.start()
     try:
         stdout, stderr = child.communicate(data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import threading
@@ -79,7 +80,7 @@ class AnnotationStore:
         with self._lock:
             return dict(self._notes)
 
-    def prune(self, existing: set[str]) -> int:
+    def prune(self, existing: builtins.set[str]) -> int:  # builtins: `set` is a method here
         """Forget notes on paths not in `existing`; returns how many went."""
         with self._lock:
             stale = [k for k in self._notes if k not in existing]

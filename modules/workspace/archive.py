@@ -40,6 +40,9 @@ class _Sink:
     def flush(self) -> None:
         return None
 
+    def close(self) -> None:  # a file object's, though ZipFile never closes one it was given
+        return None
+
     def take(self) -> bytes:
         data = b"".join(self._parts)
         self._parts.clear()

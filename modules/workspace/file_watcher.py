@@ -54,9 +54,9 @@ class _Batcher:
         path = self.relative(src, is_dir)
         dest_path = self.relative(dest, is_dir) if dest else None
         if kind == "moved":
-            if path is None and dest_path is None:
-                return
             if path is None:
+                if dest_path is None:
+                    return
                 kind, path, dest_path = "created", dest_path, None
             elif dest_path is None:
                 kind = "deleted"
