@@ -12,6 +12,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from history.context_builder import ContextBuilder
 from history.conversation import Conversation
+from history.records import ToolCallRecord
 from history.store import ConversationStore
 
 SAMPLES = 20
@@ -32,14 +34,16 @@ def _step(conv: Conversation, i: int) -> None:
     if kind == 0:
         conv.append("user", f"Question {i}: " + "please look at the code " * 6)
     elif kind == 1:
-        call = {
+        call: ToolCallRecord = {
             "id": f"call_{uuid.uuid4().hex[:12]}",
             "type": "function",
             "function": {"name": "read_file", "arguments": '{"path": "src/app.py"}'},
         }
         conv.append("assistant", "", reasoning_content="Read it first. " * 5, tool_calls=[call])
     elif kind == 2:
-        call_id = conv.get(conv.leaf_id)["tool_calls"][0]["id"]  # type: ignore[arg-type]
+        leaf = conv.leaf_id
+        assert leaf is not None  # the call appended just before
+        call_id = conv.get(leaf)["tool_calls"][0]["id"]
         conv.append(
             "tool", "def main():\n    return 42\n" * 20, tool_call_id=call_id, name="read_file"
         )
@@ -59,10 +63,10 @@ def _verdict(ok: bool) -> str:
 
 def _measure_appends(conv: Conversation, messages: int) -> tuple[float, float]:
     """Median append time (ms) around the first and around the `messages`-th record."""
-    first = [_timed(lambda i=i: _step(conv, i)) for i in range(SAMPLES)]
+    first = [_timed(partial(_step, conv, i)) for i in range(SAMPLES)]
     for i in range(SAMPLES, messages):
         _step(conv, i)
-    late = [_timed(lambda i=i: _step(conv, i)) for i in range(messages, messages + SAMPLES)]
+    late = [_timed(partial(_step, conv, i)) for i in range(messages, messages + SAMPLES)]
     return statistics.median(first) * 1000, statistics.median(late) * 1000
 
 

@@ -164,7 +164,8 @@ class Recorder:
 class Served(Protocol):
     """A server the clients connect to: `main.py web`, or bench/relay_floor.py's bare relays."""
 
-    url: str
+    @property
+    def url(self) -> str: ...
 
 
 def warm_up(server: Served) -> None:
@@ -293,7 +294,7 @@ def run_mode(
                     spy = start_py_spy(process.pid, py_spy / f"{mode}-{n}.txt", seconds)
                 run = relay_run(server, process.pid, fake, n, deltas, connections, timeout, mode)
                 ok = print_run(run) and ok
-                if spy is not None:
+                if py_spy is not None and spy is not None:
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         spy.wait(seconds + 30)
                     if spy.poll() is None:

@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.pace_fake import FakeProcess
 from bench.pace_figures import GOAL_CPU_US, cpu_seconds, own_cpu
+from history.records import ChatMessage
 from model.api_client import ApiClient
 from model.completion import ContentDelta
 from model.providers import resolve_provider
@@ -42,7 +43,7 @@ from utils.cancel import CancelToken
 from utils.settings import Settings
 
 RATE = 100.0  # deltas per second per conversation, as bench/pace.py
-MESSAGES = [{"role": "user", "content": "read floor"}]
+MESSAGES: list[ChatMessage] = [{"role": "user", "content": "read floor"}]
 
 
 def read_with_client(fake: FakeProcess, conversations: int, data_dir: Path) -> int:
@@ -91,18 +92,18 @@ def read_with_sockets(fake: FakeProcess, conversations: int, data_dir: Path) -> 
     deltas = 0
     while pending:
         for key, _ in selector.select():
-            sock = key.fileobj
-            assert isinstance(sock, socket.socket)
-            data = sock.recv(65536)
-            *lines, pending[sock] = (pending[sock] + data).split(b"\n")
+            conn = key.fileobj
+            assert isinstance(conn, socket.socket)
+            data = conn.recv(65536)
+            *lines, pending[conn] = (pending[conn] + data).split(b"\n")
             for line in lines:
                 if line.startswith(b"data: {"):
                     chunk = json.loads(line[6:])
                     deltas += any(c["delta"].get("content") for c in chunk["choices"])
             if not data or b"data: [DONE]" in data:
-                selector.unregister(sock)
-                sock.close()
-                del pending[sock]
+                selector.unregister(conn)
+                conn.close()
+                del pending[conn]
     return deltas
 
 

@@ -224,7 +224,8 @@ def main() -> int:
     parser.add_argument("--baseline", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(*args.child, args.baseline)
+        workspace, data_dir = args.child
+        child(workspace, data_dir, args.baseline)
         return 0
     ok = run(args.runs, args.dir)
     return 1 if args.check and not ok else 0

@@ -113,7 +113,8 @@ def profile(path, max_rows=MAX_ROWS):
         if header is None:
             print(f"{path} is empty.")
             return
-        rows, ragged, stopped = [], 0, False
+        rows: list[list[str]] = []
+        ragged, stopped = 0, False
         for row in reader:
             if len(rows) >= max_rows:
                 stopped = True
