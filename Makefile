@@ -44,10 +44,12 @@ test: install system-test-deps
 	@$(BIN)/python -m pytest -n 2 --dist loadfile; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
 
+# mypy checks the Python as pyproject.toml's [tool.mypy] says (files, exclusions, plugins).
 # tsc type-checks the page's files that start with // @ts-check (jsconfig.json); --no: never from the registry.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	npx --no -- tsc -p jsconfig.json
 
 bench: install
