@@ -2,10 +2,13 @@
 messages a model call is sent. They are JSON on disk and on the wire, so they are TypedDicts:
 plain dicts at run time, checked by mypy. Nothing here validates what is read from disk."""
 
-from typing import Literal, NotRequired
+from typing import TYPE_CHECKING, Literal, NotRequired
 
 # typing_extensions: typing's own TypedDict learns ReadOnly in Python 3.13.
 from typing_extensions import ReadOnly, TypedDict
+
+if TYPE_CHECKING:  # not at run time: utils.settings brings pydantic
+    from utils.settings import Approval, Mode
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -139,8 +142,8 @@ class TaskEnd(TypedDict):
 class ConversationState(TypedDict, total=False):
     """meta.json's free-form `meta`: what the conversation was last run with, and more."""
 
-    mode: str  # a utils.settings.Mode, when this program wrote it
-    approval: str  # a utils.settings.Approval, likewise
+    mode: "Mode"  # as this program wrote it: one read back is checked
+    approval: "Approval"
     agent: str
     focus: list[str]
     title_by_user: bool
