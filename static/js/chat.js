@@ -1,10 +1,11 @@
 // @ts-check
 // The conversation pane: renders history paths and the live events of a task.
-import { formatCount, h, icon } from "./dom.js";
+import { h, icon } from "./dom.js";
 import { activeSummary, pathTo, siblingsOf, summaryOf } from "./history.js";
 import { Lane } from "./lane.js";
 import { AssistantView, UserMessage } from "./messages.js";
 import { isPlanPrompt, PlanView, stepDivider } from "./plan.js";
+import { latestPlans, resultFromRecord, summaryBlock, taskEndMarker } from "./records.js";
 import { SafetyView } from "./safety.js";
 import { ToolCard } from "./toolcard.js";
 
@@ -17,64 +18,12 @@ import { ToolCard } from "./toolcard.js";
 /** @typedef {import("./events.js").ContextEvent} ContextEvent */
 /** @typedef {import("./events.js").ErrorEvent} ErrorEvent */
 /** @typedef {import("./events.js").DoneEvent} DoneEvent */
-/** @typedef {import("./events.js").Usage} Usage */
 
 const EXAMPLES = [
   "Give me an overview of the files in this workspace",
   "Write a Python script that counts the lines of every file here",
   "Find TODO comments and list them with their locations",
 ];
-const END_TEXT = {
-  cancelled: "Stopped.",
-  max_iterations: "Stopped: the agent reached its step limit for one task.",
-  error: "The task ended with an error.",
-  interrupted: "Interrupted: the server process running it stopped. Send a message to go on.",
-};
-
-/** The line that ends a task: why it stopped (unless it completed) and the tokens it used.
- * @param {string} reason
- * @param {Partial<Usage>} [usage] */
-function taskEndMarker(reason, usage = {}) {
-  const tokens = usage.prompt_tokens || usage.completion_tokens
-    ? `${formatCount(usage.prompt_tokens)} in · ${formatCount(usage.completion_tokens)} out` : "";
-  const text = END_TEXT[reason] ?? (reason === "complete" ? "" : `Ended: ${reason}`);
-  return h(
-    "div",
-    { class: `task-end reason-${reason}`, "data-reason": reason },
-    text ? h("span", { class: "task-end-text", text }) : null,
-    tokens ? h("span", { class: "task-usage", title: "Tokens used by this task", text: tokens }) : null,
-  );
-}
-
-/** Where older turns were condensed: the summary that replaces them for the model, folded.
- * @param {string | undefined} text
- * @param {{summarized?: number, tokens_before?: number, tokens_after?: number}} [summary] */
-function summaryBlock(text, summary = {}) {
-  const tokens = Number.isFinite(summary.tokens_before) && Number.isFinite(summary.tokens_after)
-    ? ` · context ${formatCount(summary.tokens_before)} → ${formatCount(summary.tokens_after)} tokens` : "";
-  const count = Number.isInteger(summary.summarized) ? `${summary.summarized} earlier messages` : "Earlier messages";
-  return h("details", { class: "context-summary", "data-testid": "context-summary" },
-    h("summary", { title: "The agent now sees this summary instead of the greyed messages above" },
-      `${count} summarised${tokens}`),
-    h("div", { class: "context-summary-text", text: text ?? "" }));
-}
-
-function resultFromRecord(record) {
-  const meta = record.meta ?? {};
-  return { ok: meta.ok !== false, output: record.content ?? "", duration_ms: meta.duration_ms };
-}
-
-/** For each task on the path (by the position of its user message), the newest plan among its records. */
-function latestPlans(path) {
-  const plans = new Map();
-  let task = -1;
-  path.forEach((record, position) => {
-    if (record.role === "user" && !isPlanPrompt(record)) task = position;
-    if (record.meta?.plan) plans.set(task, record.meta.plan);
-  });
-  return plans;
-}
-
 export class ChatView {
   /** handlers: onEdit(record, text), onSwitch(recordId), onApprove(callId, approved, always), onExample(text),
    * onApplyEdit(proposalId), onDiscardEdit(proposalId), onUndo(messageId, overwrite). */

@@ -3,7 +3,8 @@
 // undo, and what it keeps (mode, approval, agent, focus files, how its tasks ended). Event order: taskfeed.js.
 import { buildIndex, newestLeafUnder, pathTo, summaryOf } from "./history.js";
 import { TaskFeed } from "./taskfeed.js";
-import { askOtherBranch, askUndoTask, undoableChanges, undoTasks } from "./undoprompts.js";
+import { settleOtherBranch } from "./branching.js";
+import { askUndoTask } from "./undoprompts.js";
 
 /** @typedef {import("./events.js").ServerEventArgs} ServerEventArgs */
 /** @typedef {import("./events.js").CoreEventArgs} CoreEventArgs */
@@ -335,56 +336,21 @@ export class Session {
     return true;
   }
 
-  /** Send an edited message as a new branch. The tasks from it on stay on the old branch: when they changed
-   * files, offer to undo those changes first; kept, the page says the workspace still holds them. */
+  /** Send an edited message as a new branch (branching.js settles what the tasks it leaves behind changed). */
   async edit(record, text) {
     if (this.feed.isRunning(this.cid)) return;
     const cid = this.cid;
-    const files = await this.#otherBranchChanges(record);
-    if (this.cid !== cid) return;
-    let notice = "";
-    if (files.files.length || files.conflicts.length) {
-      const answer = await askOtherBranch(files);
-      if (answer === null || this.cid !== cid) return;
-      const paths = (list) => list.map((file) => file.path).join(", ");
-      if (answer === "keep") notice = `The workspace still holds the other branch's changes to ${paths([...files.files, ...files.conflicts])}.`;
-      else notice = await this.#undoTasks(files.tasks, answer === "overwrite" ? files.conflicts.map((c) => c.path) : []);
-      if (notice === null) return;
-    }
+    const notice = await settleOtherBranch(this, this.#request, record);
+    if (notice === null || this.cid !== cid) return;
     this.chat.truncateFrom(record);
     if (notice) this.chat.showNotice(notice, "info").dataset.testid = "other-branch-notice";
     const ok = await this.send(text, { parentId: record.parent_id ?? null, skill: record.meta?.skill, attachments: record.meta?.attachments });
     if (!ok && this.index) this.#render();
   }
 
-  /** The files the tasks from `record` on (on the shown branch) changed and could still undo, and the conflicts. */
-  async #otherBranchChanges(record) {
-    const none = { files: [], conflicts: [], tasks: [] };
-    if (!this.index || !this.cid) return none;
-    const path = pathTo(this.index, this.viewLeaf);
-    const from = path.findIndex((entry) => entry.id === record.id);
-    const undoable = new Set(this.undoable);
-    const tasks = path.slice(Math.max(from, 0)).filter((entry) => entry.role === "user" && undoable.has(entry.id)).map((entry) => entry.id);
-    if (!tasks.length) return none;
-    return { ...(await undoableChanges(this.#request, this.cid, tasks)), tasks };
-  }
-
   /** Before "Undo this task": list what it will remove, restore and leave, and ask (null, or {overwrite}). */
   confirmUndo(messageId) {
     return askUndoTask(this.#request, this.cid, messageId);
-  }
-
-  /** Undo tasks newest first: what to say of the paths left as they are (changed since), or null on failure. */
-  async #undoTasks(tasks, overwrite) {
-    const done = await undoTasks(this.#request, this.cid, tasks, overwrite);
-    if (!done.ok) {
-      this.composer.showError(`Could not undo the other branch's changes: ${done.error?.message ?? "unknown error"}`);
-      return null;
-    }
-    this.undoable = this.undoable.filter((id) => !tasks.includes(id) || done.left.includes(id));
-    this.chat.safety.setUndoable(this.undoable);
-    this.tree.refresh();
-    return done.kept.length ? `Changed since their task, so left as they are: ${done.kept.map((c) => c.path).join(", ")}.` : "";
   }
 
   switchBranch(recordId) {

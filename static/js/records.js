@@ -1,0 +1,58 @@
+// @ts-check
+// Pieces of the conversation pane drawn from stored records: a task's end line, a condensed turn's summary,
+// a tool call's result, the newest plan of each task.
+import { formatCount, h } from "./dom.js";
+import { isPlanPrompt } from "./plan.js";
+
+/** @typedef {import("./events.js").Usage} Usage */
+
+const END_TEXT = {
+  cancelled: "Stopped.",
+  max_iterations: "Stopped: the agent reached its step limit for one task.",
+  error: "The task ended with an error.",
+  interrupted: "Interrupted: the server process running it stopped. Send a message to go on.",
+};
+
+/** The line that ends a task: why it stopped (unless it completed) and the tokens it used.
+ * @param {string} reason
+ * @param {Partial<Usage>} [usage] */
+export function taskEndMarker(reason, usage = {}) {
+  const tokens = usage.prompt_tokens || usage.completion_tokens
+    ? `${formatCount(usage.prompt_tokens)} in · ${formatCount(usage.completion_tokens)} out` : "";
+  const text = END_TEXT[reason] ?? (reason === "complete" ? "" : `Ended: ${reason}`);
+  return h(
+    "div",
+    { class: `task-end reason-${reason}`, "data-reason": reason },
+    text ? h("span", { class: "task-end-text", text }) : null,
+    tokens ? h("span", { class: "task-usage", title: "Tokens used by this task", text: tokens }) : null,
+  );
+}
+
+/** Where older turns were condensed: the summary that replaces them for the model, folded.
+ * @param {string | undefined} text
+ * @param {{summarized?: number, tokens_before?: number, tokens_after?: number}} [summary] */
+export function summaryBlock(text, summary = {}) {
+  const tokens = Number.isFinite(summary.tokens_before) && Number.isFinite(summary.tokens_after)
+    ? ` · context ${formatCount(summary.tokens_before)} → ${formatCount(summary.tokens_after)} tokens` : "";
+  const count = Number.isInteger(summary.summarized) ? `${summary.summarized} earlier messages` : "Earlier messages";
+  return h("details", { class: "context-summary", "data-testid": "context-summary" },
+    h("summary", { title: "The agent now sees this summary instead of the greyed messages above" },
+      `${count} summarised${tokens}`),
+    h("div", { class: "context-summary-text", text: text ?? "" }));
+}
+
+export function resultFromRecord(record) {
+  const meta = record.meta ?? {};
+  return { ok: meta.ok !== false, output: record.content ?? "", duration_ms: meta.duration_ms };
+}
+
+/** For each task on the path (by the position of its user message), the newest plan among its records. */
+export function latestPlans(path) {
+  const plans = new Map();
+  let task = -1;
+  path.forEach((record, position) => {
+    if (record.role === "user" && !isPlanPrompt(record)) task = position;
+    if (record.meta?.plan) plans.set(task, record.meta.plan);
+  });
+  return plans;
+}
