@@ -30,6 +30,7 @@ from google.protobuf.json_format import MessageToDict
 from core.events import Done, Error, Event, Token, ToolEvent
 from core.main_terminal import NotConfigured, TaskBusy
 from history.conversation import LEAF
+from history.records import MessageRecord
 from history.store import ConversationNotFound
 from web.state import WebState
 
@@ -161,7 +162,7 @@ class ConversationExecutor(AgentExecutor):
         try:
             terminal = state.hub.get(known) if known else state.hub.new()
 
-            def enter(record: dict[str, Any]) -> None:
+            def enter(record: MessageRecord) -> None:
                 state.hub.register(terminal)
                 state.taps.subscribe(record["conversation_id"], listen)
 

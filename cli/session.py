@@ -102,7 +102,7 @@ def repl(terminal: CliTerminal) -> int:
         f"{provider.name} · {provider.model} · /help for commands\n" + demo_banner(terminal)
     )
     if not provider.configured:
-        terminal.err.write(provider.problem + "\n")
+        terminal.err.write(f"{provider.problem}\n")
     while True:
         try:
             line = input("› ").strip()

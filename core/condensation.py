@@ -16,6 +16,8 @@ from core.events import ContextEvent, ContextPhase, Event, Notice
 from core.services import ModelClient
 from history.condensed_view import Cut, clean_summary, plan_cut, summary_meta, summary_request
 from history.context_builder import CHARS_PER_TOKEN
+from history.conversation import utc_now
+from history.records import MessageRecord, SummaryMeta
 from model.completion import ContentDelta, StreamEnd, Usage
 from model.errors import ApiError
 from utils.cancel import CancelToken, TaskCancelled
@@ -26,7 +28,6 @@ REQUEST_MAX_CHARS = 600_000  # however large the window: a summary of more reads
 
 Trigger = Literal["threshold", "user"]
 Outcome = Literal["condensed", "nothing", "failed"]
-Record = dict[str, Any]
 
 
 class EmptySummary(ApiError):
@@ -42,13 +43,13 @@ class Condensation:
     summary record as one step, so the record's seq is that event's.
     """
 
-    path: list[Record]
+    path: list[MessageRecord]
     window: int
     model: ModelClient
     cancel: CancelToken
     report: Callable[[Event], None]
-    measure: Callable[[list[Record]], int]
-    commit: Callable[[ContextEvent, Record], None]
+    measure: Callable[[list[MessageRecord]], int]
+    commit: Callable[[ContextEvent, MessageRecord], None]
     trigger: Trigger
     instructions: str | None = None
     usage: Usage = field(default_factory=Usage)
@@ -83,23 +84,19 @@ class Condensation:
                 event, f"The context could not be condensed, so it stays as it was: {exc}"
             )
         earlier = summary_meta(cut.previous) if cut.previous else None
-        summarized = len(cut.replaced) + int((earlier or {}).get("summarized") or 0)
-        summary: dict[str, Any] = {
+        summarized = len(cut.replaced) + (earlier.get("summarized", 0) if earlier else 0)
+        summary: SummaryMeta = {
             "first_kept_id": cut.first_kept["id"],
             "summarized": summarized,
             "trigger": self.trigger,
             "tokens_before": before,
+            "tokens_after": before,  # measured below, with the summary in place
         }
         if cut.previous:
             summary["previous_id"] = cut.previous["id"]
         if self.instructions:
             summary["instructions"] = self.instructions
-        record = {
-            "id": uuid.uuid4().hex,
-            "role": "system",
-            "content": text,
-            "meta": {"summary": summary},
-        }
+        record = _summary_record(self.path, text, summary)
         summary["tokens_after"] = after = self.measure([*self.path, record])
         if after >= before:
             return self._fail(
@@ -143,3 +140,19 @@ class Condensation:
 
     def _on_wait(self, seconds: float, text: str) -> None:
         self.report(Notice("retrying", text, seconds))
+
+
+def _summary_record(path: list[MessageRecord], text: str, summary: SummaryMeta) -> MessageRecord:
+    """The summary as it will be stored at the leaf, measured before it is."""
+    leaf = path[-1] if path else None
+    return {
+        "id": uuid.uuid4().hex,
+        "conversation_id": leaf["conversation_id"] if leaf else "",
+        "parent_id": leaf["id"] if leaf else None,
+        "depth": leaf["depth"] + 1 if leaf else 0,
+        "version": 1,
+        "role": "system",
+        "content": text,
+        "created_at": utc_now(),
+        "meta": {"summary": summary},
+    }

@@ -21,6 +21,7 @@ from core.timeline import Timeline
 from history.condensed_view import model_view
 from history.context_builder import BuiltContext, ContextBuilder
 from history.conversation import Conversation
+from history.records import ChatMessage, MessageRecord
 from modules.tools.focus import FocusFiles
 from modules.workspace.file_tree import describe_tree
 from utils.cancel import CancelToken, TaskCancelled
@@ -45,7 +46,7 @@ class ContextWindow:
         self._request: str | None = None  # instructions for the running task's next call
         self._failed: str | None = None  # trace id of a task not to condense again
 
-    def build(self, task: Task, tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    def build(self, task: Task, tools: list[dict[str, Any]]) -> tuple[list[ChatMessage], int]:
         """The messages of the task's next call and their estimated tokens."""
         prompt = self._system_prompt(task.conversation, task.agent)
         built = self._fit(prompt, task.agent, task.transcript.path(), tools)
@@ -135,7 +136,7 @@ class ContextWindow:
         self,
         prompt: str,
         agent: AgentSpec,
-        path: list[dict[str, Any]],
+        path: list[MessageRecord],
         tools: list[dict[str, Any]],
     ) -> BuiltContext:
         """A root-to-leaf path as one call sends it: its condensed view, expanded, fitted."""
@@ -189,7 +190,7 @@ class ContextWindow:
 
     def _condensation(
         self,
-        path: list[dict[str, Any]],
+        path: list[MessageRecord],
         trigger: Trigger,
         cancel: CancelToken,
         report: EventSink,
@@ -199,10 +200,10 @@ class ContextWindow:
         prompt: str = "",
         tools: list[dict[str, Any]] | None = None,
     ) -> Condensation:
-        def measure(candidate: list[dict[str, Any]]) -> int:
+        def measure(candidate: list[MessageRecord]) -> int:
             return self._fit(prompt, agent, candidate, tools or []).full_tokens
 
-        def commit(event: ContextEvent, record: dict[str, Any]) -> None:
+        def commit(event: ContextEvent, record: MessageRecord) -> None:
             with self._timeline.lock:  # the record's seq is the event's
                 report(event)
                 self._timeline.record(

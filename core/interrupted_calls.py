@@ -9,9 +9,9 @@ conversation appends one per such call (messages.jsonl is never rewritten), mark
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from history.conversation import LEAF, Conversation
+from history.records import MessageRecord
 
 INTERRUPTED_CALL = (
     "Interrupted: the server stopped while this call was running, so it did not finish and "
@@ -19,7 +19,7 @@ INTERRUPTED_CALL = (
     "it or running it again."
 )
 
-Record = Callable[..., dict[str, Any]]  # (role, content, **fields) -> the record appended
+Record = Callable[..., MessageRecord]  # (role, content, **fields) -> the record appended
 
 
 def answer_interrupted_calls(

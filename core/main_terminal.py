@@ -24,6 +24,7 @@ from core.task import StoredTranscript, Task
 from core.timeline import Timeline
 from core.tool_step import ToolStep
 from history.conversation import LEAF, Conversation
+from history.records import AttachmentMeta, ConversationState, MessageRecord
 from history.titles import title_from
 from model.errors import ApiError
 from modules.tools.focus import FocusFiles, focusable
@@ -149,7 +150,7 @@ class MainTerminal:
         if self.conversation is not None:
             self.conversation.update_meta(focus=self.focus.paths())
 
-    def snapshot(self) -> tuple[list[dict[str, Any]], int]:
+    def snapshot(self) -> tuple[list[MessageRecord], int]:
         """The records and the seq they cover: render them, then apply only events after it.
 
         While a task runs that is the seq of its newest record, so what streams after it (an
@@ -195,7 +196,7 @@ class MainTerminal:
         *,
         parent_id: str | None = LEAF,
         skill: str | None = None,
-        attachments: list[dict[str, Any]] | None = None,
+        attachments: list[AttachmentMeta] | None = None,
     ) -> Task:
         """Record the user message under `parent_id` (None: a new root; default: the leaf).
 
@@ -209,7 +210,11 @@ class MainTerminal:
             agent = self.services.agents.get(self.agent)
             if skill is not None:
                 self.services.skills.require(skill)
-            chosen = {"agent": agent.name, "mode": self.mode, "approval": self.approval}
+            chosen: ConversationState = {
+                "agent": agent.name,
+                "mode": self.mode,
+                "approval": self.approval,
+            }
             if self.conversation is None:  # titled and set up in one write of meta.json
                 created = self.services.store.create(title=title_from(text) or None, meta=chosen)
                 self.timeline.open(created, self.timeline.seq)
@@ -268,9 +273,16 @@ class MainTerminal:
                 return
             try:
                 ends = dict(conversation.current_meta().get("meta", {}).get("task_ends") or {})
-                ends[message_id] = {"reason": done.reason, "usage": vars(done.usage)}
+                usage = done.usage
+                ends[message_id] = {
+                    "reason": done.reason,
+                    "usage": {
+                        "prompt_tokens": usage.prompt_tokens,
+                        "completion_tokens": usage.completion_tokens,
+                    },
+                }
                 conversation.update_meta(
-                    task_ends=ends, focus=self.focus.paths(), last_seq=event.seq
+                    task_ends=ends, focus=self.focus.paths(), last_seq=event.seq or 0
                 )
             except OSError:  # the done goes out all the same: no client waits for ever
                 log.exception("could not store a task's end")

@@ -12,6 +12,7 @@ from typing import Any
 from core.events import Notice, Thinking, Token, ToolEvent
 from core.services import ModelClient
 from core.task import StreamProgress, Task
+from history.records import ChatMessage
 from model.completion import Completion, ContentDelta, ReasoningDelta, StreamEnd, StreamItem
 from model.errors import StreamInterrupted
 from model.tool_calls import ToolCallArgs, ToolCallStarted
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 def stream_reply(
     task: Task,
     model: ModelClient,
-    messages: list[dict[str, Any]],
+    messages: list[ChatMessage],
     tools: list[dict[str, Any]],
     on_content: Callable[[], None],
 ) -> Completion:

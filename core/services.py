@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from core.agent_specs import SHIPPED_AGENTS, AgentCatalog, AgentSpec, load_agents
+from history.records import ChatMessage
 from history.store import ConversationStore
 from model.api_client import ApiClient, OnWait
 from model.completion import StreamItem
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 class ModelClient(Protocol):
     def stream(
         self,
-        messages: list[dict[str, Any]],
+        messages: Sequence[ChatMessage],
         tools: list[dict[str, Any]],
         *,
         thinking: bool,

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from datetime import UTC, datetime
+from typing import Any, Protocol, cast
 
 from core.agent_specs import AgentSpec
 from core.events import DoneReason, Event, EventSink
 from core.timeline import Timeline
 from history.conversation import Conversation
+from history.records import MessageRecord, Role
 from model.completion import Completion, Usage
 from modules.undo.journal import TaskJournal
 from utils.cancel import CancelToken
@@ -27,29 +29,37 @@ MAX_DEPTH = 2  # a sub-agent's sub-agent is as deep as delegation goes
 class Transcript(Protocol):
     """The messages a task's model calls read and its steps append to."""
 
-    def path(self) -> list[dict[str, Any]]: ...
+    def path(self) -> list[MessageRecord]: ...
 
-    def append(self, role: str, content: str, **fields: Any) -> dict[str, Any]: ...
+    def append(self, role: Role, content: str, **fields: Any) -> MessageRecord: ...
 
 
 class MemoryTranscript:
-    """A sub-agent's fresh message list, kept only while it runs."""
+    """A sub-agent's fresh message list, kept only while it runs: records shaped as stored
+    ones, each under the one before."""
 
-    def __init__(self) -> None:
-        self.records: list[dict[str, Any]] = []
+    def __init__(self, conversation_id: str) -> None:
+        self.conversation_id = conversation_id
+        self.records: list[MessageRecord] = []
 
-    def path(self) -> list[dict[str, Any]]:
+    def path(self) -> list[MessageRecord]:
         return list(self.records)
 
-    def append(self, role: str, content: str, **fields: Any) -> dict[str, Any]:
-        record = {
+    def append(self, role: Role, content: str, **fields: Any) -> MessageRecord:
+        record: dict[str, Any] = {
             "id": fields.pop("id", None) or uuid.uuid4().hex,
+            "conversation_id": self.conversation_id,
+            "parent_id": self.records[-1]["id"] if self.records else None,
+            "depth": len(self.records),
+            "version": 1,
             "role": role,
             "content": content or "",
+            "created_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+            "meta": fields.pop("meta", None) or {},
         }
         record.update((k, v) for k, v in fields.items() if v is not None)
-        self.records.append(record)
-        return record
+        self.records.append(cast(MessageRecord, record))  # the keys above, and RecordFields'
+        return self.records[-1]
 
 
 class StoredTranscript:
@@ -59,11 +69,11 @@ class StoredTranscript:
     def __init__(self, timeline: Timeline) -> None:
         self._timeline = timeline
 
-    def path(self) -> list[dict[str, Any]]:
+    def path(self) -> list[MessageRecord]:
         conversation = self._timeline.conversation
         return conversation.path() if conversation is not None else []
 
-    def append(self, role: str, content: str, **fields: Any) -> dict[str, Any]:
+    def append(self, role: Role, content: str, **fields: Any) -> MessageRecord:
         return self._timeline.record(role, content, **fields)
 
 
@@ -72,7 +82,7 @@ class Task:
     """A running task: whose it is, what it may use, its cancel token, journal and counters."""
 
     conversation: Conversation
-    user_record: dict[str, Any]
+    user_record: MessageRecord
     journal: TaskJournal
     mode: Mode
     approval: Approval
@@ -103,7 +113,7 @@ class Task:
             self.mode,
             self.approval,
             agent,
-            MemoryTranscript(),
+            MemoryTranscript(self.conversation.id),
             self.sink,
             self.cancel,
             self.usage,

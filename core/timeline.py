@@ -13,6 +13,7 @@ from typing import Any
 
 from core.events import Event, EventSink
 from history.conversation import Conversation
+from history.records import MessageRecord, Role
 
 
 class Timeline:
@@ -46,7 +47,7 @@ class Timeline:
                 before_send(event)
             self.sink(event)
 
-    def record(self, role: str, content: str, **fields: Any) -> dict[str, Any]:
+    def record(self, role: Role, content: str, **fields: Any) -> MessageRecord:
         """Append a history record stamped with the seq of the last event before it."""
         with self.lock:
             if self.conversation is None:

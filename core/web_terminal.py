@@ -13,6 +13,7 @@ from core.main_terminal import MainTerminal, TaskBusy
 from core.services import AgentServices
 from core.task import Task
 from history.conversation import LEAF
+from history.records import AttachmentMeta, MessageRecord
 from modules.tools.focus import focusable
 from modules.workspace.file_tree import visible_changes
 from utils.settings import Approval, Mode
@@ -70,7 +71,7 @@ class WebTerminal(MainTerminal):
         *,
         parent_id: str | None = LEAF,
         skill: str | None = None,
-        attachments: list[dict[str, Any]] | None = None,
+        attachments: list[AttachmentMeta] | None = None,
     ) -> Task:
         with self.timeline.lock:
             created = self.conversation is None
@@ -97,9 +98,9 @@ class WebTerminal(MainTerminal):
         agent: str | None = None,
         skill: str | None = None,
         focus: list[str] | None = None,
-        attachments: list[dict[str, Any]] | None = None,
-        on_begun: Callable[[dict[str, Any]], None] | None = None,
-    ) -> dict[str, Any]:
+        attachments: list[AttachmentMeta] | None = None,
+        on_begun: Callable[[MessageRecord], None] | None = None,
+    ) -> MessageRecord:
         """Begin a task and run it in the background; raises TaskBusy or KeyError.
 
         `parent_id` as in `begin_task`: LEAF (the current leaf), None (a new root) or an id.

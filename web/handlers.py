@@ -16,6 +16,7 @@ from core.cluster import ClusterUnavailable
 from core.events import FileTree
 from core.main_terminal import NotConfigured, NothingToCondense, TaskBusy
 from history.conversation import LEAF
+from history.records import MessageRecord
 from history.store import ConversationNotFound
 from modules.results import FileChange, ToolError
 from modules.tools.proposals import ProposalError
@@ -172,7 +173,7 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
     def on_send(msg: SendMessage) -> dict[str, Any]:
         terminal = hub.get(msg.conversation_id) if msg.conversation_id else hub.new()
 
-        def enter(record: dict[str, Any]) -> None:
+        def enter(record: MessageRecord) -> None:
             hub.register(terminal)
             join_room(state.room_for(request.sid, record["conversation_id"]))  # type: ignore[attr-defined]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from core.web_terminal import WebTerminal
@@ -10,7 +11,7 @@ from modules.workspace.file_tree import file_tree
 from web.state import WebState
 
 
-def public_record(record: dict[str, Any]) -> dict[str, Any]:
+def public_record(record: Mapping[str, Any]) -> dict[str, Any]:
     """A message record as docs/protocol.md §5 gives it, without in-memory helpers."""
     return {k: v for k, v in record.items() if not k.startswith("_")}
 

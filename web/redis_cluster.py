@@ -217,14 +217,18 @@ class RedisCluster:
             holder = self._redis.get(_lease(conversation_id))
         except RedisError:
             return None
-        return holder if holder and holder != self.process_id else None
+        return _text(holder) if holder and _text(holder) != self.process_id else None
 
     def running(self) -> set[str]:
         try:
             entries = self._redis.hgetall(f"{PREFIX}running")
         except RedisError:
             return set()
-        return {cid for cid, info in entries.items() if _json(info).get("owner") != self.process_id}
+        return {
+            _text(cid)
+            for cid, info in entries.items()
+            if _json(info).get("owner") != self.process_id
+        }
 
     def last_seq(self, conversation_id: str) -> int:
         try:
@@ -341,8 +345,8 @@ class RedisCluster:
             handler({"op": "cancel", "conversation_id": cid})
 
     def _reap(self, handler: Handler) -> None:
-        for cid, info in self._redis.hgetall(f"{PREFIX}running").items():
-            entry = _json(info)
+        for key, info in self._redis.hgetall(f"{PREFIX}running").items():
+            cid, entry = _text(key), _json(info)
             if entry.get("owner") == self.process_id or self._redis.exists(_lease(cid)):
                 continue
             if self.claim(cid):
@@ -363,6 +367,11 @@ class RedisCluster:
         for cid, message_id in held.items():
             self.end(cid, message_id)
         self._redis.close()
+
+
+def _text(value: bytes | str) -> str:
+    """A value as text: the client decodes every answer, though its types say bytes too."""
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _lease(conversation_id: str) -> str:

@@ -55,7 +55,7 @@ routes = Blueprint("workspace", __name__)
 
 
 def _state() -> WebState:
-    return current_app.extensions["agent"]  # type: ignore[no-any-return]
+    return current_app.extensions["agent"]
 
 
 def _error(status: int, code: str, message: str) -> tuple[Response, int]:
