@@ -1,0 +1,155 @@
+"""The base of the test kit: the one wait on a condition (`wait_until`) and the one shape of a
+received event (`Received`), kept by `EventLog`, which every recorder of the kit is.
+
+The recorders (each an EventLog, so each waits and filters the same way):
+- `tests.web_helpers.EventClient`: a real Socket.IO client over the network;
+- `tests.web_helpers.InProcessClient`: Flask-SocketIO's test client, in-process;
+- `tests.helpers.TerminalRecorder`: a `MainTerminal` run in-process, its events as it emits them.
+
+Every wait allows `SLOWNESS` times its timeout (a loaded machine is slow, and a wait that passes
+returns as soon as its condition holds): set TEST_SLOWNESS to change that (1 on a quiet machine).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+SLOWNESS = float(os.environ.get("TEST_SLOWNESS", "2"))
+
+
+def wait_until(
+    condition: Callable[[], T],
+    timeout: float = 10,
+    what: str = "the condition",
+    *,
+    every: float = 0.02,
+    woken_by: threading.Condition | None = None,
+    details: Callable[[], str] | None = None,
+) -> T:
+    """Check `condition()` until it is truthy and return its value; fail with an AssertionError
+    naming `what` (and `details()`) once `timeout` × SLOWNESS seconds have passed.
+
+    Between checks it sleeps `every` seconds, or, with `woken_by`, waits on that condition
+    variable (held while checking) at most that long, so a notified change is seen at once."""
+    allowed = timeout * SLOWNESS
+    deadline = time.monotonic() + allowed
+    with woken_by if woken_by is not None else contextlib.nullcontext():
+        while not (found := condition()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                more = f"; {details()}" if details is not None else ""
+                raise AssertionError(f"{what} did not happen within {allowed:g} s{more}")
+            if woken_by is not None:
+                woken_by.wait(min(every, remaining))
+            else:
+                time.sleep(min(every, remaining))
+    return found
+
+
+@dataclass
+class Received:
+    """One event as a test saw it arrive."""
+
+    name: str
+    payload: Any  # the event's argument: a dict for every event the server sends
+    at: float  # time.monotonic() on arrival
+
+
+class EventLog:
+    """Events in arrival order, each a `Received`, with waits and filters over them.
+
+    A recorder whose events are pushed calls `record` (from any thread); one that must fetch
+    them overrides `fetch`, which every read and every wait calls first."""
+
+    def __init__(self) -> None:
+        self.events: list[Received] = []
+        self._changed = threading.Condition()
+
+    def record(self, name: str, payload: Any = None) -> None:
+        with self._changed:
+            self.events.append(Received(name, payload, time.monotonic()))
+            self._changed.notify_all()
+
+    def fetch(self) -> None:
+        """Bring in what arrived but is not recorded yet (nothing, for a pushed recorder)."""
+
+    def received(self) -> list[Received]:
+        """Every event so far, in arrival order."""
+        with self._changed:
+            self.fetch()
+            return list(self.events)
+
+    def clear(self) -> None:
+        """Forget every event received so far."""
+        with self._changed:
+            self.fetch()
+            self.events.clear()
+
+    def wait_until(
+        self,
+        condition: Callable[[list[Received]], T],
+        timeout: float = 10,
+        what: str = "the events",
+    ) -> T:
+        """Block until `condition(events)` is truthy; return its value."""
+
+        def check() -> T:
+            self.fetch()
+            return condition(self.events)
+
+        return wait_until(check, timeout, what, woken_by=self._changed, details=self._last)
+
+    def _last(self) -> str:
+        shown = [
+            (e.name, e.payload.get("seq")) if isinstance(e.payload, dict) else e.name
+            for e in self.events[-20:]
+        ]
+        return f"the last events {shown}"
+
+    def wait_for(self, event: str, /, timeout: float = 10, **match: Any) -> dict[str, Any]:
+        """The payload of the first event called `event` whose payload holds `match`."""
+
+        def first(events: list[Received]) -> dict[str, Any] | None:
+            return next(iter(payloads(events, event, **match)), None)
+
+        return self.wait_until(first, timeout, f"a {event} event with {match}")
+
+    def named(self, event: str, /, **match: Any) -> list[dict[str, Any]]:
+        """The payloads of the events called `event` (whose payload holds `match`), in order."""
+        return payloads(self.received(), event, **match)
+
+    def of(self, conversation_id: str) -> list[Received]:
+        """The events of one conversation, in arrival order."""
+        return [e for e in self.received() if _holds(e, {"conversation_id": conversation_id})]
+
+    def dones(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The payloads of the conversation's `done` events so far."""
+        return [e.payload for e in self.of(conversation_id) if e.name == "done"]
+
+    def wait_done(
+        self, conversation_id: str, timeout: float = 20, count: int = 1
+    ) -> list[Received]:
+        """Wait for the conversation's `count`-th `done`; return its events so far."""
+        self.wait_until(
+            lambda _: len(self.dones(conversation_id)) >= count,
+            timeout,
+            f"done #{count} of {conversation_id}",
+        )
+        return self.of(conversation_id)
+
+
+def payloads(events: list[Received], event: str, /, **match: Any) -> list[dict[str, Any]]:
+    """The payloads of the events called `event` whose payload holds `match`, in order."""
+    return [e.payload for e in events if e.name == event and _holds(e, match)]
+
+
+def _holds(event: Received, match: dict[str, Any]) -> bool:
+    payload = event.payload
+    return isinstance(payload, dict) and all(payload.get(k) == v for k, v in match.items())
