@@ -8,13 +8,12 @@ import re
 import shutil
 import signal
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
-from tests.web_helpers import REPO, ServerProcess, _wait_listening, free_port
+from tests.web_helpers import REPO, ServerProcess, free_port, listening
 
 T = TypeVar("T")
 HAPROXY_CFG = REPO / "deploy" / "haproxy.cfg"
@@ -63,7 +62,7 @@ class RedisServer:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
-        if not _wait_listening(self.port, 10):
+        if not listening(self.port, 10):
             self.stop()
             raise RuntimeError(f"redis-server did not listen on {self.port}")
         return self
@@ -135,7 +134,7 @@ class Haproxy:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
-        if not _wait_listening(self.port, 10):
+        if not listening(self.port, 10):
             self.__exit__(None, None, None)
             raise RuntimeError(f"haproxy did not listen; see {self.config.parent}/haproxy.log")
         return self
@@ -179,15 +178,3 @@ def cluster(
         for server in servers:
             with contextlib.suppress(Exception):
                 server.stop()
-
-
-def wait_for(condition: Callable[[], T], timeout: float, what: str, step: float = 0.05) -> T:
-    """Poll `condition()` until it is truthy; return it (AssertionError after `timeout`)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(step)

@@ -1,4 +1,13 @@
-"""Shared pytest fixtures."""
+"""The test kit's shared fixtures: the fake model (per test and per module), a server process
+per module (or per test), a client connected to it, the app in-process, tool contexts, and the
+browser with its page.
+
+A module tunes what it gets with constants these fixtures read (or by overriding the fixture
+of the same lower-case name):
+- `ASYNC_MODES`: the modes its `server` runs in, one module-wide server each (["threading"]);
+- `SERVER_ENV`: AGENT_* (and other) variables of its servers ({});
+- `WORKSPACE_FILES`: relative path -> text or bytes, written in their workspace first ({});
+- `CTX_SETTINGS`: settings of its tool context `ctx` ({})."""
 
 from __future__ import annotations
 
@@ -8,19 +17,108 @@ from typing import Any
 
 import pytest
 
+from modules.tools.tool_context import ToolContext
 from modules.undo.blob_store import BlobStore
-from tests.browser_helpers import chromium, require_chromium
+from tests.browser_helpers import Served, chromium, collect_errors, require_chromium
+from tests.cluster_helpers import RedisServer
 from tests.fake_llm import FakeLLM
-from tests.web_helpers import TOKEN, Web
+from tests.helpers import make_ctx
+from tests.web_helpers import TOKEN, EventClient, ServerProcess, Web, connected, serving
 from utils.settings import load_settings
 from web_server import create_app
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module's ASYNC_MODES: its module-wide `server` once in each."""
+    modes = getattr(metafunc.module, "ASYNC_MODES", None)
+    if modes and "async_mode" in metafunc.fixturenames:
+        metafunc.parametrize("async_mode", modes, indirect=True, scope="module")
+
+
+# --- the fake model --------------------------------------------------------------------
+
+
 @pytest.fixture
 def fake_llm() -> Iterator[FakeLLM]:
-    """A running DeepSeek-flavoured fake model API, stopped after the test."""
+    """A running DeepSeek-flavoured fake model API of the test's own."""
     with FakeLLM("deepseek") as fake:
         yield fake
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeLLM]:
+    """A running DeepSeek-flavoured fake model API the module's tests share."""
+    with FakeLLM("deepseek") as server:
+        yield server
+
+
+# --- a server process ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def async_mode(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "threading"))
+
+
+@pytest.fixture(scope="module")
+def server_env(request: pytest.FixtureRequest) -> dict[str, str]:
+    return dict(getattr(request.module, "SERVER_ENV", {}))
+
+
+@pytest.fixture(scope="module")
+def workspace_files(request: pytest.FixtureRequest) -> dict[str, str | bytes]:
+    return dict(getattr(request.module, "WORKSPACE_FILES", {}))
+
+
+@pytest.fixture(scope="module")
+def server(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    fake: FakeLLM,
+    async_mode: str,
+    server_env: dict[str, str],
+    workspace_files: dict[str, str | bytes],
+) -> Iterator[ServerProcess]:
+    """The module's server on its fake model; it must end cleanly (exit code 0) after."""
+    root = tmp_path_factory.mktemp(f"{request.module.__name__.rpartition('.')[2]}-{async_mode}")
+    with serving(root, fake, server_env, workspace_files, async_mode) as process:
+        yield process
+        assert process.stop() == 0, process.stderr
+
+
+@pytest.fixture(scope="module")
+def served(server: ServerProcess, fake: FakeLLM) -> Served:
+    """The module's server, its fake model and its workspace (what a page is opened on)."""
+    return server, fake, server.workspace
+
+
+@pytest.fixture
+def fresh_served(
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    server_env: dict[str, str],
+    workspace_files: dict[str, str | bytes],
+) -> Iterator[Served]:
+    """A server of the test's own on `fake_llm`, for tests that leave it changed."""
+    with serving(tmp_path, fake_llm, server_env, workspace_files) as process:
+        yield process, fake_llm, process.workspace
+
+
+@pytest.fixture(scope="module")
+def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A throwaway redis-server for the module (its clusters each take a database of their own)."""
+    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
+        yield server
+
+
+@pytest.fixture
+def client(server: ServerProcess) -> Iterator[EventClient]:
+    """A Socket.IO client connected to the module's server for the test."""
+    with connected(server.url) as sio:
+        yield sio
+
+
+# --- the app in-process ----------------------------------------------------------------
 
 
 @pytest.fixture
@@ -52,6 +150,21 @@ def web(make_web: Callable[..., Web]) -> Web:
     return make_web()
 
 
+# --- tool contexts ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def ctx_settings(request: pytest.FixtureRequest) -> dict[str, Any]:
+    return dict(getattr(request.module, "CTX_SETTINGS", {}))
+
+
+@pytest.fixture
+def ctx(tmp_path: Path, ctx_settings: dict[str, Any]) -> ToolContext:
+    """A real tool context on tmp_path/ws, data in tmp_path/data (a module adds its files by
+    overriding it: `def ctx(ctx)`)."""
+    return make_ctx(tmp_path, **ctx_settings)
+
+
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every workspace file the undo blob store reads (to hash and keep it)."""
@@ -66,8 +179,23 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
+# --- the browser -----------------------------------------------------------------------
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """A headless Chromium for the module's pages (skips it when there is none)."""
     with chromium(require_chromium()) as launched:
         yield launched
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A blank page (1400×900) in a browser context of the test's own; its console errors and
+    uncaught exceptions collect in `page.console_errors`."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.console_errors = collect_errors(page)
+    yield page
+    context.close()

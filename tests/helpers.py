@@ -1,13 +1,11 @@
-"""Helpers the test modules share: a real tool context, calls as the loop makes them, a
-terminal that records its events, and snapshots of files on disk."""
+"""The in-process part of the test kit: a real tool context, calls as the loop makes them, a
+terminal that records its events (`TerminalRecorder`), and snapshots of files on disk."""
 
 from __future__ import annotations
 
 import json
 import os
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ from modules.undo.journal import UndoJournal
 from modules.workspace.annotations import AnnotationStore
 from modules.workspace.paths import Workspace
 from tests.fake_llm import FakeLLM
+from tests.kit import EventLog
 from utils.cancel import CancelToken
 from utils.settings import Settings
 
@@ -86,32 +85,16 @@ def state(root: Path) -> dict[str, Any]:
     return found
 
 
-class Recorder(MainTerminal):
-    """Collects every event; `wait_for` blocks until one matching event arrived."""
+class TerminalRecorder(MainTerminal, EventLog):
+    """A `MainTerminal` run in-process whose every event, as it emits it, is recorded as a
+    `Received` (it is an EventLog: `events`, `wait_for`, `named`, `wait_until`...)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-        self._arrived = threading.Condition()
+        EventLog.__init__(self)
         super().__init__(*args, sink=self.collect, **kwargs)
 
     def collect(self, event: Event) -> None:
-        with self._arrived:
-            self.events.append((event.name, event.to_wire()))
-            self._arrived.notify_all()
-
-    def wait_for(self, event: str, timeout: float = 10, **match: Any) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        with self._arrived:
-            while True:
-                for name, payload in self.events:
-                    if name == event and all(payload.get(k) == v for k, v in match.items()):
-                        return payload
-                remaining = deadline - time.monotonic()
-                assert remaining > 0, f"no {event} {match} in {[e for e, _ in self.events]}"
-                self._arrived.wait(remaining)
-
-    def named(self, event: str) -> list[dict[str, Any]]:
-        return [p for e, p in self.events if e == event]
+        self.record(event.name, event.to_wire())
 
 
 def fake_settings(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> Settings:
@@ -131,24 +114,17 @@ def fake_settings(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> Settings:
     )
 
 
-def make_terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> Recorder:
+def make_terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> TerminalRecorder:
     """A recording terminal on the fake model, workspace and data under tmp_path."""
-    return Recorder(build_services(fake_settings(fake, tmp_path, provider="deepseek", **overrides)))
+    return TerminalRecorder(
+        build_services(fake_settings(fake, tmp_path, provider="deepseek", **overrides))
+    )
 
 
 def run_in_thread(terminal: MainTerminal, text: str) -> threading.Thread:
     thread = threading.Thread(target=terminal.handle_task, args=(text,), daemon=True)
     thread.start()
     return thread
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll `condition` until it is truthy and return it; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
-        time.sleep(0.02)
-    return found
 
 
 def live_command_lines() -> dict[int, str]:

@@ -28,8 +28,9 @@ from a2a.types import (
 from modules.results import ToolError
 from modules.tools.remote_agents import CallAgentArgs, RemoteAgents
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import session_from, wait_until
-from tests.web_helpers import TOKEN, EventClient, ServerProcess, connected, free_port
+from tests.helpers import session_from
+from tests.kit import wait_until
+from tests.web_helpers import TOKEN, EventClient, ServerProcess, free_port
 from utils.settings import RemoteAgent
 from web.access import FAILED_LOGIN_LIMIT
 
@@ -37,53 +38,29 @@ pytestmark = pytest.mark.e2e
 
 ANSWER = "Four, as it has always been."
 AGENTS = {"general", "research", "coder", "data", "supervisor"}
+ASYNC_MODES = ["threading", "eventlet"]
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM("deepseek") as server:
-        yield server
-
-
-@pytest.fixture(scope="module", params=["threading", "eventlet"])
-def server(
-    request: pytest.FixtureRequest, fake: FakeLLM, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerProcess]:
-    """A server with A2A on, whose `call_agent` knows its own A2A endpoint as `peer` (and as
-    `stranger`, with a wrong token)."""
-    root = tmp_path_factory.mktemp(f"a2a-{request.param}")
+def server_env(async_mode: str) -> dict[str, str]:
+    """A2A on (on a port of each mode's server's own), and `call_agent` knowing that endpoint
+    as `peer` (and as `stranger`, with a wrong token)."""
     port = free_port()
     remotes = [
         {"name": "peer", "url": f"http://127.0.0.1:{port}", "token": TOKEN},
         {"name": "stranger", "url": f"http://127.0.0.1:{port}", "token": "wrong-token"},
     ]
-    env = {
+    return {
         "AGENT_A2A": "true",
         "AGENT_A2A_PORT": str(port),
         "AGENT_REMOTE_AGENTS": json.dumps(remotes),
     }
-    with ServerProcess(
-        root / "ws",
-        root / "data",
-        base_url=fake.base_url,
-        api_key=fake.api_key,
-        async_mode=request.param,
-        env=env,
-    ) as process:
-        yield process
-        assert process.stop() == 0, process.stderr
 
 
 @pytest.fixture(autouse=True)
 def nothing_left(fake: FakeLLM) -> Iterator[None]:
     yield
     assert fake.pending == 0, "a scripted reply was not used"
-
-
-@pytest.fixture
-def page(server: ServerProcess) -> Iterator[EventClient]:
-    with connected(server.url) as client:
-        yield client
 
 
 def a2a(server: ServerProcess) -> str:
@@ -126,8 +103,8 @@ def kinds(responses: list[StreamResponse]) -> list[str]:
     return names
 
 
-def history(page: EventClient, conversation_id: str) -> list[dict[str, Any]]:
-    ack = page.call("get_conversation", {"conversation_id": conversation_id})
+def history(client: EventClient, conversation_id: str) -> list[dict[str, Any]]:
+    ack = client.call("get_conversation", {"conversation_id": conversation_id})
     assert ack["ok"], ack
     return list(ack["messages"])
 
@@ -158,8 +135,8 @@ def test_a_1_0_client_picks_the_1_0_interface(server: ServerProcess, fake: FakeL
             sent.append((json.loads(request.content)["method"], request.headers["a2a-version"]))
 
     async def run() -> Any:
-        async with sdk_client(a2a(server), streaming=False, on_request=record) as client:
-            return (await collect(client, user_message("Hello from 1.0")))[-1].task
+        async with sdk_client(a2a(server), streaming=False, on_request=record) as sdk:
+            return (await collect(sdk, user_message("Hello from 1.0")))[-1].task
 
     task = asyncio.run(run())
     assert TaskState.Name(task.status.state) == "TASK_STATE_COMPLETED"
@@ -183,8 +160,8 @@ def test_list_tasks_filters_by_status_and_refuses_an_unknown_one(
     fake.script(Reply(content=ANSWER))
 
     async def run() -> Any:
-        async with sdk_client(a2a(server), streaming=False) as client:
-            return (await collect(client, user_message("One to list")))[-1].task
+        async with sdk_client(a2a(server), streaming=False) as sdk:
+            return (await collect(sdk, user_message("One to list")))[-1].task
 
     task = asyncio.run(run())
     done = list_tasks(server, {"status": "TASK_STATE_COMPLETED"})["result"].get("tasks", [])
@@ -235,38 +212,33 @@ def test_the_web_cookie_opens_nothing_here(server: ServerProcess) -> None:
 
 
 def test_a_task_is_a_conversation_the_page_sees_live(
-    server: ServerProcess, fake: FakeLLM, page: EventClient
+    server: ServerProcess, fake: FakeLLM, client: EventClient
 ) -> None:
     fake.script(Reply(content="First answer."), Reply(content=ANSWER, chunk_size=4))
 
     async def first() -> Any:
-        async with sdk_client(a2a(server), streaming=False) as client:
-            return (await collect(client, user_message("What is 2+2?")))[-1].task
+        async with sdk_client(a2a(server), streaming=False) as sdk:
+            return (await collect(sdk, user_message("What is 2+2?")))[-1].task
 
     task = asyncio.run(first())
     assert TaskState.Name(task.status.state) == "TASK_STATE_COMPLETED"
     assert [p.text for a in task.artifacts for p in a.parts] == ["First answer."]
     conversation_id = task.metadata["conversation_id"]
-    listed = page.call("list_conversations")["conversations"]
+    listed = client.call("list_conversations")["conversations"]
     assert conversation_id in [c["id"] for c in listed]
-    ack = page.call(
-        "join",
-        {
-            "conversation_id": conversation_id,
-            "after_seq": page.call("get_conversation", {"conversation_id": conversation_id})["seq"],
-        },
-    )
+    seq = client.call("get_conversation", {"conversation_id": conversation_id})["seq"]
+    ack = client.call("join", {"conversation_id": conversation_id, "after_seq": seq})
     assert ack["ok"], ack
 
     async def follow_up() -> list[StreamResponse]:
-        async with sdk_client(a2a(server)) as client:
-            return await collect(client, user_message("And again?", task.context_id))
+        async with sdk_client(a2a(server)) as sdk:
+            return await collect(sdk, user_message("And again?", task.context_id))
 
     responses = asyncio.run(follow_up())
-    events = page.wait_done(conversation_id)
+    events = client.wait_done(conversation_id)
     tokens = "".join(e.payload["text"] for e in events if e.name == "token")
     assert tokens == ANSWER  # the page saw the second task stream, token by token
-    records = history(page, conversation_id)
+    records = history(client, conversation_id)
     assert [(r["role"], r["content"]) for r in records] == [
         ("user", "What is 2+2?"),
         ("assistant", "First answer."),
@@ -282,9 +254,9 @@ def test_a_stream_reports_task_working_artifacts_completed_and_get_task_agrees(
     fake.script(Reply(content=ANSWER, chunk_size=3, delay=0.01))
 
     async def run() -> tuple[list[StreamResponse], Any]:
-        async with sdk_client(a2a(server)) as client:
-            responses = await collect(client, user_message("Stream it"))
-            task = await client.get_task(GetTaskRequest(id=responses[0].task.id))
+        async with sdk_client(a2a(server)) as sdk:
+            responses = await collect(sdk, user_message("Stream it"))
+            task = await sdk.get_task(GetTaskRequest(id=responses[0].task.id))
             return responses, task
 
     responses, task = asyncio.run(run())
@@ -301,27 +273,35 @@ def test_a_stream_reports_task_working_artifacts_completed_and_get_task_agrees(
 
 
 def test_cancel_stops_the_running_loop_and_the_history_says_so(
-    server: ServerProcess, fake: FakeLLM, page: EventClient
+    server: ServerProcess, fake: FakeLLM, client: EventClient
 ) -> None:
     fake.script(Reply(content="word " * 400, chunk_size=5, delay=0.05))  # 20 s if not stopped
 
-    async def run() -> tuple[list[StreamResponse], Any]:
-        async with sdk_client(a2a(server)) as client, sdk_client(a2a(server)) as other:
+    async def run() -> list[StreamResponse]:
+        async with sdk_client(a2a(server)) as sdk, sdk_client(a2a(server)) as other:
             seen: list[StreamResponse] = []
-            async for response in client.send_message(user_message("Write a lot")):
+            async for response in sdk.send_message(user_message("Write a lot")):
                 seen.append(response)
                 if response.HasField("artifact_update"):
                     await other.cancel_task(CancelTaskRequest(id=seen[0].task.id))
                     break
-            await asyncio.sleep(0.2)
-            return seen, await other.get_task(GetTaskRequest(id=seen[0].task.id))
+            return seen
 
-    seen, task = asyncio.run(run())
+    async def get_task() -> Any:
+        async with sdk_client(a2a(server)) as sdk:
+            return await sdk.get_task(GetTaskRequest(id=seen[0].task.id))
+
+    def settled() -> Any:
+        task = asyncio.run(get_task())
+        return task if TaskState.Name(task.status.state) != "TASK_STATE_WORKING" else None
+
+    seen = asyncio.run(run())
+    task = wait_until(settled, 10, "the cancelled task to stop working")
     assert TaskState.Name(task.status.state) == "TASK_STATE_CANCELED"
     conversation_id = seen[1].status_update.metadata["conversation_id"]
 
     def stopped() -> dict[str, Any] | None:
-        answers = [r for r in history(page, conversation_id) if r["role"] == "assistant"]
+        answers = [r for r in history(client, conversation_id) if r["role"] == "assistant"]
         return answers[0] if answers else None
 
     answer = wait_until(stopped, 10, "the interrupted answer recorded")
@@ -366,7 +346,7 @@ def test_a_0_3_client_finds_the_endpoint_on_the_card_and_its_methods_are_accepte
 
 
 def test_call_agent_streams_the_remote_reply_into_the_tool_card(
-    server: ServerProcess, fake: FakeLLM, page: EventClient
+    server: ServerProcess, fake: FakeLLM, client: EventClient
 ) -> None:
     remote_answer = "The remote agent says: four, and here is why, at some length."
     fake.script(
@@ -374,8 +354,8 @@ def test_call_agent_streams_the_remote_reply_into_the_tool_card(
         Reply(content=remote_answer, chunk_size=6, delay=0.02),  # the remote task's answer
         Reply(content="Peer says four."),
     )
-    conversation_id = page.start("Ask the peer what 2+2 is")
-    events = page.wait_done(conversation_id, timeout=30)
+    conversation_id = client.start("Ask the peer what 2+2 is")
+    events = client.wait_done(conversation_id, timeout=30)
     calls = [e.payload for e in events if e.name == "tool" and e.payload["name"] == "call_agent"]
     outputs = [c["delta"] for c in calls if c["phase"] == "output"]
     result = next(c for c in calls if c["phase"] == "result")
@@ -390,23 +370,23 @@ def test_call_agent_streams_the_remote_reply_into_the_tool_card(
 
 
 def test_stopping_a_call_agent_task_cancels_the_remote_task(
-    server: ServerProcess, fake: FakeLLM, page: EventClient
+    server: ServerProcess, fake: FakeLLM, client: EventClient
 ) -> None:
     fake.script(
         Reply(tool_calls=[Call("call_agent", {"name": "peer", "message": "Write slowly"})]),
         Reply(content="slow " * 400, chunk_size=5, delay=0.05),  # the remote task: 20 s
     )
-    conversation_id = page.start("Ask the peer to write slowly")
-    page.wait_until(
+    conversation_id = client.start("Ask the peer to write slowly")
+    client.wait_until(
         lambda events: any(e.name == "tool" and e.payload.get("phase") == "output" for e in events),
         what="the remote reply streaming",
     )
-    assert page.call("cancel", {"conversation_id": conversation_id})["ok"]
-    assert page.wait_done(conversation_id)[-1].payload["reason"] == "cancelled"
+    assert client.call("cancel", {"conversation_id": conversation_id})["ok"]
+    assert client.wait_done(conversation_id)[-1].payload["reason"] == "cancelled"
 
     def remote_stopped() -> bool:
-        for listed in page.call("list_conversations")["conversations"]:
-            records = history(page, listed["id"])
+        for listed in client.call("list_conversations")["conversations"]:
+            records = history(client, listed["id"])
             if records[0]["content"] == "Write slowly" and len(records) > 1:
                 return records[1]["meta"].get("interrupted") == "cancelled"
         return False
@@ -415,14 +395,14 @@ def test_stopping_a_call_agent_task_cancels_the_remote_task(
 
 
 def test_call_agent_with_a_wrong_token_reports_the_refusal(
-    server: ServerProcess, fake: FakeLLM, page: EventClient
+    server: ServerProcess, fake: FakeLLM, client: EventClient
 ) -> None:
     fake.script(
         Reply(tool_calls=[Call("call_agent", {"name": "stranger", "message": "Hi"})]),
         Reply(content="It refused."),
     )
-    conversation_id = page.start("Ask the stranger")
-    events = page.wait_done(conversation_id, timeout=30)
+    conversation_id = client.start("Ask the stranger")
+    events = client.wait_done(conversation_id, timeout=30)
     result = next(e.payload for e in events if e.name == "tool" and e.payload["phase"] == "result")
     assert not result["ok"] and "401" in result["output"]
     assert "token in remote_agents" in result["output"]

@@ -42,7 +42,7 @@ def test_thinking_mode_thinks_first_and_resends_reasoning_with_tool_calls(fake_l
     assert resent["reasoning_content"] == "I should look at the files first."
     thought = "".join(p["text"] for p in terminal.named("thinking"))
     assert thought == "I should look at the files first."
-    seqs = [p["seq"] for _, p in terminal.events]
+    seqs = [e.payload["seq"] for e in terminal.events]
     assert seqs == list(range(1, len(seqs) + 1))
 
 
@@ -206,7 +206,7 @@ def test_a_retry_is_told_before_the_wait(fake_llm, tmp_path):
     [notice] = terminal.named("notice")
     assert notice["code"] == "retrying" and "overloaded" in notice["message"]
     assert notice["seconds"] >= 0 and "attempt 2 of" in notice["message"]
-    names = [name for name, _ in terminal.events]
+    names = [e.name for e in terminal.events]
     assert names.index("notice") < names.index("token")
 
 

@@ -14,7 +14,7 @@ import pytest
 from core.agent_specs import load_agents
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import Recorder, fake_settings
+from tests.helpers import TerminalRecorder, fake_settings
 
 PLANNER = """\
 name: planner
@@ -39,14 +39,14 @@ def terminal_for(
     files: dict[str, str] | None = None,
     mode: str = "fast",
     **settings: Any,
-) -> Recorder:
+) -> TerminalRecorder:
     """A recording terminal on `agent`, with agent files written to the workspace first."""
     folder = tmp_path / "ws" / ".agents" / "agents"
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in (files or {}).items():
         (folder / name).write_text(text)
     services = build_services(fake_settings(fake, tmp_path, mode=mode, **settings))
-    return Recorder(services, agent=agent)
+    return TerminalRecorder(services, agent=agent)
 
 
 # --- definitions ----------------------------------------------------------------------------
@@ -253,14 +253,14 @@ def test_the_supervisor_delegates_and_events_nest_under_the_call(fake, tmp_path)
     assert "create_file" in child_tools and "delegate_to_coder" not in child_tools
     assert fake.chat_requests[1].messages[1]["content"] == "Create hello.txt saying hi"
     delegation = terminal.wait_for("tool", phase="start", name="delegate_to_coder")
-    nested = [(name, p) for name, p in terminal.events if p.get("parent_call_id")]
-    assert nested and all(p["parent_call_id"] == delegation["call_id"] for _, p in nested)
-    assert all(p["depth"] == 1 and p["agent"] == "coder" for _, p in nested)
-    seqs = [p["seq"] for _, p in terminal.events]
+    nested = [e.payload for e in terminal.events if e.payload.get("parent_call_id")]
+    assert nested and all(p["parent_call_id"] == delegation["call_id"] for p in nested)
+    assert all(p["depth"] == 1 and p["agent"] == "coder" for p in nested)
+    seqs = [e.payload["seq"] for e in terminal.events]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
     result = terminal.wait_for("tool", phase="result", name="delegate_to_coder")
     assert result["ok"] and result["output"] == "Done: hello.txt holds hi."
-    assert result["seq"] > max(p["seq"] for _, p in nested)
+    assert result["seq"] > max(p["seq"] for p in nested)
     usage = terminal.named("done")[-1]["usage"]
     assert usage["prompt_tokens"] > 0  # the child's calls count too
     stored = [r for r in terminal.conversation.path() if r["role"] in ("assistant", "tool")]
@@ -277,9 +277,9 @@ def test_a_childs_disallowed_tool_is_refused(fake, tmp_path):
     )
     assert terminal.handle_task("go") == "complete"
     refused = [
-        p
-        for _, p in terminal.events
-        if p.get("name") == "run_command" and p.get("phase") == "result"
+        e.payload
+        for e in terminal.events
+        if e.payload.get("name") == "run_command" and e.payload.get("phase") == "result"
     ]
     assert (
         refused[0]["ok"] is False and "not available to the research agent" in refused[0]["output"]

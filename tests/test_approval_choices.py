@@ -131,13 +131,13 @@ def test_socket_lists_and_revokes_always_allowed_tools(
         Reply(tool_calls=[Call("run_command", {"command": "echo hi"})]), Reply(content="ok")
     )
     cid = client.send("run it")
-    _, asked = client.wait_for(lambda e: e[0] == "tool" and e[1]["phase"] == "approval")
+    asked = client.wait_for("tool", phase="approval")
     ack = client.call(
         "approve",
         {"conversation_id": cid, "call_id": asked["call_id"], "approved": True, "always": True},
     )
     assert ack == {"ok": True, "always_allowed": ["run_command"]}
-    client.done(cid)
+    client.wait_done(cid)
     status = client.call("get_status", {"conversation_id": cid})
     assert status["always_allowed"] == ["run_command"]
     assert "always_allowed" not in client.call("get_status", {})

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +15,6 @@ import pytest
 from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
 from tests.helpers import live_command_lines
 from tests.web_helpers import agent_argv, agent_env
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM("deepseek") as server:
-        yield server
 
 
 @pytest.fixture
@@ -36,11 +29,11 @@ def _argv(dirs: tuple[Path, Path], *extra: str) -> list[str]:
 
 
 def run_cli(
-    fake: FakeLLM, dirs: tuple[Path, Path], *extra: str, timeout: float = 60
+    fake_llm: FakeLLM, dirs: tuple[Path, Path], *extra: str, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         _argv(dirs, *extra),
-        env=agent_env(fake.base_url, fake.api_key),
+        env=agent_env(fake_llm.base_url, fake_llm.api_key),
         cwd=dirs[0].parent,
         capture_output=True,
         text=True,
@@ -52,9 +45,9 @@ def events(stdout: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
 
 
-def test_multi_step_task_then_continue_the_conversation(fake: FakeLLM, dirs: tuple[Path, Path]):
+def test_multi_step_task_then_continue_the_conversation(fake_llm: FakeLLM, dirs: tuple[Path, Path]):
     workspace, data = dirs
-    fake.script(
+    fake_llm.script(
         Reply(
             tool_calls=[
                 Call("create_file", {"path": "notes/a.txt", "content": "one\n"}),
@@ -77,7 +70,7 @@ def test_multi_step_task_then_continue_the_conversation(fake: FakeLLM, dirs: tup
         Reply(tool_calls=[Call("delete_file", {"path": "b.txt"})]),
         Reply(content="Done: **notes/c.txt** has two lines.", usage=(900, 12)),
     )
-    first = run_cli(fake, dirs, "-p", "make some notes", "--json")
+    first = run_cli(fake_llm, dirs, "-p", "make some notes", "--json")
     assert first.returncode == 0, first.stderr
     assert (workspace / "notes/c.txt").read_text() == "one\ntwo\n"
     assert not (workspace / "notes/a.txt").exists() and not (workspace / "b.txt").exists()
@@ -97,11 +90,11 @@ def test_multi_step_task_then_continue_the_conversation(fake: FakeLLM, dirs: tup
     assert answer == "Done: **notes/c.txt** has two lines."
     conversation_id = evs[0]["conversation_id"]
 
-    fake.script(Reply(content="You asked me to make notes."))
-    second = run_cli(fake, dirs, "-p", "what did I ask?", "--conversation", conversation_id)
+    fake_llm.script(Reply(content="You asked me to make notes."))
+    second = run_cli(fake_llm, dirs, "-p", "what did I ask?", "--conversation", conversation_id)
     assert second.returncode == 0, second.stderr
     assert "You asked me to make notes." in second.stdout
-    sent = fake.chat_requests[-1].messages
+    sent = fake_llm.chat_requests[-1].messages
     assert [m["role"] for m in sent][:3] == ["system", "user", "assistant"]
     assert sent[1]["content"] == "make some notes" and sent[-1]["content"] == "what did I ask?"
     assert sum(1 for m in sent if m["role"] == "tool") == 5
@@ -109,10 +102,10 @@ def test_multi_step_task_then_continue_the_conversation(fake: FakeLLM, dirs: tup
     assert len(lines) == 1 + 5 + 5 + 1 + 1  # user, assistants, tools, user, assistant
 
 
-def test_cancel_during_a_long_command_kills_it(fake: FakeLLM, dirs: tuple[Path, Path]):
+def test_cancel_during_a_long_command_kills_it(fake_llm: FakeLLM, dirs: tuple[Path, Path]):
     workspace, _ = dirs
     marker = f"{time.time_ns() % 10**6}.5"  # a unique sleep length names our processes
-    fake.script(
+    fake_llm.script(
         Reply(
             tool_calls=[
                 Call(
@@ -124,7 +117,7 @@ def test_cancel_during_a_long_command_kills_it(fake: FakeLLM, dirs: tuple[Path, 
     )
     process = subprocess.Popen(
         _argv(dirs, "-p", "run something long"),
-        env=agent_env(fake.base_url, fake.api_key),
+        env=agent_env(fake_llm.base_url, fake_llm.api_key),
         cwd=workspace.parent,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -148,26 +141,26 @@ def _processes_running(command_line: str) -> list[int]:
     return [pid for pid, argv in live_command_lines().items() if argv == command_line]
 
 
-def test_rate_limit_is_retried(fake: FakeLLM, dirs: tuple[Path, Path]):
-    fake.script(
+def test_rate_limit_is_retried(fake_llm: FakeLLM, dirs: tuple[Path, Path]):
+    fake_llm.script(
         ErrorReply(status=429, message="Rate limit reached", retry_after=0.3),
         Reply(content="after the wait"),
     )
     started = time.monotonic()
-    result = run_cli(fake, dirs, "-p", "hello")
+    result = run_cli(fake_llm, dirs, "-p", "hello")
     assert result.returncode == 0, result.stderr
     assert "after the wait" in result.stdout
-    assert len(fake.chat_requests) == 2
+    assert len(fake_llm.chat_requests) == 2
     assert time.monotonic() - started >= 0.3
 
 
 def test_every_raw_delta_reaches_the_debug_stream_log_before_exit(
-    fake: FakeLLM, dirs: tuple[Path, Path]
+    fake_llm: FakeLLM, dirs: tuple[Path, Path]
 ):
     _, data = dirs
     answer = "A short answer, written out before the process ends."
-    fake.script(Reply(content=answer, chunk_size=4, usage=(20, 13)))
-    result = run_cli(fake, dirs, "-p", "hello")
+    fake_llm.script(Reply(content=answer, chunk_size=4, usage=(20, 13)))
+    result = run_cli(fake_llm, dirs, "-p", "hello")
     assert result.returncode == 0, result.stderr
     lines = (data / "logs" / "debug_stream.log").read_text().splitlines()
     chunks = [json.loads(json.loads(line)["raw"]) for line in lines]
@@ -176,12 +169,12 @@ def test_every_raw_delta_reaches_the_debug_stream_log_before_exit(
     assert chunks[-1]["usage"]["completion_tokens"] == 13  # the last chunk too
 
 
-def test_cut_stream_is_reported_and_partial_answer_kept(fake: FakeLLM, dirs: tuple[Path, Path]):
+def test_cut_stream_is_reported_and_partial_answer_kept(fake_llm: FakeLLM, dirs: tuple[Path, Path]):
     _, data = dirs
-    fake.script(
+    fake_llm.script(
         Reply(content="The first part of a long answer that never ends", chunk_size=5, cut_after=4)
     )
-    result = run_cli(fake, dirs, "-p", "tell me")
+    result = run_cli(fake_llm, dirs, "-p", "tell me")
     assert result.returncode == 1
     reason = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(reason) == 1 and "stream" in reason[0].lower()
@@ -192,27 +185,27 @@ def test_cut_stream_is_reported_and_partial_answer_kept(fake: FakeLLM, dirs: tup
     assert records[-1]["content"] and "The first part".startswith(records[-1]["content"][:14])
 
 
-def test_looping_model_is_stopped_after_20_calls(fake: FakeLLM, dirs: tuple[Path, Path]):
-    fake.responder = lambda request: Reply(tool_calls=[Call("list_files", {})])
-    result = run_cli(fake, dirs, "-p", "loop forever", "--json")
+def test_looping_model_is_stopped_after_20_calls(fake_llm: FakeLLM, dirs: tuple[Path, Path]):
+    fake_llm.responder = lambda request: Reply(tool_calls=[Call("list_files", {})])
+    result = run_cli(fake_llm, dirs, "-p", "loop forever", "--json")
     assert result.returncode == 3, result.stderr
     assert "20 model calls" in result.stderr
-    assert len(fake.chat_requests) == 20
+    assert len(fake_llm.chat_requests) == 20
     assert events(result.stdout)[-1]["reason"] == "max_iterations"
-    tool_messages = [m for m in fake.chat_requests[-1].messages if m["role"] == "tool"]
+    tool_messages = [m for m in fake_llm.chat_requests[-1].messages if m["role"] == "tool"]
     assert "[warning]" not in tool_messages[6]["content"]
     assert "[warning]" in tool_messages[7]["content"]
 
 
-def test_an_agents_own_step_limit_is_the_one_reported(fake: FakeLLM, dirs: tuple[Path, Path]):
+def test_an_agents_own_step_limit_is_the_one_reported(fake_llm: FakeLLM, dirs: tuple[Path, Path]):
     agents = dirs[0] / ".agents" / "agents"
     agents.mkdir(parents=True)
     (agents / "brief.yaml").write_text("name: brief\ndescription: Few steps.\nmax_iterations: 3\n")
-    fake.responder = lambda request: Reply(tool_calls=[Call("list_files", {})])
-    result = run_cli(fake, dirs, "-p", "loop forever", "--agent", "brief")
+    fake_llm.responder = lambda request: Reply(tool_calls=[Call("list_files", {})])
+    result = run_cli(fake_llm, dirs, "-p", "loop forever", "--agent", "brief")
     assert result.returncode == 3, result.stderr
     assert "stopped after 3 model calls, the agent's max_iterations" in result.stderr
-    assert len(fake.chat_requests) == 3
+    assert len(fake_llm.chat_requests) == 3
 
 
 def test_missing_key_fails_with_one_line(dirs: tuple[Path, Path]):
@@ -234,7 +227,7 @@ def test_missing_key_fails_with_one_line(dirs: tuple[Path, Path]):
     assert "DEEPSEEK_API_KEY" in result.stderr
 
 
-def test_a_data_folder_it_cannot_write_is_one_clear_line(tmp_path: Path, fake: FakeLLM):
+def test_a_data_folder_it_cannot_write_is_one_clear_line(tmp_path: Path, fake_llm: FakeLLM):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     dirs = (tmp_path / "ws", blocker / "data")
@@ -243,7 +236,7 @@ def test_a_data_folder_it_cannot_write_is_one_clear_line(tmp_path: Path, fake: F
         argv = agent_argv(front[0], *dirs, *front[1:])
         result = subprocess.run(
             argv,
-            env=agent_env(fake.base_url, fake.api_key),
+            env=agent_env(fake_llm.base_url, fake_llm.api_key),
             capture_output=True,
             text=True,
             timeout=60,
@@ -296,11 +289,11 @@ def _delegation_script() -> list[Reply]:
     ]
 
 
-def test_plan_and_sub_agent_events_say_whose_they_are(fake: FakeLLM, dirs: tuple[Path, Path]):
+def test_plan_and_sub_agent_events_say_whose_they_are(fake_llm: FakeLLM, dirs: tuple[Path, Path]):
     workspace, _ = dirs
     _write_agents(workspace)
-    fake.script(*_plan_script())
-    result = run_cli(fake, dirs, "-p", "look, then write", "--agent", "planner", "--json")
+    fake_llm.script(*_plan_script())
+    result = run_cli(fake_llm, dirs, "-p", "look, then write", "--agent", "planner", "--json")
     assert result.returncode == 0, result.stderr
     plans = [e for e in events(result.stdout) if e["event"] == "plan"]
     assert [(p["phase"], p.get("step")) for p in plans] == [
@@ -323,8 +316,8 @@ def test_plan_and_sub_agent_events_say_whose_they_are(fake: FakeLLM, dirs: tuple
         ("Write with a pencil", "done"),
     ]
 
-    fake.script(*_delegation_script())
-    result = run_cli(fake, dirs, "-p", "hello file please", "--agent", "boss", "--json")
+    fake_llm.script(*_delegation_script())
+    result = run_cli(fake_llm, dirs, "-p", "hello file please", "--agent", "boss", "--json")
     assert result.returncode == 0, result.stderr
     assert (workspace / "hello.txt").read_text() == "hi"
     evs = events(result.stdout)
@@ -347,11 +340,13 @@ def test_plan_and_sub_agent_events_say_whose_they_are(fake: FakeLLM, dirs: tuple
     }
 
 
-def test_text_mode_prints_the_plan_and_indents_sub_agents(fake: FakeLLM, dirs: tuple[Path, Path]):
+def test_text_mode_prints_the_plan_and_indents_sub_agents(
+    fake_llm: FakeLLM, dirs: tuple[Path, Path]
+):
     workspace, _ = dirs
     _write_agents(workspace)
-    fake.script(*_plan_script())
-    result = run_cli(fake, dirs, "-p", "look, then write", "--agent", "planner")
+    fake_llm.script(*_plan_script())
+    result = run_cli(fake_llm, dirs, "-p", "look, then write", "--agent", "planner")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Final answer\n"  # -p: the answer on stdout, progress on stderr
     lines = result.stderr.splitlines()
@@ -369,8 +364,8 @@ def test_text_mode_prints_the_plan_and_indents_sub_agents(fake: FakeLLM, dirs: t
         assert line in lines, (line, lines)
     assert not any("finish_step" in line or "make_plan" in line for line in lines)
 
-    fake.script(*_delegation_script())
-    result = run_cli(fake, dirs, "-p", "hello file please", "--agent", "boss")
+    fake_llm.script(*_delegation_script())
+    result = run_cli(fake_llm, dirs, "-p", "hello file please", "--agent", "boss")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "All done.\n"
     lines = [line for line in result.stderr.splitlines() if line.strip()]

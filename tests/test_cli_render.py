@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,23 +24,17 @@ ANSWER = (
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM("deepseek") as server:
-        yield server
-
-
-@pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     folder = tmp_path / "ws"
     folder.mkdir()
     return folder
 
 
-def _env(fake: FakeLLM, **extra: str) -> dict[str, str]:
+def _env(fake_llm: FakeLLM, **extra: str) -> dict[str, str]:
     return clean_env(
         AGENT_PROVIDER="deepseek",
-        AGENT_BASE_URL=fake.base_url,
-        AGENT_API_KEY=fake.api_key,
+        AGENT_BASE_URL=fake_llm.base_url,
+        AGENT_API_KEY=fake_llm.api_key,
         AGENT_MODE="fast",
         **extra,
     )
@@ -52,12 +45,12 @@ def _argv(workspace: Path, *extra: str) -> list[str]:
 
 
 @needs_tmux()
-def test_answer_renders_as_markdown_while_it_streams(fake: FakeLLM, workspace: Path):
+def test_answer_renders_as_markdown_while_it_streams(fake_llm: FakeLLM, workspace: Path):
     # The stream pauses inside the list: the finished blocks are on screen for good already.
-    fake.script(Reply(content=ANSWER, chunk_size=6, stall_after=15, stall=1.5))
+    fake_llm.script(Reply(content=ANSWER, chunk_size=6, stall_after=15, stall=1.5))
     with Tmux(
         _argv(workspace, "-p", "what changed?", "--approval", "auto"),
-        env=_env(fake),
+        env=_env(fake_llm),
         cwd=workspace.parent,
     ) as term:
         during = term.wait_for("first point")
@@ -76,9 +69,9 @@ def test_answer_renders_as_markdown_while_it_streams(fake: FakeLLM, workspace: P
 
 
 @needs_tmux()
-def test_a_block_taller_than_the_screen_scrolls_once(fake: FakeLLM, workspace: Path):
+def test_a_block_taller_than_the_screen_scrolls_once(fake_llm: FakeLLM, workspace: Path):
     code = "\n".join(f"row_{n} = {n}" for n in range(70))
-    fake.script(
+    fake_llm.script(
         Reply(
             content=f"Here:\n\n```python\n{code}\n```\n\nAfter the code.",
             chunk_size=40,
@@ -87,7 +80,7 @@ def test_a_block_taller_than_the_screen_scrolls_once(fake: FakeLLM, workspace: P
     )
     with Tmux(
         _argv(workspace, "-p", "code please", "--approval", "auto"),
-        env=_env(fake),
+        env=_env(fake_llm),
         cwd=workspace.parent,
     ) as term:
         screen = term.wait_for("[exit 0]")
@@ -100,10 +93,10 @@ def test_a_block_taller_than_the_screen_scrolls_once(fake: FakeLLM, workspace: P
 
 
 @needs_tmux()
-def test_no_color_prints_the_markdown_as_written(fake: FakeLLM, workspace: Path):
-    fake.script(Reply(content=ANSWER))
+def test_no_color_prints_the_markdown_as_written(fake_llm: FakeLLM, workspace: Path):
+    fake_llm.script(Reply(content=ANSWER))
     argv = ["env", "NO_COLOR=1", *_argv(workspace, "-p", "what changed?", "--approval", "auto")]
-    with Tmux(argv, env=_env(fake), cwd=workspace.parent) as term:
+    with Tmux(argv, env=_env(fake_llm), cwd=workspace.parent) as term:
         term.wait_for("[exit 0]")
         screen = term.screen(escapes=True)
     assert "# Release notes" in screen and "**much faster**" in screen
@@ -111,9 +104,9 @@ def test_no_color_prints_the_markdown_as_written(fake: FakeLLM, workspace: Path)
 
 
 @needs_tmux()
-def test_approval_shows_a_coloured_diff_and_ctrl_c_declines(fake: FakeLLM, workspace: Path):
+def test_approval_shows_a_coloured_diff_and_ctrl_c_declines(fake_llm: FakeLLM, workspace: Path):
     (workspace / "notes.txt").write_text("old line\nkept\n")
-    fake.script(
+    fake_llm.script(
         Reply(
             content="I'll update the notes.",
             tool_calls=[
@@ -130,7 +123,9 @@ def test_approval_shows_a_coloured_diff_and_ctrl_c_declines(fake: FakeLLM, works
         ),
         Reply(content="Understood, I left **notes.txt** alone."),
     )
-    with Tmux(_argv(workspace, "--approval", "ask"), env=_env(fake), cwd=workspace.parent) as term:
+    with Tmux(
+        _argv(workspace, "--approval", "ask"), env=_env(fake_llm), cwd=workspace.parent
+    ) as term:
         term.wait_for("/help for commands")
         term.type("update the notes")
         coloured = term.wait_for("Allow? [y]es", escapes=True)
@@ -147,12 +142,12 @@ def test_approval_shows_a_coloured_diff_and_ctrl_c_declines(fake: FakeLLM, works
     assert lines[prompt + 1] == "declined: modify_file does not run."
     assert "Traceback" not in screen and "KeyboardInterrupt" not in screen
     assert (workspace / "notes.txt").read_text() == "old line\nkept\n"
-    tool_message = fake.chat_requests[-1].messages[-1]
+    tool_message = fake_llm.chat_requests[-1].messages[-1]
     assert tool_message["role"] == "tool" and "declined" in tool_message["content"]
 
 
-def test_one_shot_stdout_holds_only_the_answer(fake: FakeLLM, workspace: Path):
-    fake.script(
+def test_one_shot_stdout_holds_only_the_answer(fake_llm: FakeLLM, workspace: Path):
+    fake_llm.script(
         Reply(
             reasoning="Let me think.",
             tool_calls=[
@@ -164,7 +159,7 @@ def test_one_shot_stdout_holds_only_the_answer(fake: FakeLLM, workspace: Path):
     )
     result = subprocess.run(
         _argv(workspace, "-p", "run it", "--approval", "auto", "--mode", "thinking"),
-        env=_env(fake),
+        env=_env(fake_llm),
         capture_output=True,
         text=True,
         timeout=60,
@@ -182,14 +177,14 @@ def test_one_shot_stdout_holds_only_the_answer(fake: FakeLLM, workspace: Path):
     assert "ms): exit code 0, duration" in done  # the status line only: the output was shown
 
 
-def test_one_shot_decline_exits_non_zero_with_the_reason(fake: FakeLLM, workspace: Path):
-    fake.script(
+def test_one_shot_decline_exits_non_zero_with_the_reason(fake_llm: FakeLLM, workspace: Path):
+    fake_llm.script(
         Reply(tool_calls=[Call("run_command", {"command": "touch made-it"})]),
         Reply(content="I could not run it."),
     )
     result = subprocess.run(
         _argv(workspace, "-p", "make it", "--approval", "ask"),
-        env=_env(fake),
+        env=_env(fake_llm),
         capture_output=True,
         text=True,
         timeout=60,

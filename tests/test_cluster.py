@@ -4,7 +4,6 @@ reason, where redis-server or haproxy is not installed."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +14,9 @@ from core.services import build_services
 from history.conversation import Conversation
 from history.store import ConversationStore
 from tests.cluster_helpers import ClusterServer, Haproxy, RedisServer, cluster, missing_programs
-from tests.cluster_helpers import wait_for as poll
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import fake_settings
+from tests.kit import wait_until
 from tests.web_helpers import EventClient, Received, assert_contiguous, connected
 from web.hub import TerminalHub
 from web.redis_cluster import RedisCluster
@@ -28,18 +27,6 @@ pytestmark = [
 ]
 
 ANSWER = "Several processes share this answer, one small piece after another. "
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM("deepseek") as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
@@ -226,11 +213,10 @@ def test_a_killed_process_s_task_is_interrupted_and_the_other_takes_over(
         with connected(a.url) as on_a, connected(b.url) as on_b:
             cid = on_a.start("a task that dies")
             on_b.call("join", {"conversation_id": cid, "after_seq": 0})
-            on_a.wait_until(
-                lambda events: any(e.name == "token" for e in events), what="tokens on A"
-            )
-            time.sleep(0.5)  # the answer stalls: nothing more is under way
-            poll(lambda: len(on_b.of(cid)) == len(on_a.of(cid)), 5, "B to see what A sent")
+            # The answer stalls after 4 data chunks (the role's, then three pieces of 3
+            # characters): once A shows those, nothing more is under way.
+            on_a.wait_until(lambda _: tokens(on_a.of(cid)) == ANSWER[:9], what="A at the stall")
+            wait_until(lambda: len(on_b.of(cid)) == len(on_a.of(cid)), 5, "B to see what A sent")
             a.kill()
             done = on_b.wait_until(
                 lambda events: next((e for e in events if e.name == "done"), None),
@@ -286,7 +272,7 @@ def test_a_redis_restart_mid_task_lets_the_task_finish_and_the_servers_recover(
             watcher.call("join", {"conversation_id": cid, "after_seq": 0})
             return tokens(watcher.wait_done(cid)) == "After the restart."
 
-    poll(streams_across, 20, "a task on B streaming to A after the restart", step=0.5)
+    wait_until(streams_across, 20, "a task on B streaming to A after the restart", every=0.5)
 
 
 def test_haproxy_with_sticky_sessions_polls_then_upgrades(
@@ -297,7 +283,9 @@ def test_haproxy_with_sticky_sessions_polls_then_upgrades(
         first, second = EventClient(balancer.url), EventClient(balancer.url)
         for client in (first, second):
             client.connect()
-            poll(lambda c=client: c.sio.transport() == "websocket", 5, "the websocket upgrade")
+            wait_until(
+                lambda c=client: c.sio.transport() == "websocket", 5, "the websocket upgrade"
+            )
         try:
             sticky = {c.sio.eio.http.cookies.get("SERVERID") for c in (first, second)}
             assert sticky == {"agent1", "agent2"}  # round robin: one client on each process

@@ -20,7 +20,8 @@ from history.conversation import LEAF
 from history.store import ConversationStore
 from tests.cluster_helpers import RedisServer, cluster, missing_programs
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import fake_settings, wait_until
+from tests.helpers import fake_settings
+from tests.kit import wait_until
 from tests.web_helpers import EventClient, Received, connected
 from web.hub import TerminalHub
 from web.redis_cluster import RedisCluster
@@ -34,29 +35,10 @@ ROUNDS = 20
 REAP_SECONDS = 40  # lease (8 s) + heartbeat (2 s), with room for a loaded machine
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM("deepseek") as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
-        yield server
-
-
-def dones(client: EventClient, cid: str) -> list[dict[str, Any]]:
-    return [e.payload for e in client.of(cid) if e.name == "done"]
-
-
 def wait_dones(client: EventClient, cid: str, count: int, timeout: float = 30) -> dict[str, Any]:
     """Block until the client has seen `count` dones of the conversation; the last one."""
-    return client.wait_until(
-        lambda _: len(found := dones(client, cid)) >= count and found[-1],
-        timeout=timeout,
-        what=f"done #{count} of {cid}",
-    )
+    client.wait_done(cid, timeout, count=count)
+    return client.dones(cid)[-1]
 
 
 class SendOnDone:
@@ -82,7 +64,7 @@ class SendOnDone:
                 {"conversation_id": cid, "text": self.texts[number]},
                 callback=lambda ack: self.acks.__setitem__(number, ack),
             )
-        self.client._record("done", payload)
+        self.client.record("done", payload)
 
 
 def refused(senders: list[SendOnDone]) -> dict[int, dict[str, Any]]:
@@ -96,13 +78,15 @@ def history(data_dir: Path, cid: str) -> list[dict[str, Any]]:
 
 
 def test_the_next_message_sent_on_done_at_the_other_process_is_never_busy(
-    redis: RedisServer, fake: FakeLLM, tmp_path: Path
+    redis: RedisServer, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     """Tasks alternate between the processes: each is sent by a client of the process that
     did not run the one before, the moment that one's `done` reaches it."""
-    fake.script(*(Reply(content=f"Answer {n}.") for n in range(ROUNDS)))
+    fake_llm.script(*(Reply(content=f"Answer {n}.") for n in range(ROUNDS)))
     with (
-        cluster(tmp_path, redis.url(0), base_url=fake.base_url, api_key=fake.api_key) as servers,
+        cluster(
+            tmp_path, redis.url(0), base_url=fake_llm.base_url, api_key=fake_llm.api_key
+        ) as servers,
         connected(servers[0].url) as on_a,
         connected(servers[1].url) as on_b,
     ):
@@ -115,7 +99,7 @@ def test_the_next_message_sent_on_done_at_the_other_process_is_never_busy(
         cid = on_a.start("round 0")
         on_b.call("join", {"conversation_id": cid, "after_seq": 0})
         on_a.wait_until(
-            lambda _: len(dones(on_a, cid)) == ROUNDS or refused(senders),
+            lambda _: len(on_a.dones(cid)) == ROUNDS or refused(senders),
             timeout=60,
             what="every round's done, or a refusal",
         )
@@ -126,7 +110,7 @@ def test_the_next_message_sent_on_done_at_the_other_process_is_never_busy(
     assert sorted(acks) == list(range(1, ROUNDS)), acks
     leases = {n: held for sender in senders for n, held in sender.leases.items()}
     assert set(leases.values()) == {None}, leases  # freed before each `done` went out
-    assert [d["reason"] for d in dones(on_a, cid)] == ["complete"] * ROUNDS
+    assert [d["reason"] for d in on_a.dones(cid)] == ["complete"] * ROUNDS
     contents = [r["content"] for r in ended["messages"] if r["role"] == "assistant"]
     assert contents == [f"Answer {n}." for n in range(ROUNDS)]
     ends = ended["conversation"]["meta"]["task_ends"]  # none lost between the processes
@@ -141,15 +125,17 @@ def started(events: list[Received]) -> bool:
 
 
 def test_after_a_kill_the_survivor_s_interrupted_done_lets_the_next_message_in(
-    redis: RedisServer, fake: FakeLLM, tmp_path: Path
+    redis: RedisServer, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     """The owner dies mid-command: the survivor ends the task (`done` interrupted, the call's
     result recorded as interrupted) and takes the message sent the moment `done` arrives."""
     command = "echo started; sleep 20"
-    fake.script(
+    fake_llm.script(
         Reply(tool_calls=[Call("run_command", {"command": command})]), Reply(content="Back.")
     )
-    with cluster(tmp_path, redis.url(1), base_url=fake.base_url, api_key=fake.api_key) as servers:
+    with cluster(
+        tmp_path, redis.url(1), base_url=fake_llm.base_url, api_key=fake_llm.api_key
+    ) as servers:
         a, b = servers
         with connected(a.url) as on_a, connected(b.url) as on_b:
             cid = on_a.start("a task that dies")
@@ -175,7 +161,7 @@ def test_after_a_kill_the_survivor_s_interrupted_done_lets_the_next_message_in(
     assert (result["tool_call_id"], result["parent_id"]) == (call_id, records[1]["id"])
     assert result["meta"]["interrupted"] is True and result["meta"]["ok"] is False
     assert records[3]["parent_id"] == result["id"]
-    request = fake.chat_requests[-1]
+    request = fake_llm.chat_requests[-1]
     assert request.status == 200
     assert [m["role"] for m in request.messages][-3:] == ["assistant", "tool", "user"]
     assert request.messages[-2]["content"] == result["content"]
@@ -199,9 +185,9 @@ class LeaseAtDone:
 
 @contextlib.contextmanager
 def in_process_hub(
-    fake: FakeLLM, tmp_path: Path, redis_url: str, send: LeaseAtDone
+    fake_llm: FakeLLM, tmp_path: Path, redis_url: str, send: LeaseAtDone
 ) -> Iterator[TerminalHub]:
-    services = build_services(fake_settings(fake, tmp_path))
+    services = build_services(fake_settings(fake_llm, tmp_path))
     redis_cluster = RedisCluster(redis_url)
     try:
         hub = TerminalHub(services, send, cluster=redis_cluster)
@@ -217,11 +203,11 @@ def in_thread(target: Callable[..., Any], *args: Any) -> None:
 
 
 def test_a_task_s_lease_is_free_before_its_done_is_sent(
-    redis: RedisServer, fake: FakeLLM, tmp_path: Path
+    redis: RedisServer, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    fake.script(Reply(content="One."), Reply(content="Two."))
+    fake_llm.script(Reply(content="One."), Reply(content="Two."))
     send = LeaseAtDone(redis.url(2))
-    with in_process_hub(fake, tmp_path, redis.url(2), send) as hub:
+    with in_process_hub(fake_llm, tmp_path, redis.url(2), send) as hub:
         terminal = hub.new()
 
         def run(text: str) -> None:
@@ -242,7 +228,7 @@ def test_a_task_s_lease_is_free_before_its_done_is_sent(
 
 
 def test_the_survivor_frees_the_lease_before_it_sends_interrupted(
-    redis: RedisServer, fake: FakeLLM, tmp_path: Path
+    redis: RedisServer, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     """A task whose process died (its `running` entry stays, its lease expired) is ended by
     the reaper, whose `done` goes out with the conversation free again."""
@@ -255,7 +241,7 @@ def test_the_survivor_frees_the_lease_before_it_sends_interrupted(
         json.dumps({"owner": "a-dead-process", "message_id": user["id"]}),
     )
     send = LeaseAtDone(redis.url(3))
-    with in_process_hub(fake, tmp_path, redis.url(3), send):
+    with in_process_hub(fake_llm, tmp_path, redis.url(3), send):
         wait_until(lambda: send.seen, REAP_SECONDS, "the reaper's done")
     assert send.seen == [("interrupted", None, False)]
     records = history(tmp_path / "data", conversation.id)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +13,9 @@ import pytest
 from core.services import build_services
 from history.condensed_view import SUMMARY_HEADER, SUMMARY_SYSTEM
 from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
-from tests.helpers import Recorder, fake_settings, wait_until
+from tests.helpers import TerminalRecorder, fake_settings
+from tests.kit import wait_until
 from tests.web_helpers import (
-    EventClient,
     ServerProcess,
     agent_argv,
     agent_env,
@@ -27,7 +26,7 @@ from tests.web_helpers import (
 LONG = "word " * 1200  # ~1,700 tokens
 
 
-def _terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> Recorder:
+def _terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> TerminalRecorder:
     settings = fake_settings(
         fake,
         tmp_path,
@@ -39,16 +38,16 @@ def _terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> Recorder:
             **overrides,
         },
     )
-    return Recorder(build_services(settings))
+    return TerminalRecorder(build_services(settings))
 
 
-def _earlier_tasks(terminal: Recorder, fake: FakeLLM, count: int = 2) -> None:
+def _earlier_tasks(terminal: TerminalRecorder, fake: FakeLLM, count: int = 2) -> None:
     for number in range(count):
         fake.script(Reply(reasoning="pondering", content=f"answer {number} " + LONG))
         assert terminal.handle_task(f"task {number} " + LONG) == "complete"
 
 
-def _summary_records(terminal: Recorder) -> list[dict[str, Any]]:
+def _summary_records(terminal: TerminalRecorder) -> list[dict[str, Any]]:
     assert terminal.conversation is not None
     return [r for r in terminal.conversation.records if (r.get("meta") or {}).get("summary")]
 
@@ -70,7 +69,7 @@ def test_the_threshold_condenses_mid_task_and_the_task_goes_on(tmp_path: Path, f
         assert terminal.handle_task("how long is big.txt?") == "complete"
 
         assert all(r.status == 200 for r in fake.chat_requests)  # the strict fake took them all
-        names = [(name, p.get("phase")) for name, p in terminal.events]
+        names = [(e.name, e.payload.get("phase")) for e in terminal.events]
         last_result = max(i for i, e in enumerate(names) if e == ("tool", "result"))
         condensing = names.index(("context", "condensing"))
         assert last_result < condensing < names.index(("context", "condensed"))
@@ -216,12 +215,6 @@ def test_cli_compact_command(tmp_path: Path):
 # --- the socket's compact, against the real server ---------------------------------------------
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM("deepseek") as server:
-        yield server
-
-
 def test_socket_compact_then_a_restart_gives_the_same_view(fake: FakeLLM, tmp_path: Path):
     workspace, data = tmp_path / "ws", tmp_path / "data"
     workspace.mkdir()
@@ -231,7 +224,7 @@ def test_socket_compact_then_a_restart_gives_the_same_view(fake: FakeLLM, tmp_pa
         for number in range(3):
             fake.script(Reply(content=f"answer {number} " + "and so on " * 300))
             cid = client.start(f"question {number}", cid)
-            _wait_dones(client, cid, number + 1)
+            client.wait_done(cid, count=number + 1)
         fake.script(Reply(content="They asked three questions; pears matter."))
         ack = client.call("compact", {"conversation_id": cid, "instructions": "mention pears"})
         assert ack == {"ok": True, "scheduled": False}
@@ -260,7 +253,7 @@ def test_socket_compact_then_a_restart_gives_the_same_view(fake: FakeLLM, tmp_pa
         assert reloaded["messages"] == view["messages"] and reloaded["seq"] == view["seq"]
         fake.script(Reply(content="answer 3"))
         client.start("question 3", cid)
-        _wait_dones(client, cid, 1)
+        client.wait_done(cid)
     sent = fake.chat_requests[-1].messages
     assert [m["content"] for m in sent[1:2] + sent[3:]] == [
         "question 0",
@@ -269,12 +262,3 @@ def test_socket_compact_then_a_restart_gives_the_same_view(fake: FakeLLM, tmp_pa
         "question 3",
     ]
     assert sent[2]["content"] == f"{SUMMARY_HEADER}\n\nThey asked three questions; pears matter."
-
-
-def _wait_dones(client: EventClient, cid: str, count: int) -> None:
-    client.wait_until(
-        lambda evs: (
-            sum(e.name == "done" and e.payload.get("conversation_id") == cid for e in evs) >= count
-        ),
-        what=f"{count} done",
-    )

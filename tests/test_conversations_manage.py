@@ -13,11 +13,12 @@ from cli.terminal import CliTerminal
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import fake_settings
-from tests.web_helpers import Recorder, Web
+from tests.kit import payloads
+from tests.web_helpers import InProcessClient, Web
 
 
-def updates(client: Recorder, cid: str) -> list[dict[str, Any]]:
-    return [p for name, p in client.poll() if name == "conversation_update" and p["id"] == cid]
+def updates(client: InProcessClient, cid: str) -> list[dict[str, Any]]:
+    return client.named("conversation_update", id=cid)
 
 
 def test_titles_rename_search_and_delete(web: Web, fake_llm: FakeLLM):
@@ -31,9 +32,9 @@ def test_titles_rename_search_and_delete(web: Web, fake_llm: FakeLLM):
     )
     client, other = web.connect(), web.connect()
     greeting = client.send("hi")
-    client.done(greeting)
+    client.wait_done(greeting)
     parser = client.send("Can you please fix the parser bug? It fails on empty lines.")
-    client.done(parser)
+    client.wait_done(parser)
     listed = {c["id"]: c["title"] for c in client.call("list_conversations", {})["conversations"]}
     # A bare greeting takes its title from the answer; a request loses its "can you please".
     assert listed == {
@@ -85,14 +86,14 @@ def test_a_conversation_keeps_its_mode_approval_and_how_tasks_ended(
     assert listed["running"] == [cid]
     running = client.call("get_conversation", {"conversation_id": cid})
     assert running["running"] and running["status"]["state"] in ("thinking", "streaming")
-    client.done(cid)
-    other.wait_for(lambda e: e[0] == "conversation_update" and e[1].get("running") is False)
+    client.wait_done(cid)
+    other.wait_for("conversation_update", running=False)
     assert [u["running"] for u in updates(other, cid)] == [True, False]  # not in the room
 
     client.send("again, but stop", cid)
-    client.wait_for(lambda e: e[0] == "token")
+    client.wait_for("token")
     assert client.call("cancel", {"conversation_id": cid})["ok"]
-    client.done(cid)
+    client.wait_done(cid)
     got = client.call("get_conversation", {"conversation_id": cid})
     assert (got["mode"], got["approval"]) == ("thinking", "ask")
     assert got["context_limit"] > 0 and "status" not in got
@@ -126,7 +127,7 @@ def test_undo_preview_lists_what_goes_and_what_comes_back(web: Web, fake_llm: Fa
     )
     client = web.connect()
     cid = client.send("change things")
-    client.done(cid)
+    client.wait_done(cid)
     preview = client.call("undo_preview", {"conversation_id": cid})
     assert preview["ok"] and not preview["undone"]
     assert preview["files"] == [
@@ -147,7 +148,7 @@ def test_focus_files_and_memory_from_the_page(web: Web, fake_llm: FakeLLM):
     fake_llm.script(Reply(content="seen"), Reply(content="seen again"))
     client = web.connect()
     cid = client.send("look", focus=["a.py"])  # a new conversation starts with its pins
-    client.done(cid)
+    client.wait_done(cid)
     assert "# the a.py file" in fake_llm.chat_requests[-1].messages[0]["content"]
 
     def focus(path: str, event: str = "focus_file") -> dict[str, Any]:
@@ -170,7 +171,7 @@ def test_focus_files_and_memory_from_the_page(web: Web, fake_llm: FakeLLM):
     memory = client.call("get_memory", {"conversation_id": cid})
     assert memory["main"] == "Use tabs.\n" and memory["task"] == ""
     client.send("and now?", cid)
-    client.done(cid)
+    client.wait_done(cid)
     system = fake_llm.chat_requests[-1].messages[0]["content"]
     assert "Use tabs." in system and "# the c.py file" in system and "# the a.py" not in system
 
@@ -188,13 +189,12 @@ def test_changes_to_gitignored_paths_stay_out_of_the_tree(web: Web, fake_llm: Fa
     )
     client = web.connect()
     cid = client.send("build")
-    events = client.done(cid)
-    shown = [c["path"] for e in events if e["event"] == "file_tree" for c in e["changes"]]
+    events = client.wait_done(cid)
+    shown = [c["path"] for p in payloads(events, "file_tree") for c in p["changes"]]
     assert "src.txt" in shown and not any(p.startswith("build") for p in shown)
-    client.poll()
-    client.events.clear()
+    client.clear()
     assert client.call("undo_task", {"conversation_id": cid})["ok"]
-    undone = [c["path"] for name, p in client.poll() if name == "file_tree" for c in p["changes"]]
+    undone = [c["path"] for p in client.named("file_tree") for c in p["changes"]]
     assert "src.txt" in undone and not any(p.startswith("build") for p in undone)
 
 

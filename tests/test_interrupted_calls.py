@@ -120,7 +120,7 @@ def test_a_call_cut_on_another_branch_is_answered_when_a_task_goes_on_there(
     assert shown == stored == history(tmp_path / "data", conversation.id)  # the leaf stays
     fake_llm.script(Reply(content="Back on the build."))
     client.send("go on with the build", conversation.id, parent_id=cut["id"])
-    client.done(conversation.id)
+    client.wait_done(conversation.id)
     result, user, answer = history(tmp_path / "data", conversation.id)[len(stored) :]
     assert (result["parent_id"], result["tool_call_id"]) == (cut["id"], "call-1")
     assert result["meta"]["interrupted"] is True
@@ -145,7 +145,7 @@ def test_a_call_already_followed_by_other_records_is_left_as_it_is(
     assert roles(shown) == ["user", "assistant", "user", "assistant"]
     fake_llm.script(Reply(content="On we go."))
     client.send("go on", conversation.id)
-    client.done(conversation.id)
+    client.wait_done(conversation.id)
     assert roles(history(tmp_path / "data", conversation.id)) == ["user", "assistant"] * 3
     request = fake_llm.chat_requests[-1]
     assert request.status == 200

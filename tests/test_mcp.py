@@ -27,7 +27,8 @@ from modules.mcp.client import McpManager, build_manager
 from modules.mcp.config import load_config, tool_name
 from modules.results import ToolError
 from tests.fake_llm import Call, Reply
-from tests.helpers import live_command_lines, make_terminal, run_in_thread, wait_until
+from tests.helpers import live_command_lines, make_terminal, run_in_thread
+from tests.kit import wait_until
 from tests.web_helpers import EventClient, ServerProcess, free_port
 from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import Settings

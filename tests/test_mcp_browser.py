@@ -9,17 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser_helpers import ARTIFACTS
 from tests.fake_llm import FakeLLM
-from tests.helpers import live_command_lines, wait_until
+from tests.helpers import live_command_lines
+from tests.kit import wait_until
 from tests.mcp_fixture_server import TOOLS as FIXTURE_TOOLS
-from tests.test_browser import ARTIFACTS, page  # noqa: F401  (the Chromium page fixture)
 from tests.web_helpers import TOKEN, ServerProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 FIXTURE = Path(__file__).resolve().parent / "mcp_fixture_server.py"
 
 
-def test_the_panel_lists_each_server_with_its_state_and_tools(tmp_path, page):  # noqa: F811
+def test_the_panel_lists_each_server_with_its_state_and_tools(tmp_path, page):
     marker = f"mcp-{uuid.uuid4().hex[:8]}"
     data = tmp_path / "data"
     data.mkdir()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,28 +18,7 @@ pytestmark = pytest.mark.e2e
 FIRST = "Let me write the notes file first, one small piece at a time. "
 SECOND = "The notes are written; here is a summary of what they hold."
 RELOADS = 12
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM("deepseek") as server:
-        yield server
-
-
-@pytest.fixture(scope="module", params=["threading", "eventlet"])
-def server(
-    request: pytest.FixtureRequest, fake: FakeLLM, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerProcess]:
-    root = tmp_path_factory.mktemp(f"replay-{request.param}")
-    with ServerProcess(
-        root / "ws",
-        root / "data",
-        base_url=fake.base_url,
-        api_key=fake.api_key,
-        async_mode=request.param,
-    ) as process:
-        yield process
-        assert process.stop() == 0
+ASYNC_MODES = ["threading", "eventlet"]
 
 
 def reload_view(url: str, cid: str) -> dict[str, Any]:

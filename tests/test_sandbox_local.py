@@ -23,7 +23,8 @@ from modules.sandbox.factory import DeferredRunner, build_runner, runner_for
 from modules.sandbox.local_runner import LocalRunner
 from modules.sandbox.resource_limits import ResourceLimits
 from modules.sandbox.runner import CommandResult, CommandRunner
-from tests.helpers import call, live_command_lines, make_ctx, wait_until
+from tests.helpers import call, live_command_lines, make_ctx
+from tests.kit import wait_until
 from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import LocalSandboxSettings, Settings
 

@@ -10,7 +10,6 @@ import shlex
 import site
 import sys
 import sysconfig
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,38 +25,17 @@ NAMED = "tool-home-visible-1a2b"
 TOTAL_MB = 200
 TMP_MB = 32
 TASK_SECONDS = 60  # a command plus two model calls, on a loaded machine
+SERVER_ENV = {
+    "AGENT_SANDBOX": "local",
+    "ACME_SERVICE_PASSWORD": SECRET,
+    "MY_TOOL_HOME": NAMED,
+    "AGENT_COMMAND_ENV": '["MY_TOOL_HOME"]',
+    "AGENT_LOCAL_SANDBOX_TOTAL_MEMORY_MB": str(TOTAL_MB),
+    "AGENT_LOCAL_SANDBOX_TMP_MB": str(TMP_MB),
+}
 
 
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM("deepseek") as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def server(fake: FakeLLM, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    root = tmp_path_factory.mktemp("root-sandbox")
-    env = {
-        "AGENT_SANDBOX": "local",
-        "ACME_SERVICE_PASSWORD": SECRET,
-        "MY_TOOL_HOME": NAMED,
-        "AGENT_COMMAND_ENV": '["MY_TOOL_HOME"]',
-        "AGENT_LOCAL_SANDBOX_TOTAL_MEMORY_MB": str(TOTAL_MB),
-        "AGENT_LOCAL_SANDBOX_TMP_MB": str(TMP_MB),
-    }
-    with ServerProcess(
-        root / "ws", root / "data", base_url=fake.base_url, api_key=fake.api_key, env=env
-    ) as process:
-        yield process
-
-
-@pytest.fixture(scope="module")
-def client(server: ServerProcess) -> Iterator[EventClient]:
-    with connected(server.url) as sio:
-        yield sio
-
-
-@pytest.fixture(scope="module")
+@pytest.fixture
 def isolation(client: EventClient) -> list[str]:
     """The sandbox's own account of itself (get_status); skips where it is not bubblewrap."""
     sandbox = client.call("get_status")["sandbox"]

@@ -364,7 +364,7 @@ def test_socket_send_message_with_a_skill(web: Web, fake_llm: FakeLLM, tmp_path:
     ]
     ack = client.call("send_message", {"conversation_id": None, "text": "hi", "skill": "greet"})
     assert ack["ok"], ack
-    assert client.done(ack["conversation_id"])[-1]["reason"] == "complete"
+    assert client.wait_done(ack["conversation_id"])[-1].payload["reason"] == "complete"
     user = fake_llm.chat_requests[0].last_user_text
     assert "SECRET-BODY-42" in user and user.endswith("hi")
     bad = client.call("send_message", {"conversation_id": None, "text": "hi", "skill": "nope"})

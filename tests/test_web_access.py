@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -77,18 +77,6 @@ def test_a_foreign_host_is_refused_with_403_even_with_the_token(web: Web, path: 
     assert answer.status_code == 403
     assert answer.get_json()["error"]["code"] == "forbidden_host"
     assert web.http().get("/api/status", headers=AUTH).status_code == 200
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    root = tmp_path_factory.mktemp("access")
-    with (
-        FakeLLM("deepseek") as fake,
-        ServerProcess(
-            root / "ws", root / "data", base_url=fake.base_url, api_key=fake.api_key
-        ) as process,
-    ):
-        yield process
 
 
 def test_the_socket_handshake_checks_the_host_on_the_real_server(server: ServerProcess) -> None:

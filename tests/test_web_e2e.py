@@ -16,7 +16,7 @@ import pytest
 import socketio
 
 from tests.fake_llm import Call, FakeLLM, RecordedRequest, Reply, Response
-from tests.helpers import wait_until
+from tests.kit import wait_until
 from tests.web_helpers import (
     EventClient,
     Received,
@@ -27,29 +27,7 @@ from tests.web_helpers import (
 
 pytestmark = pytest.mark.e2e
 
-MODES = ["threading", "eventlet"]
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM("deepseek") as server:
-        yield server
-
-
-@pytest.fixture(scope="module", params=MODES)
-def server(
-    request: pytest.FixtureRequest, fake: FakeLLM, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerProcess]:
-    root = tmp_path_factory.mktemp(f"web-{request.param}")
-    with ServerProcess(
-        root / "ws",
-        root / "data",
-        base_url=fake.base_url,
-        api_key=fake.api_key,
-        async_mode=request.param,
-    ) as process:
-        yield process
-        assert process.stop() == 0
+ASYNC_MODES = ["threading", "eventlet"]
 
 
 @pytest.fixture(autouse=True)
@@ -59,12 +37,6 @@ def clean_fake(fake: FakeLLM) -> Iterator[None]:
     yield
     fake.responder = None
     assert fake.pending == 0, "a scripted reply was not consumed"
-
-
-@pytest.fixture
-def client(server: ServerProcess) -> Iterator[EventClient]:
-    with connected(server.url) as sio:
-        yield sio
 
 
 def tokens(events: list[Received]) -> list[Received]:
@@ -83,18 +55,19 @@ def ack_latency(client: EventClient, event: str = "get_status") -> float:
 
 def probe_watcher(client: EventClient, workspace: Path, timeout: float = 15) -> None:
     """Wait until the workspace watcher reports changes (its child process is up)."""
-    deadline = time.monotonic() + timeout
-    for n in itertools.count():
-        probe = workspace / f"watch-probe-{n}.txt"
+    probes = itertools.count()
+
+    def reported() -> bool:
+        probe = workspace / f"watch-probe-{next(probes)}.txt"
         probe.write_text("probe")
         try:
-            client.wait_until(lambda evs, p=probe.name: _tree_event(evs, p), 0.5, "probe")
+            return bool(client.wait_until(lambda evs: _tree_event(evs, probe.name), 0.5, "probe"))
         except AssertionError:
-            assert time.monotonic() < deadline, "the watcher never reported a change"
-            continue
+            return False
         finally:
             probe.unlink()
-        return
+
+    wait_until(reported, timeout, "the watcher to report a change", every=0)
 
 
 def _tree_event(
@@ -311,9 +284,13 @@ def test_reconnect_and_join_gets_exactly_the_missed_events(server: ServerProcess
         first.disconnect()
         before = first.of(cid)
     assert not any(e.name == "done" for e in before)
-    time.sleep(0.3)
     last_seq = before[-1].payload["seq"]
     with connected(server.url) as second:
+        wait_until(
+            lambda: second.call("get_conversation", {"conversation_id": cid})["seq"] > last_seq,
+            10,
+            "events the first client missed",
+        )
         ack = second.call("join", {"conversation_id": cid, "after_seq": last_seq})
         assert ack["ok"] is True
         after = second.wait_done(cid)
@@ -385,7 +362,7 @@ def test_origin_check(server: ServerProcess, transports: list[str] | None):
         assert same.call("get_status")["ok"] is True
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", ASYNC_MODES)
 def test_restart_keeps_every_conversation(fake: FakeLLM, tmp_path: Path, mode: str):
     fake.script(
         Reply(content="first answer"),

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
+from tests.kit import payloads
 from tests.web_helpers import ServerProcess, Web, connected
 
 
@@ -24,7 +25,7 @@ def test_undo_task_puts_the_workspace_back_and_reports_the_paths(web: Web, fake_
     )
     client = web.connect()
     cid = client.send("change things")
-    client.done(cid)
+    client.wait_done(cid)
     user_id = client.call("get_conversation", {"conversation_id": cid})["messages"][0]["id"]
     assert client.call("get_conversation", {"conversation_id": cid})["undoable"] == [user_id]
 
@@ -32,7 +33,7 @@ def test_undo_task_puts_the_workspace_back_and_reports_the_paths(web: Web, fake_
     assert ack["ok"] and set(ack["restored"]) >= {"keep.txt", "new/made.txt"}, ack
     assert (web.workspace / "keep.txt").read_text() == "original\n"
     assert not (web.workspace / "new" / "made.txt").exists()
-    tree_events = [p for n, p in client.poll() if n == "file_tree" and "seq" not in p]
+    tree_events = [p for p in client.named("file_tree") if "seq" not in p]
     assert any(c["path"] == "keep.txt" for e in tree_events for c in e["changes"])
     assert client.call("get_conversation", {"conversation_id": cid})["undoable"] == []
     again = client.call("undo_task", {"conversation_id": cid, "message_id": user_id})
@@ -46,7 +47,7 @@ def test_undo_is_refused_while_a_task_runs(web: Web, fake_llm: FakeLLM):
     ack = client.call("undo_task", {"conversation_id": cid})
     assert ack == {"ok": False, "error": {"code": "busy", "message": ack["error"]["message"]}}
     client.call("cancel", {"conversation_id": cid})
-    client.done(cid)
+    client.wait_done(cid)
 
 
 def test_a_proposed_edit_is_listed_then_applied_or_discarded(web: Web, fake_llm: FakeLLM):
@@ -62,10 +63,8 @@ def test_a_proposed_edit_is_listed_then_applied_or_discarded(web: Web, fake_llm:
     )
     client = web.connect()
     cid = client.send("propose")
-    events = client.done(cid)
-    proposals = [
-        e["details"]["proposal"] for e in events if e["event"] == "tool" and e["phase"] == "result"
-    ]
+    events = client.wait_done(cid)
+    proposals = [p["details"]["proposal"] for p in payloads(events, "tool", phase="result")]
     listed = client.call("list_edits", {"conversation_id": cid})["edits"]
     assert [e["id"] for e in listed] == [p["id"] for p in proposals]
     assert (web.workspace / "a.py").read_text() == "a = 1\n"
@@ -92,14 +91,12 @@ def test_an_edit_is_refused_when_the_file_changed_or_belongs_elsewhere(web: Web,
     )
     client = web.connect()
     cid = client.send("propose")
-    events = client.done(cid)
+    events = client.wait_done(cid)
     proposal_id = next(
-        e["details"]["proposal"]["id"]
-        for e in events
-        if e["event"] == "tool" and e["phase"] == "result"
+        p["details"]["proposal"]["id"] for p in payloads(events, "tool", phase="result")
     )
     other = client.send("hello")
-    client.done(other)
+    client.wait_done(other)
     foreign = client.call("apply_edit", {"conversation_id": other, "proposal_id": proposal_id})
     assert foreign["error"]["code"] == "not_found"
     (web.workspace / "a.py").write_text("a = 99\n")

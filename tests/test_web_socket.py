@@ -14,12 +14,9 @@ import pytest
 
 from modules.workspace.file_watcher import MAX_BATCH, WorkspaceWatcher
 from tests.fake_llm import Call, FakeLLM, Reply
+from tests.kit import Received, payloads, wait_until
 from tests.web_helpers import TOKEN, Web
 from web.routes import LOG_CHUNK_BYTES, PREVIEW_LIMIT_BYTES
-
-
-def names(events: list[dict[str, Any]]) -> list[str]:
-    return [e["event"] for e in events]
 
 
 def bearer(token: str = TOKEN) -> dict[str, str]:
@@ -47,14 +44,14 @@ def test_send_message_streams_one_token_event_per_delta(web: Web, fake_llm: Fake
     client = web.connect()
     ack = client.call("send_message", {"conversation_id": None, "text": "hi"})
     assert ack["ok"] and ack["conversation_id"] and ack["message_id"]
-    events = client.done(ack["conversation_id"])
-    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
-    tokens = [e for e in events if e["event"] == "token"]
+    events = client.wait_done(ack["conversation_id"])
+    assert [e.payload["seq"] for e in events] == list(range(1, len(events) + 1))
+    tokens = [e.payload for e in events if e.name == "token"]
     assert len(tokens) == len(range(0, len(text), 3))
     assert "".join(t["text"] for t in tokens) == text
-    assert events[-1]["event"] == "done" and events[-1]["reason"] == "complete"
-    assert {"prompt_tokens", "completion_tokens"} <= set(events[-1]["usage"])
-    status = [e for e in events if e["event"] == "status"]
+    assert events[-1].name == "done" and events[-1].payload["reason"] == "complete"
+    assert {"prompt_tokens", "completion_tokens"} <= set(events[-1].payload["usage"])
+    status = [e.payload for e in events if e.name == "status"]
     assert status[0]["state"] == "thinking" and status[-1]["state"] == "idle"
     assert {"used_tokens", "limit_tokens"} <= set(status[0]["context"])
 
@@ -63,10 +60,10 @@ def test_a_second_task_continues_the_seq_and_the_history(web: Web, fake_llm: Fak
     fake_llm.script(Reply(content="first"), Reply(content="second"))
     client = web.connect()
     cid = client.send("one")
-    first = client.done(cid)
+    first = client.wait_done(cid)
     assert client.send("two", cid) == cid
-    second = client.done(cid)
-    assert second[0]["seq"] == first[-1]["seq"] + 1
+    second = client.wait_done(cid)
+    assert second[0].payload["seq"] == first[-1].payload["seq"] + 1
     assert fake_llm.chat_requests[-1].last_user_text == "two"
     assert [m["content"] for m in fake_llm.chat_requests[-1].messages[1:]] == [
         "one",
@@ -133,7 +130,7 @@ def test_busy_second_send_message_then_cancel(web: Web, fake_llm: FakeLLM):
     fake_llm.script(Reply(content="x" * 400, chunk_size=1, delay=0.02))
     client = web.connect()
     cid = client.send("slow please", approval="ask")
-    client.wait_for(lambda e: e[0] == "token")
+    client.wait_for("token")
     busy = client.call(
         "send_message", {"conversation_id": cid, "text": "again", "approval": "auto"}
     )
@@ -141,9 +138,9 @@ def test_busy_second_send_message_then_cancel(web: Web, fake_llm: FakeLLM):
     assert web.state.hub.get(cid).approval == "ask"
     started = time.monotonic()
     assert client.call("cancel", {"conversation_id": cid}) == {"ok": True}
-    events = client.done(cid)
+    events = client.wait_done(cid)
     assert time.monotonic() - started < 2
-    assert events[-1]["reason"] == "cancelled"
+    assert events[-1].payload["reason"] == "cancelled"
     again = client.call("cancel", {"conversation_id": cid})
     assert again["ok"] is False and again["error"]["code"] == "not_running"
 
@@ -177,18 +174,17 @@ def test_branch_hangs_under_the_given_parent(web: Web, fake_llm: FakeLLM):
     fake_llm.script(Reply(content="a1"), Reply(content="b1"), Reply(content="b1 again"))
     client = web.connect()
     cid = client.send("q1")
-    client.done(cid)
+    client.wait_done(cid)
     client.send("q2", cid)
-    client.done(cid)
+    client.wait_done(cid)
     first_answer = client.call("get_conversation", {"conversation_id": cid})["messages"][1]
-    client.poll()
-    client.events.clear()
+    client.clear()
     branch = client.call(
         "send_message",
         {"conversation_id": cid, "text": "q2 edited", "parent_id": first_answer["id"]},
     )
     assert branch["ok"], branch
-    client.done(cid)
+    client.wait_done(cid)
     messages = client.call("get_conversation", {"conversation_id": cid})["messages"]
     edited = next(m for m in messages if m["id"] == branch["message_id"])
     assert edited["parent_id"] == first_answer["id"] and edited["version"] == 2
@@ -205,14 +201,13 @@ def test_explicit_null_parent_starts_a_new_root(web: Web, fake_llm: FakeLLM):
     client = web.connect()
     first = client.call("send_message", {"conversation_id": None, "text": "q1"})
     cid = first["conversation_id"]
-    client.done(cid)
-    client.poll()
-    client.events.clear()
+    client.wait_done(cid)
+    client.clear()
     edited = client.call(
         "send_message", {"conversation_id": cid, "text": "q1 edited", "parent_id": None}
     )
     assert edited["ok"], edited
-    client.done(cid)
+    client.wait_done(cid)
     messages = client.call("get_conversation", {"conversation_id": cid})["messages"]
     record = next(m for m in messages if m["id"] == edited["message_id"])
     assert record["parent_id"] is None and record["version"] == 2
@@ -222,14 +217,14 @@ def test_explicit_null_parent_starts_a_new_root(web: Web, fake_llm: FakeLLM):
 # --- approval --------------------------------------------------------------------------
 
 
-def _approval_run(web: Web, fake_llm: FakeLLM, approved: bool) -> list[dict[str, Any]]:
+def _approval_run(web: Web, fake_llm: FakeLLM, approved: bool) -> list[Received]:
     fake_llm.script(
         Reply(tool_calls=[Call("run_command", {"command": "echo hi > out.txt"})]),
         Reply(content="finished"),
     )
     client = web.connect()
     cid = client.send("make out.txt")
-    _, asked = client.wait_for(lambda e: e[0] == "tool" and e[1]["phase"] == "approval")
+    asked = client.wait_for("tool", phase="approval")
     assert asked["name"] == "run_command" and "echo hi" in asked["preview"]
     # (The declined run shows after `done` that nothing runs without an answer.)
     assert not (web.workspace / "out.txt").exists()
@@ -239,25 +234,25 @@ def _approval_run(web: Web, fake_llm: FakeLLM, approved: bool) -> list[dict[str,
         "approve", {"conversation_id": cid, "call_id": asked["call_id"], "approved": approved}
     )
     assert ack == {"ok": True, "always_allowed": []}
-    return client.done(cid)
+    return client.wait_done(cid)
 
 
 def test_ask_mode_approved_command_runs(make_web: Callable[..., Web], fake_llm: FakeLLM):
     web = make_web(approval="ask")
     events = _approval_run(web, fake_llm, approved=True)
-    result = next(e for e in events if e["event"] == "tool" and e["phase"] == "result")
+    [result] = payloads(events, "tool", phase="result")
     assert result["ok"] is True
     assert (web.workspace / "out.txt").read_text() == "hi\n"
-    assert events[-1]["reason"] == "complete"
+    assert events[-1].payload["reason"] == "complete"
 
 
 def test_ask_mode_rejected_command_is_declined(make_web: Callable[..., Web], fake_llm: FakeLLM):
     web = make_web(approval="ask")
     events = _approval_run(web, fake_llm, approved=False)
-    result = next(e for e in events if e["event"] == "tool" and e["phase"] == "result")
+    [result] = payloads(events, "tool", phase="result")
     assert result["ok"] is False and "declined" in result["output"]
     assert not (web.workspace / "out.txt").exists()
-    assert events[-1]["reason"] == "complete"
+    assert events[-1].payload["reason"] == "complete"
 
 
 def test_approve_bad_payload(web: Web):
@@ -272,15 +267,15 @@ def test_join_replays_the_last_task_after_seq(web: Web, fake_llm: FakeLLM):
     fake_llm.script(Reply(content="abcdefghij", chunk_size=2))
     sender = web.connect()
     cid = sender.send("go")
-    original = sender.done(cid)
+    original = sender.wait_done(cid)
     other = web.connect()
     ack = other.call("join", {"conversation_id": cid, "after_seq": 3})
     assert ack["ok"] is True
-    replayed = [{"event": n, **p} for n, p in other.poll() if p.get("conversation_id") == cid]
-    assert replayed == [e for e in original if e["seq"] > 3]
+    replayed = [(e.name, e.payload) for e in other.of(cid)]
+    assert replayed == [(e.name, e.payload) for e in original if e.payload["seq"] > 3]
     everything = web.connect()
     everything.call("join", {"conversation_id": cid})
-    assert len(everything.poll()) == len(original)
+    assert len(everything.received()) == len(original)
 
 
 def test_join_while_running_gets_the_rest_live_without_gap_or_duplicate(
@@ -289,11 +284,15 @@ def test_join_while_running_gets_the_rest_live_without_gap_or_duplicate(
     fake_llm.script(Reply(content="y" * 120, chunk_size=1, delay=0.005))
     sender = web.connect()
     cid = sender.send("go")
-    sender.wait_for(lambda e: e[0] == "token" and e[1]["seq"] >= 10)
+    sender.wait_until(
+        lambda events: any(e.name == "token" and e.payload["seq"] >= 10 for e in events),
+        what="token #10",
+    )
     late = web.connect()
     assert late.call("join", {"conversation_id": cid, "after_seq": 5})["ok"]
-    seen = late.done(cid)
-    assert [e["seq"] for e in seen] == list(range(6, sender.done(cid)[-1]["seq"] + 1))
+    seen = late.wait_done(cid)
+    last = sender.wait_done(cid)[-1].payload["seq"]
+    assert [e.payload["seq"] for e in seen] == list(range(6, last + 1))
 
 
 # --- reading calls ---------------------------------------------------------------------
@@ -303,7 +302,7 @@ def test_list_and_get_conversation(web: Web, fake_llm: FakeLLM):
     fake_llm.script(Reply(content="the answer"))
     client = web.connect()
     cid = client.send("Question about things")
-    client.done(cid)
+    client.wait_done(cid)
     listed = client.call("list_conversations", {})
     assert listed["ok"] is True
     assert [c["id"] for c in listed["conversations"]] == [cid]
@@ -391,7 +390,7 @@ def test_conversation_routes(web: Web, fake_llm: FakeLLM):
     fake_llm.script(Reply(content="ok"))
     client = web.connect()
     cid = client.send("hello")
-    client.done(cid)
+    client.wait_done(cid)
     http = web.http()
     listed = http.get("/api/conversations", headers=bearer()).json
     assert [c["id"] for c in listed["conversations"]] == [cid]
@@ -505,7 +504,7 @@ def test_agent_log_has_the_task(web: Web, fake_llm: FakeLLM):
     fake_llm.script(Reply(content="logged"))
     client = web.connect()
     cid = client.send("log me")
-    client.done(cid)
+    client.wait_done(cid)
     lines = _logs(web, "agent", after=0, conversation_id=cid).json["lines"]
     messages = [json.loads(line)["message"] for line in lines]
     assert "task started" in messages and "task ended" in messages
@@ -546,13 +545,15 @@ class WatcherRun:
         return [change for batch in self.batches for change in batch]
 
     def wait_for(self, path: str, timeout: float = 3) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """The last change reported for `path` (as the source or the destination of a move)."""
+
+        def last() -> dict[str, Any] | None:
             found = [c for c in self.changes() if path in (c["path"], c.get("dest_path"))]
-            if found:
-                return found[-1]
-            time.sleep(0.02)
-        raise AssertionError(f"no change for {path}; got {self.changes()}")
+            return found[-1] if found else None
+
+        return wait_until(
+            last, timeout, f"a change for {path}", details=lambda: f"got {self.changes()}"
+        )
 
 
 def test_watcher_reports_changes_and_skips_noise(tmp_path: Path):

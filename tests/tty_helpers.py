@@ -7,13 +7,14 @@ import re
 import shlex
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
 import pytest
+
+from tests.kit import wait_until
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 WIDTH, HEIGHT = 120, 40
@@ -71,14 +72,21 @@ class Tmux:
     ) -> str:
         """The screen once `condition` holds (a string: once it is on the screen)."""
         test = (lambda s: condition in s) if isinstance(condition, str) else condition
-        deadline = time.monotonic() + timeout
-        while True:
-            text = self.screen(escapes=escapes)
-            if test(text):
-                return text
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out; the screen:\n{text}")
-            time.sleep(0.05)
+        screen = ""
+
+        def shows() -> bool:
+            nonlocal screen
+            screen = self.screen(escapes=escapes)
+            return test(screen)
+
+        wait_until(
+            shows,
+            timeout,
+            f"the screen to show {condition!r}" if isinstance(condition, str) else "the screen",
+            every=0.05,
+            details=lambda: f"the screen:\n{screen}",
+        )
+        return screen
 
     def close(self) -> None:
         subprocess.run(

@@ -1,4 +1,6 @@
-"""Shared helpers for web tests: a real server process and a recording Socket.IO client."""
+"""The web part of the test kit: a real server process, the real Socket.IO client that records
+what it receives (`EventClient`), and the app in-process with its test client (`Web`,
+`InProcessClient`)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,8 @@ import socket
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -24,6 +25,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 from flask_socketio import SocketIO, SocketIOTestClient
 
+from tests.fake_llm import FakeLLM
+from tests.kit import EventLog, Received, wait_until
 from web.state import WebState
 
 REPO = Path(__file__).resolve().parent.parent
@@ -137,7 +140,7 @@ class ServerProcess:
         threading.Thread(target=self._pump, args=(self._process, seen), daemon=True).start()
         if not seen.wait(timeout) or self._process.poll() is not None:
             return False
-        return _wait_listening(self.port, timeout)
+        return listening(self.port, timeout)
 
     def _pump(self, process: subprocess.Popen[str], seen: threading.Event) -> None:
         assert process.stdout is not None
@@ -175,13 +178,47 @@ class ServerProcess:
         self.stop()
 
 
-def _wait_listening(port: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+@contextlib.contextmanager
+def serving(
+    root: Path,
+    fake: FakeLLM,
+    env: dict[str, str],
+    files: dict[str, str | bytes],
+    async_mode: str = "threading",
+) -> Iterator[ServerProcess]:
+    """`main.py web` on the fake model with `env`, on root/ws holding `files`, data in root/data."""
+    workspace = root / "ws"
+    workspace.mkdir()
+    for name, content in files.items():
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            (workspace / name).write_bytes(content)
+        else:
+            (workspace / name).write_text(content)
+    with ServerProcess(
+        workspace,
+        root / "data",
+        base_url=fake.base_url,
+        api_key=fake.api_key,
+        async_mode=async_mode,
+        env=env,
+    ) as process:
+        yield process
+
+
+def listening(port: int, timeout: float) -> bool:
+    """True once something accepts connections on 127.0.0.1:`port` (False after `timeout`)."""
+
+    def accepts() -> bool:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
             return True
-        time.sleep(0.05)
-    return False
+        return False
+
+    try:
+        wait_until(accepts, timeout, f"a listener on port {port}", every=0.05)
+    except AssertionError:
+        return False
+    return True
 
 
 class _InOrderEngineIO(engineio.Client):
@@ -204,15 +241,8 @@ class InOrderClient(socketio.Client):
 
 
 @dataclass
-class Received:
-    name: str
-    payload: dict[str, Any]
-    at: float  # time.monotonic() on arrival
-
-
-@dataclass
-class EventClient:
-    """A `socketio.Client` recording every event it receives, with waits over them."""
+class EventClient(EventLog):
+    """A real `socketio.Client` (over the network) recording every event it receives."""
 
     url: str
     token: str | None = TOKEN
@@ -220,21 +250,15 @@ class EventClient:
     origin: str | None = None  # None: what the client libraries send by themselves
     batch_deltas: bool = False  # ask for gathered deltas, as the page does (web/batching.py)
     http_session: requests.Session | None = None  # what polling goes through (session_from)
-    events: list[Received] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        super().__init__()
         self.headers = {"Origin": self.origin} if self.origin else {}
         options = {"suppress_origin": True} if self.origin else {}
         self.sio = InOrderClient(
             reconnection=False, websocket_extra_options=options, http_session=self.http_session
         )
-        self._changed = threading.Condition()
-        self.sio.on("*", self._record)
-
-    def _record(self, name: str, payload: Any = None) -> None:
-        with self._changed:
-            self.events.append(Received(name, payload, time.monotonic()))
-            self._changed.notify_all()
+        self.sio.on("*", self.record)
 
     def connect(self) -> EventClient:
         auth = {"token": self.token} if self.token is not None else None
@@ -254,58 +278,12 @@ class EventClient:
         if not self.sio.connected:
             return
         threading.Thread(target=self.sio.disconnect, daemon=True).start()
-        deadline = time.monotonic() + 2
-        while self.sio.connected and time.monotonic() < deadline:
-            time.sleep(0.01)
+        with contextlib.suppress(AssertionError):
+            wait_until(lambda: not self.sio.connected, 2, "the client to leave", every=0.01)
 
     def call(self, event: str, payload: Any = None, timeout: float = 10) -> Any:
         """Send an event and return its acknowledgement."""
         return self.sio.call(event, {} if payload is None else payload, timeout=timeout)
-
-    def wait_until(
-        self,
-        condition: Callable[[list[Received]], Any],
-        timeout: float = 10,
-        what: str = "condition",
-    ) -> Any:
-        """Block until `condition(events)` is truthy; return its value."""
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while True:
-                result = condition(self.events)
-                if result:
-                    return result
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    names = [
-                        (e.name, e.payload.get("seq"))
-                        for e in self.events[-20:]
-                        if isinstance(e.payload, dict)
-                    ]
-                    raise AssertionError(f"timed out waiting for {what}; last events {names}")
-                self._changed.wait(remaining)
-
-    def of(self, conversation_id: str) -> list[Received]:
-        """The events of one conversation, in arrival order."""
-        with self._changed:
-            return [
-                e
-                for e in self.events
-                if isinstance(e.payload, dict)
-                and e.payload.get("conversation_id") == conversation_id
-            ]
-
-    def wait_done(self, conversation_id: str, timeout: float = 20) -> list[Received]:
-        """Wait for the conversation's `done` event; return its events so far."""
-
-        def finished(events: list[Received]) -> bool:
-            return any(
-                e.name == "done" and e.payload.get("conversation_id") == conversation_id
-                for e in events
-            )
-
-        self.wait_until(finished, timeout, f"done of {conversation_id}")
-        return self.of(conversation_id)
 
     def start(self, text: str, conversation_id: str | None = None, **extra: Any) -> str:
         """send_message; assert the ack is ok and return the conversation id."""
@@ -331,49 +309,25 @@ def connected(url: str, **kwargs: Any) -> Iterator[EventClient]:
             client.disconnect()
 
 
-Event = tuple[str, dict[str, Any]]
-
-
-class Recorder:
-    """A Socket.IO test client that keeps every event it received."""
+class InProcessClient(EventLog):
+    """Flask-SocketIO's test client (in-process, no network), recording every event it was
+    sent; it fetches them on every read and wait."""
 
     def __init__(self, client: SocketIOTestClient) -> None:
+        super().__init__()
         self.client = client
-        self.events: list[Event] = []
+
+    def fetch(self) -> None:
+        for event in self.client.get_received():
+            self.record(event["name"], event["args"][0] if event["args"] else None)
 
     def call(self, event: str, *args: Any) -> Any:
+        """Send an event and return its acknowledgement."""
         return self.client.emit(event, *args, callback=True)
-
-    def poll(self) -> list[Event]:
-        self.events += [
-            (e["name"], e["args"][0] if e["args"] else None) for e in self.client.get_received()
-        ]
-        return self.events
-
-    def wait_for(self, predicate: Callable[[Event], bool], timeout: float = 10) -> Event:
-        deadline = time.monotonic() + timeout
-        while True:
-            found = next((e for e in self.poll() if predicate(e)), None)
-            if found is not None:
-                return found
-            assert time.monotonic() < deadline, f"not received; got {[n for n, _ in self.events]}"
-            time.sleep(0.01)
-
-    def done(self, conversation_id: str, timeout: float = 10) -> list[dict[str, Any]]:
-        """Wait for the conversation's `done`; return its event payloads with their names."""
-        self.wait_for(
-            lambda e: e[0] == "done" and e[1]["conversation_id"] == conversation_id, timeout
-        )
-        return [
-            {"event": name, **payload}
-            for name, payload in self.events
-            if isinstance(payload, dict) and payload.get("conversation_id") == conversation_id
-        ]
 
     def send(self, text: str, conversation_id: str | None = None, **extra: Any) -> str:
         """Start a task (forgetting the events received so far); return the conversation id."""
-        self.poll()
-        self.events.clear()
+        self.clear()
         ack = self.call("send_message", {"conversation_id": conversation_id, "text": text, **extra})
         assert ack["ok"], ack
         return str(ack["conversation_id"])
@@ -389,9 +343,9 @@ class Web:
         self.workspace = self.state.services.workspace.root
         self.data_dir = self.state.settings.data_dir
 
-    def connect(self, token: str | None = TOKEN) -> Recorder:
+    def connect(self, token: str | None = TOKEN) -> InProcessClient:
         auth = {"token": token} if token is not None else None
-        return Recorder(self.socketio.test_client(self.app, auth=auth))
+        return InProcessClient(self.socketio.test_client(self.app, auth=auth))
 
     def http(self) -> FlaskClient:
         return self.app.test_client()
