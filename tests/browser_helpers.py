@@ -13,6 +13,7 @@ import pytest
 from tests.fake_llm import FakeLLM
 from tests.web_helpers import TOKEN, ServerProcess
 
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"  # screenshots the tests take
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # As root in a container, without the network: no sandbox, GPU, QUIC or background traffic.
 CHROMIUM_ARGS = [
@@ -64,25 +65,6 @@ def send(page: Any, text: str) -> None:
 
 
 Served = tuple[ServerProcess, FakeLLM, Path]  # the server, its fake model, its workspace
-
-
-@contextlib.contextmanager
-def fake_model_server(
-    root: Path, env: dict[str, str], files: dict[str, str] | None = None
-) -> Iterator[Served]:
-    """A fake model and a server with these AGENT_* `env` on the workspace ROOT/ws, holding
-    `files`."""
-    workspace = root / "ws"
-    workspace.mkdir()
-    for name, text in (files or {}).items():
-        (workspace / name).write_text(text)
-    with (
-        FakeLLM("deepseek") as fake,
-        ServerProcess(
-            workspace, root / "data", base_url=fake.base_url, api_key=fake.api_key, env=env
-        ) as server,
-    ):
-        yield server, fake, workspace
 
 
 @contextlib.contextmanager

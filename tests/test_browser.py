@@ -8,29 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_helpers import chromium, collect_errors, require_chromium
+from tests.browser_helpers import ARTIFACTS
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.web_helpers import TOKEN, ServerProcess
+from tests.web_helpers import TOKEN, ServerProcess, serving
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-
-playwright = require_chromium()
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[ServerProcess, FakeLLM]]:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    (workspace / "README.md").write_text("# demo\n")
-    with (
-        FakeLLM("deepseek") as fake,
-        ServerProcess(
-            workspace, tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key
-        ) as server,
-    ):
-        yield server, fake
+WORKSPACE_FILES = {"README.md": "# demo\n"}
 
 
 PLANNER = "name: planner\ndescription: Plans the task, then does it.\nmode: plan_execute\n"
@@ -38,36 +22,19 @@ GREET_SKILL = "---\nname: greet\ndescription: Greets the user.\n---\nSay hello l
 
 
 @pytest.fixture
-def served_agents(tmp_path: Path) -> Iterator[tuple[ServerProcess, FakeLLM]]:
+def served_agents(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[tuple[ServerProcess, FakeLLM]]:
     """A server whose workspace defines a plan_execute agent and skills (read at start-up)."""
-    workspace = tmp_path / "ws"
-    (workspace / ".agents" / "agents").mkdir(parents=True)
-    (workspace / ".agents" / "agents" / "planner.yaml").write_text(PLANNER)
-    (workspace / ".agents" / "skills" / "greet").mkdir(parents=True)
-    (workspace / ".agents" / "skills" / "greet" / "SKILL.md").write_text(GREET_SKILL)
-    (workspace / ".agents" / "skills" / "grumpy").mkdir(parents=True)
-    (workspace / ".agents" / "skills" / "grumpy" / "SKILL.md").write_text("no front matter\n")
-    with (
-        FakeLLM("deepseek") as fake,
-        ServerProcess(
-            workspace, tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key
-        ) as server,
-    ):
-        yield server, fake
+    files = {
+        ".agents/agents/planner.yaml": PLANNER,
+        ".agents/skills/greet/SKILL.md": GREET_SKILL,
+        ".agents/skills/grumpy/SKILL.md": "no front matter\n",
+    }
+    with serving(tmp_path, fake_llm, {}, files) as server:
+        yield server, fake_llm
 
 
-@pytest.fixture
-def page(tmp_path: Path) -> Iterator[object]:
-    with chromium(playwright) as browser:
-        context = browser.new_context(viewport={"width": 1400, "height": 900})
-        page = context.new_page()
-        page.set_default_timeout(15_000)
-        page.console_errors = collect_errors(page)  # type: ignore[attr-defined]
-        yield page
-
-
-def test_a_task_streams_into_the_page_and_stop_ends_a_slow_one(served, page):
-    server, fake = served
+def test_a_task_streams_into_the_page_and_stop_ends_a_slow_one(fresh_served, page):
+    server, fake, _ = fresh_served
     fake.script(
         Reply(
             reasoning="",
@@ -109,8 +76,8 @@ def test_a_task_streams_into_the_page_and_stop_ends_a_slow_one(served, page):
     assert page.console_errors == []  # type: ignore[attr-defined]
 
 
-def test_reload_mid_task_shows_each_token_once_and_the_approval_still_waits(served, page):
-    server, fake = served
+def test_reload_mid_task_shows_each_token_once_and_the_approval_still_waits(fresh_served, page):
+    server, fake, _ = fresh_served
     words = " ".join(f"w{n:03d}" for n in range(120))
     fake.script(
         Reply(

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served, fake_model_server, open_page, require_chromium, send
+from tests.browser_helpers import Served, open_page, send
 from tests.fake_llm import Call, FakeLLM, Reply
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 KEY_GUARD_S = 0.45  # a card that just took the focus ignores keys this long
 
-playwright = require_chromium()
+SERVER_ENV = {"AGENT_APPROVAL": "ask"}
 
 # A spy around the real Notification, and a tab the test can hide (headless tabs never are).
 PAGE_SETUP = """
@@ -36,14 +36,6 @@ window.__setHidden = (value) => {
   document.dispatchEvent(new Event("visibilitychange"));
 };
 """
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with fake_model_server(
-        tmp_path_factory.mktemp("attention"), {"AGENT_APPROVAL": "ask"}
-    ) as served:
-        yield served
 
 
 @pytest.fixture

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.browser_helpers import ARTIFACTS
 from tests.fake_llm import Call, Reply
-from tests.test_browser import ARTIFACTS, page, served  # noqa: F401  (fixtures)
 from tests.web_helpers import TOKEN
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
+WORKSPACE_FILES = {"README.md": "# demo\n"}
 
 # Every text the task label of the status bar showed, recorded in the page.
 RECORD_LABELS = """() => {
@@ -30,8 +31,8 @@ def send(tab, text: str) -> None:
     tab.press("#message-input", "Enter")
 
 
-def test_the_status_bar_tells_the_truth_and_what_a_task_kept_survives_reload(served, page):  # noqa: F811
-    server, fake = served
+def test_the_status_bar_tells_the_truth_and_what_a_task_kept_survives_reload(fresh_served, page):
+    server, fake, _ = fresh_served
     fake.script(
         Reply(
             reasoning="let me see " * 30,
@@ -80,8 +81,8 @@ def test_the_status_bar_tells_the_truth_and_what_a_task_kept_survives_reload(ser
     assert page.console_errors == []  # type: ignore[attr-defined]
 
 
-def test_conversations_are_renamed_searched_deleted_and_run_in_every_tab(served, page):  # noqa: F811
-    server, fake = served
+def test_conversations_are_renamed_searched_deleted_and_run_in_every_tab(fresh_served, page):
+    server, fake, _ = fresh_served
     fake.script(
         Reply(content="Hello! I can help you tidy the notes folder. Where do we start?"),
         Reply(content="slow words " * 80, chunk_size=6, delay=0.02),
@@ -139,8 +140,8 @@ def test_conversations_are_renamed_searched_deleted_and_run_in_every_tab(served,
     assert page.console_errors == []  # type: ignore[attr-defined]
 
 
-def test_undo_lists_what_it_will_do_and_editing_offers_it(served, page):  # noqa: F811
-    server, fake = served
+def test_undo_lists_what_it_will_do_and_editing_offers_it(fresh_served, page):
+    server, fake, _ = fresh_served
     fake.script(
         Reply(
             tool_calls=[
@@ -197,8 +198,10 @@ def test_undo_lists_what_it_will_do_and_editing_offers_it(served, page):  # noqa
     assert page.console_errors == []  # type: ignore[attr-defined]
 
 
-def test_undo_shows_a_file_changed_since_the_task_and_overwrites_it_only_when_asked(served, page):  # noqa: F811
-    server, fake = served
+def test_undo_shows_a_file_changed_since_the_task_and_overwrites_it_only_when_asked(
+    fresh_served, page
+):
+    server, fake, _ = fresh_served
     shared = server.workspace / "shared.txt"
     shared.write_text("before\n")
     fake.script(
@@ -238,8 +241,8 @@ def test_undo_shows_a_file_changed_since_the_task_and_overwrites_it_only_when_as
     assert page.console_errors == []  # type: ignore[attr-defined]
 
 
-def test_the_branch_dialog_leaves_a_file_changed_since_its_task(served, page):  # noqa: F811
-    server, fake = served
+def test_the_branch_dialog_leaves_a_file_changed_since_its_task(fresh_served, page):
+    server, fake, _ = fresh_served
     fake.script(
         Reply(content="Hello."),
         Reply(tool_calls=[Call("create_file", {"path": "later.txt", "content": "x"})]),
@@ -265,8 +268,8 @@ def test_the_branch_dialog_leaves_a_file_changed_since_its_task(served, page):  
     assert page.console_errors == []  # type: ignore[attr-defined]
 
 
-def test_the_workspace_panel_pins_files_edits_memory_and_hides_ignored_ones(served, page):  # noqa: F811
-    server, fake = served
+def test_the_workspace_panel_pins_files_edits_memory_and_hides_ignored_ones(fresh_served, page):
+    server, fake, _ = fresh_served
     (server.workspace / ".gitignore").write_text("build/\n*.log\n")
     (server.workspace / "build").mkdir()
     (server.workspace / "build" / "out.txt").write_text("built")

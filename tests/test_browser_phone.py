@@ -8,14 +8,15 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served, fake_model_server, open_page, require_chromium
+from tests.browser_helpers import Served, open_page
 from tests.fake_llm import Call, Reply
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 PHONE = {"width": 390, "height": 844}
 
-playwright = require_chromium()
+SERVER_ENV = {"AGENT_APPROVAL": "ask"}
+WORKSPACE_FILES = {"README.md": "# demo\n"}
 
 # Elements sticking out of the viewport on the right, or wider than it, unless an ancestor that
 # clips or scrolls them (a code block, say) itself fits. The drawer off screen is hidden.
@@ -58,14 +59,6 @@ STATUS_OVERLAPS = """() => {
   });
   return problems;
 }"""
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with fake_model_server(
-        tmp_path_factory.mktemp("phone"), {"AGENT_APPROVAL": "ask"}, {"README.md": "# demo\n"}
-    ) as served:
-        yield served
 
 
 @pytest.fixture

@@ -10,12 +10,10 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served, fake_model_server, open_page, require_chromium, send
+from tests.browser_helpers import Served, open_page, send
 from tests.fake_llm import Reply
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-
-playwright = require_chromium()
 
 CONNECTION = "#status-bar [data-role=connection]"
 OFFLINE_MS = 400
@@ -24,12 +22,6 @@ OFFLINE_MS = 400
 WORDS = " ".join(f"w{n:03d}" for n in range(200))
 # What a page that is offline logs about the requests it cannot make.
 OFFLINE_ERROR = "net::ERR_INTERNET_DISCONNECTED"
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with fake_model_server(tmp_path_factory.mktemp("reconnect"), {}) as served:
-        yield served
 
 
 @pytest.fixture

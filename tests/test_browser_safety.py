@@ -11,23 +11,14 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served, fake_model_server, open_page, require_chromium, send
+from tests.browser_helpers import ARTIFACTS, Served, open_page, send
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.web_helpers import connected
+from tests.web_helpers import connected, serving
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-
-playwright = require_chromium()
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with fake_model_server(
-        tmp_path_factory.mktemp("safety"), {"AGENT_APPROVAL": "ask"}, {"README.md": "# demo\n"}
-    ) as served:
-        yield served
+SERVER_ENV = {"AGENT_APPROVAL": "ask"}
+WORKSPACE_FILES = {"README.md": "# demo\n"}
 
 
 @pytest.fixture
@@ -299,11 +290,13 @@ def test_the_debug_page_works_under_the_policy(page: Any, served: Served) -> Non
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root is refused commands without bubblewrap")
-def test_the_page_says_when_commands_are_refused(browser: Any, tmp_path: Path) -> None:
+def test_the_page_says_when_commands_are_refused(
+    browser: Any, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
     env = {"AGENT_SANDBOX": "local", "AGENT_LOCAL_SANDBOX_BUBBLEWRAP": "false"}
     with (
-        fake_model_server(tmp_path, env) as served,
-        open_page(browser, served, ready=["#file-tree"]) as page,
+        serving(tmp_path, fake_llm, env, {}) as server,
+        open_page(browser, (server, fake_llm, server.workspace), ready=["#file-tree"]) as page,
     ):
         button = page.locator("[data-testid=sandbox-status]")
         page.wait_for_function(

@@ -2,44 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from tests.browser_helpers import Served, fake_model_server
 from tests.fake_llm import Reply
-from tests.test_browser import page  # noqa: F401  (the Chromium page fixture; skips without it)
 from tests.web_helpers import TOKEN, connected
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 SUMMARY = "The user asked three questions about fruit; the answers were long."
+SERVER_ENV = {"AGENT_CONTEXT_WINDOW": "40000"}  # the meter moves visibly
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    """A server whose model has a 40,000-token window, so the meter moves visibly."""
-    with fake_model_server(tmp_path, {"AGENT_CONTEXT_WINDOW": "40000"}) as served:
-        yield served
-
-
-def _meter(page) -> int:  # noqa: F811
+def _meter(page) -> int:
     return int(page.get_attribute("#context-meter", "aria-valuenow") or 0)
 
 
-def test_compact_greys_the_older_turns_shows_the_summary_and_drops_the_meter(served, page):  # noqa: F811
-    server, fake, _ = served
+def test_compact_greys_the_older_turns_shows_the_summary_and_drops_the_meter(fresh_served, page):
+    server, fake, _ = fresh_served
     with connected(server.url) as client:
         cid = None
         for number in range(3):
             fake.script(Reply(content=f"answer {number} " + "about fruit " * 400))
             cid = client.start(f"question {number}", cid)
-            client.wait_until(
-                lambda evs, n=number, cid=cid: (
-                    sum(e.name == "done" and e.payload.get("conversation_id") == cid for e in evs)
-                    > n
-                )
-            )
+            client.wait_done(cid, count=number + 1)
 
     page.goto(f"{server.url}/?token={TOKEN}#c={cid}")
     page.wait_for_selector(".assistant-message:has-text('answer 2')")

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import chromium, require_chromium
-from tests.fake_llm import FakeLLM, Reply
-from tests.web_helpers import TOKEN, ServerProcess
+from tests.browser_helpers import Served
+from tests.fake_llm import Reply
+from tests.web_helpers import TOKEN
 from web.routes import read_log
 
 
@@ -36,68 +36,59 @@ def test_read_log_keeps_the_lines_with_every_asked_field(tmp_path: Path) -> None
 
 @pytest.mark.browser
 @pytest.mark.e2e
-def test_follow_a_conversation_and_a_trace_with_json_laid_out(tmp_path: Path) -> None:
-    playwright = require_chromium()
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    with (
-        FakeLLM("deepseek") as fake,
-        ServerProcess(
-            workspace, tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key
-        ) as server,
-        chromium(playwright) as browser,
-    ):
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.set_default_timeout(15_000)
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(f"{server.url}/?token={TOKEN}")
-        for n, words in enumerate(["first answer", "second answer", "third answer"]):
-            if n == 1:
-                page.click("[data-testid=new-conversation]")
-            fake.script(Reply(content=words))
-            page.fill("#message-input", f"task {n}")
-            page.press("#message-input", "Enter")
-            page.wait_for_selector(f".assistant-message:has-text('{words}')")
-            page.wait_for_selector("#stop-button", state="hidden")
-        second = page.evaluate("() => location.hash.slice(3)")  # the open one: tasks 1 and 2
-        assert second
-        page.goto(f"{server.url}/debug")
-        page.wait_for_selector("#pane-agent .trace-link")
-        assert page.locator("#conversation-filter option").count() == 3  # all, and the two
+def test_follow_a_conversation_and_a_trace_with_json_laid_out(
+    fresh_served: Served, page: Any
+) -> None:
+    server, fake, _ = fresh_served
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server.url}/?token={TOKEN}")
+    for n, words in enumerate(["first answer", "second answer", "third answer"]):
+        if n == 1:
+            page.click("[data-testid=new-conversation]")
+        fake.script(Reply(content=words))
+        page.fill("#message-input", f"task {n}")
+        page.press("#message-input", "Enter")
+        page.wait_for_selector(f".assistant-message:has-text('{words}')")
+        page.wait_for_selector("#stop-button", state="hidden")
+    second = page.evaluate("() => location.hash.slice(3)")  # the open one: tasks 1 and 2
+    assert second
+    page.goto(f"{server.url}/debug")
+    page.wait_for_selector("#pane-agent .trace-link")
+    assert page.locator("#conversation-filter option").count() == 3  # all, and the two
 
-        page.select_option("#conversation-filter", "")  # "All" stays possible
-        page.select_option("#conversation-filter", second)
-        page.wait_for_selector("#pane-agent .line:has-text('first answer')", state="detached")
-        page.wait_for_selector("#pane-agent .line:has-text('third answer')")
-        records = agent_records(page)
-        assert records and {r.get("conversation_id") for r in records} == {second}
-        assert "conversation_id=" in page.url
+    page.select_option("#conversation-filter", "")  # "All" stays possible
+    page.select_option("#conversation-filter", second)
+    page.wait_for_selector("#pane-agent .line:has-text('first answer')", state="detached")
+    page.wait_for_selector("#pane-agent .line:has-text('third answer')")
+    records = agent_records(page)
+    assert records and {r.get("conversation_id") for r in records} == {second}
+    assert "conversation_id=" in page.url
 
-        traces = [r["trace_id"] for r in records if r.get("message") == "task started"]
-        assert len(traces) == 2  # two tasks in that conversation
-        page.click(f"#pane-agent .trace-link[data-trace='{traces[0]}']")
-        page.wait_for_selector("[data-testid=trace-chip]:not([hidden])")
-        page.wait_for_function("() => document.querySelector('#pane-agent .line') !== null")
-        page.wait_for_selector("#pane-agent .line:has-text('task ended')")
-        records = agent_records(page)
-        assert {r["trace_id"] for r in records} == {traces[0]}
-        assert "second answer" in page.inner_text("#pane-agent")
-        assert "third answer" not in page.inner_text("#pane-agent")
-        stream = page.locator("#pane-debug .line")
-        stream.first.wait_for()
-        shown = " ".join(stream.all_inner_texts())
-        assert "second" in shown and "third" not in shown, "the stream is not the trace's"
+    traces = [r["trace_id"] for r in records if r.get("message") == "task started"]
+    assert len(traces) == 2  # two tasks in that conversation
+    page.click(f"#pane-agent .trace-link[data-trace='{traces[0]}']")
+    page.wait_for_selector("[data-testid=trace-chip]:not([hidden])")
+    page.wait_for_function("() => document.querySelector('#pane-agent .line') !== null")
+    page.wait_for_selector("#pane-agent .line:has-text('task ended')")
+    records = agent_records(page)
+    assert {r["trace_id"] for r in records} == {traces[0]}
+    assert "second answer" in page.inner_text("#pane-agent")
+    assert "third answer" not in page.inner_text("#pane-agent")
+    stream = page.locator("#pane-debug .line")
+    stream.first.wait_for()
+    shown = " ".join(stream.all_inner_texts())
+    assert "second" in shown and "third" not in shown, "the stream is not the trace's"
 
-        stream.first.click()
-        detail = page.locator("#pane-debug [data-testid=line-detail]").inner_text()
-        laid_out = json.loads(detail)
-        assert isinstance(laid_out["raw"], dict), "the JSON held in `raw` is not laid out"
-        assert '\n  "raw": {\n' in detail
+    stream.first.click()
+    detail = page.locator("#pane-debug [data-testid=line-detail]").inner_text()
+    laid_out = json.loads(detail)
+    assert isinstance(laid_out["raw"], dict), "the JSON held in `raw` is not laid out"
+    assert '\n  "raw": {\n' in detail
 
-        page.click("[data-testid=trace-chip] [data-role=clear]")
-        page.wait_for_selector("#pane-agent .line:has-text('third answer')")
-        assert errors == []
+    page.click("[data-testid=trace-chip] [data-role=clear]")
+    page.wait_for_selector("#pane-agent .line:has-text('third answer')")
+    assert errors == []
 
 
 def agent_records(page: Any) -> list[dict[str, Any]]:

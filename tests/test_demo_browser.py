@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from model.demo import DEMO_DIR
-from tests.test_browser import page  # noqa: F401  (fixture)
 from tests.web_helpers import TOKEN, ServerProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
@@ -30,7 +29,7 @@ def demo_server(tmp_path: Path) -> Iterator[tuple[ServerProcess, Path]]:
         yield server, workspace
 
 
-def test_the_page_says_demo_and_plays_the_fix_to_its_undo(demo_server, page):  # noqa: F811
+def test_the_page_says_demo_and_plays_the_fix_to_its_undo(demo_server, page):
     server, workspace = demo_server
     page.goto(f"{server.url}/?token={TOKEN}")
     banner = page.locator("[data-testid=demo-banner]")

@@ -9,13 +9,11 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import chromium, require_chromium
-from tests.fake_llm import FakeLLM, Reply
-from tests.web_helpers import TOKEN, ServerProcess
+from tests.browser_helpers import Served
+from tests.fake_llm import Reply
+from tests.web_helpers import TOKEN
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-
-playwright = require_chromium()
 
 DOCUMENTS = {
     "headings": (
@@ -111,29 +109,17 @@ def chunkings(text: str, rng: random.Random) -> Iterator[list[int]]:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, FakeLLM]]:
-    root = tmp_path_factory.mktemp("markdown")
-    (root / "ws").mkdir()
-    with (
-        FakeLLM("deepseek") as fake,
-        ServerProcess(
-            root / "ws", root / "data", base_url=fake.base_url, api_key=fake.api_key
-        ) as server,
-    ):
-        yield server, fake
-
-
-@pytest.fixture(scope="module")
-def page(served: tuple[ServerProcess, FakeLLM]) -> Iterator[Any]:
-    server, _ = served
-    with chromium(playwright) as browser:
-        page = browser.new_page(viewport={"width": 1200, "height": 800})
-        page.set_default_timeout(15_000)
-        page.errors = []  # type: ignore[attr-defined]
-        page.on("pageerror", lambda e: page.errors.append(str(e)))
-        page.goto(f"{server.url}/?token={TOKEN}")
-        page.wait_for_selector("#message-input")
-        yield page
+def page(browser: Any, served: Served) -> Iterator[Any]:
+    """One workspace page the module's tests render in, one after another."""
+    server, _, _ = served
+    page = browser.new_page(viewport={"width": 1200, "height": 800})
+    page.set_default_timeout(15_000)
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.goto(f"{server.url}/?token={TOKEN}")
+    page.wait_for_selector("#message-input")
+    yield page
+    page.close()
 
 
 @pytest.mark.parametrize("name", list(DOCUMENTS))
@@ -149,10 +135,8 @@ def test_any_chunking_ends_as_a_one_shot_render(page: Any, name: str) -> None:
     assert page.errors == []  # type: ignore[attr-defined]
 
 
-def test_the_page_streams_a_long_answer_into_the_same_elements(
-    page: Any, served: tuple[ServerProcess, FakeLLM]
-) -> None:
-    _, fake = served
+def test_the_page_streams_a_long_answer_into_the_same_elements(page: Any, served: Served) -> None:
+    _, fake, _ = served
     answer = "\n\n".join(DOCUMENTS.values()) * 3
     fake.script(Reply(content=answer, chunk_size=9, split_seed=4))
     page.evaluate("""() => {
@@ -330,9 +314,7 @@ def test_show_stops_for_a_container_taken_out_of_the_page(page: Any) -> None:
     assert 0 < result["left"] == result["later"] < result["all"], result
 
 
-def test_show_without_workers_lexes_on_the_page(
-    page: Any, served: tuple[ServerProcess, FakeLLM]
-) -> None:
+def test_show_without_workers_lexes_on_the_page(page: Any, served: Served) -> None:
     other = page.context.browser.new_page()
     try:
         other.add_init_script("delete window.Worker")
@@ -344,10 +326,8 @@ def test_show_without_workers_lexes_on_the_page(
         other.close()
 
 
-def test_a_long_answer_from_history_shows_as_a_one_shot_render(
-    page: Any, served: tuple[ServerProcess, FakeLLM]
-) -> None:
-    _, fake = served
+def test_a_long_answer_from_history_shows_as_a_one_shot_render(page: Any, served: Served) -> None:
+    _, fake, _ = served
     answer = long_text()
     fake.script(Reply(content=answer, chunk_size=500))
     page.click("#new-conversation")

@@ -3,17 +3,13 @@ showing them at once, chips that survive a reload, the Markdown preview and `pat
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from tests.browser_helpers import chromium, collect_errors, require_chromium
-from tests.fake_llm import Call, FakeLLM, Reply
-from tests.web_helpers import TOKEN, ServerProcess
+from tests.fake_llm import Call, Reply
+from tests.web_helpers import TOKEN
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-playwright = require_chromium()
+WORKSPACE_FILES = {"README.md": "# demo\n\nSome *words*.\n"}
 
 DROP_FILE = """([name, text]) => {
   const transfer = new DataTransfer();
@@ -26,31 +22,10 @@ DROP_FILE = """([name, text]) => {
 }"""
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[ServerProcess, FakeLLM]]:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    (workspace / "README.md").write_text("# demo\n\nSome *words*.\n")
-    with (
-        FakeLLM("deepseek") as fake,
-        ServerProcess(
-            workspace, tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key
-        ) as server,
-    ):
-        yield server, fake
-
-
-@pytest.fixture
-def page() -> Iterator[object]:
-    with chromium(playwright) as browser:
-        page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
-        page.set_default_timeout(15_000)
-        page.console_errors = collect_errors(page)  # type: ignore[attr-defined]
-        yield page
-
-
-def test_attached_and_dropped_files_upload_show_in_the_tree_and_go_with_the_message(served, page):
-    server, fake = served
+def test_attached_and_dropped_files_upload_show_in_the_tree_and_go_with_the_message(
+    fresh_served, page
+):
+    server, fake, _ = fresh_served
     page.goto(f"{server.url}/?token={TOKEN}")
     page.wait_for_selector('#file-tree [data-path="README.md"]')
 
@@ -100,8 +75,8 @@ def test_attached_and_dropped_files_upload_show_in_the_tree_and_go_with_the_mess
     assert unexpected == []  # the refused fake.pdf is the browser's one logged failure
 
 
-def test_a_path_and_line_in_a_tool_result_opens_the_preview_there(served, page):
-    server, fake = served
+def test_a_path_and_line_in_a_tool_result_opens_the_preview_there(fresh_served, page):
+    server, fake, _ = fresh_served
     (server.workspace / "long.py").write_text("".join(f"x{n} = {n}\n" for n in range(1, 200)))
     fake.script(
         Reply(tool_calls=[Call("search_code", {"query": "x150 ="})]), Reply(content="Found it.")
