@@ -127,8 +127,9 @@ def run_in_thread(terminal: MainTerminal, text: str) -> threading.Thread:
     return thread
 
 
-def live_command_lines() -> dict[int, str]:
-    """The command line of every live (not zombie) process on the machine, by pid."""
+def live_command_lines(parent: int | None = None) -> dict[int, str]:
+    """The command line of every live (not zombie) process on the machine, or of every child
+    of `parent`, by pid."""
     found = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -138,8 +139,9 @@ def live_command_lines() -> dict[int, str]:
             status = (proc / "status").read_text()
         except OSError:
             continue
-        if "State:\tZ" not in status:
-            found[int(proc.name)] = argv
+        if "State:\tZ" in status or (parent is not None and f"\nPPid:\t{parent}\n" not in status):
+            continue
+        found[int(proc.name)] = argv
     return found
 
 

@@ -8,7 +8,6 @@ import io
 import threading
 import time
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,8 @@ from cli.terminal import CliTerminal
 from core.services import build_services
 from modules.tools.catalogue import build_registry
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import call, make_ctx
+from tests.helpers import call, live_command_lines, make_ctx
+from tests.kit import wait_until
 from tests.test_extraction import (
     billion_laughs_docx,
     make_docx,
@@ -34,30 +34,14 @@ from utils.settings import load_settings
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 COOKIE = {"Cookie": f"agent_token={TOKEN}"}  # what a browser sends along, from any page
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, FakeLLM]]:
-    """One server for the module: 2 MB uploads, 3 s to parse one."""
-    root = tmp_path_factory.mktemp("uploads")
-    workspace = root / "ws"
-    workspace.mkdir()
-    (workspace / "README.md").write_text("# demo\n")
-    (workspace / "src").mkdir()
-    (workspace / "src" / "app.py").write_text("print('app')\n")
-    (workspace / "node_modules" / "dep").mkdir(parents=True)
-    (workspace / "node_modules" / "dep" / "index.js").write_text("junk\n")
-    (workspace / ".gitignore").write_text("build/\n")
-    (workspace / "build").mkdir()
-    (workspace / "build" / "out.bin").write_bytes(b"\x00")
-    env = {"AGENT_UPLOAD_LIMIT_MB": "2", "AGENT_EXTRACT_TIMEOUT": "3"}
-    with (
-        FakeLLM("deepseek") as fake,
-        ServerProcess(
-            workspace, root / "data", base_url=fake.base_url, api_key=fake.api_key, env=env
-        ) as server,
-    ):
-        yield server, fake
+SERVER_ENV = {"AGENT_UPLOAD_LIMIT_MB": "2", "AGENT_EXTRACT_TIMEOUT": "3"}  # 3 s to parse one
+WORKSPACE_FILES: dict[str, str | bytes] = {
+    "README.md": "# demo\n",
+    "src/app.py": "print('app')\n",
+    "node_modules/dep/index.js": "junk\n",
+    ".gitignore": "build/\n",
+    "build/out.bin": b"\x00",
+}
 
 
 def upload(server: ServerProcess, name: str, data: bytes, **kwargs: Any) -> requests.Response:
@@ -75,8 +59,9 @@ def uploads_folder(server: ServerProcess) -> list[str]:
     return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
 
 
-def test_an_upload_is_stored_shown_and_its_text_goes_with_the_message(served):
-    server, fake = served
+def test_an_upload_is_stored_shown_and_its_text_goes_with_the_message(
+    server: ServerProcess, fake: FakeLLM
+):
     with connected(server.url) as client:
         answer = upload(server, "Q3 report.docx", make_docx())
         assert answer.status_code == 200, answer.text
@@ -139,9 +124,8 @@ def test_an_upload_is_stored_shown_and_its_text_goes_with_the_message(served):
     ],
 )
 def test_hostile_files_are_refused_quickly_and_the_server_goes_on(
-    served, name: str, make: Any, status: int, code: str, words: str
+    server: ServerProcess, name: str, make: Any, status: int, code: str, words: str
 ):
-    server, _ = served
     before = uploads_folder(server)
     started = time.monotonic()
     answer = upload(server, name, make())
@@ -153,8 +137,7 @@ def test_hostile_files_are_refused_quickly_and_the_server_goes_on(
     assert requests.get(f"{server.url}/api/status", headers=AUTH, timeout=5).json()["ok"]
 
 
-def test_an_oversized_body_is_refused_from_its_length(served):
-    server, _ = served
+def test_an_oversized_body_is_refused_from_its_length(server: ServerProcess):
     answer = requests.post(
         f"{server.url}/api/upload?name=x.txt", data=b"a" * (3 * 2**20), headers=AUTH, timeout=30
     )
@@ -162,8 +145,7 @@ def test_an_oversized_body_is_refused_from_its_length(served):
     assert "AGENT_UPLOAD_LIMIT_MB" in answer.json()["error"]["message"]
 
 
-def test_uploads_and_downloads_need_the_token(served):
-    server, _ = served
+def test_uploads_and_downloads_need_the_token(server: ServerProcess):
     assert upload(server, "a.txt", b"hi", headers={}).status_code == 401
     assert requests.get(f"{server.url}/api/archive", timeout=5).status_code == 401
     assert requests.get(f"{server.url}/api/download?path=README.md", timeout=5).status_code == 401
@@ -178,8 +160,9 @@ def test_uploads_and_downloads_need_the_token(served):
         {"Sec-Fetch-Site": "cross-site"},
     ],
 )
-def test_a_page_elsewhere_cannot_upload_with_the_cookie(served, foreign: dict[str, str]):
-    server, _ = served
+def test_a_page_elsewhere_cannot_upload_with_the_cookie(
+    server: ServerProcess, foreign: dict[str, str]
+):
     before = uploads_folder(server)
     answer = upload(server, "planted.txt", b"hi", headers={**COOKIE, **foreign})
     assert answer.status_code == 403 and answer.json()["ok"] is False
@@ -187,15 +170,13 @@ def test_a_page_elsewhere_cannot_upload_with_the_cookie(served, foreign: dict[st
     assert uploads_folder(server) == before
 
 
-def test_the_page_itself_uploads_with_the_cookie(served):
-    server, _ = served
+def test_the_page_itself_uploads_with_the_cookie(server: ServerProcess):
     own = {**COOKIE, "Origin": server.url, "Sec-Fetch-Site": "same-origin"}
     answer = upload(server, "mine.txt", b"hi", headers=own)
     assert answer.json()["ok"] is True and "mine.txt" in uploads_folder(server)
 
 
-def test_a_file_downloads_as_an_attachment_never_inline(served):
-    server, _ = served
+def test_a_file_downloads_as_an_attachment_never_inline(server: ServerProcess):
     (server.workspace / "page.html").write_text("<script>alert(1)</script>")
     answer = requests.get(
         f"{server.url}/api/download", params={"path": "page.html"}, headers=AUTH, timeout=5
@@ -211,8 +192,7 @@ def test_a_file_downloads_as_an_attachment_never_inline(served):
         assert refused.status_code in (400, 404) and refused.json()["ok"] is False
 
 
-def test_the_workspace_zip_holds_what_the_tree_shows(served):
-    server, _ = served
+def test_the_workspace_zip_holds_what_the_tree_shows(server: ServerProcess):
     (server.workspace / "src" / "outside").symlink_to("/etc")
     answer = requests.get(f"{server.url}/api/archive", headers=AUTH, timeout=10, stream=True)
     assert answer.status_code == 200
@@ -279,8 +259,9 @@ def test_read_document_reads_a_document_in_parts(tmp_path: Path):
     assert "read_document" in [schema["function"]["name"] for schema in offered]
 
 
-def test_the_agent_reads_an_attachment_later_with_read_document(served):
-    server, fake = served
+def test_the_agent_reads_an_attachment_later_with_read_document(
+    server: ServerProcess, fake: FakeLLM
+):
     (server.workspace / "memo.docx").write_bytes(make_docx())
     fake.script(
         Reply(tool_calls=[Call("read_document", {"path": "memo.docx"})]),
@@ -315,7 +296,11 @@ def test_under_eventlet_a_parse_runs_beside_the_server_not_in_its_way(tmp_path: 
             target=lambda: results.setdefault("slow", upload(server, "slow.pdf", slow_pdf()))
         )
         slow.start()
-        time.sleep(0.5)  # the parse is under way
+        wait_until(
+            lambda: any("extract_worker" in a for a in live_command_lines(server.pid).values()),
+            10,
+            "the slow parse to be under way",
+        )
         started = time.monotonic()
         status = requests.get(f"{server.url}/api/status", headers=AUTH, timeout=5)
         assert status.ok and time.monotonic() - started < 1.0

@@ -98,6 +98,11 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def pid(self) -> int | None:
+        """The running process's id (None when it is not running)."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def stderr(self) -> str:
         with contextlib.suppress(OSError):
             return self._stderr_path.read_text(errors="replace")
