@@ -6,16 +6,9 @@ import os
 import stat
 from pathlib import Path
 
-import pytest
-
 from modules.results import FileChange
 from modules.tools.tool_context import ToolContext
-from tests.helpers import call, make_ctx
-
-
-@pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    return make_ctx(tmp_path)
+from tests.helpers import call
 
 
 def ws(ctx: ToolContext) -> Path:

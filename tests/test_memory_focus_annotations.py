@@ -13,12 +13,7 @@ from modules.tools.focus import FocusFiles
 from modules.tools.memory import MemoryStore
 from modules.tools.tool_context import ToolContext
 from modules.workspace.annotations import AnnotationStore
-from tests.helpers import call, make_ctx
-
-
-@pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    return make_ctx(tmp_path)
+from tests.helpers import call
 
 
 def test_annotations_persist_move_drop_prune(tmp_path: Path) -> None:

@@ -13,13 +13,14 @@ import pytest
 from modules.results import ToolError
 from modules.tools.search_tools import tavily_search
 from modules.tools.tool_context import ToolContext
-from tests.helpers import call, make_ctx
+from tests.helpers import call
+
+CTX_SETTINGS = {"tavily_api_key": None}
 
 
 @pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    context = make_ctx(tmp_path, tavily_api_key=None)
-    root = context.workspace.root
+def ctx(ctx: ToolContext, tmp_path: Path) -> ToolContext:
+    root = ctx.workspace.root
     (root / "src").mkdir()
     (root / "src/app.py").write_text("import os\n\ndef Main():\n    return os.getcwd()  # MAIN\n")
     (root / "README.md").write_text("Run main() to start.\n")
@@ -31,7 +32,7 @@ def ctx(tmp_path: Path) -> ToolContext:
     (root / "node_modules/lib.js").write_text("main\n")
     (root / "link.py").symlink_to(tmp_path / "outside.py")
     (tmp_path / "outside.py").write_text("main outside\n")
-    return context
+    return ctx
 
 
 def test_search_code_finds_lines_case_insensitively(ctx: ToolContext) -> None:

@@ -8,12 +8,11 @@ from pathlib import Path
 import pytest
 
 from modules.tools.tool_context import ToolContext
-from tests.helpers import call, make_ctx
+from tests.helpers import call
 
 
 @pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    ctx = make_ctx(tmp_path)
+def ctx(ctx: ToolContext) -> ToolContext:
     with sqlite3.connect(ctx.workspace.root / "shop.db") as db:
         db.execute("CREATE TABLE sales (item TEXT, qty INTEGER)")
         db.executemany("INSERT INTO sales VALUES (?, ?)", [(f"item{n}", n) for n in range(50)])

@@ -12,7 +12,7 @@ import pytest
 
 from modules.tools.tool_context import ToolContext
 from modules.undo.journal import UndoJournal
-from tests.helpers import call, make_ctx, state
+from tests.helpers import call, state
 from utils.files import directory_lock
 
 PAST = time.time() - 120
@@ -30,10 +30,9 @@ def make_files(root: Path, count: int = 40) -> None:
 
 
 @pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    context = make_ctx(tmp_path)
-    make_files(context.workspace.root)
-    return context
+def ctx(ctx: ToolContext) -> ToolContext:
+    make_files(ctx.workspace.root)
+    return ctx
 
 
 def run(ctx: ToolContext, journal: UndoJournal, task: str, command: str) -> None:

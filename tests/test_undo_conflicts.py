@@ -20,17 +20,15 @@ from modules.tools.tool_context import ToolContext
 from modules.undo.conflicts import NOT_RECORDED
 from modules.undo.journal import UndoJournal
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import call, fake_settings, make_ctx, make_journaled_ctx, make_terminal, state
+from tests.helpers import call, fake_settings, make_journaled_ctx, make_terminal, state
 
 
 @pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    context = make_ctx(tmp_path)
-    context.journal = UndoJournal(tmp_path / "data", context.workspace).task("conv-1", "task-1")
-    root = context.workspace.root
-    (root / "shared.txt").write_text("before the task\n")
-    (root / "other.txt").write_text("other before\n")
-    return context
+def ctx(ctx: ToolContext, tmp_path: Path) -> ToolContext:
+    ctx.journal = UndoJournal(tmp_path / "data", ctx.workspace).task("conv-1", "task-1")
+    (ctx.workspace.root / "shared.txt").write_text("before the task\n")
+    (ctx.workspace.root / "other.txt").write_text("other before\n")
+    return ctx
 
 
 def journal_of(ctx: ToolContext) -> UndoJournal:
