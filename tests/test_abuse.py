@@ -21,6 +21,7 @@ from modules.sandbox.factory import build_runner
 from modules.sandbox.local_runner import LocalRunner
 from modules.tools.tool_context import ToolContext
 from tests.helpers import call, make_ctx, snapshot
+from tests.kit import wait_until
 from tests.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
 
 TIMEOUT = 5
@@ -58,12 +59,12 @@ class Watch:
 
     def settled(self, within: float = 5) -> bool:
         """True once the live processes are back near their number at the start."""
-        deadline = time.monotonic() + within
-        while live_processes() > self.live_at_start + 50:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.1)
-        return True
+        return wait_until(
+            lambda: live_processes() <= self.live_at_start + 50,
+            within,
+            "the live processes to settle",
+            every=0.1,
+        )
 
 
 def running_tasks() -> int | None:

@@ -15,6 +15,7 @@ import history.conversation as conversation_module
 from modules.tools.tool_context import ToolContext
 from tests.fake_llm import Call, ErrorReply, Reply
 from tests.helpers import make_terminal, run_in_thread
+from tests.kit import wait_until
 from utils.files import atomic_write
 
 
@@ -159,10 +160,12 @@ def test_logs_are_structured_and_redacted_on_request(fake_llm, tmp_path):
     call = next(r for r in records if r["message"] == "model call ok")
     assert call["prompt_tokens"] == 321 and call["message_id"]
     assert call["completion_tokens"] == 45 and "latency_ms" in call and call["model"]
-    deadline = time.monotonic() + 2  # the stream log is flushed every 0.2 s
-    while len((logs / "debug_stream.log").read_text().splitlines()) < 5:
-        assert time.monotonic() < deadline, "the raw deltas never reached debug_stream.log"
-        time.sleep(0.05)
+    wait_until(  # the stream log is flushed every 0.2 s
+        lambda: len((logs / "debug_stream.log").read_text().splitlines()) >= 5,
+        2,
+        "the raw deltas to reach debug_stream.log",
+        every=0.05,
+    )
     assert "a private reply" not in (logs / "debug_stream.log").read_text()
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
 from tests.helpers import live_command_lines
+from tests.kit import wait_until
 from tests.web_helpers import agent_argv, agent_env
 
 
@@ -123,10 +124,12 @@ def test_cancel_during_a_long_command_kills_it(fake_llm: FakeLLM, dirs: tuple[Pa
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 20
-    while len(_processes_running(f"sleep {marker}")) < 2:
-        assert time.monotonic() < deadline, "the command never started"
-        time.sleep(0.05)
+    wait_until(
+        lambda: len(_processes_running(f"sleep {marker}")) >= 2,
+        20,
+        "the command to start",
+        every=0.05,
+    )
     started = time.monotonic()
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=20)

@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,8 @@ from modules.undo.journal import UndoJournal
 from modules.workspace.file_tree import describe_tree, file_tree
 from modules.workspace.file_watcher import WorkspaceWatcher
 from modules.workspace.ignore import SKIPPED_DIRS, WorkspaceIgnore
-from tests.helpers import call, make_ctx
+from tests.helpers import call
+from tests.kit import wait_until
 
 F, D = False, True  # is_dir
 
@@ -179,9 +179,8 @@ def test_the_matcher_agrees_with_git_check_ignore(tmp_path: Path):
 
 
 @pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    context = make_ctx(tmp_path)
-    root = context.workspace.root
+def ctx(ctx: ToolContext) -> ToolContext:
+    root = ctx.workspace.root
     _write(root, ".gitignore", "dist/\n*.log\n")
     for rel in (
         "src/a.py",
@@ -193,7 +192,7 @@ def ctx(tmp_path: Path) -> ToolContext:
         "src/__pycache__/a.pyc",
     ):
         _write(root, rel, "needle\n")
-    return context
+    return ctx
 
 
 def test_list_files_skips_gitignored_and_built_in_folders(ctx: ToolContext):
@@ -246,9 +245,7 @@ def test_the_live_tree_skips_gitignored_and_built_in_folders(ctx: ToolContext):
         assert watcher.ready.wait(10), "the watcher child never became ready"
         for rel in ("dist/new.js", "more.log", "node_modules/y.js", "src/b.py", "last.txt"):
             _write(root, rel)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and not _changed(batches, "last.txt"):
-            time.sleep(0.02)
+        wait_until(lambda: _changed(batches, "last.txt"), 5, "the change of last.txt")
         assert {c["path"] for batch in batches for c in batch} == {"src/b.py", "last.txt"}
     finally:
         watcher.stop()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from pathlib import Path
 
+from tests.kit import wait_until
 from utils.logger import log_context, setup_logging
 
 
@@ -46,7 +46,9 @@ def test_redaction_keeps_only_a_head_and_a_digest(tmp_path: Path) -> None:
 def test_the_stream_log_reaches_the_disk_without_an_explicit_flush(tmp_path: Path) -> None:
     stream = setup_logging(tmp_path, redact_content=False)
     stream('{"choices": []}')
-    deadline = time.monotonic() + 2
-    while "choices" not in (tmp_path / "debug_stream.log").read_text():
-        assert time.monotonic() < deadline, "the delta never reached the file"
-        time.sleep(0.05)
+    wait_until(
+        lambda: "choices" in (tmp_path / "debug_stream.log").read_text(),
+        2,
+        "the delta to reach the file",
+        every=0.05,
+    )

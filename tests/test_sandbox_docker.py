@@ -17,6 +17,7 @@ from modules.sandbox.docker_runner import DockerRunner
 from modules.sandbox.factory import build_runner
 from modules.sandbox.runner import CommandResult, SandboxUnavailable
 from tests.helpers import call, make_ctx
+from tests.kit import wait_until
 from tests.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
 from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import Settings
@@ -104,12 +105,12 @@ def container_of(runner: DockerRunner) -> str:
 
 
 def gone(client: Any, container_id: str, within: float = 10) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if not client.api.containers(all=True, filters={"id": container_id}):
-            return True
-        time.sleep(0.1)
-    return False
+    return wait_until(
+        lambda: not client.api.containers(all=True, filters={"id": container_id}),
+        within,
+        f"container {container_id} to go",
+        every=0.1,
+    )
 
 
 def test_pool_warms_up_locked_down_containers(runner: DockerRunner, engine: Any) -> None:

@@ -13,36 +13,26 @@ import pytest
 from modules.sandbox.local_runner import LocalRunner
 from modules.tools.tool_context import ToolContext
 from tests.helpers import call, make_ctx
+from tests.kit import wait_until
 from utils.cancel import CancelToken, TaskCancelled
+
+CTX_SETTINGS = {"output_limit_chars": 5000}
 
 
 def process_gone(pid: int, within: float = 0.5) -> bool:
-    """True when `pid` stops running within a moment (a zombie counts as gone)."""
-    deadline = time.monotonic() + within
-    while True:
+    """True once `pid` has stopped running, within a moment (a zombie counts as gone)."""
+
+    def gone() -> bool:
         try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
         except (FileNotFoundError, ProcessLookupError):
             return True
-        if state == "Z":
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
+
+    return wait_until(gone, within, f"process {pid} to end", every=0.01)
 
 
 def wait_for_pid(path: Path) -> int:
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().strip():
-            return int(path.read_text())
-        time.sleep(0.02)
-    raise AssertionError(f"{path} never written")
-
-
-@pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    return make_ctx(tmp_path, output_limit_chars=5000)
+    return int(wait_until(lambda: path.exists() and path.read_text().strip(), 5, f"{path} written"))
 
 
 def test_run_command_success(ctx: ToolContext) -> None:
