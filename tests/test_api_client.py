@@ -27,6 +27,7 @@ from model.errors import (
 from model.providers import prepare_messages, resolve_provider
 from model.tool_calls import ToolCallArgs, ToolCallStarted
 from tests.fake_llm import Call, ErrorReply, FakeLLM, RawReply, Reply
+from tests.kit import wait_until
 from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import Settings
 
@@ -165,11 +166,16 @@ def test_the_body_is_read_in_the_consumers_own_thread(fake_llm: FakeLLM) -> None
     """One thread per stream: a reader thread handing each delta over would cost a thread
     switch per token (bench/pace.py). Only the request and its headers wait in a helper
     thread (so a cancel never waits for them), and it is gone once the body flows."""
-    fake_llm.script(Reply(content="abcdef", chunk_size=1, delay=0.05))
+    fake_llm.script(Reply(content="abcdef", chunk_size=1, delay=0.2))  # the rest takes 1 s
     ours = {"model-request", "model-stream"}
     stream = make_client(fake_llm).stream([USER], [], thinking=False, cancel=CancelToken())
     next(item for item in stream if isinstance(item, ContentDelta))
-    time.sleep(0.02)
+    wait_until(  # well before the body's end: a thread as long-lived as the body outlasts it
+        lambda: not any(t.name in ours for t in threading.enumerate()),
+        0.2,
+        "the request thread to end once the body flows",
+        every=0.005,
+    )
     helpers = [t.name for t in threading.enumerate() if t.name in ours]
     rest = list(stream)
     assert helpers == []
