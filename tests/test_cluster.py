@@ -16,8 +16,8 @@ from history.store import ConversationStore
 from tests.cluster_helpers import ClusterServer, Haproxy, RedisServer, cluster, missing_programs
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import fake_settings
-from tests.kit import wait_until
-from tests.web_helpers import EventClient, Received, assert_contiguous, connected
+from tests.kit import Received, wait_until
+from tests.web_helpers import EventClient, assert_contiguous, connected
 from web.hub import TerminalHub
 from web.redis_cluster import RedisCluster
 

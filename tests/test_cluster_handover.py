@@ -21,8 +21,8 @@ from history.store import ConversationStore
 from tests.cluster_helpers import RedisServer, cluster, missing_programs
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import fake_settings
-from tests.kit import wait_until
-from tests.web_helpers import EventClient, Received, connected
+from tests.kit import Received, wait_until
+from tests.web_helpers import EventClient, connected
 from web.hub import TerminalHub
 from web.redis_cluster import RedisCluster
 

@@ -14,7 +14,8 @@ from history.context_builder import MISSING_RESULT
 from history.store import ConversationStore
 from tests.cluster_helpers import ClusterServer
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.web_helpers import Received, Web, connected
+from tests.kit import Received
+from tests.web_helpers import Web, connected
 
 
 def history(data_dir: Path, cid: str) -> list[dict[str, Any]]:

@@ -16,14 +16,8 @@ import pytest
 import socketio
 
 from tests.fake_llm import Call, FakeLLM, RecordedRequest, Reply, Response
-from tests.kit import wait_until
-from tests.web_helpers import (
-    EventClient,
-    Received,
-    ServerProcess,
-    assert_contiguous,
-    connected,
-)
+from tests.kit import Received, wait_until
+from tests.web_helpers import EventClient, ServerProcess, assert_contiguous, connected
 
 pytestmark = pytest.mark.e2e
 
