@@ -45,9 +45,13 @@ def test_approve_runs_the_command_and_its_clock_ticks(page: Any, served: Served)
     approval = page.locator(".tool-card[data-state=approval] .tool-approval")
     assert "echo hi > made.txt" in approval.inner_text()
     page.click("[data-testid=approve]")
-    clock = page.locator(".tool-card.timing .tool-duration")
+    running = ".tool-card.timing .tool-duration"  # the card of a call under way
+    clock = page.locator(running)
     first = clock.inner_text()
-    page.wait_for_timeout(350)
+    page.wait_for_function(
+        "([running, first]) => document.querySelector(running)?.innerText !== first",
+        arg=[running, first],
+    )
     assert clock.inner_text() != first, "the elapsed time does not tick"
     page.wait_for_selector('#file-tree [data-path="made.txt"]')
     wait_tasks_ended(page, 1)
