@@ -179,7 +179,7 @@ def test_undo_lists_what_it_will_do_and_editing_offers_it(fresh_served, page):
 
     send(page, "run a command")  # it changes no file: no Undo for it
     page.wait_for_selector(".assistant-message:has-text('Ran it.')")
-    page.wait_for_timeout(300)
+    page.wait_for_timeout(300)  # not a wait: the time a wrong Undo would have to show up
     assert page.locator("[data-testid=undo-task]").count() == 1  # the first task's, undone
 
     send(page, "make other")
