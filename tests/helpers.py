@@ -145,12 +145,12 @@ def live_command_lines(parent: int | None = None) -> dict[int, str]:
     return found
 
 
-def make_journaled_ctx(tmp_path: Path) -> ToolContext:
-    """A tool context whose calls are journaled for undo and may propose edits."""
-    ctx = make_ctx(tmp_path)
-    journal = UndoJournal(tmp_path / "data", ctx.workspace)
+def journaled(ctx: ToolContext) -> ToolContext:
+    """`ctx`, its calls now journaled for undo (task task-1 of conv-1) and able to propose
+    edits."""
+    journal = UndoJournal(ctx.settings.data_dir, ctx.workspace)
     ctx.journal = journal.task("conv-1", "task-1")
-    ctx.proposals = ProposalStore(tmp_path / "data", ctx.workspace, journal)
+    ctx.proposals = ProposalStore(ctx.settings.data_dir, ctx.workspace, journal)
     return ctx
 
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from modules.results import ToolError
 from modules.tools.tool_context import ToolContext
-from tests.helpers import call, make_journaled_ctx
+from tests.helpers import call, journaled
 from tests.web_helpers import TOKEN, Web
 
 pytestmark = pytest.mark.timeout(60)
@@ -40,8 +39,8 @@ def prompt(work: Callable[[], Any]) -> Any:
 
 
 @pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    ctx = make_journaled_ctx(tmp_path)
+def ctx(ctx: ToolContext) -> ToolContext:
+    journaled(ctx)
     os.mkfifo(ctx.workspace.root / "pipe1")
     (ctx.workspace.root / "plain.txt").write_text("needle here\n")
     return ctx

@@ -13,14 +13,14 @@ from modules.tools.catalogue import build_registry
 from modules.tools.proposals import ProposalError, ProposalStore, replace_lines
 from modules.tools.tool_context import ToolContext
 from modules.workspace.text_files import unified_diff
-from tests.helpers import call, make_journaled_ctx, state
+from tests.helpers import call, journaled, state
 
 TEXT = "alpha\nbeta\ngamma\ndelta\n"
 
 
 @pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    ctx = make_journaled_ctx(tmp_path)
+def ctx(ctx: ToolContext) -> ToolContext:
+    journaled(ctx)
     (ctx.workspace.root / "notes.txt").write_text(TEXT)
     return ctx
 

@@ -20,7 +20,7 @@ from modules.tools.tool_context import ToolContext
 from modules.undo.conflicts import NOT_RECORDED
 from modules.undo.journal import UndoJournal
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import call, fake_settings, make_journaled_ctx, make_terminal, state
+from tests.helpers import call, fake_settings, journaled, make_ctx, make_terminal, state
 
 
 @pytest.fixture
@@ -151,7 +151,7 @@ def test_the_after_state_is_hashes_not_copies(ctx: ToolContext, tmp_path: Path) 
 def test_an_edit_applied_after_its_task_ended_is_what_undo_compares_with(
     tmp_path: Path,
 ) -> None:
-    ctx = make_journaled_ctx(tmp_path)
+    ctx = journaled(make_ctx(tmp_path))
     assert ctx.proposals is not None and ctx.journal is not None
     root = ctx.workspace.root
     (root / "a.py").write_text("a = 1\n")
