@@ -25,7 +25,7 @@ SLOWNESS = max(1.0, float(os.environ.get("TEST_SLOWNESS", "2")))  # timeouts onl
 
 
 def wait_until(
-    condition: Callable[[], T],
+    condition: Callable[[], T | None],
     timeout: float = 10,
     what: str = "the condition",
     *,
@@ -33,8 +33,9 @@ def wait_until(
     woken_by: threading.Condition | None = None,
     details: Callable[[], str] | None = None,
 ) -> T:
-    """Check `condition()` until it is truthy and return its value; fail with an AssertionError
-    naming `what` (and `details()`) once `timeout` × SLOWNESS seconds have passed.
+    """Check `condition()` until it is truthy and return its value (so never None); fail with
+    an AssertionError naming `what` (and `details()`) once `timeout` × SLOWNESS seconds have
+    passed.
 
     Between checks it sleeps `every` seconds, or, with `woken_by`, waits on that condition
     variable (held while checking) at most that long, so a notified change is seen at once."""
@@ -94,13 +95,13 @@ class EventLog:
 
     def wait_until(
         self,
-        condition: Callable[[list[Received]], T],
+        condition: Callable[[list[Received]], T | None],
         timeout: float = 10,
         what: str = "the events",
     ) -> T:
         """Block until `condition(events)` is truthy; return its value."""
 
-        def check() -> T:
+        def check() -> T | None:
             self.fetch()
             return condition(self.events)
 

@@ -32,7 +32,10 @@ def process_gone(pid: int, within: float = 0.5) -> bool:
 
 
 def wait_for_pid(path: Path) -> int:
-    return int(wait_until(lambda: path.exists() and path.read_text().strip(), 5, f"{path} written"))
+    def written() -> str | None:
+        return path.read_text().strip() if path.exists() else None
+
+    return int(wait_until(written, 5, f"{path} written"))
 
 
 def test_run_command_success(ctx: ToolContext) -> None:
