@@ -53,7 +53,12 @@ def chromium(playwright: Any) -> Iterator[Any]:
 def collect_errors(page: Any) -> list[str]:
     """The page's console errors and uncaught exceptions, as they happen."""
     errors: list[str] = []
-    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+
+    def on_console(message: Any) -> None:
+        if message.type == "error":
+            errors.append(message.text)
+
+    page.on("console", on_console)
     page.on("pageerror", lambda e: errors.append(str(e)))
     return errors
 

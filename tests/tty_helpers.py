@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
 import shlex
@@ -102,7 +103,7 @@ class Tmux:
 
     def __exit__(
         self,
-        exc_type: type[BaseException] | None,
+        exc_type: builtins.type[BaseException] | None,  # `type` here is Tmux.type
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:

@@ -266,7 +266,9 @@ class EventClient(EventLog):
         self.sio.on("*", self.record)
 
     def connect(self) -> EventClient:
-        auth = {"token": self.token} if self.token is not None else None
+        auth: dict[str, str | bool] | None = (
+            {"token": self.token} if self.token is not None else None
+        )
         if auth is not None and self.batch_deltas:
             auth["batch_deltas"] = True
         self.sio.connect(

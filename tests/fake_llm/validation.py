@@ -192,7 +192,9 @@ def _check_tools(tools: Any) -> None:
                 f"Invalid value for '{place}.type': expected 'function'.", param=f"{place}.type"
             )
         function = tool.get("function")
-        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(function, dict):
+            function = {}  # so no name: refused just below
+        name = function.get("name")
         if not isinstance(name, str) or not TOOL_NAME.match(name):
             raise Invalid(
                 f"Invalid '{place}.function.name': string does not match pattern. "
