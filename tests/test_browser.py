@@ -73,7 +73,7 @@ def test_a_task_streams_into_the_page_and_stop_ends_a_slow_one(fresh_served, pag
 
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "workspace.png"))
-    assert page.console_errors == []  # type: ignore[attr-defined]
+    assert page.console_errors == []
 
 
 def test_reload_mid_task_shows_each_token_once_and_the_approval_still_waits(fresh_served, page):
@@ -109,7 +109,7 @@ def test_reload_mid_task_shows_each_token_once_and_the_approval_still_waits(fres
     page.wait_for_selector(".assistant-message:has-text('All done.')")
     text = page.inner_text("#conversation")
     assert text.count("w119") == 1 and text.count("All done.") == 1
-    assert page.console_errors == []  # type: ignore[attr-defined]
+    assert page.console_errors == []
 
 
 def _open_with_agent(page, server: ServerProcess, agent: str) -> None:
@@ -166,7 +166,7 @@ def test_a_plan_is_a_live_checklist_and_survives_a_reload(served_agents, page):
     page.wait_for_selector("[data-testid=plan] .plan-step")
     check_plan()
     assert page.input_value("#agent-select") == "planner"
-    assert page.console_errors == []  # type: ignore[attr-defined]
+    assert page.console_errors == []
 
 
 def test_a_sub_agent_works_inside_the_card_of_the_delegating_call(served_agents, page):
@@ -206,7 +206,7 @@ def test_a_sub_agent_works_inside_the_card_of_the_delegating_call(served_agents,
     card = page.locator('.tool-card[data-tool="delegate_to_coder"][data-state="ok"]')
     assert "Done: hello.txt" in card.inner_text()
     assert page.input_value("#agent-select") == "supervisor"
-    assert page.console_errors == []  # type: ignore[attr-defined]
+    assert page.console_errors == []
 
 
 def test_a_sub_agents_call_waits_for_approval_inside_the_delegating_card(served_agents, page):
@@ -232,7 +232,7 @@ def test_a_sub_agents_call_waits_for_approval_inside_the_delegating_card(served_
     page.locator('.tool-card[data-tool="delegate_to_coder"] .sub-agent-head').click()
     assert "nested-ran" in page.inner_text(nested)
     page.wait_for_selector(".assistant-message:has-text('All done.')")
-    assert page.console_errors == []  # type: ignore[attr-defined]
+    assert page.console_errors == []
 
 
 def test_skill_names_complete_after_slash_skill_and_messages_show_theirs(served_agents, page):
@@ -272,4 +272,4 @@ def test_skill_names_complete_after_slash_skill_and_messages_show_theirs(served_
     assert page.input_value("#message-input") == "/skill nosuch hello"
     page.reload()
     page.wait_for_selector("[data-testid=skill-chip]")
-    assert page.console_errors == []  # type: ignore[attr-defined]
+    assert page.console_errors == []

@@ -78,7 +78,7 @@ def test_the_status_bar_tells_the_truth_and_what_a_task_kept_survives_reload(fre
     assert "Stopped." in page.inner_text('.task-end[data-reason="cancelled"]')
     assert page.locator(".task-end .task-usage").count() == 2  # the stopped call reported none
     assert status(page, "mode") == "fast"
-    assert page.console_errors == []  # type: ignore[attr-defined]
+    assert page.console_errors == []
 
 
 def test_conversations_are_renamed_searched_deleted_and_run_in_every_tab(fresh_served, page):
@@ -137,7 +137,7 @@ def test_conversations_are_renamed_searched_deleted_and_run_in_every_tab(fresh_s
     page.wait_for_selector(".conv-item:has-text('Notes cleanup')", state="detached")
     other.wait_for_selector(".inline-notice:has-text('This conversation was deleted.')")
     assert other.locator(".conv-item").count() == 1
-    assert page.console_errors == []  # type: ignore[attr-defined]
+    assert page.console_errors == []
 
 
 def test_undo_lists_what_it_will_do_and_editing_offers_it(fresh_served, page):
@@ -195,7 +195,7 @@ def test_undo_lists_what_it_will_do_and_editing_offers_it(fresh_served, page):
     page.wait_for_selector("[data-testid=other-branch-notice]:has-text('other.txt')")
     page.wait_for_selector(".assistant-message:has-text('A new branch.')")
     assert (server.workspace / "other.txt").exists()
-    assert page.console_errors == []  # type: ignore[attr-defined]
+    assert page.console_errors == []
 
 
 def test_undo_shows_a_file_changed_since_the_task_and_overwrites_it_only_when_asked(
@@ -238,7 +238,7 @@ def test_undo_shows_a_file_changed_since_the_task_and_overwrites_it_only_when_as
     notice.locator("text=Restored: shared.txt").wait_for()
     assert shared.read_text() == "before\n"
     assert page.locator("[data-testid=undo-task]").is_disabled()
-    assert page.console_errors == []  # type: ignore[attr-defined]
+    assert page.console_errors == []
 
 
 def test_the_branch_dialog_leaves_a_file_changed_since_its_task(fresh_served, page):
@@ -265,7 +265,7 @@ def test_the_branch_dialog_leaves_a_file_changed_since_its_task(fresh_served, pa
     page.wait_for_selector("[data-testid=other-branch-notice]:has-text('later.txt')")
     page.wait_for_selector(".assistant-message:has-text('A new branch.')")
     assert (server.workspace / "later.txt").read_text() == "the user's, later\n"
-    assert page.console_errors == []  # type: ignore[attr-defined]
+    assert page.console_errors == []
 
 
 def test_the_workspace_panel_pins_files_edits_memory_and_hides_ignored_ones(fresh_served, page):
@@ -324,4 +324,4 @@ def test_the_workspace_panel_pins_files_edits_memory_and_hides_ignored_ones(fres
     panel.locator("[data-testid=memory-main]:not([disabled])").wait_for()
     assert panel.locator("[data-testid=memory-main]").input_value() == "The user prefers tabs.\n"
     assert (server.data_dir / "memory" / "main.md").read_text() == "The user prefers tabs.\n"
-    assert page.console_errors == []  # type: ignore[attr-defined]
+    assert page.console_errors == []

@@ -64,4 +64,4 @@ def test_compact_greys_the_older_turns_shows_the_summary_and_drops_the_meter(fre
     page.wait_for_function(
         f"document.querySelector('#context-meter').getAttribute('aria-valuenow') === '{after}'"
     )
-    assert page.console_errors == []  # type: ignore[attr-defined]
+    assert page.console_errors == []

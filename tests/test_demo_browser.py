@@ -58,4 +58,4 @@ def test_the_page_says_demo_and_plays_the_fix_to_its_undo(demo_server, page):
     page.click("[data-testid=undo-dialog] button:text-is('Undo')")
     page.wait_for_selector("[data-testid=undo-notice]:not([hidden])")
     assert "(len(values) - 1)" in (workspace / "calc.py").read_text()
-    assert page.console_errors == []  # type: ignore[attr-defined]
+    assert page.console_errors == []

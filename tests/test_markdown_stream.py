@@ -132,7 +132,7 @@ def test_any_chunking_ends_as_a_one_shot_render(page: Any, name: str) -> None:
             assert result["same"], (name, len(cuts), budget, result["html"], result["expected"])
             # a reference definition changes blocks before it: those are rendered again
             assert result["kept"] or name == "references", f"{name}: first block rendered again"
-    assert page.errors == []  # type: ignore[attr-defined]
+    assert page.errors == []
 
 
 def test_the_page_streams_a_long_answer_into_the_same_elements(page: Any, served: Served) -> None:
@@ -172,7 +172,7 @@ def test_the_page_streams_a_long_answer_into_the_same_elements(page: Any, served
         ).count()
         == 0
     )
-    assert page.errors == []  # type: ignore[attr-defined]
+    assert page.errors == []
 
 
 def test_text_that_is_not_an_extension_starts_over(page: Any) -> None:
@@ -287,7 +287,7 @@ def test_show_renders_a_long_text_in_slices_as_set_would(page: Any) -> None:
     assert any(0 < n < result["blocks"] for n in result["counts"]), result["counts"]
     assert result["other"] == "other\n"
     assert any(worker.url.endswith("/static/js/mdlex.js") for worker in page.workers)
-    assert page.errors == []  # type: ignore[attr-defined]
+    assert page.errors == []
 
 
 def test_show_stops_for_a_container_taken_out_of_the_page(page: Any) -> None:

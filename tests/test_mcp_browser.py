@@ -61,7 +61,7 @@ def test_the_panel_lists_each_server_with_its_state_and_tools(tmp_path, page):
         assert panel.locator('[data-name="off"][data-state="disabled"]').count() == 1
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "mcp-panel.png"))
-        assert page.console_errors == []  # type: ignore[attr-defined]
+        assert page.console_errors == []
     wait_until(
         lambda: not any(marker in argv for argv in live_command_lines().values()),
         10,

@@ -255,7 +255,7 @@ def test_file_over_the_size_limit_fails(limited: Any) -> None:
     runner = limited(file_size_mb=1)
     result = run(runner, "head -c 3M /dev/zero > big.bin")
     assert result.exit_code != 0 and "File size limit exceeded" in result.output
-    big = runner.settings.workspace / "big.bin"  # type: ignore[attr-defined]
+    big = runner.settings.workspace / "big.bin"
     assert big.stat().st_size == 1024 * 1024
 
 
@@ -263,7 +263,7 @@ def test_process_limit_stops_forking(limited: Any) -> None:
     runner = limited(processes=40)
     result = runner.run(
         [runner.python, "-"],
-        cwd=runner.settings.workspace,  # type: ignore[attr-defined]
+        cwd=runner.settings.workspace,
         timeout=20,
         cancel=CancelToken(),
         on_output=lambda _: None,

@@ -71,7 +71,7 @@ def test_attached_and_dropped_files_upload_show_in_the_tree_and_go_with_the_mess
     page.wait_for_selector('#file-preview [data-testid="markdown-preview"] strong:has-text("milk")')
     page.click('#file-preview [data-testid="preview-toggle"]')
     page.wait_for_selector("#file-preview .code-line:has-text('buy **milk**')")
-    unexpected = [e for e in page.console_errors if "415" not in e]  # type: ignore[attr-defined]
+    unexpected = [e for e in page.console_errors if "415" not in e]
     assert unexpected == []  # the refused fake.pdf is the browser's one logged failure
 
 
@@ -94,4 +94,4 @@ def test_a_path_and_line_in_a_tool_result_opens_the_preview_there(fresh_served, 
     assert "x150 = 150" in target.inner_text()
     download = page.get_attribute('#file-preview [data-testid="preview-download"]', "href")
     assert download == "/api/download?path=long.py"
-    assert page.console_errors == []  # type: ignore[attr-defined]
+    assert page.console_errors == []

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -188,7 +188,7 @@ def serving(
     root: Path,
     fake: FakeLLM,
     env: dict[str, str],
-    files: dict[str, str | bytes],
+    files: Mapping[str, str | bytes],  # only read
     async_mode: str = "threading",
 ) -> Iterator[ServerProcess]:
     """`main.py web` on the fake model with `env`, on root/ws holding `files`, data in root/data."""
