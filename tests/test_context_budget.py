@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import random
 import uuid
-from typing import Any
+from collections.abc import Sequence
 
 import pytest
 
 from history.context_builder import ContextBuilder, estimate_text_tokens
+from history.records import ChatMessage, Role, ToolCallRecord
 from model.providers import prepare_messages, resolve_provider
 from tests.fake_llm.flavours import FLAVOURS
 from tests.fake_llm.validation import validate_chat
 from utils.settings import Settings
 
-Record = dict[str, Any]
 
-
-def check_api_rules(messages: list[Record]) -> None:
+def check_api_rules(messages: Sequence[ChatMessage]) -> None:
     """Fail unless an OpenAI-compatible chat API would accept this message order."""
     assert messages and messages[0]["role"] == "system", "the system prompt comes first"
     assert all(m["role"] != "system" for m in messages[1:2]) or len(messages) == 1
@@ -38,11 +37,23 @@ def check_api_rules(messages: list[Record]) -> None:
             assert sorted(answered) == sorted(call_ids), "tool calls and results do not match"
 
 
-def _rec(role: str, content: str, **extra: Any) -> Record:
-    return {"id": uuid.uuid4().hex, "role": role, "content": content, **extra}
+def _rec(
+    role: Role,
+    content: str,
+    *,
+    tool_calls: list[ToolCallRecord] | None = None,
+    tool_call_id: str | None = None,
+) -> ChatMessage:
+    """A record as the context is built from it; a field given as None is left out."""
+    record: ChatMessage = {"id": uuid.uuid4().hex, "role": role, "content": content}
+    if tool_calls is not None:
+        record = {**record, "tool_calls": tool_calls}
+    if tool_call_id is not None:
+        record = {**record, "tool_call_id": tool_call_id}
+    return record
 
 
-def _call(name: str = "read_file") -> Record:
+def _call(name: str = "read_file") -> ToolCallRecord:
     return {
         "id": "call_" + uuid.uuid4().hex[:8],
         "type": "function",
@@ -50,9 +61,9 @@ def _call(name: str = "read_file") -> Record:
     }
 
 
-def _random_path(rng: random.Random) -> list[Record]:
+def _random_path(rng: random.Random) -> list[ChatMessage]:
     """A history path with turns, tool groups and the damage a crash can leave."""
-    path: list[Record] = []
+    path: list[ChatMessage] = []
     for _ in range(rng.randint(1, 6)):
         path.append(_rec("user", "u" * rng.randint(1, 400)))
         for _ in range(rng.randint(0, 4)):
@@ -68,7 +79,7 @@ def _random_path(rng: random.Random) -> list[Record]:
                 path.append(_rec("tool", "orphan", tool_call_id="call_nowhere"))
         if rng.random() < 0.7:
             path.append(_rec("assistant", "final " * rng.randint(1, 50)))
-    return [{k: v for k, v in r.items() if v is not None} for r in path]
+    return path  # `tool_calls=None`: _rec leaves it out
 
 
 def test_random_conversations_always_satisfy_the_api_rules() -> None:
@@ -221,7 +232,7 @@ def test_cjk_text_counts_more_than_ascii_per_character() -> None:
 
 def test_ten_thousand_message_path_builds_whole() -> None:
     rng = random.Random(7)
-    path: list[Record] = []
+    path: list[ChatMessage] = []
     for i in range(2500):
         call = _call()
         path += [
@@ -239,7 +250,7 @@ def test_ten_thousand_message_path_builds_whole() -> None:
     assert [set(r) for r in path] == keys_before, "no private keys are added to records"
 
 
-def _kimi_call(number: int) -> Record:
+def _kimi_call(number: int) -> ToolCallRecord:
     return {
         "id": f"functions.read_file:{number}",
         "type": "function",
