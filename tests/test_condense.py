@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from history.condensed_view import (
     SUMMARY_HEADER,
+    Cut,
     active_summary,
     condensed_ids,
     is_turn_start,
@@ -27,13 +29,13 @@ from history.condensed_view import (
 )
 from history.context_builder import ContextBuilder
 from history.conversation import Conversation
+from history.records import ChatMessage, MessageMeta, MessageRecord, ToolCallRecord
 from history.store import ConversationStore
 from model.providers import prepare_messages, resolve_provider
 from tests.fake_llm.flavours import FLAVOURS
 from tests.fake_llm.validation import validate_chat
 from utils.settings import Settings
 
-Record = dict[str, Any]
 CONFIGS = {
     name: resolve_provider(Settings(provider=name, api_key="k")) for name in ("deepseek", "kimi")
 }
@@ -89,7 +91,7 @@ class Builder:
 
     def _groups(self, groups: list[dict[str, Any]]) -> None:
         for spec in groups:
-            calls = []
+            calls: list[ToolCallRecord] = []
             for _ in range(spec["calls"]):
                 self.calls += 1
                 calls.append(
@@ -130,11 +132,22 @@ class Builder:
         self.conversation.append(
             "system",
             f"summary of {len(cut.replaced)} records",
-            meta={
-                "summary": {"first_kept_id": cut.first_kept["id"], "summarized": len(cut.replaced)}
-            },
+            meta=summary_meta_for(cut),
         )
         return True
+
+
+def summary_meta_for(cut: Cut) -> MessageMeta:
+    """The meta of a summary record for `cut` (its trigger and token counts are not read here)."""
+    return {
+        "summary": {
+            "first_kept_id": cut.first_kept["id"],
+            "summarized": len(cut.replaced),
+            "trigger": "threshold",
+            "tokens_before": 0,
+            "tokens_after": 0,
+        }
+    }
 
 
 def reasoning_calls(conversation: Conversation) -> set[tuple[str, str]]:
@@ -147,7 +160,7 @@ def reasoning_calls(conversation: Conversation) -> set[tuple[str, str]]:
     }
 
 
-def request_body(messages: list[Record], flavour: str) -> dict[str, Any]:
+def request_body(messages: Sequence[ChatMessage], flavour: str) -> dict[str, Any]:
     return {
         "model": FLAVOURS[flavour].models[0],
         "stream": True,
@@ -155,7 +168,9 @@ def request_body(messages: list[Record], flavour: str) -> dict[str, Any]:
     }
 
 
-def check_view(path: list[Record], conversation: Conversation, builder: ContextBuilder) -> None:
+def check_view(
+    path: Sequence[MessageRecord], conversation: Conversation, builder: ContextBuilder
+) -> None:
     """Every rule a condensed request must keep, for the view of one path."""
     view = model_view(path)
     built = builder.build("system prompt", view)
@@ -174,7 +189,9 @@ def check_view(path: list[Record], conversation: Conversation, builder: ContextB
     first_kept = path[active.cut]
     assert is_turn_start(first_kept), "a cut falls only before a user's own message"
     assert view[0] is path[0], "the first user message is kept"
-    assert view[1]["role"] == "user" and view[1]["content"].startswith(SUMMARY_HEADER)
+    summary = view[1]["content"]
+    assert isinstance(summary, str)  # summary_message's content is text
+    assert view[1]["role"] == "user" and summary.startswith(SUMMARY_HEADER)
     assert view[2:] == [r for r in path[active.cut :] if summary_meta(r) is None]
     newest_turn = max(i for i, r in enumerate(path) if is_turn_start(r))
     assert newest_turn >= active.cut, "the newest turn is never summarised"
@@ -224,7 +241,7 @@ def _conversation(tmp_path: Path, turns: int, size: int = 400) -> Conversation:
     conversation = ConversationStore(tmp_path).create()
     for number in range(turns):
         conversation.append("user", f"turn {number} " + "u" * size)
-        calls = [
+        calls: list[ToolCallRecord] = [
             {
                 "id": f"call_{number}_{i}",
                 "type": "function",
@@ -283,9 +300,7 @@ def test_a_second_summary_takes_over_from_the_first(tmp_path: Path) -> None:
     conversation.append(
         "system",
         "S1",
-        meta={
-            "summary": {"first_kept_id": first.first_kept["id"], "summarized": len(first.replaced)}
-        },
+        meta=summary_meta_for(first),
     )
     assert plan_cut(conversation.path(), keep_tokens=0) is None  # only the newest turn is left
     for number in (4, 5):
@@ -314,7 +329,7 @@ def test_the_summary_request_stays_within_its_size(tmp_path: Path) -> None:
     assert "turn 28" in text["content"]  # the newest replaced turns are the ones kept
 
 
-def _tokens(record: Record) -> float:
+def _tokens(record: ChatMessage) -> float:
     from history.context_builder import estimate_message_tokens
 
     return estimate_message_tokens(record)
