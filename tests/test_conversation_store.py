@@ -7,10 +7,12 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from history.conversation import MessageNotFound
+from history.records import MessageRecord, ToolCallRecord
 from history.store import ConversationNotFound, ConversationStore
 
 
@@ -27,13 +29,14 @@ def test_roundtrip_survives_a_restart(tmp_path: Path) -> None:
     store = ConversationStore(tmp_path)
     conv = store.create(meta={"mode": "fast"})
     user = conv.append("user", "Fix the failing test in app.py please")
-    call = {
+    call: ToolCallRecord = {
         "id": "call_1",
         "type": "function",
         "function": {"name": "read_file", "arguments": '{"path": "app.py"}'},
     }
     assistant = conv.append("assistant", "", reasoning_content="Look first.", tool_calls=[call])
-    tool = conv.append(
+    untyped: Any = conv  # called as untyped code could: a field no type names is kept too
+    tool = untyped.append(
         "tool",
         "print('hi')",
         tool_call_id="call_1",
@@ -78,7 +81,8 @@ def test_record_has_every_protocol_field(tmp_path: Path) -> None:
     assert (child["parent_id"], child["depth"], child["version"]) == (root["id"], 1, 1)
     assert root["conversation_id"] == conv.id
     assert "reasoning_content" not in child and "tool_calls" not in child
-    assert datetime.fromisoformat(root["created_at"]).utcoffset().total_seconds() == 0
+    offset = datetime.fromisoformat(root["created_at"]).utcoffset()
+    assert offset is not None and offset.total_seconds() == 0
     assert conv.meta["title"] == "t"  # an explicit title is not replaced by the first message
     written = json.loads(_lines(tmp_path, conv.id)[0])
     assert written == root
@@ -88,6 +92,7 @@ def test_title_from_first_user_message_is_trimmed(tmp_path: Path) -> None:
     conv = ConversationStore(tmp_path).create()
     conv.append("user", "  word " * 40)
     title = conv.meta["title"]
+    assert title is not None
     assert len(title) <= 60 and title.startswith("word word") and title.endswith("…")
     conv.set_title("Renamed")
     assert ConversationStore(tmp_path).get(conv.id).meta["title"] == "Renamed"
@@ -182,12 +187,13 @@ def test_branches_have_versions_and_paths_follow_the_leaf(tmp_path: Path) -> Non
 
 def test_bad_append_arguments_are_refused(tmp_path: Path) -> None:
     conv = ConversationStore(tmp_path).create()
+    untyped: Any = conv  # called as untyped code could: with what the types refuse
     with pytest.raises(ValueError):
-        conv.append("robot", "x")
+        untyped.append("robot", "x")
     with pytest.raises(ValueError):
-        conv.append("user", "x", depth=5)
+        untyped.append("user", "x", depth=5)
     with pytest.raises(TypeError):
-        conv.append("user", ["not", "text"])  # type: ignore[arg-type]
+        untyped.append("user", ["not", "text"])
     assert conv.records == []
     chosen = conv.append("assistant", "streamed", id="msg_0123abcd")  # the stream's message id
     assert chosen["id"] == "msg_0123abcd" and "msg_0123abcd" in conv.index
@@ -214,8 +220,9 @@ def test_meta_json_is_replaced_without_leftovers(tmp_path: Path) -> None:
     conv = store.create(title="x")
     for i in range(20):
         conv.append("user", str(i))
-    conv.update_meta(focus=["a.py"], seq=7)
-    conv.update_meta(seq=8)
+    untyped: Any = conv  # called as untyped code could: `seq` is a key no type names
+    untyped.update_meta(focus=["a.py"], seq=7)
+    untyped.update_meta(seq=8)
     directory = tmp_path / "conversations" / conv.id
     assert sorted(p.name for p in directory.iterdir()) == ["messages.jsonl", "meta.json"]
     on_disk = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
@@ -308,7 +315,9 @@ def test_path_matches_a_plain_walk_for_random_trees(tmp_path: Path) -> None:
         parent = rng.choice([*ids, None]) if ids and rng.random() < 0.2 else conv.leaf_id
         ids.append(conv.append("user", "m", parent_id=parent)["id"])
         for leaf in [*rng.sample(ids, min(2, len(ids))), conv.leaf_id]:
-            walk, current = [], conv.get(leaf)
+            assert leaf is not None
+            walk: list[str] = []
+            current: MessageRecord | None = conv.get(leaf)
             while current is not None:
                 walk.append(current["id"])
                 parent_id = current["parent_id"]
@@ -349,7 +358,8 @@ def test_updated_at_bumps_are_batched_but_never_lost(tmp_path: Path) -> None:
 
     store.flush()
     assert json.loads(meta_path.read_text(encoding="utf-8"))["updated_at"] == last["created_at"]
-    conv.update_meta(seq=3)  # meta changes are written at once
+    untyped: Any = conv  # called as untyped code could: `seq` is a key no type names
+    untyped.update_meta(seq=3)  # meta changes are written at once
     assert json.loads(meta_path.read_text(encoding="utf-8"))["meta"] == {"seq": 3}
 
 
@@ -358,9 +368,12 @@ def test_a_stale_copy_keeps_what_another_process_wrote_to_meta(tmp_path: Path) -
     of what is on disk, so neither undoes the other's rename or task ends."""
     first = ConversationStore(tmp_path).create(title="x")
     second = ConversationStore(tmp_path).get(first.id)  # another process's copy
+    # Both called as untyped code could: a task end without its usage, a focus of None.
+    untyped_first: Any = first
+    untyped_second: Any = second
     first.set_title("Renamed")
     first.update_meta(focus=["a.py"])
-    second.update_meta(task_ends={"m1": {"reason": "complete"}}, focus=["b.py"])
+    untyped_second.update_meta(task_ends={"m1": {"reason": "complete"}}, focus=["b.py"])
     on_disk = json.loads((tmp_path / "conversations" / first.id / "meta.json").read_text())
     assert on_disk["title"] == "Renamed"
     assert on_disk["meta"] == {
@@ -369,7 +382,7 @@ def test_a_stale_copy_keeps_what_another_process_wrote_to_meta(tmp_path: Path) -
         "task_ends": {"m1": {"reason": "complete"}},
     }
     assert second.meta["title"] == "Renamed"  # the saving copy is up to date again
-    first.update_meta(focus=None)
+    untyped_first.update_meta(focus=None)
     again = json.loads((tmp_path / "conversations" / first.id / "meta.json").read_text())
     assert again["meta"]["task_ends"] == {"m1": {"reason": "complete"}}
 
@@ -381,7 +394,8 @@ def test_the_list_shows_what_another_process_wrote_to_a_loaded_conversation(
     (the CLI beside the server, or a cluster), merged with what this one has not saved yet."""
     here = ConversationStore(tmp_path)
     mine = here.create(title="old name")
-    mine.update_meta(task_ends={"m1": {"reason": "complete"}}, save=False)
+    untyped: Any = mine  # called as untyped code could: a task end without its usage
+    untyped.update_meta(task_ends={"m1": {"reason": "complete"}}, save=False)
     time.sleep(0.002)  # timestamps have millisecond resolution
     ConversationStore(tmp_path).get(mine.id).set_title("New name")  # another process
     renamed_at = json.loads((tmp_path / "conversations" / mine.id / "meta.json").read_text())[
