@@ -7,12 +7,13 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
+from history.records import ChatMessage, MessageMeta, MessageRecord, ToolCallRecord
 from model.api_client import ApiClient
 from model.completion import Completion, ContentDelta, ReasoningDelta, StreamEnd, StreamItem
 from model.errors import (
@@ -45,7 +46,15 @@ KEY_VARS = (
     "SILICONFLOW_API_KEY",
     "OPENAI_API_KEY",
 )
-USER = {"id": "m1", "parent_id": None, "role": "user", "content": "hi", "meta": {}}
+
+
+class TreeMessage(ChatMessage):
+    """A record as far as the client is given one here: a message and its place in the tree."""
+
+    parent_id: str | None
+
+
+USER: TreeMessage = {"id": "m1", "parent_id": None, "role": "user", "content": "hi", "meta": {}}
 
 
 @pytest.fixture(autouse=True)
@@ -74,10 +83,10 @@ def make_client(fake: FakeLLM, **overrides: Any) -> ApiClient:
 
 def run(
     client: ApiClient,
-    messages: list[dict] | None = None,
+    messages: Sequence[ChatMessage] | None = None,
     *,
     thinking: bool = False,
-    tools: list[dict] | None = None,
+    tools: list[dict[str, Any]] | None = None,
     cancel: CancelToken | None = None,
 ) -> list[StreamItem]:
     return list(
@@ -222,7 +231,7 @@ def test_thinking_tool_round_trip_satisfies_the_reasoning_rule(fake_llm: FakeLLM
     client = make_client(fake_llm)
     first = completion(run(client, thinking=True))
     call = first.tool_calls[0]
-    records = [
+    records: list[TreeMessage] = [
         USER,
         {
             "id": "m2",
@@ -246,7 +255,7 @@ def test_thinking_tool_round_trip_satisfies_the_reasoning_rule(fake_llm: FakeLLM
     assert completion(run(client, records)).content == "Done."
     sent = fake_llm.chat_requests[-1].body["messages"][1]
     assert sent["reasoning_content"] == "Need the file."
-    without = [records[0], {**records[1], "reasoning_content": ""}, records[2]]
+    without: list[TreeMessage] = [records[0], {**records[1], "reasoning_content": ""}, records[2]]
     with pytest.raises(RequestRejected, match="reasoning_content"):
         run(client, without)
 
@@ -339,7 +348,7 @@ def test_400_is_request_rejected_with_the_api_message(fake_llm: FakeLLM) -> None
     with pytest.raises(RequestRejected, match="Model Not Exist"):
         run(make_client(fake_llm, model="deepseek-chat"))
     assert len(fake_llm.chat_requests) == 1
-    dangling = [
+    dangling: list[ChatMessage] = [
         USER,
         {
             "role": "assistant",
@@ -458,7 +467,8 @@ def test_one_log_record_per_model_call(fake_llm: FakeLLM, caplog: pytest.LogCapt
     fake_llm.script(ErrorReply(500), Reply(content="ok", usage=(30, 5)))
     with caplog.at_level(logging.INFO, logger="model.api_client"):
         run(make_client(fake_llm))
-    calls = [r.fields for r in caplog.records if r.getMessage().startswith("model call")]
+    # `fields` is set through extra=, so no attribute LogRecord's type names
+    calls = [vars(r)["fields"] for r in caplog.records if r.getMessage().startswith("model call")]
     assert [(f["attempt"], f["status"]) for f in calls] == [(1, "server_error"), (2, "ok")]
     assert calls[1]["provider"] == "deepseek" and calls[1]["model"] == "deepseek-v4-flash"
     assert (calls[1]["prompt_tokens"], calls[1]["completion_tokens"]) == (30, 5)
@@ -508,9 +518,27 @@ def test_custom_provider_needs_a_url_but_no_key() -> None:
     assert ollama.configured and ollama.base_url == "http://localhost:11434/v1"
 
 
-def _records() -> list[dict[str, Any]]:
-    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
-    common = {"conversation_id": "x", "depth": 0, "version": 1, "created_at": "t", "meta": {}}
+class _Common(TypedDict):
+    conversation_id: str
+    depth: int
+    version: int
+    created_at: str
+    meta: MessageMeta
+
+
+def _records() -> list[MessageRecord]:
+    call: ToolCallRecord = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": "{}"},
+    }
+    common: _Common = {
+        "conversation_id": "x",
+        "depth": 0,
+        "version": 1,
+        "created_at": "t",
+        "meta": {},
+    }
     return [
         {**common, "id": "1", "parent_id": None, "role": "system", "content": "sys"},
         {**common, "id": "2", "parent_id": "1", "role": "user", "content": "q"},
