@@ -24,7 +24,7 @@ from core.agent_specs import AgentSpec
 from core.approval import ApprovalGate
 from core.services import build_services
 from modules.mcp.client import McpManager, build_manager
-from modules.mcp.config import load_config, tool_name
+from modules.mcp.config import ServerConfig, ServerEntry, load_config, tool_name
 from modules.results import ToolError
 from tests.fake_llm import Call, Reply
 from tests.helpers import live_command_lines, make_terminal, run_in_thread
@@ -65,6 +65,18 @@ def wait_started(manager: McpManager) -> McpManager:
         "the MCP servers to start",
     )
     return manager
+
+
+def entry_of(server: ServerConfig) -> ServerEntry:
+    """The entry of a server whose configuration was read (None only for one that was not)."""
+    assert server.entry is not None, server.problem
+    return server.entry
+
+
+def problem_of(server: ServerConfig) -> str:
+    """What keeps a server from starting, for one the test knows has a problem."""
+    assert server.problem is not None
+    return server.problem
 
 
 def running(marker: str) -> list[int]:
@@ -127,16 +139,17 @@ def test_config_reads_the_claude_desktop_and_cline_formats(tmp_path, monkeypatch
     )
     config = load_config(user, tmp_path / ".mcp.json", trust_workspace=False)
     servers = config.servers
-    assert servers["files"].entry.env == {"KEY": "s3cret"}
-    assert servers["files"].entry.always_allow == ["read"]
+    assert entry_of(servers["files"]).env == {"KEY": "s3cret"}
+    assert entry_of(servers["files"]).always_allow == ["read"]
     assert not servers["files"].enabled
-    assert servers["remote"].entry.transport == "http"
-    assert servers["remote"].entry.headers == {"X": "fallback"}
-    assert servers["remote"].entry.allowed_tools == ["search_*"]
-    assert servers["old"].entry.transport == "sse"
-    assert servers["cline"].entry.transport == "http"
-    assert str(user) in servers["broken"].problem and "command" in servers["broken"].problem
-    assert "NOT_SET_ANYWHERE" in servers["unset"].problem
+    assert entry_of(servers["remote"]).transport == "http"
+    assert entry_of(servers["remote"]).headers == {"X": "fallback"}
+    assert entry_of(servers["remote"]).allowed_tools == ["search_*"]
+    assert entry_of(servers["old"]).transport == "sse"
+    assert entry_of(servers["cline"]).transport == "http"
+    broken = problem_of(servers["broken"])
+    assert str(user) in broken and "command" in broken
+    assert "NOT_SET_ANYWHERE" in problem_of(servers["unset"])
     (tmp_path / "bad.json").write_text("{not json")
     bad = load_config(tmp_path / "bad.json", tmp_path / ".mcp.json", trust_workspace=False)
     assert bad.servers == {} and str(tmp_path / "bad.json") in bad.problems[0]["path"]
@@ -151,8 +164,8 @@ def test_workspace_servers_start_only_when_trusted_and_the_users_file_wins(tmp_p
     user = write_config(tmp_path / "user.json", {"both": {"command": "from-user"}})
     untrusted = load_config(user, workspace / ".mcp.json", trust_workspace=False)
     assert not untrusted.servers["mine"].enabled
-    assert "AGENT_MCP_TRUST_WORKSPACE" in untrusted.servers["mine"].problem
-    assert untrusted.servers["both"].entry.command == "from-user"
+    assert "AGENT_MCP_TRUST_WORKSPACE" in problem_of(untrusted.servers["mine"])
+    assert entry_of(untrusted.servers["both"]).command == "from-user"
     assert untrusted.servers["both"].enabled
     assert load_config(user, workspace / ".mcp.json", trust_workspace=True).servers["mine"].enabled
 
@@ -224,7 +237,7 @@ def test_a_server_killed_while_idle_shows_as_failed_and_the_next_call_restarts_i
         30,
         "the status to show the killed server as failed",
     )
-    assert "closed the connection" in server.error
+    assert server.error is not None and "closed the connection" in server.error
     again = server.call("echo", {"text": "back"}, CancelToken()).text  # the first call works
     assert "echo: back" in again and again.split("pid ")[1] != str(pid)
     assert server.state == "connected" and len(running(marker)) == 1
@@ -349,7 +362,9 @@ def test_mcp_tools_follow_the_approval_mode_in_the_agent_loop(fake_llm, tmp_path
     write_config(tmp_path / "data" / "mcp.json", {"fx": stdio_entry(marker)})
     terminal = make_terminal(fake_llm, tmp_path, approval="ask")
     try:
-        wait_started(terminal.services.mcp)
+        mcp = terminal.services.mcp
+        assert mcp is not None  # built since data/mcp.json exists
+        wait_started(mcp)
         fake_llm.script(
             Reply(
                 tool_calls=[
@@ -376,8 +391,8 @@ def test_mcp_tools_follow_the_approval_mode_in_the_agent_loop(fake_llm, tmp_path
             Reply(tool_calls=[Call("mcp__fx__write_note", {"text": "c"})]), Reply(content="ok")
         )
         assert terminal.handle_task("again") == "complete"
-        offered = {t["function"]["name"] for t in fake_llm.chat_requests[2].body["tools"]}
-        assert "mcp__fx__echo" in offered and "mcp__fx__write_note" not in offered
+        names = {t["function"]["name"] for t in fake_llm.chat_requests[2].body["tools"]}
+        assert "mcp__fx__echo" in names and "mcp__fx__write_note" not in names
         refused = terminal.named("tool")[-1]
         assert refused["ok"] is False and "read-only mode" in refused["output"]
     finally:
