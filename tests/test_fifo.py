@@ -82,8 +82,8 @@ def test_search_and_listing_skip_a_pipe(ctx: ToolContext) -> None:
 
 
 def test_undo_snapshot_and_keep_never_open_a_pipe(ctx: ToolContext) -> None:
-    journal = ctx.journal
-    assert journal is not None
+    journal, proposals = ctx.journal, ctx.proposals
+    assert journal is not None and proposals is not None
     snap = prompt(journal.snapshot)
     assert "pipe1" not in snap.stats
     (ctx.workspace.root / "plain.txt").write_text("changed\n")
@@ -91,7 +91,7 @@ def test_undo_snapshot_and_keep_never_open_a_pipe(ctx: ToolContext) -> None:
     prompt(lambda: journal.before_change(ctx.workspace.root / "pipe1"))
     assert call(ctx, "delete_file", path="pipe1").ok
     prompt(journal.finish)  # never opens the pipe either
-    result = prompt(lambda: ctx.proposals.journal.undo("conv-1", "task-1"))  # type: ignore[union-attr]
+    result = prompt(lambda: proposals.journal.undo("conv-1", "task-1"))
     assert (ctx.workspace.root / "plain.txt").read_text() == "needle here\n"
     assert any(s.startswith("pipe1: not kept") for s in result.skipped), result.skipped
 

@@ -40,7 +40,9 @@ def test_whole_file_proposal_is_a_diff_and_writes_nothing(ctx: ToolContext) -> N
         "--- a/notes.txt\n+++ b/notes.txt\n@@ -1,4 +1,4 @@\n alpha\n-beta\n+BETA\n gamma\n delta\n"
     )
     assert state(ctx.workspace.root) == before
-    assert ctx.proposals.get(pid).diff == diff
+    assert ctx.proposals is not None
+    proposal = ctx.proposals.get(pid)
+    assert proposal is not None and proposal.diff == diff
 
 
 def test_line_range_proposal(ctx: ToolContext) -> None:
@@ -62,7 +64,7 @@ def test_new_file_and_missing_newline(ctx: ToolContext) -> None:
 
 
 def test_bad_proposals_are_explained(ctx: ToolContext) -> None:
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"path": "notes.txt", "new_content": "x", "start_line": 9}, "past the end"),
         ({"path": "notes.txt", "new_content": "x", "start_line": 2, "end_line": 9}, "end_line 9"),
         ({"path": "nope.txt", "new_content": "x", "start_line": 1}, "does not exist yet"),
@@ -78,6 +80,7 @@ def test_bad_proposals_are_explained(ctx: ToolContext) -> None:
 
 def test_apply_writes_atomically_and_is_undoable(ctx: ToolContext, tmp_path: Path) -> None:
     root = ctx.workspace.root
+    assert ctx.proposals is not None
     (root / "notes.txt").chmod(0o640)
     before = state(root)
     pid, _ = propose(ctx, path="notes.txt", new_content="B", start_line=2)
@@ -99,6 +102,7 @@ def test_apply_writes_atomically_and_is_undoable(ctx: ToolContext, tmp_path: Pat
 
 def test_apply_after_an_outside_change_is_refused(ctx: ToolContext) -> None:
     root = ctx.workspace.root
+    assert ctx.proposals is not None
     pid, _ = propose(ctx, path="notes.txt", new_content="mine")
     (root / "notes.txt").write_text("the user edited it\n")
     with pytest.raises(ProposalError) as refused:
@@ -113,6 +117,7 @@ def test_apply_after_an_outside_change_is_refused(ctx: ToolContext) -> None:
 
 def test_discard(ctx: ToolContext) -> None:
     pid, _ = propose(ctx, path="notes.txt", new_content="gone")
+    assert ctx.proposals is not None
     ctx.proposals.discard_proposal(pid)
     assert ctx.proposals.get(pid) is None
     with pytest.raises(ProposalError) as again:
@@ -124,6 +129,7 @@ def test_discard(ctx: ToolContext) -> None:
 def test_apply_without_a_task_has_a_journal_of_its_own(ctx: ToolContext) -> None:
     ctx.journal = None
     pid, _ = propose(ctx, path="notes.txt", new_content="solo\n")
+    assert ctx.proposals is not None
     ctx.proposals.apply_proposal(pid)
     assert ctx.proposals.journal.undoable("conv-1") == [f"proposal-{pid}"]
     ctx.proposals.journal.undo("conv-1")

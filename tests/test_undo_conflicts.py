@@ -18,7 +18,7 @@ from cli.terminal import CliTerminal
 from core.services import build_services
 from modules.tools.tool_context import ToolContext
 from modules.undo.conflicts import NOT_RECORDED
-from modules.undo.journal import UndoJournal
+from modules.undo.journal import TaskJournal, UndoJournal
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import call, fake_settings, journaled, make_ctx, make_terminal, state
 
@@ -31,9 +31,14 @@ def ctx(ctx: ToolContext, tmp_path: Path) -> ToolContext:
     return ctx
 
 
-def journal_of(ctx: ToolContext) -> UndoJournal:
+def task_of(ctx: ToolContext) -> TaskJournal:
+    """The task's journal the fixture gave `ctx`."""
     assert ctx.journal is not None
-    return ctx.journal._owner
+    return ctx.journal
+
+
+def journal_of(ctx: ToolContext) -> UndoJournal:
+    return task_of(ctx)._owner
 
 
 def ok(ctx: ToolContext, name: str, **arguments: Any) -> None:
@@ -47,7 +52,7 @@ def test_the_users_later_edit_is_left_reported_and_overwritten_only_when_asked(
     root, journal = ctx.workspace.root, journal_of(ctx)
     ok(ctx, "modify_file", path="shared.txt", operation="append", content="by the task\n")
     ok(ctx, "modify_file", path="other.txt", operation="clear")
-    ctx.journal.finish()
+    task_of(ctx).finish()
     (root / "shared.txt").write_text("the user's own work\n")
 
     preview = journal.preview("conv-1")
@@ -79,7 +84,7 @@ def test_deleted_made_again_and_mode_changes_are_conflicts(ctx: ToolContext) -> 
     ok(ctx, "delete_file", path="gone.txt")
     ok(ctx, "modify_file", path="mode.txt", operation="append", content="task\n")
     ok(ctx, "create_file", path="made/new.txt", content="task\n")
-    ctx.journal.finish()
+    task_of(ctx).finish()
     (root / "shared.txt").unlink()
     (root / "gone.txt").write_text("the user made it again\n")
     (root / "mode.txt").chmod(0o600)
@@ -110,7 +115,7 @@ def test_deleted_made_again_and_mode_changes_are_conflicts(ctx: ToolContext) -> 
 def test_a_later_tasks_change_is_a_conflict_that_names_it(ctx: ToolContext) -> None:
     root, journal = ctx.workspace.root, journal_of(ctx)
     ok(ctx, "run_command", command="echo first >> shared.txt")
-    ctx.journal.finish()
+    task_of(ctx).finish()
     ctx.journal = journal.task("conv-1", "task-2")
     ok(ctx, "run_command", command="echo second >> shared.txt")
     ctx.journal.finish()
@@ -141,7 +146,7 @@ def test_the_after_state_is_hashes_not_copies(ctx: ToolContext, tmp_path: Path) 
     blobs = tmp_path / "data/undo/blobs"
     ok(ctx, "create_file", path="shared.txt", content="new content\n")
     kept = sorted(blobs.rglob("*"))
-    ctx.journal.finish()
+    task_of(ctx).finish()
     assert sorted(blobs.rglob("*")) == kept
     [manifest] = (tmp_path / "data/undo/tasks/conv-1").iterdir()
     after = json.loads(manifest.read_text())["after"]
@@ -205,6 +210,7 @@ def test_cli_undo_says_what_it_kept_and_how_to_overwrite(fake_llm: FakeLLM, tmp_
         Reply(content="ok"),
     )
     assert terminal.run_foreground("change them") == "complete"
+    assert terminal.conversation is not None
     task_id = terminal.conversation.path()[0]["id"]
     (ws / "shared.txt").write_text("the user's\n")
 
@@ -290,6 +296,7 @@ def test_undo_never_loses_a_byte_the_user_wrote(
         before = files(root)
         fake_llm.script(Reply(tool_calls=task_calls(rng, step)), Reply(content="done"))
         assert terminal.handle_task(f"task {step}") == "complete"
+        assert terminal.conversation is not None
         tasks.append([r for r in terminal.conversation.path() if r["role"] == "user"][-1]["id"])
         after = files(root)
         for path in set(before) | set(after):
