@@ -7,6 +7,7 @@ import io
 import time
 import zipfile
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import docx
 import openpyxl
@@ -16,6 +17,7 @@ from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
 from history.context_builder import IMAGE_TOKENS, MESSAGE_OVERHEAD, estimate_message_tokens
+from history.records import ChatMessage
 from modules.uploads.attachments import AttachmentStore, safe_name
 from modules.uploads.extraction import Limits, extract
 from modules.uploads.file_types import ExtractionError, identify
@@ -300,7 +302,12 @@ def test_safe_names(given: str, stored: str):
     assert safe_name(given) == stored
 
 
-def _store(tmp_path: Path, **kwargs: object) -> AttachmentStore:
+class _StoreOptions(TypedDict, total=False):
+    shown_chars: int
+    folder: str
+
+
+def _store(tmp_path: Path, **kwargs: Unpack[_StoreOptions]) -> AttachmentStore:
     (tmp_path / "ws").mkdir(exist_ok=True)
     return AttachmentStore(Workspace(tmp_path / "ws"), tmp_path / "data", LIMITS, **kwargs)
 
@@ -320,12 +327,13 @@ def test_expand_puts_capped_text_after_the_message(tmp_path: Path):
     store = _store(tmp_path, shown_chars=1_000)
     (tmp_path / "ws/long.txt").write_text("x" * 2_500)
     [attachment] = store.attach(["long.txt"])
-    record = {
+    record: ChatMessage = {
         "role": "user",
         "content": "summarise",
         "meta": {"attachments": [attachment.to_meta()]},
     }
     content = store.expand(record, images=False)["content"]
+    assert isinstance(content, str)  # text only: no image parts
     assert content.startswith("summarise\n\n[Attached file long.txt: text, 2.4 KB, 1 line]")
     assert "<<<BEGIN long.txt>>>\n" + "x" * 1_000 + "\n<<<END long.txt>>>" in content
     assert "only the first 1,000 of 2,500 characters" in content
@@ -338,8 +346,14 @@ def test_expand_puts_capped_text_after_the_message(tmp_path: Path):
 def test_images_become_image_parts_only_for_models_that_take_them(tmp_path: Path):
     store = _store(tmp_path)
     image = store.upload(PNG, "cat.png")
-    record = {"role": "user", "content": "what is it?", "meta": {"attachments": [image.to_meta()]}}
-    text, part = store.expand(record, images=True)["content"]
+    record: ChatMessage = {
+        "role": "user",
+        "content": "what is it?",
+        "meta": {"attachments": [image.to_meta()]},
+    }
+    parts = store.expand(record, images=True)["content"]
+    assert isinstance(parts, list)  # an image goes as parts
+    text, part = parts
     assert text["type"] == "text" and "uploads/cat.png" in text["text"]
     assert part["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo")
     blind = store.expand(record, images=False)["content"]
@@ -347,7 +361,7 @@ def test_images_become_image_parts_only_for_models_that_take_them(tmp_path: Path
     (tmp_path / "ws/uploads/cat.png").write_bytes(PNG + b"changed")
     store._images.clear()
     assert "too large to send" in store.expand(record, images=True)["content"]
-    message = {"role": "user", "content": [text, part]}
+    message: ChatMessage = {"role": "user", "content": [text, part]}
     assert estimate_message_tokens(message) < MESSAGE_OVERHEAD + IMAGE_TOKENS + 100
 
 
