@@ -78,6 +78,7 @@ def test_cancel_stops_the_stream_at_once_and_keeps_the_partial_answer(fake_llm, 
     thread.join(5)
     assert not thread.is_alive() and time.monotonic() - started < 1.0
     assert terminal.named("done")[-1]["reason"] == "cancelled"
+    assert terminal.conversation_id is not None
     last = terminal.services.store.get(terminal.conversation_id).records[-1]
     assert last["role"] == "assistant" and last["meta"]["interrupted"] == "cancelled"
     assert last["content"].startswith("word")
@@ -115,6 +116,7 @@ def test_cancel_while_waiting_for_approval(fake_llm, tmp_path):
     terminal.cancel()
     thread.join(5)
     assert terminal.named("done")[-1]["reason"] == "cancelled"
+    assert terminal.conversation_id is not None
     records = terminal.services.store.get(terminal.conversation_id).records
     assert records[-1]["role"] == "tool" and "Cancelled" in records[-1]["content"]
 
@@ -142,6 +144,7 @@ def test_focus_files_reach_every_call_and_follow_renames(fake_llm, tmp_path):
     assert "SECRET-PLAN-CONTENT" in fake_llm.chat_requests[1].messages[0]["content"]
     assert "p2.md" in fake_llm.chat_requests[2].messages[0]["content"]
     assert terminal.focus.paths() == ["p2.md"]
+    assert terminal.conversation_id is not None
     stored = terminal.services.store.get(terminal.conversation_id).meta["meta"]
     assert stored["focus"] == ["p2.md"]
 
@@ -174,6 +177,7 @@ def test_editing_the_first_message_branches_from_the_root(fake_llm, tmp_path):
     fake_llm.script(Reply(content="first answer"), Reply(content="second answer"))
     terminal.handle_task("one")
     terminal.handle_task("one, reworded", parent_id=None)
+    assert terminal.conversation_id is not None
     records = terminal.services.store.get(terminal.conversation_id).records
     roots = [r for r in records if r["parent_id"] is None]
     assert [(r["content"], r["version"]) for r in roots] == [("one", 1), ("one, reworded", 2)]
@@ -196,6 +200,7 @@ def test_a_proposed_edit_reaches_the_fronts_with_its_id_and_diff(fake_llm, tmp_p
     proposal = result["details"]["proposal"]
     assert proposal["path"] == "app.py" and "+print('new')" in proposal["diff"]
     assert (tmp_path / "ws" / "app.py").read_text() == "print('old')\n"
+    assert terminal.conversation_id is not None
     record = terminal.services.store.get(terminal.conversation_id).records[-2]
     assert record["role"] == "tool" and record["meta"]["proposal"]["id"] == proposal["id"]
     terminal.services.proposals.apply_proposal(proposal["id"])

@@ -189,6 +189,7 @@ def test_a_failed_step_is_replanned_once_and_the_task_completes(fake, tmp_path):
     assert terminal.named("done")[-1]["reason"] == "complete"
     assert "".join(t["text"] for t in terminal.named("token")).endswith("Everything is done.")
     assert "tools" not in fake.chat_requests[-1].body  # the final answer is a plain one
+    assert terminal.conversation is not None
     records = terminal.conversation.path()
     assert [r["meta"].get("plan_step") for r in records if r["meta"].get("plan_step")] == [
         1,
@@ -263,6 +264,7 @@ def test_the_supervisor_delegates_and_events_nest_under_the_call(fake, tmp_path)
     assert result["seq"] > max(p["seq"] for p in nested)
     usage = terminal.named("done")[-1]["usage"]
     assert usage["prompt_tokens"] > 0  # the child's calls count too
+    assert terminal.conversation is not None
     stored = [r for r in terminal.conversation.path() if r["role"] in ("assistant", "tool")]
     assert len(stored) == 3  # the parent's call, its result and its final answer only
 
@@ -321,6 +323,7 @@ def test_cancel_inside_a_child_stops_both_within_a_second(fake, tmp_path):
     thread.join(5)
     assert not thread.is_alive() and time.monotonic() - started < 1.0
     assert terminal.named("done")[-1]["reason"] == "cancelled"
+    assert terminal.conversation is not None
     [answer] = [r for r in terminal.conversation.path() if r["role"] == "tool"]
     assert answer["name"] == "delegate_to_coder" and answer["content"].startswith("Cancelled")
 

@@ -308,6 +308,7 @@ def test_the_agent_loop_undoes_a_task_byte_for_byte(fake_llm: FakeLLM, tmp_path:
     assert state(root) != before
     result = terminal.undo()
     assert state(root) == before
+    assert terminal.conversation is not None
     message_id = terminal.conversation.path()[0]["id"]
     assert result.task_id == message_id and "gonedir/sub/data.bin" in result.restored
     assert "already undone" in terminal.undo(message_id).message
