@@ -283,9 +283,11 @@ def test_haproxy_with_sticky_sessions_polls_then_upgrades(
         first, second = EventClient(balancer.url), EventClient(balancer.url)
         for client in (first, second):
             client.connect()
-            wait_until(
-                lambda c=client: c.sio.transport() == "websocket", 5, "the websocket upgrade"
-            )
+
+            def upgraded(c: EventClient = client) -> bool:
+                return c.sio.transport() == "websocket"
+
+            wait_until(upgraded, 5, "the websocket upgrade")
         try:
             sticky = {c.sio.eio.http.cookies.get("SERVERID") for c in (first, second)}
             assert sticky == {"agent1", "agent2"}  # round robin: one client on each process
@@ -306,22 +308,29 @@ def test_a_write_landing_during_a_reload_is_read_by_the_next_get(
     redis_cluster = RedisCluster(redis.url(3))
     try:
         hub = TerminalHub(services, lambda event: None, cluster=redis_cluster)
+
+        def hubs_copy(conversation_id: str) -> Conversation:
+            conversation = hub.get(conversation_id).conversation
+            assert conversation is not None
+            return conversation
+
         other = ConversationStore(tmp_path / "data").create(title="shared")  # another process
+        untyped_other: Any = other  # called as untyped code could: a task end without its usage
         services.store.get(other.id)  # read here before (a rename, say), then written there
         other.append("user", "hello")
-        assert [r["content"] for r in hub.get(other.id).conversation.records] == ["hello"]
+        assert [r["content"] for r in hubs_copy(other.id).records] == ["hello"]
         other.append("assistant", "hi")  # the next get re-reads the history...
         reload = services.store.reload
 
         def reload_then_other_writes(conversation_id: str) -> Conversation:
             reloaded = reload(conversation_id)
-            other.update_meta(task_ends={"m1": {"reason": "complete"}})  # ...and this lands
+            untyped_other.update_meta(task_ends={"m1": {"reason": "complete"}})  # ...and this lands
             return reloaded
 
         monkeypatch.setattr(services.store, "reload", reload_then_other_writes)
-        assert "task_ends" not in hub.get(other.id).conversation.meta["meta"]
+        assert "task_ends" not in hubs_copy(other.id).meta["meta"]
         monkeypatch.setattr(services.store, "reload", reload)
-        meta = hub.get(other.id).conversation.meta["meta"]
+        meta = hubs_copy(other.id).meta["meta"]
         assert meta["task_ends"] == {"m1": {"reason": "complete"}}
     finally:
         redis_cluster.close()

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
+from tests.kit import Received
 from tests.web_helpers import ServerProcess, assert_contiguous, connected
 
 pytestmark = pytest.mark.e2e
@@ -70,7 +71,11 @@ def test_a_reload_at_any_moment_shows_each_token_once(server: ServerProcess, fak
         points = [0]  # how many events the owner had seen when each reload began
         while not any(e.name == "done" for e in owner.of(cid)) and len(reloads) < RELOADS:
             after = points[-1] + 6
-            points.append(owner.wait_until(lambda _, n=after: len(owner.of(cid)) >= n and n))
+
+            def reached(_: list[Received], n: int = after) -> bool | int:
+                return len(owner.of(cid)) >= n and n
+
+            points.append(owner.wait_until(reached))
             reloads.append(threading.Thread(target=reload, daemon=True))
             reloads[-1].start()
         live = owner.wait_done(cid)
