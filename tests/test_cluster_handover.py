@@ -17,6 +17,7 @@ import redis as redis_lib
 from core.events import Done, Event
 from core.services import build_services
 from history.conversation import LEAF
+from history.records import ToolCallRecord
 from history.store import ConversationStore
 from tests.cluster_helpers import RedisServer, cluster, missing_programs
 from tests.fake_llm import Call, FakeLLM, Reply
@@ -50,7 +51,8 @@ class SendOnDone:
         self.client, self.texts = client, texts
         self.seen = 0
         self.acks: dict[int, dict[str, Any]] = {}
-        self.leases: dict[int, str | None] = {}
+        # decode_responses=True: a str or None, though redis-py's get() says bytes | str | None
+        self.leases: dict[int, bytes | str | None] = {}
         self._redis = redis_lib.Redis.from_url(redis_url, decode_responses=True)
         client.sio.on("done", self._on_done)
 
@@ -173,7 +175,8 @@ class LeaseAtDone:
 
     def __init__(self, redis_url: str) -> None:
         self._redis = redis_lib.Redis.from_url(redis_url, decode_responses=True)
-        self.seen: list[tuple[str, str | None, bool]] = []  # (reason, lease holder, running)
+        # (reason, lease holder, running): the holder a str or None, as for SendOnDone.leases
+        self.seen: list[tuple[str, bytes | str | None, bool]] = []
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, Done) and event.depth is None:
@@ -249,7 +252,7 @@ def test_the_survivor_frees_the_lease_before_it_sends_interrupted(
     assert records[2]["tool_call_id"] == "call-1" and records[2]["meta"]["interrupted"] is True
 
 
-def tool_call(call_id: str, command: str) -> dict[str, Any]:
+def tool_call(call_id: str, command: str) -> ToolCallRecord:
     arguments = json.dumps({"command": command})
     return {
         "id": call_id,

@@ -11,6 +11,7 @@ from typing import Any
 
 from core.interrupted_calls import INTERRUPTED_CALL
 from history.context_builder import MISSING_RESULT
+from history.records import ToolCallRecord
 from history.store import ConversationStore
 from tests.cluster_helpers import ClusterServer
 from tests.fake_llm import Call, FakeLLM, Reply
@@ -98,7 +99,7 @@ def test_a_command_cut_by_a_kill_gets_an_interrupted_result_after_the_restart(
     assert [m["content"] for m in request.messages[4:6]] == [INTERRUPTED_CALL] * 2
 
 
-def run_call(call_id: str) -> dict[str, Any]:
+def run_call(call_id: str) -> ToolCallRecord:
     arguments = json.dumps({"command": "make"})
     return {
         "id": call_id,
