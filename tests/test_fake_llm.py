@@ -171,7 +171,7 @@ def test_kimi_ids_count_earlier_calls_of_the_conversation() -> None:
                 }
             ],
         }
-        messages = [
+        messages: list[dict[str, Any]] = [
             USER,
             earlier,
             {"role": "tool", "tool_call_id": "functions.read_file:0", "content": "ok"},
@@ -340,7 +340,8 @@ def test_runs_as_a_standalone_process(tmp_path: Path) -> None:
 # --- validation -----------------------------------------------------------------------------
 
 
-def call(call_id: str, name: str = "read_file", arguments: str = '{"path": "a"}') -> dict:
+def call(call_id: str, name: str = "read_file", arguments: object = '{"path": "a"}') -> dict:
+    """A call as sent on the wire; `arguments` is any JSON value (text on a valid one)."""
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
@@ -410,7 +411,7 @@ INVALID = {
     "arguments as an object": (
         [
             USER,
-            assistant(call("a", arguments={"path": "a"})),  # type: ignore[arg-type]
+            assistant(call("a", arguments={"path": "a"})),
             tool("a"),
         ],
         "arguments",

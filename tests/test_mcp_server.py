@@ -29,8 +29,10 @@ def test_ask_mode_offers_reading_tools_plus_the_opted_in_ones(tmp_path):
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}
             assert {"read_file", "list_files", "search_code", "create_file"} <= set(tools)
             assert not {"run_command", "delete_file", "focus_file"} & set(tools)
-            assert tools["read_file"].annotations.read_only_hint is True
-            assert tools["create_file"].annotations.read_only_hint is False
+            reading, creating = tools["read_file"].annotations, tools["create_file"].annotations
+            assert reading is not None and creating is not None
+            assert reading.read_only_hint is True
+            assert creating.read_only_hint is False
             assert "path" in tools["create_file"].input_schema["properties"]
 
             created = await client.call_tool(

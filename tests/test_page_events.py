@@ -12,6 +12,7 @@ import ast
 import dataclasses
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,8 +47,11 @@ def web_emitted_names() -> dict[str, list[str]]:
                 continue
             func, first = node.func, node.args[0]
             called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            literal = isinstance(first, ast.Constant) and isinstance(first.value, str)
-            if called in EMIT_CALLS and literal:
+            if (
+                called in EMIT_CALLS
+                and isinstance(first, ast.Constant)
+                and isinstance(first.value, str)
+            ):
                 where = f"{path.relative_to(ROOT)}:{node.lineno}"
                 names.setdefault(first.value, []).append(where)
     return names
@@ -116,7 +120,9 @@ def payload_typedefs(blocks: dict[str, tuple[str, str]]) -> dict[str, str]:
 def wire_fields(cls: type[events.Event]) -> dict[str, bool]:
     """The keys `to_wire` sends for an event class, each with whether it may be left out (None)."""
     fields = [f for f in dataclasses.fields(cls) if f.init]
-    sample = cls(**{f.name: f"<{f.name}>" for f in fields})  # every field set: every key sent
+    # Every field set (to a marker string, whatever its type): every key sent.
+    markers: dict[str, Any] = {f.name: f"<{f.name}>" for f in fields}
+    sample = cls(**markers)
     # By value, as a key may be renamed (ToolEvent sends `tool` as `name`).
     key_of = {value: key for key, value in sample.to_wire().items()}
     return {key_of[f"<{f.name}>"]: f.default is None for f in fields}
