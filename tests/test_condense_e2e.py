@@ -12,6 +12,7 @@ import pytest
 
 from core.services import build_services
 from history.condensed_view import SUMMARY_HEADER, SUMMARY_SYSTEM
+from history.records import MessageRecord
 from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
 from tests.helpers import TerminalRecorder, fake_settings
 from tests.kit import wait_until
@@ -47,7 +48,7 @@ def _earlier_tasks(terminal: TerminalRecorder, fake: FakeLLM, count: int = 2) ->
         assert terminal.handle_task(f"task {number} " + LONG) == "complete"
 
 
-def _summary_records(terminal: TerminalRecorder) -> list[dict[str, Any]]:
+def _summary_records(terminal: TerminalRecorder) -> list[MessageRecord]:
     assert terminal.conversation is not None
     return [r for r in terminal.conversation.records if (r.get("meta") or {}).get("summary")]
 
@@ -220,11 +221,12 @@ def test_socket_compact_then_a_restart_gives_the_same_view(fake: FakeLLM, tmp_pa
     workspace.mkdir()
     server = ServerProcess(workspace, data, base_url=fake.base_url, api_key=fake.api_key)
     with server, connected(server.url) as client:
-        cid = None
+        cid: str | None = None
         for number in range(3):
             fake.script(Reply(content=f"answer {number} " + "and so on " * 300))
             cid = client.start(f"question {number}", cid)
             client.wait_done(cid, count=number + 1)
+        assert cid is not None
         fake.script(Reply(content="They asked three questions; pears matter."))
         ack = client.call("compact", {"conversation_id": cid, "instructions": "mention pears"})
         assert ack == {"ok": True, "scheduled": False}

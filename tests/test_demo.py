@@ -6,11 +6,13 @@ import json
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from history.records import ChatMessage
 from model.completion import ContentDelta, ReasoningDelta, StreamEnd
 from model.demo import DEMO_DIR, DemoModel, load_scripts
 from model.tool_calls import ToolCallArgs, ToolCallStarted
@@ -29,7 +31,7 @@ def workspace(tmp_path: Path) -> Path:
     return folder
 
 
-TOOLS = [
+TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {"name": name}}
     for name in (
         "read_file",
@@ -45,7 +47,7 @@ TOOLS = [
 
 def _play(
     model: DemoModel,
-    messages: list[dict[str, Any]],
+    messages: Sequence[ChatMessage],
     *,
     thinking: bool = True,
     tools: list[dict[str, Any]] = TOOLS,
@@ -64,7 +66,7 @@ def test_the_script_follows_the_message_and_what_became_of_its_calls():
         "Summarise data.csv",
     ]
     model = DemoModel(pace=0)
-    user = {"role": "user", "content": "fix the bug in calc.py"}
+    user: ChatMessage = {"role": "user", "content": "fix the bug in calc.py"}
     first = _play(model, [{"role": "system", "content": "..."}, user])
     assert isinstance(first[0], ReasoningDelta) and isinstance(first[-1], StreamEnd)
     assert sum(isinstance(i, ContentDelta) for i in first) > 3  # word by word
@@ -75,7 +77,7 @@ def test_the_script_follows_the_message_and_what_became_of_its_calls():
     assert json.loads(args) == {"path": "calc.py"}
     assert not any(isinstance(i, ReasoningDelta) for i in _play(model, [user], thinking=False))
 
-    def answered(completion: Any, content: str, ok: bool) -> list[dict[str, Any]]:
+    def answered(completion: Any, content: str, ok: bool) -> list[ChatMessage]:
         call = completion.tool_calls[0]
         return [
             {"role": "assistant", "content": completion.content, "tool_calls": [call.to_message()]},
