@@ -190,7 +190,7 @@ def test_a_request_without_or_with_a_wrong_token_is_refused(
 
 def test_a_guesser_on_the_owners_address_cannot_lock_the_owner_out(server: ServerProcess) -> None:
     shared = session_from("127.0.0.31")  # the owner and the guesser: one address (a proxy)
-    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
     wrong = {"A2A-Version": "1.0", "Authorization": "Bearer wrong-token-0123456789"}
     guesses = [
         shared.post(a2a(server), json=body, headers=wrong, timeout=10)
@@ -205,7 +205,7 @@ def test_a_guesser_on_the_owners_address_cannot_lock_the_owner_out(server: Serve
 
 
 def test_the_web_cookie_opens_nothing_here(server: ServerProcess) -> None:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
     browser = {"A2A-Version": "1.0", "Cookie": f"agent_token={TOKEN}", "Origin": "null"}
     answer = session_from("127.0.0.32").post(a2a(server), json=body, headers=browser, timeout=10)
     assert answer.status_code == 401
@@ -422,7 +422,8 @@ def test_a_remote_agent_whose_card_cannot_be_read_is_listed_with_the_reason(
     description = remotes.tools()["call_agent"].description
     assert "- known: Knows things." in description
     assert "- gone: (its Agent Card could not be read:" in description
+    no_context: Any = None  # an unknown name is refused before the context is used
     with pytest.raises(
         ToolError, match="No remote agent 'nobody'; the remote agents are: gone, known"
     ):
-        remotes.call_agent(None, CallAgentArgs(name="nobody", message="hi"))  # type: ignore[arg-type]
+        remotes.call_agent(no_context, CallAgentArgs(name="nobody", message="hi"))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from werkzeug.test import TestResponse
 
 from modules.workspace.file_watcher import MAX_BATCH, WorkspaceWatcher
 from tests.fake_llm import Call, FakeLLM, Reply
@@ -348,13 +349,19 @@ API_ROUTES = [
 ]
 
 
+def json_of(response: TestResponse) -> Any:
+    """The JSON a route answered with (werkzeug gives None for an answer that is not JSON)."""
+    assert response.json is not None, response.data
+    return response.json
+
+
 @pytest.mark.parametrize("path", API_ROUTES)
 def test_api_routes_need_the_token(web: Web, path: str):
     (web.workspace / "a.txt").write_text("a")
     http = web.http()
     for headers in ({}, bearer("wrong"), {"Authorization": TOKEN}, bearer("ünïcode")):
         refused = http.get(path, headers=headers)
-        assert refused.status_code == 401 and refused.json["error"]["code"] == "unauthorized"
+        assert refused.status_code == 401 and json_of(refused)["error"]["code"] == "unauthorized"
     assert http.get(path, headers=bearer()).status_code in (200, 404)
 
 
@@ -373,7 +380,7 @@ def test_cookie_flow_from_the_token_url(web: Web):
     cookie = first.headers["Set-Cookie"]
     assert "agent_token=" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
     assert http.get("/api/status").status_code == 200
-    assert http.get("/api/status").json["ok"] is True
+    assert json_of(http.get("/api/status"))["ok"] is True
     stranger = web.http()
     assert stranger.get("/api/status").status_code == 401
 
@@ -392,13 +399,13 @@ def test_conversation_routes(web: Web, fake_llm: FakeLLM):
     cid = client.send("hello")
     client.wait_done(cid)
     http = web.http()
-    listed = http.get("/api/conversations", headers=bearer()).json
+    listed = json_of(http.get("/api/conversations", headers=bearer()))
     assert [c["id"] for c in listed["conversations"]] == [cid]
-    one = http.get(f"/api/conversations/{cid}", headers=bearer()).json
+    one = json_of(http.get(f"/api/conversations/{cid}", headers=bearer()))
     assert one["conversation"]["id"] == cid and len(one["messages"]) == 2
     missing = http.get("/api/conversations/nope", headers=bearer())
-    assert missing.status_code == 404 and missing.json["error"]["code"] == "not_found"
-    tree = http.get("/api/tree", headers=bearer()).json
+    assert missing.status_code == 404 and json_of(missing)["error"]["code"] == "not_found"
+    tree = json_of(http.get("/api/tree", headers=bearer()))
     assert tree["ok"] and tree["tree"]["is_dir"]
 
 
