@@ -11,7 +11,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,13 +75,19 @@ def local_settings(tmp_path: Path, **local: Any) -> Settings:
     return Settings(workspace=ws, data_dir=tmp_path / "data", sandbox="local", local_sandbox=local)
 
 
+def workspace_of(runner: CommandRunner) -> Path:
+    """The workspace of a local runner (plain or bubblewrap: what these tests build)."""
+    assert isinstance(runner, LocalRunner)
+    return runner.settings.workspace
+
+
 def run(
     runner: CommandRunner, command: str, *, timeout: float = 20, cancel: CancelToken | None = None
 ) -> CommandResult:
     """Run a bash command in the runner's workspace, collecting nothing on the side."""
     return runner.run(
         ["bash", "-c", command],
-        cwd=runner.settings.workspace,  # type: ignore[attr-defined]
+        cwd=workspace_of(runner),
         timeout=timeout,
         cancel=cancel or CancelToken(),
         on_output=lambda _: None,
@@ -122,7 +128,7 @@ def listener() -> Iterator[int]:
 def connect(runner: CommandRunner, port: int) -> str:
     result = runner.run(
         [runner.python, "-", str(port)],
-        cwd=runner.settings.workspace,  # type: ignore[attr-defined]
+        cwd=workspace_of(runner),
         timeout=20,
         cancel=CancelToken(),
         on_output=lambda _: None,
@@ -191,7 +197,7 @@ def test_bubblewrap_only_the_workspace_is_writable(tmp_path: Path) -> None:
     try:
         result = run(runner, script)
         assert "ws-ok" in result.output and "private-tmp-ok" in result.output
-        assert (runner.settings.workspace / "inside.txt").read_text() == "inside\n"  # type: ignore[attr-defined]
+        assert (workspace_of(runner) / "inside.txt").read_text() == "inside\n"
         assert (sentinel / "keep.txt").read_text() == "original"
         assert sorted(p.name for p in sentinel.iterdir()) == ["keep.txt"]
         assert not home_file.exists() and not host_tmp_file.exists()
@@ -220,7 +226,7 @@ def test_bubblewrap_timeout_kills_background_work(tmp_path: Path) -> None:
         5,
         "the end of every process of the command",
     )
-    assert not (runner.settings.workspace / "late.txt").exists()  # type: ignore[attr-defined]
+    assert not (workspace_of(runner) / "late.txt").exists()
 
 
 def test_bubblewrap_cancel_is_quick(tmp_path: Path) -> None:
@@ -234,7 +240,7 @@ def test_bubblewrap_cancel_is_quick(tmp_path: Path) -> None:
 
 
 @pytest.fixture(params=["plain", "bubblewrap"])
-def limited(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+def limited(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., CommandRunner]:
     """A factory of runners with the given local limits, plain and under bubblewrap."""
 
     def make(**local: Any) -> CommandRunner:
@@ -245,25 +251,25 @@ def limited(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     return make
 
 
-def test_allocating_4_gb_fails_cleanly(limited: Any) -> None:
+def test_allocating_4_gb_fails_cleanly(limited: Callable[..., CommandRunner]) -> None:
     runner = limited()
     result = run(runner, f"{runner.python} -c 'b = bytearray(4 * 1024**3); print(len(b))'")
     assert result.exit_code == 1 and "MemoryError" in result.output, result.output
 
 
-def test_file_over_the_size_limit_fails(limited: Any) -> None:
+def test_file_over_the_size_limit_fails(limited: Callable[..., CommandRunner]) -> None:
     runner = limited(file_size_mb=1)
     result = run(runner, "head -c 3M /dev/zero > big.bin")
     assert result.exit_code != 0 and "File size limit exceeded" in result.output
-    big = runner.settings.workspace / "big.bin"
+    big = workspace_of(runner) / "big.bin"
     assert big.stat().st_size == 1024 * 1024
 
 
-def test_process_limit_stops_forking(limited: Any) -> None:
+def test_process_limit_stops_forking(limited: Callable[..., CommandRunner]) -> None:
     runner = limited(processes=40)
     result = runner.run(
         [runner.python, "-"],
-        cwd=runner.settings.workspace,
+        cwd=workspace_of(runner),
         timeout=20,
         cancel=CancelToken(),
         on_output=lambda _: None,
