@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import pytest
@@ -16,8 +17,9 @@ from utils.prompts import (
 )
 
 
-def _render(**overrides: object) -> str:
-    values: dict[str, object] = {
+def _render(**overrides: Any) -> str:
+    """render_system_prompt with these arguments, and sample ones for the rest."""
+    values: dict[str, Any] = {
         "workspace_root": "/home/me/project",
         "tree": ".\n├── app.py  # Flask entry point\n└── tests/\n",
         "memory": "Run tests with `make test`.",
@@ -26,7 +28,7 @@ def _render(**overrides: object) -> str:
         "now": "2026-11-22 15:30 UTC",
     }
     values.update(overrides)
-    return render_system_prompt(**values)  # type: ignore[arg-type]
+    return render_system_prompt(**values)
 
 
 def test_prompt_holds_tree_memories_focus_and_time() -> None:

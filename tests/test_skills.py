@@ -139,7 +139,8 @@ def test_a_long_body_is_cut_with_a_note_and_readable_whole(tmp_path: Path) -> No
     lines = [f"step {i}" for i in range(MAX_BODY_LINES + 20)]
     add_skill(tmp_path / "skills", "long", skill_md("long", body="\n".join(lines)))
     ctx = _ctx(tmp_path, [tmp_path / "skills"])
-    skill = ctx.skills.require("long")  # type: ignore[union-attr]
+    assert ctx.skills is not None
+    skill = ctx.skills.require("long")
     assert skill.cut_lines == 20 and skill.body.endswith(f"step {MAX_BODY_LINES - 1}")
     used = call(ctx, "use_skill", name="long").output
     assert "20 more lines of SKILL.md were cut" in used and "step 510" not in used
@@ -220,7 +221,9 @@ def test_the_tools_are_registered_read_only() -> None:
     for name in ("use_skill", "read_skill_file"):
         tool = registry.get(name)
         assert tool is not None and tool.read_only and "skill" in tool.description
-    schema = registry.get("read_skill_file").schema()["function"]  # type: ignore[union-attr]
+    read_skill_file = registry.get("read_skill_file")
+    assert read_skill_file is not None
+    schema = read_skill_file.schema()["function"]
     assert "references/" in schema["parameters"]["properties"]["path"]["description"]
 
 
@@ -247,10 +250,11 @@ def test_read_skill_file_reads_inside_the_skill_only(kit: tuple[ToolContext, Pat
         assert result.ok and result.output == "kit/references/guide.md:\n# Guide\nbe kind\n"
     assert "be kind" in call(ctx, "read_skill_file", name="kit", path="references/same.md").output
     assert "print('hi')" in call(ctx, "read_skill_file", name="kit", path="scripts/run.py").output
+    assert ctx.skills is not None
     refused = {
         "../kit/SKILL.md": "outside the skill's folder",
         "references/../../secret.txt": "outside the skill's folder",
-        str(ctx.skills.require("kit").folder / "SKILL.md"): "not a path inside",  # type: ignore
+        str(ctx.skills.require("kit").folder / "SKILL.md"): "not a path inside",
         "/etc/passwd": "not a path inside",
         "references/out.md": "symbolic link",
         "references/deeper/x.md": "too deep",
