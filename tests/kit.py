@@ -72,11 +72,20 @@ class EventLog:
     def __init__(self) -> None:
         self.events: list[Received] = []
         self._changed = threading.Condition()
+        self._done_counts: dict[Any, int] = {}  # conversation id -> `done` events recorded
 
     def record(self, name: str, payload: Any = None) -> None:
         with self._changed:
-            self.events.append(Received(name, payload, time.monotonic()))
+            self._append(Received(name, payload, time.monotonic()))
             self._changed.notify_all()
+
+    def _append(self, event: Received) -> None:
+        """Keep an event (the lock held); a wait on a `done` then costs no scan of them all,
+        which a stream of thousands of events would pay at every one."""
+        self.events.append(event)
+        if event.name == "done" and isinstance(event.payload, dict):
+            cid = event.payload.get("conversation_id")
+            self._done_counts[cid] = self._done_counts.get(cid, 0) + 1
 
     def fetch(self) -> None:
         """Bring in what arrived but is not recorded yet (nothing, for a pushed recorder)."""
@@ -92,6 +101,7 @@ class EventLog:
         with self._changed:
             self.fetch()
             self.events.clear()
+            self._done_counts.clear()
 
     def wait_until(
         self,
@@ -139,7 +149,7 @@ class EventLog:
     ) -> list[Received]:
         """Wait for the conversation's `count`-th `done`; return its events so far."""
         self.wait_until(
-            lambda _: len(self.dones(conversation_id)) >= count,
+            lambda _: self._done_counts.get(conversation_id, 0) >= count,
             timeout,
             f"done #{count} of {conversation_id}",
         )
