@@ -52,6 +52,33 @@ def fake() -> Iterator[FakeLLM]:
         yield server
 
 
+# --- the model's settings --------------------------------------------------------------
+
+KEY_VARS = (
+    "AGENT_PROVIDER",
+    "AGENT_BASE_URL",
+    "AGENT_API_KEY",
+    "AGENT_MODEL",
+    "AGENT_THINKING_MODEL",
+    "AGENT_CONTEXT_WINDOW",
+    "AGENT_USE_PROXY",
+    "DEEPSEEK_API_KEY",
+    "MOONSHOT_API_KEY",
+    "DASHSCOPE_API_KEY",
+    "SILICONFLOW_API_KEY",
+    "OPENAI_API_KEY",
+)
+
+
+@pytest.fixture
+def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No stray .env, config.yaml or provider variables from the developer's machine (a module
+    whose settings must come from its tests alone: `pytest.mark.usefixtures` in its pytestmark)."""
+    monkeypatch.chdir(tmp_path)
+    for name in KEY_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
 # --- a server process ------------------------------------------------------------------
 
 
