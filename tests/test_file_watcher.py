@@ -1,0 +1,89 @@
+"""The workspace watcher: the changes it reports, the noise it skips, its batches and its stop."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from modules.workspace.file_watcher import MAX_BATCH, WorkspaceWatcher
+from tests.kit import wait_until
+
+
+class WatcherRun:
+    """A WorkspaceWatcher on a temporary folder, its batches collected."""
+
+    def __init__(self, root: Path, ignore: list[Path]) -> None:
+        self.batches: list[list[dict[str, Any]]] = []
+        self.reader: threading.Thread | None = None
+        self.watcher = WorkspaceWatcher(
+            root, ignore=ignore, on_changes=self.batches.append, start_background_task=self._start
+        )
+        self.watcher.start()
+        assert self.watcher.ready.wait(10), "the watcher child never became ready"
+
+    def _start(self, target: Callable[[], None]) -> None:
+        self.reader = threading.Thread(target=target, daemon=True)
+        self.reader.start()
+
+    def changes(self) -> list[dict[str, Any]]:
+        return [change for batch in self.batches for change in batch]
+
+    def wait_for(self, path: str, timeout: float = 3) -> dict[str, Any]:
+        """The last change reported for `path` (as the source or the destination of a move)."""
+
+        def last() -> dict[str, Any] | None:
+            found = [c for c in self.changes() if path in (c["path"], c.get("dest_path"))]
+            return found[-1] if found else None
+
+        return wait_until(
+            last, timeout, f"a change for {path}", details=lambda: f"got {self.changes()}"
+        )
+
+
+def test_watcher_reports_changes_and_skips_noise(tmp_path: Path):
+    root, data = tmp_path / "ws", tmp_path / "ws" / "data"
+    data.mkdir(parents=True)
+    run = WatcherRun(root, [data])
+    try:
+        (root / ".git").mkdir()
+        (root / ".git" / "index").write_text("x")
+        (data / "log.jsonl").write_text("x")
+        (root / "notes.txt.swp").write_text("x")
+        (root / "sub").mkdir()
+        (root / "sub" / "a.txt").write_text("a")
+        assert run.wait_for("sub/a.txt")["is_dir"] is False
+        (root / "sub" / "a.txt").rename(root / "sub" / "b.txt")
+        moved = run.wait_for("sub/b.txt")  # the move came after the noise, so did its change
+        assert moved["event"] == "moved" and moved["path"] == "sub/a.txt"
+        paths = {c["path"] for c in run.changes()}
+        assert not any(p.startswith((".git", "data")) or p.endswith(".swp") for p in paths)
+        assert {"event": "created", "path": "sub", "is_dir": True} in run.changes()
+    finally:
+        run.watcher.stop()
+
+
+def test_watcher_batches_keep_the_last_order_and_stay_bounded(tmp_path: Path):
+    root = tmp_path / "ws"
+    root.mkdir()
+    run = WatcherRun(root, [])
+    try:
+        flapping = root / "flap.txt"
+        flapping.write_text("1")
+        flapping.unlink()
+        flapping.write_text("2")
+        for n in range(MAX_BATCH + 500):
+            (root / f"f{n:05d}").write_bytes(b"")
+        run.wait_for(f"f{MAX_BATCH + 499:05d}")
+        flap = [c["event"] for c in run.changes() if c["path"] == "flap.txt"]
+        assert flap[-1] in ("created", "modified"), flap
+        assert max(len(batch) for batch in run.batches) <= MAX_BATCH
+    finally:
+        run.watcher.stop()
+    assert run.reader is not None
+    run.reader.join(5)
+    assert not run.reader.is_alive(), "the watcher still reads after stop"
+    seen = len(run.batches)
+    (root / "after-stop.txt").write_text("x")
+    assert len(run.batches) == seen
