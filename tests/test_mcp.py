@@ -1,5 +1,4 @@
-"""The MCP client's connections to a fixture server of our own over stdio, streamable HTTP and
-SSE: its tools, failures, restarts, timeouts, cancellation, and no process left behind."""
+"""The MCP client on our fixture server over stdio, HTTP and SSE: calls, failures, timeouts."""
 
 from __future__ import annotations
 

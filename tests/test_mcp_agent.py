@@ -1,5 +1,4 @@
-"""MCP tools in use: approvals in the agent loop, what is offered, `/mcp` and the status, a
-web server in eventlet mode, and what no configured server costs."""
+"""MCP tools in use: approvals in the agent loop, `/mcp`, the page's status, the eventlet server."""
 
 from __future__ import annotations
 
