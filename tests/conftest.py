@@ -52,6 +52,16 @@ def fake() -> Iterator[FakeLLM]:
         yield server
 
 
+@pytest.fixture
+def clean_fake(fake: FakeLLM) -> Iterator[None]:
+    """Every test scripts its own replies on the module's `fake`; none may be left over for the
+    next one (a module whose tests share it asks for this in its pytestmark)."""
+    fake.responder = None
+    yield
+    fake.responder = None
+    assert fake.pending == 0, "a scripted reply was not consumed"
+
+
 # --- the model's settings --------------------------------------------------------------
 
 KEY_VARS = (

@@ -161,6 +161,16 @@ def payloads(events: list[Received], event: str, /, **match: Any) -> list[dict[s
     return [e.payload for e in events if e.name == event and _holds(e, match)]
 
 
+def tokens(events: list[Received]) -> list[Received]:
+    """The token events among `events`."""
+    return [e for e in events if e.name == "token"]
+
+
+def text_of(events: list[Received]) -> str:
+    """The text the token events among `events` carry."""
+    return "".join(e.payload["text"] for e in tokens(events))
+
+
 def _holds(event: Received, match: dict[str, Any]) -> bool:
     payload = event.payload
     return isinstance(payload, dict) and all(payload.get(k) == v for k, v in match.items())

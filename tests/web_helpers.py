@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -303,6 +304,13 @@ def assert_contiguous(events: list[Received]) -> None:
     """Seq grows by exactly 1 per event, starting wherever the list starts."""
     seqs = [e.payload["seq"] for e in events if "seq" in e.payload]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs
+
+
+def ack_latency(client: EventClient, event: str = "get_status") -> float:
+    """Seconds the server takes to ack one `event` (a measure of its responsiveness)."""
+    started = time.monotonic()
+    assert client.call(event, {})["ok"]
+    return time.monotonic() - started
 
 
 @contextlib.contextmanager
