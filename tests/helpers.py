@@ -49,8 +49,9 @@ def make_ctx(tmp_path: Path, **overrides: Any) -> ToolContext:
     )
 
 
-def call(ctx: ToolContext, name: str, **arguments: Any) -> ToolResult:
-    """Dispatch one tool call the way the agent loop does."""
+def call(ctx: ToolContext, name: str, /, **arguments: Any) -> ToolResult:
+    """Dispatch one tool call the way the agent loop does (`ctx` and `name` go by position, so
+    a tool's own argument may be called `name`, as the skill tools' is)."""
     return build_registry().dispatch(name, json.dumps(arguments), ctx)
 
 
