@@ -1,4 +1,4 @@
-"""The conversation store's messages on real files: roundtrips, crashes, branches, scale."""
+"""The conversation store's messages on disk: roundtrips, crashes, branches, scale, threads."""
 
 from __future__ import annotations
 
