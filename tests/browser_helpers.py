@@ -64,7 +64,9 @@ def collect_errors(page: Any) -> list[str]:
 
 
 def send(page: Any, text: str) -> None:
-    """Type a message in the composer and send it with Enter."""
+    """Type a message in the composer and send it with Enter, once the page has started and
+    connected (before, on a slow machine, Enter would only add a line to the box)."""
+    page.wait_for_selector("#reconnect-banner[data-state]", state="attached")
     page.fill("#message-input", text)
     page.press("#message-input", "Enter")
 
