@@ -42,7 +42,11 @@ class FakeProcess:
 
     @classmethod
     def start(cls, deltas: int, rate: float) -> FakeProcess:
-        argv = [sys.executable, __file__, f"{deltas}:{rate}"]
+        return cls.launch([sys.executable, __file__, f"{deltas}:{rate}"])
+
+    @classmethod
+    def launch(cls, argv: list[str]) -> FakeProcess:
+        """Start a fake that prints `fake BASE_URL API_KEY MODEL` once it serves."""
         process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert process.stdout is not None
         line = process.stdout.readline().split()
