@@ -11,7 +11,8 @@ an answer. A real Socket.IO client (gathered deltas, as the page asks) starts ta
 conversation at once and waits for their `done`s, `--tasks` rounds. Printed:
 
 - per round: server CPU per task (utime+stime of the server and its children from /proc,
-  over the round, divided by the conversations), send->done p50, the history's size;
+  over the round, divided by the conversations; and the part in the kernel), send->done
+  p50, the size of the first conversation's messages.jsonl;
 - the floor of the same run: the captured requests of an early and a late task sent again
   by a bare process, JSON-encoded as the SDK does and posted to a fake that answers `ok`:
   what the bytes of the request itself cost;
@@ -42,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.long_conversation_fake import CAPTURE, workspace_files
 from bench.pace_fake import FakeProcess
-from bench.pace_figures import cpu_seconds, percentile, verdict
+from bench.pace_figures import cpu_times, percentile, verdict
 from bench.pace_profile import start_py_spy, summarise_py_spy
 from tests.web_helpers import TOKEN, InOrderClient, ServerProcess
 
@@ -109,6 +110,7 @@ class Driver:
 class Round:
     number: int
     cpu_per_task: float
+    system_per_task: float  # the part of cpu_per_task spent in the kernel
     seconds: list[float]
     history_kb: float
 
@@ -180,14 +182,17 @@ def run_rounds(server: ServerProcess, pid: int, args: argparse.Namespace, result
         profiler = Profiler(pid, args.py_spy, args.tasks, args.window)
         for k in range(1, args.tasks + 1):
             profiler.before(k)
-            cpu0 = cpu_seconds(pid)
+            user0, system0 = cpu_times(pid)
             seconds = driver.round(texts(ids, k, capture), 600)
-            cpu = cpu_seconds(pid) - cpu0
+            user1, system1 = cpu_times(pid)
             profiler.after(k)
             ids = list(seconds)  # in the order they were given (send_message's acks name them)
             history = server.data_dir / "conversations" / str(ids[0]) / "messages.jsonl"
             kb = history.stat().st_size / 1024 if history.exists() else float("nan")
-            results.rounds.append(Round(k, cpu / len(ids), list(seconds.values()), kb))
+            cpu, system = user1 + system1 - user0 - system0, system1 - system0
+            results.rounds.append(
+                Round(k, cpu / len(ids), system / len(ids), list(seconds.values()), kb)
+            )
             print_round(results.rounds[-1], args)
         results.rss_mb["after the last task"] = rss_mb(pid)
         time.sleep(args.idle)
@@ -201,7 +206,8 @@ def print_round(row: Round, args: argparse.Namespace) -> None:
     if row.number <= args.window or row.number > last or row.number % 10 == 0:
         p50 = percentile(row.seconds, 50)
         print(
-            f"{row.number:>6}{row.cpu_per_task:>12.3f}{p50:>12.2f}{row.history_kb:>12.0f}",
+            f"{row.number:>6}{row.cpu_per_task:>12.3f}{row.system_per_task:>12.3f}{p50:>12.2f}"
+            f"{row.history_kb:>12.0f}",
             flush=True,
         )
 
@@ -281,7 +287,7 @@ def run(args: argparse.Namespace) -> bool:
             f"{args.conversations} conversations x {args.tasks} tasks of {args.calls} model calls"
             f" ({args.async_mode}); server pid {pid}, fake pid {fake.pid}"
         )
-        print(f"{'task':>6}{'CPU s/task':>12}{'p50 s':>12}{'history KB':>12}")
+        print(f"{'task':>6}{'CPU s/task':>12}{'of it sys':>12}{'p50 s':>12}{'history KB':>12}")
         run_rounds(server, pid, args, results)
         server.stop()
         measure_floor(args, capture_dir, results)
