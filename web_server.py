@@ -196,11 +196,14 @@ def _stop_on_signals(state: WebState) -> None:
         deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS
         while state.hub.running() and time.monotonic() < deadline:
             state.socketio.sleep(0.05)
-        for close in state.closers:  # the A2A server
-            close()
-        if state.watcher is not None:
-            state.watcher.stop()
-        state.services.close()  # MCP servers stopped, containers removed
+        try:
+            for close in state.closers:  # the A2A server
+                close()
+            if state.watcher is not None:
+                state.watcher.stop()
+            state.services.close()  # MCP servers stopped, containers removed
+        except Exception:  # it exits all the same
+            log.exception("closing at shutdown failed")
         log.info("server stopped", extra={"fields": {"cancelled_tasks": len(running)}})
         logging.shutdown()
         sys.stdout.flush()

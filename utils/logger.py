@@ -116,12 +116,13 @@ class DebugStreamLog:
             self._queued.append((time.time(), _context.get() or {}, raw))
 
     def flush(self) -> None:
-        """Write what is queued now."""
+        """Write what is queued now (a full disk loses some: a debug log stops nothing)."""
         with self._writing:
             queued = [self._queued.popleft() for _ in range(len(self._queued))]
             if queued and not self._file.closed:
-                self._file.write("".join(self._line(*item) for item in queued))
-                self._file.flush()
+                with contextlib.suppress(OSError):
+                    self._file.write("".join(self._line(*item) for item in queued))
+                    self._file.flush()
 
     def _line(self, at: float, ctx: dict[str, Any], raw: str) -> str:
         # By hand with one string encoder: `json.dumps` of the dict costs three times as much.
@@ -143,7 +144,7 @@ class DebugStreamLog:
     def close(self) -> None:
         self._closed = True
         self.flush()
-        with self._writing:
+        with self._writing, contextlib.suppress(OSError):
             self._file.close()
 
 
