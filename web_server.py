@@ -180,7 +180,7 @@ def _start_a2a(state: WebState, host: str, port: int) -> str:
 
 
 def _stop_on_signals(state: WebState) -> None:
-    """On SIGINT/SIGTERM: cancel running tasks, let them record their end, then exit.
+    """On SIGINT/SIGTERM: interrupt running tasks, let them record their end, then exit.
 
     The handler only raises a flag that a background task polls: a signal handler must not
     block, eventlet's hub would not wake for a task spawned from it, and eventlet's server
@@ -191,8 +191,8 @@ def _stop_on_signals(state: WebState) -> None:
         while not state.stopping:
             state.socketio.sleep(SIGNAL_POLL_SECONDS)
         running = state.hub.running()
-        for terminal in running:
-            terminal.cancel()
+        for terminal in running:  # each ends as `interrupted`, as after a crash, not `cancelled`
+            terminal.cancel("shutdown")
         deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS
         while state.hub.running() and time.monotonic() < deadline:
             state.socketio.sleep(0.05)
@@ -204,7 +204,7 @@ def _stop_on_signals(state: WebState) -> None:
             state.services.close()  # MCP servers stopped, containers removed
         except Exception:  # it exits all the same
             log.exception("closing at shutdown failed")
-        log.info("server stopped", extra={"fields": {"cancelled_tasks": len(running)}})
+        log.info("server stopped", extra={"fields": {"interrupted_tasks": len(running)}})
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()

@@ -29,12 +29,16 @@ from history.titles import title_from
 from model.errors import ApiError
 from modules.tools.focus import FocusFiles, focusable
 from modules.undo.restore import UndoResult
-from utils.cancel import CancelToken, TaskCancelled
+from utils.cancel import CancelReason, CancelToken, TaskCancelled
 from utils.logger import log_context
 from utils.settings import Approval, Mode
 from utils.text import shown
 
 log = logging.getLogger(__name__)
+SERVER_STOPPED = (
+    "The server was stopped (shut down or restarted) while this task ran: it was not your "
+    "Stop. What it recorded is kept; send a message to go on."
+)
 
 
 class TaskBusy(Exception):
@@ -162,12 +166,13 @@ class MainTerminal:
                 return records, self.timeline.seq
             return records, int(records[-1].get("seq") or 0)
 
-    def cancel(self) -> bool:
-        """Stop the running task (or condensation) at once; False when nothing runs."""
+    def cancel(self, reason: CancelReason = "user") -> bool:
+        """Stop the running task (or condensation) at once; False when nothing runs. A task
+        stopped for a `shutdown` ends as `interrupted`, not `cancelled`."""
         running = self.task.cancel if self.task is not None else self._compacting
         if running is None:
             return False
-        running.cancel()
+        running.cancel(reason)
         return True
 
     def approve(self, call_id: str, approved: bool, *, always: bool = False) -> bool:
@@ -294,7 +299,10 @@ class MainTerminal:
         try:
             return self.loop.run(task)
         except TaskCancelled:
-            return "cancelled"
+            if task.cancel.reason != "shutdown":
+                return "cancelled"
+            task.report(Error("interrupted", SERVER_STOPPED))
+            return "interrupted"
         except ApiError as exc:
             task.report(Error(exc.code, str(exc)))
             return "error"

@@ -7,6 +7,7 @@ from typing import Any
 
 from core.approval import ApprovalGate, planned_write, preview
 from core.events import FileTree, ToolEvent
+from core.interrupted_calls import INTERRUPTED_CALL
 from core.services import AgentServices
 from core.status import StatusLine
 from core.task import Task
@@ -45,8 +46,10 @@ class ToolStep:
                 task.cancel.raise_if_cancelled()
                 results.append(self._run_one(task, call, tools))
             except TaskCancelled:
+                shutdown = task.cancel.reason == "shutdown"
+                output = INTERRUPTED_CALL if shutdown else CANCELLED_TOOL_OUTPUT
                 for unanswered in calls[position:]:
-                    self._record_tool(task, unanswered, ToolResult(False, CANCELLED_TOOL_OUTPUT))
+                    self._record_tool(task, unanswered, ToolResult(False, output))
                 raise
         return results
 

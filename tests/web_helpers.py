@@ -157,19 +157,21 @@ class ServerProcess:
                 seen.set()
         seen.set()
 
-    def stop(self, timeout: float = 10) -> int | None:
-        """SIGINT, then wait; SIGKILL only if it does not end in time. Returns the exit code."""
+    def stop(self, timeout: float = 10, signum: int = signal.SIGINT) -> int | None:
+        """`signum` (SIGINT or SIGTERM), then wait; SIGKILL only if it does not end in time.
+        Returns the exit code."""
         process, self._process = self._process, None
         if process is None:
             return None
         if process.poll() is None:
-            process.send_signal(signal.SIGINT)
+            process.send_signal(signum)
             try:
                 return process.wait(timeout)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-                raise AssertionError(f"server ignored SIGINT for {timeout}s") from None
+                name = signal.Signals(signum).name
+                raise AssertionError(f"server ignored {name} for {timeout}s") from None
         return process.returncode
 
     def __enter__(self) -> ServerProcess:

@@ -6,13 +6,14 @@ import contextvars
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 T = TypeVar("T")
+CancelReason = Literal["user", "shutdown"]  # the user's Stop, or the server stopping
 
 
 class TaskCancelled(Exception):
-    """Raised inside a task when the user stopped it."""
+    """Raised inside a task when it was stopped (the token's `reason` says why)."""
 
 
 class CancelToken:
@@ -22,15 +23,17 @@ class CancelToken:
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._callbacks: list[Callable[[], object]] = []
+        self.reason: CancelReason | None = None  # the first cancel's
 
     @property
     def cancelled(self) -> bool:
         return self._event.is_set()
 
-    def cancel(self) -> None:
+    def cancel(self, reason: CancelReason = "user") -> None:
         with self._lock:
             if self._event.is_set():
                 return
+            self.reason = reason
             self._event.set()
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
