@@ -233,7 +233,13 @@ class Conversation:
             self._index(record)
             self._meta["updated_at"] = record["created_at"]
             titled = self._auto_title(record)
-            self._save_meta(force=titled)
+            try:
+                self._save_meta(force=titled)
+            except OSError:  # the record is kept all the same: meta.json waits for the next save
+                self._meta_dirty = True
+                log.warning(
+                    "meta.json not written", extra={"fields": {"id": self.id}}, exc_info=True
+                )
             return record
 
     def _fresh_id(self, wanted: str | None) -> str:
@@ -358,12 +364,16 @@ class Conversation:
         if self._needs_newline:
             data = b"\n" + data  # end a line torn by a crash so this record starts fresh
         fd = os.open(self._dir / "messages.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        torn, written = self._needs_newline, 0
         try:
             self._needs_newline = True  # until the whole line is known to be on disk
-            written = os.write(fd, data)
             while written < len(data):
                 written += os.write(fd, data[written:])
             self._needs_newline = False
+        except OSError:  # a full disk: a record is kept whole or not at all
+            os.ftruncate(fd, os.fstat(fd).st_size - written)
+            self._needs_newline = torn
+            raise
         finally:
             os.close(fd)
 

@@ -4,6 +4,7 @@ search and delete them; history/conversation.py holds one conversation's tree.""
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import logging
 import os
@@ -82,7 +83,13 @@ class ConversationStore:
         }
         directory = self._root / data["id"]
         directory.mkdir(parents=True)
-        conversation = Conversation(directory, data, [], stamp=write_meta(directory, data))
+        try:
+            stamp = write_meta(directory, data)
+        except OSError:  # a full disk: no empty folder is left behind
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+            raise
+        conversation = Conversation(directory, data, [], stamp=stamp)
         with self._lock:
             self._cache[conversation.id] = conversation
         return conversation
