@@ -16,6 +16,7 @@ from core.main_terminal import NotConfigured, NothingToCondense, TaskBusy
 from history.store import ConversationNotFound
 from modules.results import ToolError
 from modules.uploads.attachments import MAX_ATTACHMENTS
+from utils.disk import DiskFull
 
 EXIT_CODES: dict[DoneReason, int] = {
     "complete": 0,
@@ -75,6 +76,9 @@ def run_once(terminal: CliTerminal, prompt: str) -> int:
     except NotConfigured as exc:
         terminal.err.write(f"error: {exc}\n")
         return 2
+    except DiskFull as exc:  # the message was not kept
+        terminal.err.write(f"error: {exc.code}: {exc}\n")
+        return EXIT_CODES["error"]
     terminal.err.write(f"conversation: {terminal.conversation_id}\n")
     if reason == "complete" and terminal.declined:
         terminal.err.write(f"error: declined: {'; '.join(terminal.declined)}\n")
@@ -123,7 +127,7 @@ def repl(terminal: CliTerminal) -> int:
         except KeyError as exc:  # an unknown skill or agent
             terminal.err.write(f"{exc.args[0] if exc.args else exc}\n")
             continue
-        except NotConfigured as exc:
+        except (NotConfigured, DiskFull) as exc:
             terminal.err.write(f"error: {exc}\n")
             continue
         terminal.out.write("\n")

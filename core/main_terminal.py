@@ -8,6 +8,7 @@ go and how approvals are asked.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Collection
 from typing import Any, get_args
@@ -30,6 +31,7 @@ from model.errors import ApiError
 from modules.tools.focus import FocusFiles, focusable
 from modules.undo.restore import UndoResult
 from utils.cancel import CancelReason, CancelToken, TaskCancelled
+from utils.disk import disk_full, is_disk_full
 from utils.logger import log_context
 from utils.settings import Approval, Mode
 from utils.text import shown
@@ -39,6 +41,8 @@ SERVER_STOPPED = (
     "The server was stopped (shut down or restarted) while this task ran: it was not your "
     "Stop. What it recorded is kept; send a message to go on."
 )
+NOT_KEPT = "Your message was not sent, and nothing of it was kept."
+TASK_CUT = "The task stopped there; what it recorded before is kept."
 
 
 class TaskBusy(Exception):
@@ -207,34 +211,23 @@ class MainTerminal:
 
         `skill` names a skill whose instructions go to the model with this message;
         `attachments` (AttachmentStore.attach, as dicts) the files that go with it. Claims
-        the conversation for the task; raises NotConfigured, TaskBusy, or KeyError for an
-        unknown parent, agent or skill.
+        the conversation for the task; raises NotConfigured, TaskBusy, DiskFull, or KeyError
+        for an unknown parent, agent or skill. A message it raises for is not kept.
         """
         with self.timeline.lock:
             self._check_free()
             agent = self.services.agents.get(self.agent)
             if skill is not None:
                 self.services.skills.require(skill)
-            chosen: ConversationState = {
-                "agent": agent.name,
-                "mode": self.mode,
-                "approval": self.approval,
-            }
-            if self.conversation is None:  # titled and set up in one write of meta.json
-                created = self.services.store.create(title=title_from(text) or None, meta=chosen)
-                self.timeline.open(created, self.timeline.seq)
-            conversation = self.conversation
-            assert conversation is not None
-            if parent_id not in (LEAF, None) and parent_id not in conversation.index:
+            known = self.conversation.index if self.conversation else {}
+            if parent_id not in (LEAF, None) and parent_id not in known:
                 raise KeyError(f"no message {shown(parent_id)} in this conversation")
-            parent_id = answer_interrupted_calls(conversation, self.timeline.record, parent_id)
             meta: dict[str, Any] = {"skill": skill} if skill else {}
             if attachments:
                 meta["attachments"] = attachments
-            record = self.timeline.record("user", text, parent_id=parent_id, meta=meta or None)
-            stored = conversation.meta["meta"]
-            if any(stored.get(key) != value for key, value in chosen.items()):
-                conversation.update_meta(**chosen)
+            record = self._record_message(text, agent.name, parent_id, meta)
+            conversation = self.conversation
+            assert conversation is not None
             journal = self.services.journal.task(conversation.id, record["id"])
             transcript = StoredTranscript(self.timeline)
             self.task = Task(
@@ -249,6 +242,44 @@ class MainTerminal:
             )
             self.status.iteration = 0
             return self.task
+
+    def _record_message(
+        self, text: str, agent: str, parent_id: str | None, meta: dict[str, Any]
+    ) -> MessageRecord:
+        """Record the user's message, or keep nothing of it: a conversation created for it is
+        removed again when it could not be recorded (raises DiskFull for want of space)."""
+        created = self.conversation is None
+        try:
+            return self._write_message(text, agent, parent_id, meta)
+        except BaseException as exc:
+            if created and self.conversation is not None:  # nobody knows of it yet
+                with contextlib.suppress(OSError):
+                    self.services.store.delete(self.conversation.id)
+                self.timeline.open(None, self.timeline.seq)
+            if is_disk_full(exc):
+                raise disk_full(self.settings.data_dir, NOT_KEPT) from exc
+            raise
+
+    def _write_message(
+        self, text: str, agent: str, parent_id: str | None, meta: dict[str, Any]
+    ) -> MessageRecord:
+        """Write meta.json with what the task runs with (creating the conversation when there
+        is none), then the user's record: a disk too full for meta.json refuses the message
+        before any of it is kept, and a record is kept whole or not at all."""
+        chosen: ConversationState = {
+            "agent": agent,
+            "mode": self.mode,
+            "approval": self.approval,
+            "focus": self.focus.paths(),
+        }
+        conversation = self.conversation
+        if conversation is None:  # titled and set up in one write of meta.json
+            conversation = self.services.store.create(title=title_from(text) or None, meta=chosen)
+            self.timeline.open(conversation, self.timeline.seq)
+        else:
+            conversation.update_meta(**chosen)  # written even when unchanged: see above
+        parent_id = answer_interrupted_calls(conversation, self.timeline.record, parent_id)
+        return self.timeline.record("user", text, parent_id=parent_id, meta=meta or None)
 
     def run_task(self, task: Task) -> DoneReason:
         """Run a task begun with `begin_task` to its end, which is always a `done` event."""
@@ -307,6 +338,10 @@ class MainTerminal:
             task.report(Error(exc.code, str(exc)))
             return "error"
         except Exception as exc:
+            if is_disk_full(exc):
+                log.warning("a task's write found the disk full", exc_info=True)
+                task.report(Error("disk_full", str(disk_full(self.settings.data_dir, TASK_CUT))))
+                return "error"
             log.exception("task crashed")
             task.report(Error("internal_error", f"{type(exc).__name__}: {exc}"))
             return "error"

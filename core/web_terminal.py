@@ -129,8 +129,6 @@ class WebTerminal(MainTerminal):
                 if claimed is not None:
                     self._cluster.release(claimed)
                 raise
-            if focus is not None:
-                self.save_focus()
         if on_begun is not None:
             on_begun(task.user_record)
         if self._announce is not None:

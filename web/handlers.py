@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -22,6 +23,7 @@ from modules.results import FileChange, ToolError
 from modules.tools.proposals import ProposalError
 from modules.uploads.attachments import MAX_ATTACHMENTS
 from modules.workspace.file_tree import visible_changes
+from utils.disk import DiskFull, disk_full, is_disk_full
 from utils.settings import Approval, Mode
 from utils.validation import describe_validation_error
 from web.payloads import conversation_payload, conversations_payload, status_payload, tree_payload
@@ -32,6 +34,7 @@ log = logging.getLogger(__name__)
 
 Id = Annotated[str, Field(min_length=1, max_length=128)]  # ours are 32; the model's a few more
 ERROR_ECHO_CHARS = 500
+NOT_SAVED = "What you asked for could not be saved."
 WorkspacePaths = Annotated[list[Annotated[str, Field(max_length=4096)]], Field(max_length=10_000)]
 
 
@@ -130,9 +133,16 @@ def acked(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, Any]]
                 return failure("not_configured", str(exc))
             except ClusterUnavailable as exc:
                 return failure("unavailable", str(exc))
+            except DiskFull as exc:
+                return failure(DiskFull.code, str(exc))
             except KeyError as exc:
                 return failure("not_found", str(exc.args[0] if exc.args else exc))
             except Exception as exc:
+                if is_disk_full(exc):  # a write outside a task's start (an upload's text, ...)
+                    where = (
+                        os.path.dirname(getattr(exc, "filename", None) or "") or "the data folder"
+                    )
+                    return failure(DiskFull.code, str(disk_full(where, NOT_SAVED)))
                 log.exception("socket handler %s failed", function.__name__)
                 return failure("internal_error", f"{type(exc).__name__}: {exc}")
 
