@@ -47,11 +47,18 @@ def task_end(data: Path, cid: str, message_id: str) -> dict[str, Any]:
     return dict(meta["meta"]["task_ends"][message_id])
 
 
-def test_sigterm_ends_every_running_task_as_interrupted(fake_llm: FakeLLM, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["threading", "eventlet"])
+def test_sigterm_ends_every_running_task_as_interrupted(
+    fake_llm: FakeLLM, tmp_path: Path, mode: str
+) -> None:
     fake_llm.script(*(endless() for _ in range(TASKS)))
     data = tmp_path / "data"
     server = ServerProcess(
-        tmp_path / "ws", data, base_url=fake_llm.base_url, api_key=fake_llm.api_key
+        tmp_path / "ws",
+        data,
+        base_url=fake_llm.base_url,
+        api_key=fake_llm.api_key,
+        async_mode=mode,
     ).start()
     with contextlib.ExitStack() as stack:
         clients = [stack.enter_context(connected(server.url)) for _ in range(TASKS)]
