@@ -20,6 +20,7 @@ from core.events import Event
 from core.services import build_services
 from utils.settings import Settings
 from web.access import HostGuard, OriginCheck, OriginGuard, is_loopback, origin_checker
+from web.backlog import ClientQueueCap
 from web.batching import DeltaBatcher
 from web.handlers import register_socket_handlers
 from web.hub import TerminalHub
@@ -29,7 +30,8 @@ from web.routes import routes
 from web.state import AsyncMode, WebState
 
 log = logging.getLogger(__name__)
-MAX_REQUEST_BYTES = 1024 * 1024  # a socket payload or HTTP body; send_message text fits well
+MEGABYTE = 1024 * 1024
+MAX_REQUEST_BYTES = MEGABYTE  # a socket payload or HTTP body; send_message text fits well
 SHUTDOWN_GRACE_SECONDS = 3.0
 SIGNAL_POLL_SECONDS = 0.2
 GREEN_YIELD_SECONDS = 0.005  # CPython's own thread switch interval
@@ -61,6 +63,11 @@ def create_app(
         ping_timeout=20,
     )
     _guard(app, host, settings.allowed_hosts, origin_allowed)
+    queue_cap = ClientQueueCap(
+        socketio.server.eio,
+        int(settings.client_queue_mb * MEGABYTE),
+        lambda eio_sid: socketio.server.manager.sid_from_eio_sid(eio_sid, "/") or eio_sid,
+    )
 
     green = async_mode == "eventlet"
     yielded = [time.monotonic()]
@@ -84,8 +91,9 @@ def create_app(
             socketio.sleep(0)
             yielded[0] = time.monotonic()
 
-    def to_client(sid: str, name: str, payload: dict[str, Any]) -> None:
-        socketio.emit(name, payload, to=sid)
+    def to_client(sid: str, name: str, payload: dict[str, Any]) -> None:  # a join's replay
+        with queue_cap.replay():
+            socketio.emit(name, payload, to=sid)
 
     def enter_room(sid: str, room: str) -> None:  # a client of another process: via the queue
         socketio.server.enter_room(sid, room, namespace="/")

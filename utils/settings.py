@@ -214,6 +214,12 @@ class Settings(BaseSettings):
         description="the demo model's delays, scaled (0: none)",
     )
 
+    client_queue_mb: float = Field(
+        8.0,
+        gt=0,
+        description="what may wait to be sent to one web client before it is dropped "
+        "(it reconnects and gets the rest)",
+    )
     upload_limit_mb: float = Field(25, gt=0, le=1024)
     extract_timeout: float = Field(20.0, gt=0)
     extract_memory_mb: int = Field(1024, ge=256)

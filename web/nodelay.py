@@ -20,14 +20,14 @@ class NoDelay:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         if environ.get("HTTP_UPGRADE", "").lower() == "websocket":
-            sock = _connection(environ)
+            sock = connection_socket(environ)
             if sock is not None:
                 with contextlib.suppress(OSError):
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return self.app(environ, start_response)
 
 
-def _connection(environ: dict[str, Any]) -> socket.socket | None:
+def connection_socket(environ: dict[str, Any]) -> socket.socket | None:
     """The client's socket: Werkzeug's (threading mode) or eventlet.wsgi's."""
     sock = environ.get("werkzeug.socket")
     if sock is None and "eventlet.input" in environ:

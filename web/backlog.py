@@ -1,0 +1,147 @@
+"""A cap on what the server holds for one client: the messages waiting to be sent to it.
+
+python-engineio puts every packet for a client in that client's queue (`Socket.queue`), and a
+writer task takes them off and sends them on the WebSocket. A client that reads nothing (but
+answers pings) stalls its writer once the kernel's buffers are full, and its queue then grows
+with every event: megabytes over a long answer. Here each queue counts the bytes it holds;
+past the cap (AGENT_CLIENT_QUEUE_MB) it takes no more and the client is dropped: the
+connection closed, its TCP socket shut down so that the stalled writer wakes and ends. The
+client reconnects and `join`s with its last seq for exactly the rest (docs/protocol.md §4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from engineio import Server as EngineServer
+
+from web.nodelay import connection_socket
+
+log = logging.getLogger(__name__)
+OTHER_PACKET_BYTES = 64  # an open packet's dict, a bare ping: small, not worth measuring
+ACK_TYPES = ("3", "6")
+
+
+def packet_bytes(packet: Any) -> int:
+    """What a queued packet will put on the wire, roughly (text counted in characters)."""
+    data = getattr(packet, "data", None)
+    if isinstance(data, str | bytes | bytearray):
+        return len(data)
+    return 0 if packet is None else OTHER_PACKET_BYTES
+
+
+def is_answer(packet: Any) -> bool:
+    """An ack: a Socket.IO ACK or BINARY_ACK packet (types 3 and 6) in an Engine.IO message."""
+    data = getattr(packet, "data", None)
+    return isinstance(data, str) and data[:1] in ACK_TYPES
+
+
+def counted_queue(base: type[Any], cap: ClientQueueCap) -> type[Any]:
+    """The async mode's queue class (queue.Queue, eventlet's Queue) counting what it holds.
+
+    Both classes store and take items through `_put` and `_get` only, under their own lock.
+    What the client asked for (an ack: a `get_conversation` may be megabytes; a `join`'s
+    replay) is not held against the cap: `asked` counts it, and as the queue is FIFO the
+    bytes that leave are taken off it first (so it never counts more than is left of it).
+    """
+
+    class CountedQueue(base):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.queued_bytes = 0
+            self.asked = 0
+            self.full = False  # past the cap: it takes nothing but the writer's end mark
+
+        def put(self, item: Any, *args: Any, **kwargs: Any) -> None:
+            if self.full and item is not None:
+                return
+            if cap.replaying() or is_answer(item):
+                self.asked += packet_bytes(item)
+            super().put(item, *args, **kwargs)
+            if self.queued_bytes - self.asked > cap.cap_bytes and not self.full:
+                self.full = True
+                cap.full(self)
+
+        def _put(self, item: Any) -> None:
+            self.queued_bytes += packet_bytes(item)
+            super()._put(item)
+
+        def _get(self) -> Any:
+            item = super()._get()
+            size = packet_bytes(item)
+            self.queued_bytes -= size
+            self.asked = max(0, self.asked - size)
+            return item
+
+    return CountedQueue
+
+
+class ClientQueueCap:
+    """Installed on the Engine.IO server: counted queues, and the sockets to shut down."""
+
+    def __init__(self, eio: EngineServer, cap_bytes: int, sid_of: Callable[[str], str]) -> None:
+        """`sid_of(eio_sid)`: the client's Socket.IO sid, as the rest of the server names it."""
+        self.eio, self.cap_bytes, self.sid_of = eio, cap_bytes, sid_of
+        self._connections: dict[str, socket.socket] = {}  # by Engine.IO sid, while upgraded
+        self._local = threading.local()  # green under eventlet: per task
+        modes = eio._async
+        self._websocket_class = modes["websocket"]
+        queue_class = counted_queue(modes["queue"], self)
+        eio._async = {**modes, "queue": queue_class, "websocket": self._websocket}
+
+    @contextlib.contextmanager
+    def replay(self) -> Iterator[None]:
+        """What this task sends in the block is a `join`'s replay: asked for (counted_queue)."""
+        self._local.replaying = True
+        try:
+            yield
+        finally:
+            self._local.replaying = False
+
+    def replaying(self) -> bool:
+        return bool(getattr(self._local, "replaying", False))
+
+    def full(self, queue: Any) -> None:
+        """Drop the client whose queue passed the cap (called once per queue)."""
+        held = next((s for s in list(self.eio.sockets.values()) if s.queue is queue), None)
+        if held is not None:  # closing runs the disconnect handlers: not on the sender's time
+            self.eio.start_background_task(self._drop, held, queue.queued_bytes)
+
+    def _websocket(self, handler: Callable[[Any], Any], server: EngineServer) -> Any:
+        """The async mode's WebSocket app for one connection, its socket noted by sid."""
+        app = self._websocket_class(handler, server)
+        sid = handler.__self__.sid  # type: ignore[attr-defined]  # Socket._websocket_handler
+
+        def run(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+            connection = connection_socket(environ)
+            if connection is not None:
+                self._connections[sid] = connection
+            try:
+                return app(environ, start_response)
+            finally:
+                self._connections.pop(sid, None)
+
+        return run
+
+    def _drop(self, held: Any, queued: int) -> None:
+        log.warning(
+            "client dropped: more waited to be sent to it than AGENT_CLIENT_QUEUE_MB allows",
+            extra={
+                "fields": {
+                    "sid": self.sid_of(held.sid),
+                    "eio_sid": held.sid,
+                    "queued_bytes": queued,
+                    "cap_bytes": self.cap_bytes,
+                }
+            },
+        )
+        held.close(wait=False, abort=True, reason=self.eio.reason.SERVER_DISCONNECT)
+        connection = self._connections.get(held.sid)
+        if connection is not None:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
