@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, ClassVar, Literal
 
 from model.completion import Usage
-from modules.results import FileChange
+from modules.results import FileChange, FolderRefresh
 
 
 @dataclass(kw_only=True)
@@ -168,6 +168,7 @@ class Done(Event):
 class FileTree(Event):
     name: ClassVar[str] = "file_tree"
     changes: list[FileChange]
+    refresh: list[FolderRefresh] | None = None  # folders with more changes than were listed
 
 
 EventSink = Callable[[Event], None]

@@ -24,6 +24,14 @@ class FileChange:
 
 
 @dataclass
+class FolderRefresh:
+    """A folder whose `count` changes in one batch were too many to list: reload it."""
+
+    path: str
+    count: int
+
+
+@dataclass
 class ToolOutput:
     """What a tool returns when it changed the workspace."""
 

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from modules.workspace.file_watcher import MAX_BATCH, WorkspaceWatcher
+from modules.workspace.change_batch import FOLD_ABOVE
+from modules.workspace.file_watcher import WorkspaceWatcher
 from tests.kit import wait_until
 
 
@@ -16,12 +17,17 @@ class WatcherRun:
 
     def __init__(self, root: Path, ignore: list[Path]) -> None:
         self.batches: list[list[dict[str, Any]]] = []
+        self.refreshed: list[dict[str, Any]] = []
         self.reader: threading.Thread | None = None
         self.watcher = WorkspaceWatcher(
-            root, ignore=ignore, on_changes=self.batches.append, start_background_task=self._start
+            root, ignore=ignore, on_changes=self._batch, start_background_task=self._start
         )
         self.watcher.start()
         assert self.watcher.ready.wait(10), "the watcher child never became ready"
+
+    def _batch(self, changes: list[dict[str, Any]], refresh: list[dict[str, Any]]) -> None:
+        self.batches.append(changes)
+        self.refreshed += refresh
 
     def _start(self, target: Callable[[], None]) -> None:
         self.reader = threading.Thread(target=target, daemon=True)
@@ -64,21 +70,25 @@ def test_watcher_reports_changes_and_skips_noise(tmp_path: Path):
         run.watcher.stop()
 
 
-def test_watcher_batches_keep_the_last_order_and_stay_bounded(tmp_path: Path):
+def test_watcher_batches_name_each_path_once_and_fold_a_burst(tmp_path: Path):
     root = tmp_path / "ws"
-    root.mkdir()
+    (root / "quiet").mkdir(parents=True)
     run = WatcherRun(root, [])
     try:
-        flapping = root / "flap.txt"
+        flapping = root / "quiet" / "flap.txt"
         flapping.write_text("1")
         flapping.unlink()
         flapping.write_text("2")
-        for n in range(MAX_BATCH + 500):
-            (root / f"f{n:05d}").write_bytes(b"")
-        run.wait_for(f"f{MAX_BATCH + 499:05d}")
-        flap = [c["event"] for c in run.changes() if c["path"] == "flap.txt"]
-        assert flap[-1] in ("created", "modified"), flap
-        assert max(len(batch) for batch in run.batches) <= MAX_BATCH
+        assert run.wait_for("quiet/flap.txt")["event"] == "created"
+        (root / "burst").mkdir()
+        for n in range(1500):
+            (root / "burst" / f"f{n:05d}").write_bytes(b"x")  # created, then modified
+        wait_until(lambda: run.refreshed, 5, "a folded folder")
+        assert {folder["path"] for folder in run.refreshed} <= {"burst", ""}
+        for batch in run.batches:
+            assert len(batch) <= FOLD_ABOVE + 1
+            assert len({c["path"] for c in batch}) == len(batch), batch
+        assert [c["event"] for c in run.changes() if c["path"] == "quiet/flap.txt"] == ["created"]
     finally:
         run.watcher.stop()
     assert run.reader is not None

@@ -11,7 +11,7 @@ from flask_socketio import SocketIO
 
 from core.events import Event, FileTree
 from core.services import AgentServices
-from modules.results import FileChange
+from modules.results import FileChange, FolderRefresh
 from modules.workspace.file_watcher import WorkspaceWatcher
 from utils.settings import Settings
 from web.access import LoginThrottle
@@ -74,8 +74,9 @@ class WebState:
     def start_watcher(self) -> None:
         """Push `file_tree` events to every client whenever the workspace changes."""
 
-        def broadcast(changes: list[dict[str, Any]]) -> None:
-            event = FileTree([FileChange(**change) for change in changes])
+        def broadcast(changes: list[dict[str, Any]], refresh: list[dict[str, Any]]) -> None:
+            folders = [FolderRefresh(**folder) for folder in refresh]
+            event = FileTree([FileChange(**change) for change in changes], folders or None)
             self.socketio.emit(event.name, event.to_wire())
             self.socketio.sleep(0)
 

@@ -29,7 +29,8 @@ def scan_dir(fs: SafeRoot, ignore: WorkspaceIgnore, rel_dir: str) -> list[tuple[
 def file_tree(
     workspace: Workspace, annotations: AnnotationStore, *, max_entries: int = 5000
 ) -> dict[str, Any]:
-    """Nested {name, path, is_dir, children?, annotation?}; `truncated: true` on the root if cut.
+    """Nested {name, path, is_dir, children?, annotation?}; if cut, the root has `truncated: true`
+    and `entries`, how many are listed.
 
     Folders are filled breadth-first, so a cut keeps the upper levels whole. What
     modules.workspace.ignore leaves out (.gitignore'd paths, node_modules, virtualenvs, caches)
@@ -47,7 +48,7 @@ def file_tree(
         rel_dir, node = queue.popleft()
         for name, is_dir in scan_dir(workspace, ignore, rel_dir):
             if count >= max_entries:
-                root["truncated"] = True
+                root["truncated"], root["entries"] = True, count
                 return root
             count += 1
             rel = f"{rel_dir}/{name}" if rel_dir else name

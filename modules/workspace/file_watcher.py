@@ -19,17 +19,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from modules.workspace.change_batch import ChangeBatch
 from modules.workspace.ignore import WorkspaceIgnore
 from utils.settings import PROGRAM_DIR
 
 log = logging.getLogger(__name__)
 
 BATCH_SECONDS = 0.1
-MAX_BATCH = 1000  # changes per line (and per `file_tree` event)
+BURST_SECONDS = 1.0  # after a batch that had folders folded: a burst is going on
 
 
 class _Batcher:
-    """Collects changes and writes them as one JSON line at most every BATCH_SECONDS.
+    """Collects changes and writes them as one JSON line at most every BATCH_SECONDS (every
+    BURST_SECONDS while a burst lasts), each path once and crowded folders folded
+    (modules.workspace.change_batch).
 
     Changes to what the file tree does not show (modules.workspace.ignore) are dropped.
     """
@@ -38,7 +41,7 @@ class _Batcher:
         self.root, self.ignore = root, ignore
         self.hidden = WorkspaceIgnore(root)
         self._lock = threading.Lock()
-        self._pending: dict[tuple[str, str, str | None], dict[str, Any]] = {}
+        self._batch = ChangeBatch()
 
     def relative(self, path: str, is_dir: bool) -> str | None:
         candidate = Path(path)
@@ -62,24 +65,20 @@ class _Batcher:
                 kind = "deleted"
         elif path is None:
             return
-        change = {"event": kind, "path": path, "is_dir": is_dir}
-        if dest_path:
-            change["dest_path"] = dest_path
-        key = (kind, path, dest_path)
         with self._lock:
-            # A repeated change moves to the end, so the batch keeps the order of the last ones
-            # (created, deleted, created again: the file exists).
-            self._pending.pop(key, None)
-            self._pending[key] = change
+            self._batch.add(kind, path, is_dir, dest_path)
 
     def flush_forever(self) -> None:
+        wait = BATCH_SECONDS
         while True:
-            time.sleep(BATCH_SECONDS)
+            time.sleep(wait)
             with self._lock:
-                batch, self._pending = list(self._pending.values()), {}
-            for start in range(0, len(batch), MAX_BATCH):
-                sys.stdout.write(json.dumps({"changes": batch[start : start + MAX_BATCH]}) + "\n")
-            sys.stdout.flush()
+                changes, refresh = self._batch.take()
+            wait = BURST_SECONDS if refresh else BATCH_SECONDS
+            if changes or refresh:
+                line = {"changes": changes, **({"refresh": refresh} if refresh else {})}
+                sys.stdout.write(json.dumps(line) + "\n")
+                sys.stdout.flush()
 
 
 def _watch(root: Path, ignore: list[Path]) -> None:
@@ -118,14 +117,14 @@ def _exit_with_parent() -> None:
 
 
 class WorkspaceWatcher:
-    """Starts the child and hands each batch of changes to `on_changes`."""
+    """Starts the child and hands each batch to `on_changes(changes, refresh)`."""
 
     def __init__(
         self,
         root: Path,
         *,
         ignore: list[Path],
-        on_changes: Callable[[list[dict[str, Any]]], None],
+        on_changes: Callable[[list[dict[str, Any]], list[dict[str, Any]]], None],
         start_background_task: Callable[..., Any],
     ) -> None:
         self.root, self.ignore, self.on_changes = root, ignore, on_changes
@@ -161,17 +160,17 @@ class WorkspaceWatcher:
                 continue
             if message.get("ready"):
                 self.ready.set()
-            elif message.get("changes"):
-                self._deliver(message["changes"])
+            elif message.get("changes") or message.get("refresh"):
+                self._deliver(message.get("changes", []), message.get("refresh", []))
         if not self._stopping:
             log.error(
                 "the workspace watcher stopped: live file-tree updates are off",
                 extra={"fields": {"exit_code": process.wait()}},
             )
 
-    def _deliver(self, changes: list[dict[str, Any]]) -> None:
+    def _deliver(self, changes: list[dict[str, Any]], refresh: list[dict[str, Any]]) -> None:
         try:
-            self.on_changes(changes)
+            self.on_changes(changes, refresh)
         except Exception:
             log.exception("file-tree update failed")
 

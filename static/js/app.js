@@ -92,6 +92,7 @@ class App {
       },
       onRootName: (name) => { $("#workspace-name").textContent = name ?? ""; },
       onChange: (change) => this.preview.changed(change.path, change.event, change.dest_path),
+      onFolderChange: (folder) => this.preview.changedUnder(folder),
       onFocus: (path, focused) => this.session.setFocused(path, focused),
     });
     this.memory = new MemoryPanel($("#memory-button"), { request, conversationId: () => this.session.cid });

@@ -141,9 +141,17 @@
  */
 
 /**
+ * A folder whose changes in one watcher batch were too many to list (modules/results.py
+ * `FolderRefresh`): reload it; `count` changes were left out of `changes`; "" is the workspace.
+ * @typedef {object} FolderRefresh
+ * @property {string} path
+ * @property {number} count
+ */
+
+/**
  * `file_tree`: workspace changes, from a task (core/events.py `FileTree`) or outside any (the
  * watcher, an upload, an undo: web/state.py, web/routes.py, web/handlers.py).
- * @typedef {EventBase & {changes: FileChange[]}} FileTreeEvent
+ * @typedef {EventBase & {changes: FileChange[], refresh?: FolderRefresh[]}} FileTreeEvent
  */
 
 /**

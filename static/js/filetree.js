@@ -7,6 +7,7 @@ const PIN_SVG = '<svg viewBox="0 0 24 24" fill="none" stroke="currentColor" stro
 const collator = new Intl.Collator(undefined, { numeric: true, sensitivity: "base" });
 
 /** @typedef {import("./events.js").FileChange} FileChange */
+/** @typedef {import("./events.js").FolderRefresh} FolderRefresh */
 
 function parentOf(path) {
   const cut = path.lastIndexOf("/");
@@ -24,10 +25,12 @@ function compareNodes(a, b) {
 
 export class FileTree {
   /** load() -> Promise of the get_file_tree ack; onOpenFile(path); onRootName(name); onChange(change);
-   * onFocus(path, focused): the pin of a file was clicked. */
-  constructor(root, { load, onOpenFile, onRootName, onChange, onFocus }) {
+   * onFolderChange(path): a folder changed more than was listed; onFocus(path, focused): the pin of
+   * a file was clicked. */
+  constructor(root, { load, onOpenFile, onRootName, onChange, onFolderChange, onFocus }) {
     this.root = root;
     this.onChange = onChange;
+    this.onFolderChange = onFolderChange;
     this.onFocus = onFocus;
     this.focused = new Set();
     this.load = load;
@@ -58,6 +61,11 @@ export class FileTree {
     for (const child of tree.children ?? []) this.#build(child, rootNode);
     this.root.replaceChildren(list);
     if (!rootNode.children.length) list.append(h("li", { class: "empty-hint", text: "The workspace is empty" }));
+    if (tree.truncated) {
+      const shown = (tree.entries ?? rootNode.children.length).toLocaleString("en");
+      const text = `Showing the first ${shown} entries: the workspace has more.`;
+      this.root.append(h("p", { class: "empty-hint", "data-testid": "tree-capped", text }));
+    }
     this.onRootName?.(tree.name);
   }
 
@@ -174,14 +182,16 @@ export class FileTree {
     return parent ? this.#insert(parent, path, true) : null;
   }
 
-  /** Apply change events; anything surprising falls back to a (debounced) full reload.
-   * @param {FileChange[]} changes */
-  apply(changes) {
+  /** Apply change events; anything surprising, or a folder to refresh, falls back to a (debounced) full reload.
+   * @param {FileChange[]} changes
+   * @param {FolderRefresh[]} [refresh] */
+  apply(changes, refresh = []) {
     for (const change of changes) this.onChange?.(change);
+    for (const folder of refresh) this.onFolderChange?.(folder.path);
     if (!this.nodes.size) return;
     // A changed .gitignore changes what the whole tree shows.
     const rules = changes.some((change) => [change?.path, change?.dest_path].some((p) => /(^|\/)\.gitignore$/.test(p ?? "")));
-    if (rules || changes.length > MAX_INCREMENTAL_CHANGES) return void this.refresh();
+    if (refresh.length || rules || changes.length > MAX_INCREMENTAL_CHANGES) return void this.refresh();
     for (const change of changes) {
       if (change?.path === "") continue;
       if (!change?.path || !this.#applyOne(change)) this.refresh();

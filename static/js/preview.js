@@ -175,6 +175,11 @@ export class FilePreview {
     }
   }
 
+  /** A folder holding the previewed file changed more than a file_tree event listed. */
+  changedUnder(folder) {
+    if (this.isOpen && this.path && (!folder || this.path.startsWith(`${folder}/`))) this.reload();
+  }
+
   close() {
     this.request += 1;
     this.path = null;

@@ -83,13 +83,13 @@ export class Session {
     const [name, payload] = event; // one of core/events.py's
     const cid = payload.conversation_id ?? null;
     if (!cid) {
-      if (name === "file_tree") this.tree.apply(payload.changes ?? []);
+      if (name === "file_tree") this.tree.apply(payload.changes ?? [], payload.refresh ?? []);
       else if (name === "error") this.chat.onError(payload);
       return;
     }
     if (!this.feed.admit(cid, ...event)) return;
     if (name === "done") this.conversations.refresh();
-    if (name === "file_tree") return void this.tree.apply(payload.changes ?? []);
+    if (name === "file_tree") return void this.tree.apply(payload.changes ?? [], payload.refresh ?? []);
     if (cid !== this.cid) return;
     this.#dispatch(...event);
   }
