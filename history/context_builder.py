@@ -5,7 +5,6 @@ The conversation trees on disk are history/conversation.py's.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 from collections.abc import Iterator, Sequence
@@ -149,33 +148,43 @@ class ContextBuilder:
         budget = self._budget / self._ratio - fixed
         if len(self._cache) > _CACHE_LIMIT:
             self._cache.clear()
-        units = list(self._units.newest_first(path, self._cache))
+        prefix, tail = self._units.split(path, self._cache)
+        units = [*tail, *reversed(prefix.units)]
         full = math.ceil((fixed + sum(u.tokens for u in units)) * self._ratio)
         remaining = iter(units)
         turn = _current_turn(remaining)
         history = _fit_history(remaining, budget - sum(u.tokens for u in turn))
-        turn = _fit_turn(turn, budget)
-        messages = [system]
+        fitted = _fit_turn(turn, budget)
+        kept_units = [*reversed(history), *reversed(fitted)]
         kept, raw = 0, fixed
-        for unit in [*reversed(history), *reversed(turn)]:
-            messages.extend(unit.messages)
+        for unit in kept_units:
             kept += unit.records
             raw += unit.tokens
         estimated = math.ceil(raw * self._ratio)
         self.last_used_tokens = estimated
-        messages = _unique_call_ids(messages)
+        whole = fitted is turn and len(kept_units) == len(units) - _lead(prefix, tail)
+        if whole:  # every unit from the first turn on: the prefix's messages were made before
+            own = kept_units[len(kept_units) - len(tail) :] if prefix.sent else kept_units
+            sent = _unique_call_ids(_messages(own), set(prefix.seen))
+            messages = [system, *prefix.sent, *sent]
+        else:
+            messages = [system, *_unique_call_ids(_messages(kept_units), set())]
         return BuiltContext(messages, estimated, len(path) - kept, max(full, estimated))
 
 
-def _unique_call_ids(messages: list[ChatMessage]) -> list[ChatMessage]:
-    """The messages with every tool-call id unique (the APIs refuse a request repeating one).
+def _messages(units: list[_Unit]) -> list[ChatMessage]:
+    return [message for unit in units for message in unit.messages]
+
+
+def _unique_call_ids(messages: list[ChatMessage], seen: set[str]) -> list[ChatMessage]:
+    """The messages with every tool-call id unique (the APIs refuse a request repeating one),
+    also against the ids in `seen` (sent before them), which it adds theirs to.
 
     Kimi numbers its ids (`functions.NAME:N`) by the calls in the request, so once older
     calls are left out or condensed away a new call can repeat a kept one's id. The later one
     is renamed in the request only (its record keeps the id the model gave it), the same way
     in every request, so what the provider caches stays the same.
     """
-    seen: set[str] = set()
     renamed: dict[str, str] = {}  # ids of the assistant message being copied, old -> new
     out = []
     for message in messages:
@@ -219,8 +228,43 @@ def _tokens(message: ChatMessage, cache: dict[str, float]) -> float:
     return tokens
 
 
+class _Prefix(NamedTuple):
+    """What earlier builds made of a path's closed prefix, oldest first."""
+
+    units: list[_Unit]
+    size: int  # how many path records they cover
+    last_id: str | None  # of the last record covered
+    second_id: str | None  # of the record at 1
+    lead: int  # how many units come before the first that starts a turn (all, when none does)
+    sent: list[ChatMessage]  # the messages of the units from that one on, call ids made unique
+    seen: frozenset[str]  # the call ids in `sent`
+
+
+_EMPTY = _Prefix([], 0, None, None, 0, [], frozenset())
+
+
+def _lead(prefix: _Prefix, tail: list[_Unit]) -> int:
+    """How many units of the prefix and its `tail` (newest first) come before the first turn."""
+    if prefix.lead < len(prefix.units):
+        return prefix.lead
+    starts = [i for i, unit in enumerate(reversed(tail)) if unit.starts_turn]
+    return prefix.lead + (starts[0] if starts else len(tail))
+
+
+def _extended(
+    prefix: _Prefix, added: list[_Unit], size: int, last_id: str, second_id: str | None
+) -> _Prefix:
+    """The prefix with the next closed units (`added`, oldest first)."""
+    lead = _lead(prefix, added[::-1])
+    own = added[max(0, lead - len(prefix.units)) :]
+    seen = set(prefix.seen)
+    sent = prefix.sent + _unique_call_ids(_messages(own), seen)
+    return _Prefix(prefix.units + added, size, last_id, second_id, lead, sent, frozenset(seen))
+
+
 class _UnitCache:
-    """Units of the path's closed prefix, kept between builds of a growing conversation.
+    """Units of the path's closed prefix, kept between builds of a growing conversation, with
+    the messages they are sent as when every unit from the first turn on fits.
 
     A record id fixes its whole ancestry, so a path whose record at `size - 1` has the cached
     id shares the cached prefix. In a condensed view (history/condensed_view.py) the record at
@@ -229,32 +273,32 @@ class _UnitCache:
     """
 
     def __init__(self) -> None:
-        # (units oldest first, how many path records they cover, id of the last covered record,
-        # id of the record at 1), swapped as one value so a concurrent build never sees a
-        # half-updated state.
-        self._state: tuple[list[_Unit], int, str | None, str | None] = ([], 0, None, None)
+        # swapped as one value, so a concurrent build never sees a half-updated state
+        self._prefix = _EMPTY
 
-    def newest_first(self, path: Sequence[ChatMessage], cache: dict[str, float]) -> Iterator[_Unit]:
-        """Every unit of `path`, newest first, reusing what earlier builds grouped."""
-        prefix, size, last_id, second_id = self._state
+    def split(
+        self, path: Sequence[ChatMessage], cache: dict[str, float]
+    ) -> tuple[_Prefix, list[_Unit]]:
+        """The cached prefix `path` starts with, and the units of the rest, newest first."""
+        prefix = self._prefix
+        size = prefix.size
         second = path[1].get("id") if len(path) > 1 else None
         reusable = (
             0 < size < len(path)
-            and path[size - 1].get("id") == last_id
-            and second == second_id
+            and path[size - 1].get("id") == prefix.last_id
+            and second == prefix.second_id
             and path[size].get("role") != "tool"
         )
         if not reusable:
-            prefix, size = [], 0
+            prefix, size = _EMPTY, 0
         tail = list(_units_newest_first(path[size:], cache))
         starts = [i for i in range(size, len(path)) if path[i].get("role") != "tool"]
-        if len(starts) >= 2 and isinstance(path[starts[-1] - 1].get("id"), str):
-            # cache all but the last unit: more tool results may still join that one
-            last = path[starts[-1] - 1]["id"]
-            self._state = (prefix + tail[:0:-1], starts[-1], last, second)
+        last = path[starts[-1] - 1].get("id") if len(starts) >= 2 else None
+        if isinstance(last, str):  # cache all but the last unit: more results may join that one
+            self._prefix = _extended(prefix, tail[:0:-1], starts[-1], last, second)
         elif not reusable:
-            self._state = ([], 0, None, None)
-        return itertools.chain(tail, reversed(prefix))
+            self._prefix = _EMPTY
+        return prefix, tail
 
 
 def _units_newest_first(path: Sequence[ChatMessage], cache: dict[str, float]) -> Iterator[_Unit]:
