@@ -18,7 +18,7 @@ from core.events import ContextEvent, ContextUsage, Event, EventSink, Notice
 from core.services import AgentServices
 from core.task import Task
 from core.timeline import Timeline
-from history.condensed_view import model_view
+from history.condensed_view import ViewCache
 from history.context_builder import BuiltContext, ContextBuilder
 from history.conversation import Conversation
 from history.records import ChatMessage, MessageRecord
@@ -42,6 +42,7 @@ class ContextWindow:
         self._timeline = timeline
         self._focus = focus
         self._builder = ContextBuilder(services.provider.context_window)
+        self._views = ViewCache()
         self.usage = ContextUsage(0, self._builder.limit_tokens)  # of the newest call
         self._request: str | None = None  # instructions for the running task's next call
         self._failed: str | None = None  # trace id of a task not to condense again
@@ -142,11 +143,11 @@ class ContextWindow:
         """A root-to-leaf path as one call sends it: its condensed view, expanded, fitted."""
         services = self.services
         images = getattr(services.model_for(agent), "config", services.provider).images
-        view = [
-            services.attachments.expand(services.skills.expand(record), images=images)
-            for record in model_view(path)
-        ]
-        return self._builder.build(prompt, view, tools=tools)
+
+        def expand(record: ChatMessage) -> ChatMessage:
+            return services.attachments.expand(services.skills.expand(record), images=images)
+
+        return self._builder.build(prompt, self._views.view(path, expand, images), tools=tools)
 
     def _condense_if_due(
         self, task: Task, prompt: str, tools: list[dict[str, Any]], built: BuiltContext

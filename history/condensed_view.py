@@ -11,7 +11,7 @@ calls always stays with its results, and every kept record is sent exactly as st
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from history.context_builder import estimate_message_tokens
@@ -99,6 +99,37 @@ def model_view(path: Sequence[MessageRecord]) -> Sequence[ChatMessage]:
         return [r for r in path if summary_meta(r) is None]
     kept = (r for r in path[active.cut :] if summary_meta(r) is None)
     return [path[0], summary_message(active.record), *kept]
+
+
+class ViewCache:
+    """The model view of the last path, each record as `expand` turns it, extended as the
+    path grows: a call at the end of a long history expands only the records added since
+    the one before. `key` names what else `expand` depends on."""
+
+    def __init__(self) -> None:
+        # swapped as one value, so a concurrent call never sees a half-updated state
+        self._last: tuple[list[MessageRecord], list[ChatMessage], object] = ([], [], None)
+
+    def view(
+        self,
+        path: list[MessageRecord],
+        expand: Callable[[ChatMessage], ChatMessage],
+        key: object,
+    ) -> list[ChatMessage]:
+        """`expand` applied to each message of `model_view(path)`."""
+        last, view, last_key = self._last
+        grown = (
+            key == last_key
+            and 0 < len(last) <= len(path)
+            and path[: len(last)] == last
+            and not any(summary_meta(r) for r in path[len(last) :])
+        )
+        if grown:  # the same summary, if any, cuts it: the view only gains the new records
+            view = view + [expand(r) for r in path[len(last) :]]
+        else:
+            view = [expand(r) for r in model_view(path)]
+        self._last = (path, view, key)
+        return view
 
 
 def condensed_ids(path: Sequence[MessageRecord]) -> set[str]:

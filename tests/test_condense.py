@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from history.condensed_view import (
     SUMMARY_HEADER,
     Cut,
+    ViewCache,
     active_summary,
     condensed_ids,
     is_turn_start,
@@ -169,10 +170,14 @@ def request_body(messages: Sequence[ChatMessage], flavour: str) -> dict[str, Any
 
 
 def check_view(
-    path: Sequence[MessageRecord], conversation: Conversation, builder: ContextBuilder
+    path: list[MessageRecord],
+    conversation: Conversation,
+    builder: ContextBuilder,
+    views: ViewCache,
 ) -> None:
     """Every rule a condensed request must keep, for the view of one path."""
-    view = model_view(path)
+    view = views.view(path, lambda record: record, None)
+    assert view == list(model_view(path)), "a view grown with the path is the path's view"
     built = builder.build("system prompt", view)
     assert built.dropped == 0
     fresh = ContextBuilder(10_000_000).build("system prompt", view)
@@ -223,15 +228,15 @@ def test_condensed_requests_keep_every_provider_rule(ops: list[dict[str, Any]]) 
     with tempfile.TemporaryDirectory() as tmp:
         conversation = ConversationStore(Path(tmp)).create()
         builder = Builder(conversation)
-        context = ContextBuilder(10_000_000)
+        context, views = ContextBuilder(10_000_000), ViewCache()
         for op in ops:
             if op["op"] == "turn":
                 builder.turn(op)
             else:
                 builder.condense(op["keep"])
-            check_view(conversation.path(), conversation, context)
+            check_view(conversation.path(), conversation, context, views)
         for leaf in {r["id"] for r in conversation.records if not conversation.children(r["id"])}:
-            check_view(conversation.path(leaf), conversation, ContextBuilder(10_000_000))
+            check_view(conversation.path(leaf), conversation, ContextBuilder(10_000_000), views)
 
 
 # --- the cut, one rule at a time ---------------------------------------------------------------
