@@ -32,7 +32,7 @@ from model.errors import (
     ServerError,
     StreamInterrupted,
 )
-from model.providers import ProviderConfig, prepare_messages
+from model.providers import PreparedMessages, ProviderConfig
 from model.sse_pump import ChunkPump, NotAStream
 from model.tool_calls import ToolCallAssembler
 from utils.cancel import CancelToken, TaskCancelled
@@ -92,6 +92,7 @@ class ApiClient:
         self.config = config
         self._settings = settings
         self._on_raw_delta = on_raw_delta
+        self._prepare = PreparedMessages(config)
         self._sdk: openai.OpenAI | None = None  # built on the first call: see _client
         self._sdk_lock = threading.Lock()
 
@@ -184,7 +185,7 @@ class ApiClient:
         # The SDK walks every parameter against its typed schema before encoding it: a no-op on
         # these plain dicts that costs some 40 times their encoding, so a long history's
         # calls spent most of the server's CPU there. `extra_body` is sent as given, in place.
-        body: dict[str, Any] = {"messages": prepare_messages(messages, self.config)}
+        body: dict[str, Any] = {"messages": self._prepare(messages)}
         if tools:
             body["tools"] = tools
         body.update(self.config.thinking_body(thinking))

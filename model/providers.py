@@ -192,6 +192,38 @@ def prepare_messages(records: Sequence[ChatMessage], config: ProviderConfig) -> 
     return [_api_message(record, config) for record in records]
 
 
+class PreparedMessages:
+    """`prepare_messages` for one client's calls, each record prepared once: records never
+    change, and every call of a long conversation sends its whole history again.
+
+    A message is known by its record id and only for that very dict (a copy made for one
+    request, such as an expanded or renamed one, is prepared anew). Past `limit` messages
+    (about half a kilobyte each) all are forgotten at once.
+    """
+
+    def __init__(self, config: ProviderConfig, limit: int = 20_000) -> None:
+        self._config = config
+        self._limit = limit
+        self._known: dict[str, tuple[ChatMessage, ApiMessage]] = {}
+
+    def __call__(self, records: Sequence[ChatMessage]) -> list[ApiMessage]:
+        known = self._known
+        if len(known) > self._limit:
+            known.clear()
+        prepared = []
+        for record in records:
+            key = record.get("id")
+            hit = known.get(key) if isinstance(key, str) else None
+            if hit is not None and hit[0] is record:
+                prepared.append(hit[1])
+                continue
+            message = _api_message(record, self._config)
+            if isinstance(key, str):
+                known[key] = (record, message)
+            prepared.append(message)
+        return prepared
+
+
 def _api_message(record: ChatMessage, config: ProviderConfig) -> ApiMessage:
     role = record["role"]
     message: ApiMessage = {"role": role, "content": record.get("content") or ""}

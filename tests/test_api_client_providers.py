@@ -9,7 +9,7 @@ import pytest
 
 from history.records import MessageMeta, MessageRecord, ToolCallRecord
 from model.errors import NetworkError
-from model.providers import prepare_messages, resolve_provider
+from model.providers import PreparedMessages, prepare_messages, resolve_provider
 from tests.fake_llm import FakeLLM, Reply
 from tests.model_helpers import closed_port, completion, make_client, make_settings, run
 
@@ -166,6 +166,18 @@ def test_prepare_messages_for_deepseek() -> None:
     assert messages[3] == {"role": "tool", "content": "data", "tool_call_id": "c1"}
     assert messages[4] == {"role": "assistant", "content": "answer"}  # final reasoning not resent
     assert messages[5]["reasoning_content"] == ""  # DeepSeek wants the field on every call turn
+
+
+def test_a_client_prepares_each_record_once() -> None:
+    config = resolve_provider(make_settings(provider="deepseek", api_key="k"))
+    records = _records()
+    prepare = PreparedMessages(config)
+    first = prepare(records)
+    assert first == prepare_messages(records, config)
+    assert all(a is b for a, b in zip(first, prepare(records), strict=True))
+    copy: MessageRecord = {**records[3], "content": "expanded"}  # the same id, another dict
+    assert prepare([*records[:3], copy])[3]["content"] == "expanded"
+    assert prepare(records)[3]["content"] == "data"
 
 
 def test_prepare_messages_for_kimi_and_openai() -> None:
