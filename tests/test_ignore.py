@@ -231,13 +231,13 @@ def test_undo_restores_a_gitignored_file_a_command_deleted(ctx: ToolContext, tmp
     assert (root / "app.log").read_text() == "needle\n"
 
 
-def test_the_live_tree_skips_gitignored_and_built_in_folders(ctx: ToolContext):
+def test_the_live_tree_skips_gitignored_and_built_in_folders(ctx: ToolContext) -> None:
     root = ctx.workspace.root
     batches: list[list[dict[str, Any]]] = []
     watcher = WorkspaceWatcher(
         root,
         ignore=[],
-        on_changes=batches.append,
+        on_changes=lambda changes, _refresh: batches.append(changes),
         start_background_task=lambda target: threading.Thread(target=target, daemon=True).start(),
     )
     watcher.start()
