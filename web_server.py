@@ -46,11 +46,7 @@ def create_app(
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     socketio = SocketIO()
     cluster = _cluster(settings)
-    queue = (
-        {"message_queue": settings.redis_url, "channel": "agent-socketio"}
-        if (settings.redis_url)
-        else {}
-    )
+    queue = _message_queue(settings.redis_url) if settings.redis_url else {}
 
     origin_allowed = origin_checker(settings.allowed_origins)
     socketio.init_app(
@@ -123,6 +119,14 @@ def _guard(app: Flask, host: str, hosts: list[str], origin_allowed: OriginCheck)
     app.wsgi_app = HostGuard(  # type: ignore[method-assign]
         OriginGuard(NoDelay(app.wsgi_app), origin_allowed), bind_host=host, allowed=hosts
     )
+
+
+def _message_queue(url: str) -> dict[str, Any]:
+    """Room emits across processes (Flask-SocketIO's Redis queue), telling this process's
+    clients when some may have been lost."""
+    from web.message_queue import WatchedRedisManager  # the redis client: only when scaled out
+
+    return {"client_manager": WatchedRedisManager(url, channel="agent-socketio")}
 
 
 def _cluster(settings: Settings) -> Cluster:

@@ -1,7 +1,7 @@
 """Where the web server's tasks run: this process alone, or one of several sharing a Redis.
 
 `TerminalHub` and `WebTerminal` talk to a `Cluster`; `LocalCluster` is the single process
-(every answer is "here, nobody else"), `core.redis_cluster.RedisCluster` the scaled-out one,
+(every answer is "here, nobody else"), `web.redis_cluster.RedisCluster` the scaled-out one,
 imported only when AGENT_REDIS_URL is set.
 """
 
@@ -24,9 +24,10 @@ class ClusterUnavailable(Exception):
 
 @dataclass
 class LoggedEvents:
-    """A conversation's replay log as another process left it."""
+    """A conversation's replay log as another process left it: `events` (name, wire payload)
+    are every event after max(after_seq, replays_after) up to `last_seq`, none missing."""
 
-    events: list[tuple[str, dict[str, Any]]]  # (event name, wire payload) with seq > after_seq
+    events: list[tuple[str, dict[str, Any]]]
     last_seq: int
     replays_after: int
 
@@ -76,7 +77,14 @@ class Cluster(Protocol):
         ...
 
     def replay_log(self, conversation_id: str, after_seq: int) -> LoggedEvents | None:
-        """The events of the conversation's last task after `after_seq`; None: none kept."""
+        """The events of the conversation's last task after `after_seq`, as far as the log
+        holds them whole (`replays_after` says from where); None: none kept."""
+        ...
+
+    def settling(self) -> float:
+        """Seconds a live process may still take to claim back its running tasks, which the
+        shared store forgot when it restarted moments ago (0: it did not). Raises
+        ClusterUnavailable."""
         ...
 
     def ask(self, owner: str, request: Request) -> Answer | None:
@@ -128,6 +136,9 @@ class LocalCluster:
 
     def replay_log(self, conversation_id: str, after_seq: int) -> LoggedEvents | None:
         return None
+
+    def settling(self) -> float:
+        return 0.0
 
     def ask(self, owner: str, request: Request) -> Answer | None:
         return None

@@ -4,6 +4,7 @@ run in another (cancel, approve, join: forwarded through the cluster to their pr
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ from core.web_terminal import Announce, Send, WebTerminal
 
 ToClient = Callable[[str, str, dict[str, Any]], None]  # (sid, name, payload): to one client
 EnterRoom = Callable[[str, str], None]  # (sid, room): a client of any process
+OWNER_POLL_SECONDS = 0.2
 
 
 class TerminalHub:
@@ -155,26 +157,55 @@ class TerminalHub:
         """Put client `sid` in the conversation's `room` (default: the one named by its id)
         and replay what it missed after `after_seq` (see WebTerminal.replay): by the process
         running the task, which alone orders the replay before the live events; else from
-        the last task's log."""
+        the last task's log. Raises ClusterUnavailable."""
         room = room or conversation_id
         terminal = self.get(conversation_id)
         if not terminal.running:
-            answer = self._ask(
-                conversation_id, {"op": "join", "after_seq": after_seq, "sid": sid, "room": room}
-            )
-            if answer is not None and "last_seq" in answer:
+            request = {"op": "join", "after_seq": after_seq, "sid": sid, "room": room}
+            answer = self._owner_joins(conversation_id, request)
+            if answer is not None:
                 return answer
+            terminal = self.get(conversation_id)  # as it is after a wait for the owner
             logged = self.cluster.replay_log(conversation_id, after_seq)
             if logged is not None and not terminal.running:
+                last_seq = max(logged.last_seq, terminal.last_seq)
+                events, replays_after = logged.events, logged.replays_after
+                if last_seq > logged.last_seq:  # the log lacks the newest events
+                    events, replays_after = [], last_seq
                 self._subscribe(sid, room)
-                for name, wire in logged.events:
+                for name, wire in events:
                     self._deliver(sid, name, wire)
-                return {
-                    "running": False,
-                    "last_seq": max(logged.last_seq, terminal.last_seq),
-                    "replays_after": logged.replays_after,
-                }
+                return {"running": False, "last_seq": last_seq, "replays_after": replays_after}
         return self._replay_here(terminal, after_seq, sid, room)
+
+    def _owner_joins(self, conversation_id: str, request: dict[str, Any]) -> dict[str, Any] | None:
+        """The answer of the process running the conversation's task, if one does.
+
+        A task the history shows without an end runs in another process, or ran in one that
+        stopped. When Redis restarted moments ago (cluster.settling), its owner has yet to
+        take its lease back: ask again until then rather than answer without its events."""
+        deadline: float | None = None
+        while True:
+            answer = self._ask(conversation_id, request)
+            if answer is not None and "last_seq" in answer:
+                return answer
+            if not self.cluster.shared or not self._unended_elsewhere(conversation_id):
+                return None
+            if deadline is None:
+                deadline = time.monotonic() + self.cluster.settling()
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(OWNER_POLL_SECONDS)
+
+    def _unended_elsewhere(self, conversation_id: str) -> bool:
+        """Whether the conversation's newest task has no end stored and does not run here."""
+        terminal = self.get(conversation_id)
+        conversation = terminal.conversation
+        if terminal.running or conversation is None:
+            return False
+        newest = next((r for r in reversed(conversation.records) if r["role"] == "user"), None)
+        ends = conversation.meta.get("meta", {}).get("task_ends") or {}
+        return newest is not None and newest["id"] not in ends
 
     def remote_status(self, conversation_id: str) -> dict[str, Any] | None:
         """Where the conversation's task is when another process runs it (None otherwise)."""

@@ -7,7 +7,8 @@ What each key holds (all under `agent:`):
 - `running`    a hash CID -> {"owner", "message_id"}: what runs where, so a task whose lease
   expired (its process died) is found and marked interrupted;
 - `log:CID`    a stream of the running or last task's events, id `SEQ-0`, expiring a while
-  after the task's records are stored; `state:CID` its `last_seq` and `replays_after`;
+  after the task's records are stored; `state:CID` its `last_seq` and `replays_after`
+  (web/replay_log.py);
 - `proc:PID`   the channel where the process PID takes commands (cancel, approve, join,
   status); it answers on the list named in the request (`reply:...`).
 """
@@ -27,25 +28,26 @@ from redis.exceptions import RedisError
 
 from core.cluster import Answer, ClusterUnavailable, Handler, LoggedEvents, Request
 from core.events import Event
+from web.replay_log import LOG_KEEP_SECONDS, PREFIX, ReplayLog, log_key, state_key
 
 log = logging.getLogger(__name__)
 
-PREFIX = "agent:"
 LEASE_SECONDS = 8  # a dead process's task is found at most this + HEARTBEAT_SECONDS later
 HEARTBEAT_SECONDS = 2.0
 ASK_SECONDS = 1.5  # how long a command waits for the owner's answer
 REPLY_KEEP_SECONDS = 10
-LOG_KEEP_SECONDS = 600  # a finished task's events stay replayable this long
 RETRY_SECONDS = 1.0
-WRITE_BATCH_SECONDS = 0.01
+# After Redis restarts empty, a live process takes its tasks' leases back at its next
+# heartbeat: a join waits that long for the owner of a task the history shows unended.
+SETTLE_SECONDS = LEASE_SECONDS + HEARTBEAT_SECONDS
 LISTEN_POLL_SECONDS = 1.0  # how soon the listener notices close()
 
-# Renew our lease, or take it back when it vanished (Redis restarted); 0: another owns it.
+# Renew our lease (1), or take it back when it vanished (2: Redis restarted); 0: another owns it.
 _RENEW = """
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] or not holder then
   redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-  return 1
+  return holder and 1 or 2
 end
 return 0
 """
@@ -87,12 +89,8 @@ class RedisCluster:
         self._end = self._redis.register_script(_END)
         self._held: dict[str, str] = {}  # conversation id -> message id of our running task
         self._leases = threading.Lock()  # held while renewing: no renewal outlives its end
-        self._lock = threading.Lock()
-        self._unwritten: list[tuple[str, int, str]] = []  # events for the streams, in seq order
-        self._wake = threading.Event()
-        self._flushing = threading.Lock()
+        self._log = ReplayLog(self._redis, sleep)
         self._closed = False
-        self._log_failed_at = 0.0
 
     @property
     def channel(self) -> str:
@@ -121,18 +119,11 @@ class RedisCluster:
     def begin(self, conversation_id: str, message_id: str, replays_after: int) -> None:
         with self._leases:
             self._held[conversation_id] = message_id
+        self._log.begin(conversation_id, replays_after)
         info = json.dumps({"owner": self.process_id, "message_id": message_id})
         try:
-            with self._redis.pipeline() as pipe:
-                pipe.hset(f"{PREFIX}running", conversation_id, info)
-                pipe.delete(_log(conversation_id))
-                pipe.delete(_state(conversation_id))
-                pipe.hset(
-                    _state(conversation_id),
-                    mapping={"last_seq": replays_after, "replays_after": replays_after},
-                )
-                pipe.execute()
-        except RedisError as exc:
+            self._redis.hset(f"{PREFIX}running", conversation_id, info)
+        except RedisError as exc:  # the heartbeat puts it back once Redis answers
             log.warning(
                 "could not record a task start in Redis",
                 extra={"fields": {"conversation_id": conversation_id, "error": str(exc)}},
@@ -141,47 +132,10 @@ class RedisCluster:
     def record(self, event: Event) -> None:
         """Queue the event for its conversation's stream: written in batches, off the path
         of the token (the owner replays a running task from memory; `end` flushes)."""
-        cid, seq = event.conversation_id, event.seq
-        if cid is None or seq is None:
-            return
-        entry = json.dumps([event.name, event.to_wire()], ensure_ascii=False)
-        with self._lock:
-            self._unwritten.append((cid, seq, entry))
-        self._wake.set()
-
-    def _write_events(self) -> None:
-        while not self._closed:
-            if self._wake.wait(LISTEN_POLL_SECONDS):
-                self._wake.clear()
-                self._sleep(WRITE_BATCH_SECONDS)  # let a stream's next tokens join the batch
-                self._flush()
-
-    def _flush(self) -> None:
-        with self._flushing:  # stream ids must grow: one batch at a time, in order
-            with self._lock:
-                batch, self._unwritten = self._unwritten, []
-            if not batch:
-                return
-            last: dict[str, int] = {}
-            try:
-                with self._redis.pipeline(transaction=False) as pipe:
-                    for cid, seq, entry in batch:
-                        pipe.xadd(_log(cid), {"e": entry}, id=f"{seq}-0")
-                        last[cid] = seq
-                    for cid, seq in last.items():
-                        pipe.hset(_state(cid), "last_seq", seq)
-                    pipe.execute()
-            except RedisError as exc:  # the events still reached the clients
-                now = time.monotonic()
-                if now - self._log_failed_at > 5:
-                    self._log_failed_at = now
-                    log.warning(
-                        "could not log events in Redis",
-                        extra={"fields": {"events": len(batch), "error": str(exc)}},
-                    )
+        self._log.record(event)
 
     def end(self, conversation_id: str, message_id: str) -> None:
-        self._flush()
+        self._log.end(conversation_id)
         with self._leases:
             if self._held.get(conversation_id) == message_id:
                 del self._held[conversation_id]
@@ -190,8 +144,8 @@ class RedisCluster:
                 keys=[
                     _lease(conversation_id),
                     f"{PREFIX}running",
-                    _log(conversation_id),
-                    _state(conversation_id),
+                    log_key(conversation_id),
+                    state_key(conversation_id),
                 ],
                 args=[self.process_id, conversation_id, message_id, LOG_KEEP_SECONDS],
             )
@@ -231,28 +185,17 @@ class RedisCluster:
         }
 
     def last_seq(self, conversation_id: str) -> int:
-        try:
-            return int(self._redis.hget(_state(conversation_id), "last_seq") or 0)
-        except (RedisError, ValueError):
-            return 0
+        return self._log.last_seq(conversation_id)
 
     def replay_log(self, conversation_id: str, after_seq: int) -> LoggedEvents | None:
+        return self._log.read(conversation_id, after_seq)
+
+    def settling(self) -> float:
         try:
-            with self._redis.pipeline(transaction=True) as pipe:
-                pipe.hgetall(_state(conversation_id))
-                pipe.xrange(_log(conversation_id), min=f"{max(after_seq, 0) + 1}-0")
-                state, entries = pipe.execute()
-        except RedisError:
-            return None
-        if not state:
-            return None
-        events = []
-        for _, fields in entries:
-            name, wire = json.loads(fields["e"])
-            events.append((name, wire))
-        return LoggedEvents(
-            events, int(state.get("last_seq", 0)), int(state.get("replays_after", 0))
-        )
+            uptime = int(self._redis.info("server").get("uptime_in_seconds", SETTLE_SECONDS))
+        except RedisError as exc:
+            raise ClusterUnavailable(f"Redis does not answer ({exc}); try again shortly") from exc
+        return float(max(SETTLE_SECONDS - uptime, 0))
 
     # --- commands between processes ---------------------------------------------------
 
@@ -276,7 +219,7 @@ class RedisCluster:
     def serve(self, handler: Handler, start: Callable[..., Any]) -> None:
         start(self._listen, handler)
         start(self._keep_leases, handler)
-        start(self._write_events)
+        start(self._log.run)
 
     def _listen(self, handler: Handler) -> None:
         """Take commands from our channel until closed, resubscribing after a Redis outage."""
@@ -328,15 +271,18 @@ class RedisCluster:
         lost = []
         with self._leases:  # a task that ends meanwhile is not taken back after its end
             for cid, message_id in self._held.items():
-                if self._renew(keys=[_lease(cid)], args=[self.process_id, LEASE_SECONDS]):
-                    # Put back what a restarted Redis forgot; a no-op otherwise.
-                    self._redis.hset(
-                        f"{PREFIX}running",
-                        cid,
-                        json.dumps({"owner": self.process_id, "message_id": message_id}),
-                    )
-                else:
+                renewed = self._renew(keys=[_lease(cid)], args=[self.process_id, LEASE_SECONDS])
+                if not renewed:
                     lost.append(cid)
+                    continue
+                if renewed == 2:  # Redis restarted empty: it lost the task's stream as well
+                    self._log.lost(cid)
+                # Put back what a restarted Redis forgot; a no-op otherwise.
+                self._redis.hset(
+                    f"{PREFIX}running",
+                    cid,
+                    json.dumps({"owner": self.process_id, "message_id": message_id}),
+                )
         for cid in lost:
             log.error(
                 "lost the lease of a running task; stopping it",
@@ -360,12 +306,12 @@ class RedisCluster:
                     self.end(cid, str(entry.get("message_id") or ""))
 
     def close(self) -> None:
-        self._flush()
         self._closed = True
         with self._leases:
             held = dict(self._held)
         for cid, message_id in held.items():
             self.end(cid, message_id)
+        self._log.close()
         self._redis.close()
 
 
@@ -376,14 +322,6 @@ def _text(value: bytes | str) -> str:
 
 def _lease(conversation_id: str) -> str:
     return f"{PREFIX}lease:{conversation_id}"
-
-
-def _log(conversation_id: str) -> str:
-    return f"{PREFIX}log:{conversation_id}"
-
-
-def _state(conversation_id: str) -> str:
-    return f"{PREFIX}state:{conversation_id}"
 
 
 def _json(text: object) -> dict[str, Any]:
