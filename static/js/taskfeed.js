@@ -1,7 +1,10 @@
 // @ts-check
 // The task events of the conversations this tab follows: each applied once and in seq order, which ones
-// run, and joining a conversation's room to replay what was missed (on opening it, on every reconnection).
+// run, and joining a conversation's room to replay what was missed (on opening it, on every reconnection,
+// and when the server says events may have been lost on their way from another server process).
 const RUNNING_EVENTS = new Set(["token", "thinking", "tool"]);
+const EVENTS_LOST = "events_lost"; // a `notice` code: docs/protocol.md §13
+const REPLAY_WAIT_MS = 10_000; // for the rest of a replay whose ack came first
 
 /** @typedef {import("./events.js").CoreEventArgs} CoreEventArgs */
 /**
@@ -30,7 +33,7 @@ export class TaskFeed {
     this.seqs = new Map();
     /** @type {Set<string>} */
     this.running = new Set();
-    /** @type {{cid: string, buffer: CoreEventArgs[]} | null} */
+    /** @type {Joining | null} */
     this.joining = null;
     /** @type {CoreEventArgs[] | null} */
     this.pendingNew = null;
@@ -46,9 +49,16 @@ export class TaskFeed {
    * @param {string} cid
    * @param {CoreEventArgs} event */
   admit(cid, ...event) {
-    const held = this.pendingNew && cid !== this.openCid() ? this.pendingNew : this.joining?.cid === cid ? this.joining.buffer : null;
-    if (held) {
-      held.push(event);
+    if (event[0] === "notice" && event[1].code === EVENTS_LOST) {
+      this.catchUp(cid);
+      return false;
+    }
+    if (this.pendingNew && cid !== this.openCid()) {
+      this.pendingNew.push(event);
+      return false;
+    }
+    if (this.joining?.cid === cid) {
+      this.joining.hold(event);
       return false;
     }
     const [name, payload] = event;
@@ -108,28 +118,30 @@ export class TaskFeed {
 
   /** Join cid's room: the server replays every event after afterSeq, then sends the rest live. */
   async join(cid, afterSeq) {
-    const joining = { cid, buffer: [] };
+    const joining = new Joining(cid, afterSeq);
     this.joining = joining;
     this.seqs.set(cid, afterSeq);
     const wasRunning = this.running.has(cid);
     const ack = await this.request("join", { conversation_id: cid, after_seq: afterSeq });
     if (this.joining !== joining) return;
-    this.joining = null;
     if (ack.ok === false) {
+      this.joining = null;
       this.joinFailed(ack.error?.message ?? "join failed");
       return;
     }
+    // The server started over (its seq is behind ours) or no longer holds every event after ours;
+    // else a replay from another server process may still be on its way (docs/protocol.md §4).
+    const whole = ack.last_seq >= afterSeq && afterSeq >= ack.replays_after && (await joining.replayed(ack.last_seq));
+    if (this.joining !== joining) return;
+    this.joining = null;
     const ended = joining.buffer.some(([name]) => name === "done");
-    // The server started over (its seq is behind ours), no longer holds every event after ours,
-    // or says the task we were following ended without its `done` reaching us: reload.
-    const restarted = ack.last_seq < afterSeq;
-    const gap = afterSeq < ack.replays_after;
-    if (restarted || gap || (wasRunning && !ack.running && !ended)) {
+    // ...or says the task we were following ended without its `done` reaching us: reload.
+    if (!whole || (wasRunning && !ack.running && !ended)) {
       this.reload(cid);
       return;
     }
     this.setRunning(cid, ack.running === true || (wasRunning && !ended));
-    for (const event of joining.buffer) this.deliver(...event);
+    for (const event of joining.ordered()) this.deliver(...event);
   }
 
   /** Called on every (re)connection after the first: catch up on what was missed. */
@@ -142,10 +154,16 @@ export class TaskFeed {
     for (const cid of this.running) {
       if (cid !== open) this.#rejoinInBackground(cid);
     }
-    if (!open) return;
-    const last = this.seqs.get(open) ?? 0;
-    if (last === 0) this.reload(open);
-    else this.join(open, last);
+    if (open) this.catchUp(open);
+  }
+
+  /** Join cid again after the last event applied: the open conversation, or one running out of view. */
+  catchUp(cid) {
+    if (cid === this.openCid()) {
+      const last = this.seqs.get(cid) ?? 0;
+      if (last === 0) this.reload(cid);
+      else this.join(cid, last);
+    } else if (this.running.has(cid)) this.#rejoinInBackground(cid);
   }
 
   /** Catch up on a conversation running out of view; all it shows is the running dot. */
@@ -155,5 +173,60 @@ export class TaskFeed {
     if (ack.running === true && ack.last_seq >= ours && ours >= ack.replays_after) return;
     this.seqs.delete(cid);
     this.setRunning(cid, false);
+  }
+}
+
+/** A join under way: the events of its conversation, held until its ack has come and the replay is whole
+ * (from another server process, the replayed events may come after the ack, or among live ones). */
+class Joining {
+  /** @param {string} cid
+   * @param {number} afterSeq */
+  constructor(cid, afterSeq) {
+    this.cid = cid;
+    this.afterSeq = afterSeq;
+    /** @type {CoreEventArgs[]} */
+    this.buffer = [];
+    /** @type {Set<number>} */
+    this.seqs = new Set();
+    /** @type {number | null} */
+    this.lastSeq = null;
+    this.replayedCount = 0; // of the seqs after afterSeq up to lastSeq, those held
+    /** @type {(() => void) | null} */
+    this.onWhole = null;
+  }
+
+  /** @param {CoreEventArgs} event */
+  hold(event) {
+    this.buffer.push(event);
+    const seq = event[1].seq;
+    if (!Number.isInteger(seq) || seq <= this.afterSeq || this.seqs.has(seq)) return;
+    this.seqs.add(seq);
+    if (this.lastSeq !== null && seq <= this.lastSeq) this.replayedCount += 1;
+    if (this.onWhole && this.#whole()) this.onWhole();
+  }
+
+  /** Resolves true once every seq after afterSeq up to lastSeq is held, false if that takes too long.
+   * @param {number} lastSeq */
+  replayed(lastSeq) {
+    this.lastSeq = lastSeq;
+    this.replayedCount = [...this.seqs].filter((seq) => seq <= lastSeq).length;
+    if (this.#whole()) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), REPLAY_WAIT_MS);
+      this.onWhole = () => {
+        this.onWhole = null;
+        clearTimeout(timer);
+        resolve(true);
+      };
+    });
+  }
+
+  #whole() {
+    return this.lastSeq !== null && this.replayedCount >= this.lastSeq - this.afterSeq;
+  }
+
+  /** The held events in seq order (any without a seq first). */
+  ordered() {
+    return this.buffer.sort(([, a], [, b]) => (a.seq ?? 0) - (b.seq ?? 0));
   }
 }
