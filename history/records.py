@@ -163,9 +163,11 @@ class ConversationMeta(TypedDict):
 
 
 class ConversationHit(ConversationMeta):
-    """A search result: the conversation's meta and the text around the hit ("" for a title)."""
+    """A search result: the conversation's meta and the words around the hit ("" for a title),
+    also cut at each hit (odd items are the matched text; [] for a title)."""
 
     snippet: str
+    snippet_parts: list[str]
 
 
 # --- what a model call is sent --------------------------------------------------------------

@@ -23,12 +23,11 @@ from history.conversation import (
 )
 from history.meta_file import read_meta
 from history.records import ConversationHit, ConversationMeta, ConversationState, MessageRecord
+from history.snippets import plain_text, snippet_parts
 from history.titles import title_from
 from utils.text import shown
 
 log = logging.getLogger(__name__)
-
-SNIPPET_CONTEXT = 40  # characters shown on each side of a search hit
 
 
 class ConversationNotFound(NotFound):
@@ -161,27 +160,32 @@ class ConversationStore:
 
     def search(self, query: str, limit: int = 50) -> builtins.list[ConversationHit]:
         """Conversations whose title or messages contain `query` (case-insensitive), most
-        recently updated first; each meta gets `snippet`: the matching text around the hit."""
+        recently updated first; each meta gets `snippet`, the words around the hit as they read
+        (Markdown's markup out), and `snippet_parts`, the snippet cut at each hit (odd items)."""
         needle = query.casefold().strip()
         found: builtins.list[ConversationHit] = []
         for meta in self.list():
             title = str(meta.get("title") or "")
             if needle in title.casefold():
-                found.append({**meta, "snippet": ""})
-            elif (snippet := self._find_in_messages(str(meta["id"]), needle)) is not None:
-                found.append({**meta, "snippet": snippet})
+                found.append({**meta, "snippet": "", "snippet_parts": []})
+            elif (parts := self._find_in_messages(str(meta["id"]), needle)) is not None:
+                found.append({**meta, "snippet": "".join(parts), "snippet_parts": parts})
             if len(found) >= limit:
                 break
         return found
 
-    def _find_in_messages(self, conversation_id: str, needle: str) -> str | None:
+    def _find_in_messages(self, conversation_id: str, needle: str) -> builtins.list[str] | None:
         path = self._root / conversation_id / "messages.jsonl"
         try:
             data = path.read_bytes()
         except OSError:
             return None
+        # Markup may lie between the words the page shows ("[divide](url) function"), never
+        # inside one: a message that holds the text holds each of its words.
+        words = needle.split()
         plain = needle.isascii() and needle.isprintable() and not any(c in needle for c in '"\\')
-        if plain and needle.encode() not in data.lower():
+        lowered = data.lower() if plain else b""
+        if plain and not all(word.encode() in lowered for word in words):
             return None  # the common case: no line holds it, so none is parsed
         for line in data.split(b"\n"):
             try:
@@ -193,11 +197,13 @@ class ConversationStore:
             if {"plan_prompt", "plan_step"} & set(record.get("meta") or {}):
                 continue  # what a plan_execute agent told itself
             content = str(record.get("content") or "")
-            at = content.casefold().find(needle)
-            if at >= 0:
-                start, end = max(0, at - SNIPPET_CONTEXT), at + len(needle) + SNIPPET_CONTEXT
-                text = " ".join(content[start:end].split())
-                return ("…" if start else "") + text + ("…" if end < len(content) else "")
+            folded = content.casefold()
+            if not all(word in folded for word in words):
+                continue
+            # As the page shows it; as written when the searched text is markup itself.
+            for text in (plain_text(content), " ".join(content.split()), content):
+                if (parts := snippet_parts(text, needle)) is not None:
+                    return parts
         return None
 
     def flush(self) -> None:

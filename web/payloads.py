@@ -8,6 +8,7 @@ from typing import Any
 from core.web_terminal import WebTerminal
 from model.demo import demo_suggestions
 from modules.workspace.file_tree import file_tree
+from utils.settings import Settings
 from web.state import WebState
 
 
@@ -18,14 +19,23 @@ def public_record(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def conversations_payload(state: WebState, query: str | None = None) -> dict[str, Any]:
     """The `list_conversations` answer, also served at /api/conversations; with a `query`,
-    only the conversations whose title or messages hold it, each with a `snippet`."""
+    only the conversations whose title or messages hold it, each with a `snippet`. `tasks`
+    tells apart conversations of the same title."""
     store = state.services.store
-    keys = ("id", "title", "created_at", "updated_at")
+    keys: tuple[str, ...] = ("id", "title", "created_at", "updated_at")
     if query and query.strip():
-        found = [{k: m.get(k) for k in (*keys, "snippet")} for m in store.search(query)]
+        metas: list[Mapping[str, Any]] = list(store.search(query))
+        keys = (*keys, "snippet", "snippet_parts")
     else:
-        found = [{k: m.get(k) for k in keys} for m in store.list()]
+        metas = list(store.list())
+    found = [{**{k: m.get(k) for k in keys}, "tasks": _task_count(m)} for m in metas]
     return {"ok": True, "conversations": found, "running": state.hub.running_ids()}
+
+
+def _task_count(meta: Mapping[str, Any]) -> int:
+    """How many tasks have ended in a conversation (one a message answered), from meta.json."""
+    ends = (meta.get("meta") or {}).get("task_ends")
+    return len(ends) if isinstance(ends, dict) else 0
 
 
 def conversation_payload(state: WebState, conversation_id: str) -> dict[str, Any]:
@@ -87,7 +97,7 @@ def status_payload(state: WebState, conversation_id: str | None = None) -> dict[
         "agents": state.services.agents.summaries(),
         "agent_problems": [vars(p) for p in state.services.agents.problems],
         "skills": state.services.skills.summaries(),
-        "mcp": mcp.status() if (mcp := state.services.mcp) else {"servers": [], "problems": []},
+        "mcp": mcp.status() if (mcp := state.services.mcp) else no_mcp_servers(settings),
         "demo": provider.name == "demo",
         "demo_suggestions": demo_suggestions() if provider.name == "demo" else [],
         "api": {
@@ -97,3 +107,8 @@ def status_payload(state: WebState, conversation_id: str | None = None) -> dict[
             "message": provider.problem,
         },
     }
+
+
+def no_mcp_servers(settings: Settings) -> dict[str, Any]:
+    """`get_status.mcp` before any server is configured: where one added will be written."""
+    return {"servers": [], "problems": [], "config": str(settings.mcp_files()[0])}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -24,7 +25,7 @@ from werkzeug.exceptions import HTTPException
 from core.events import FileTree
 from history.store import ConversationNotFound
 from modules.results import FileChange, ToolError
-from modules.uploads.file_types import ExtractionError
+from modules.uploads.file_types import ExtractionError, image_mime
 from modules.workspace.archive import zip_stream
 from web.payloads import conversation_payload, conversations_payload, status_payload, tree_payload
 from web.state import WebState
@@ -34,6 +35,10 @@ PREVIEW_LIMIT_BYTES = 512 * 1024
 LOG_CHUNK_BYTES = 256 * 1024
 LOG_TAIL_BYTES = 64 * 1024
 OVERSIZED_LINE_HEAD = 4096
+IMAGE_HEAD_BYTES = 4096  # where an image's signature (an SVG's root element) must be
+IMAGE_LIMIT_BYTES = 20 * 1024 * 1024  # the largest image the preview shows
+SVG_ROOT = re.compile(rb"<svg[\s>/]")
+IMAGE_SECURITY_POLICY = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
 LOG_FILES = {"agent": "agent.jsonl", "debug_stream": "debug_stream.log"}
 LOG_FILTERS = ("conversation_id", "trace_id")  # fields a log line must carry with the asked value
 CONTENT_SECURITY_POLICY = "; ".join(
@@ -213,24 +218,51 @@ def upload() -> Any:
 
 @routes.get("/api/download")
 def download() -> Any:
-    """A workspace file as a download (never shown inline), or a folder as a zip."""
+    """A workspace file as a download (never shown inline), or a folder as a zip; with
+    `view=image`, an image with its own type, for the page's <img> only."""
     workspace = _state().services.workspace
+    as_image = request.args.get("view") == "image"
     try:
         rel = workspace.relative(workspace.resolve(request.args.get("path", "")))
         info = workspace.lstat(rel, follow=True)
-        if info is not None and stat.S_ISDIR(info.st_mode):
+        if info is not None and stat.S_ISDIR(info.st_mode) and not as_image:
             return _zip_response(rel)
-        with workspace.open_regular(rel) as (handle, _):
+        with workspace.open_regular(rel) as (handle, opened):
+            head = os.pread(handle.fileno(), IMAGE_HEAD_BYTES, 0)
+            size = opened.st_size
             copy = os.fdopen(os.dup(handle.fileno()), "rb")
     except (OSError, ToolError) as exc:
         return _error(404, "not_found", f"{request.args.get('path')!r} cannot be downloaded: {exc}")
-    return send_file(
+    mimetype = _image_type(rel, head) if as_image else "application/octet-stream"
+    if as_image and (refusal := _image_refusal(rel, mimetype, size)) is not None:
+        copy.close()
+        return refusal
+    response = send_file(
         copy,
-        mimetype="application/octet-stream",
+        mimetype=mimetype,
         as_attachment=True,
         download_name=rel.rsplit("/", 1)[-1],
         max_age=0,
     )
+    if as_image:  # opened by itself (an SVG in a tab), it runs nothing and reaches nothing
+        response.headers["Content-Security-Policy"] = IMAGE_SECURITY_POLICY
+    return response
+
+
+def _image_refusal(rel: str, mimetype: str, size: int) -> tuple[Response, int] | None:
+    if not mimetype:
+        return _error(415, "not_an_image", f"{rel} is not a PNG, JPEG, GIF, WebP or SVG image")
+    if size > IMAGE_LIMIT_BYTES:
+        limit = IMAGE_LIMIT_BYTES // 2**20
+        return _error(413, "too_large", f"{rel} is over {limit} MB: download it instead")
+    return None
+
+
+def _image_type(rel: str, head: bytes) -> str:
+    """The type of an image the page may show, from its first bytes; "" for anything else."""
+    if rel.lower().endswith(".svg"):
+        return "image/svg+xml" if b"\x00" not in head and SVG_ROOT.search(head) else ""
+    return image_mime(head)
 
 
 @routes.get("/api/archive")
