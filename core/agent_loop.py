@@ -71,7 +71,8 @@ class AgentLoop:
             task, model, messages, schemas, lambda: self.status.set("streaming", task)
         )
         if completion.usage.prompt_tokens and task.depth == 0:
-            self.window.observe_usage(estimated, completion.usage.prompt_tokens)
+            usage = completion.usage
+            self.window.observe_usage(estimated, usage.prompt_tokens, usage.completion_tokens)
         return completion
 
     def run_tools(self, task: Task, calls: list[ToolCall], tools: ToolSet) -> list[ToolResult]:

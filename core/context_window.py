@@ -14,6 +14,7 @@ from typing import Any
 
 from core.agent_specs import AgentSpec
 from core.condensation import Condensation, Outcome, Trigger
+from core.context_meter import ContextMeter
 from core.events import ContextEvent, ContextUsage, Event, EventSink, Notice
 from core.services import AgentServices
 from core.task import Task
@@ -43,7 +44,7 @@ class ContextWindow:
         self._focus = focus
         self._builder = ContextBuilder(services.provider.context_window)
         self._views = ViewCache()
-        self.usage = ContextUsage(0, self._builder.limit_tokens)  # of the newest call
+        self.meter = ContextMeter(self._builder.limit_tokens)
         self._request: str | None = None  # instructions for the running task's next call
         self._failed: str | None = None  # trace id of a task not to condense again
 
@@ -53,12 +54,19 @@ class ContextWindow:
         built = self._fit(prompt, task.agent, task.transcript.path(), tools)
         if task.depth == 0:
             built = self._condense_if_due(task, prompt, tools, built)
-            self.usage = ContextUsage(built.estimated_tokens, self._builder.limit_tokens)
+            path = task.transcript.path()
+            self.meter.built(task.trace_id, path, built, self._builder.ratio)
         return built.messages, built.estimated_tokens
 
-    def observe_usage(self, estimated: int, prompt_tokens: int) -> None:
+    @property
+    def usage(self) -> ContextUsage:
+        """What the model sees on its next call, of the window (core/context_meter.py)."""
+        return self.meter.usage
+
+    def observe_usage(self, estimated: int, prompt_tokens: int, completion_tokens: int) -> None:
         """Correct the estimates by what the provider counted for a call built here."""
         self._builder.observe_usage(estimated, prompt_tokens)
+        self.meter.counted(prompt_tokens, completion_tokens)
 
     def request(self, instructions: str | None) -> None:
         """Condense before the running task's next model call."""
@@ -210,7 +218,7 @@ class ContextWindow:
                 self._timeline.record(
                     "system", record["content"], id=record["id"], meta=record["meta"]
                 )
-                self.usage = ContextUsage(event.tokens_after or 0, event.limit_tokens)
+                self.meter.condensed(event.tokens_after or 0)
 
         return Condensation(
             path,

@@ -68,13 +68,14 @@ class BuiltContext:
     """What to send: `messages` (shared record dicts: copy before changing) and its estimate.
 
     `full_tokens` estimates the whole path as if nothing had been dropped: what decides
-    whether the history is condensed.
+    whether the history is condensed. `raw_tokens` is the estimate before the correction.
     """
 
     messages: list[ChatMessage]
     estimated_tokens: int
     dropped: int = 0
     full_tokens: int = 0
+    raw_tokens: float = 0.0
 
 
 class _Unit(NamedTuple):
@@ -169,7 +170,7 @@ class ContextBuilder:
             messages = [system, *prefix.sent, *sent]
         else:
             messages = [system, *_unique_call_ids(_messages(kept_units), set())]
-        return BuiltContext(messages, estimated, len(path) - kept, max(full, estimated))
+        return BuiltContext(messages, estimated, len(path) - kept, max(full, estimated), raw)
 
 
 def _messages(units: list[_Unit]) -> list[ChatMessage]:

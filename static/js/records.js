@@ -24,7 +24,7 @@ export function taskEndMarker(reason, usage = {}) {
     "div",
     { class: `task-end reason-${reason}`, "data-reason": reason },
     text ? h("span", { class: "task-end-text", text }) : null,
-    tokens ? h("span", { class: "task-usage", title: "Tokens used by this task", text: tokens }) : null,
+    tokens ? h("span", { class: "task-usage", title: "Tokens this task's model calls read (in) and wrote (out), added up: each call reads the whole context again, so “in” outgrows the context meter", text: tokens }) : null,
   );
 }
 

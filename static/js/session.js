@@ -229,7 +229,7 @@ export class Session {
     this.#keep(res);
     this.chat.decorate(this.index);
     this.chat.safety.setUndoable(res.undoable);
-    this.statusBar.setContext(this.#storedContext());
+    // The meter keeps the figure the task's last status gave: its own stored usage may be lower.
   }
 
   /** Mode, approval and agent of the opened conversation go into the composer (and so the status bar). */

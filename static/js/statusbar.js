@@ -14,6 +14,9 @@ const CONNECTION_TEXT = {
 // ours, once the model's reasoning arrives (thinking mode only).
 const TASK_TEXT = { idle: "Idle", thinking: "Waiting for the model", reasoning: "Thinking", streaming: "Writing", tool: "Running tool" };
 const APPROVAL_TEXT = { auto: "auto", ask: "ask", "read-only": "read-only" };
+const METER_MEANING = "Tokens the model sees on its next call, of its context window: instructions, tools and the "
+  + "conversation so far (the provider's count where known, else an estimate). It only grows during a task; it goes down "
+  + "when a task starts on another branch or older turns are condensed.";
 const NOT_ISOLATED = /^not isolated/i;
 const REFUSED = /^commands: /i; // as root without bubblewrap, no command runs
 const WEAK = /^(not isolated|commands: |memory: not bounded|set-id bits: not refused)/i;
@@ -137,7 +140,7 @@ export class StatusBar {
       text.textContent = "—";
       this.meter.dataset.level = "none";
       this.meter.setAttribute("aria-valuenow", "0");
-      this.meter.title = "Context window: no data yet";
+      this.meter.title = `${METER_MEANING} No model call yet.`;
       return;
     }
     const ratio = Math.min(1, used / limit);
@@ -145,7 +148,7 @@ export class StatusBar {
     text.textContent = `${formatCount(used)} / ${formatCount(limit)}`;
     this.meter.dataset.level = ratio >= 0.85 ? "high" : ratio >= 0.6 ? "mid" : "low";
     this.meter.setAttribute("aria-valuenow", String(Math.round(ratio * 100)));
-    this.meter.title = `Context window: ${used.toLocaleString()} of ${limit.toLocaleString()} tokens (${Math.round(ratio * 100)}%)`;
+    this.meter.title = `Context: ${used.toLocaleString()} of ${limit.toLocaleString()} tokens (${Math.round(ratio * 100)}%). ${METER_MEANING}`;
   }
 
   /** Fill the right-hand side from a get_status answer. */
