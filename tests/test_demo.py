@@ -84,7 +84,7 @@ def test_the_script_follows_the_message_and_what_became_of_its_calls():
             {"role": "tool", "tool_call_id": call.id, "content": content, "meta": {"ok": ok}},
         ]
 
-    turn = [user, *answered(completion, "calc.py ...", True)]
+    turn = [user, *answered(completion, f"    12\t{BUGGY}", True)]
     test = _play(model, turn)[-1].completion
     assert test.tool_calls[0].name == "run_command"
     declined = _play(
