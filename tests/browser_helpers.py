@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fake_llm import FakeLLM
+from tests.kit import SLOWNESS
 from tests.web_helpers import TOKEN, ServerProcess
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"  # screenshots the tests take
@@ -25,6 +26,19 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+def patience(seconds: float) -> float:
+    """A playwright timeout in ms: `seconds` with room for a loaded machine (TEST_SLOWNESS)."""
+    return seconds * 1000 * SLOWNESS
+
+
+def new_context(browser: Any, **options: Any) -> Any:
+    """A browser context whose every page waits up to 15 s × TEST_SLOWNESS for a condition
+    (playwright's waits, clicks, fills and navigations)."""
+    context = browser.new_context(**options)
+    context.set_default_timeout(patience(15))
+    return context
 
 
 def require_chromium() -> Any:
@@ -90,11 +104,10 @@ def open_page(
     console error (but those containing `tolerated`) and the fake must have no scripted
     reply left."""
     server, fake, _ = served
-    context = browser.new_context(**context_options)
+    context = new_context(browser, **context_options)
     if setup is not None:
         setup(context)
     page = context.new_page()
-    page.set_default_timeout(15_000)
     errors = collect_errors(page)
     page.goto(f"{server.url}/?token={TOKEN}")
     for selector in ready:

@@ -19,7 +19,7 @@ import pytest
 
 from modules.tools.tool_context import ToolContext
 from modules.undo.blob_store import BlobStore
-from tests.browser_helpers import Served, chromium, collect_errors, require_chromium
+from tests.browser_helpers import Served, chromium, collect_errors, new_context, require_chromium
 from tests.cluster_helpers import RedisServer
 from tests.fake_llm import FakeLLM
 from tests.helpers import make_ctx
@@ -228,11 +228,11 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    """A blank page (1400×900) in a browser context of the test's own; its console errors and
+    """A blank page (1400×900) in a browser context of the test's own (its pages wait with
+    room for a loaded machine, tests/browser_helpers.py `new_context`); its console errors and
     uncaught exceptions collect in `page.console_errors`."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    context = new_context(browser, viewport={"width": 1400, "height": 900})
     page = context.new_page()
-    page.set_default_timeout(15_000)
     page.console_errors = collect_errors(page)
     yield page
     context.close()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_helpers import ARTIFACTS
+from tests.browser_helpers import ARTIFACTS, patience
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import TOKEN, ServerProcess, serving
 
@@ -94,7 +94,7 @@ def test_reload_mid_task_shows_each_token_once_and_the_approval_still_waits(fres
     page.press("#message-input", "Enter")
     page.wait_for_selector(".assistant-message:has-text('w010')")
     page.reload()
-    page.wait_for_selector(".tool-card[data-state=approval] .tool-approval", timeout=20_000)
+    page.wait_for_selector(".tool-card[data-state=approval] .tool-approval", timeout=patience(20))
     answer = page.locator(".assistant-message").first.inner_text()
     assert answer.count("w000") == 1 and answer.count("w119") == 1
     assert " ".join(re.findall(r"\bw\d{3}\b", answer)) == words

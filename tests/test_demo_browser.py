@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from model.demo import DEMO_DIR
+from tests.browser_helpers import patience
 from tests.web_helpers import TOKEN, ServerProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
@@ -45,13 +46,13 @@ def test_the_page_says_demo_and_plays_the_fix_to_its_undo(demo_server, page):
     )  # folded once the answer starts
     for tool in ("run_command", "modify_file", "run_command"):
         card = page.locator(f'.tool-card[data-tool="{tool}"][data-state="approval"]').last
-        card.wait_for(timeout=20_000)
+        card.wait_for(timeout=patience(20))
         if tool == "modify_file":
             preview = card.locator(".approval-preview").inner_text()
             assert "-    return sum(values) / (len(values) - 1)" in preview
             assert "+    return sum(values) / len(values)" in preview
         card.locator("button:has-text('Approve')").click()
-    page.wait_for_selector(".assistant-message h2:has-text('Fixed')", timeout=20_000)
+    page.wait_for_selector(".assistant-message h2:has-text('Fixed')", timeout=patience(20))
     assert "    return sum(values) / len(values)\n" in (workspace / "calc.py").read_text()
 
     page.click("[data-testid=undo-task]")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served
+from tests.browser_helpers import Served, new_context
 from tests.fake_llm import Reply
 from tests.web_helpers import TOKEN
 
@@ -112,14 +112,13 @@ def chunkings(text: str, rng: random.Random) -> Iterator[list[int]]:
 def page(browser: Any, served: Served) -> Iterator[Any]:
     """One workspace page the module's tests render in, one after another."""
     server, _, _ = served
-    page = browser.new_page(viewport={"width": 1200, "height": 800})
-    page.set_default_timeout(15_000)
+    page = new_context(browser, viewport={"width": 1200, "height": 800}).new_page()
     page.errors = []
     page.on("pageerror", lambda e: page.errors.append(str(e)))
     page.goto(f"{server.url}/?token={TOKEN}")
     page.wait_for_selector("#message-input")
     yield page
-    page.close()
+    page.context.close()
 
 
 @pytest.mark.parametrize("name", list(DOCUMENTS))
@@ -315,7 +314,7 @@ def test_show_stops_for_a_container_taken_out_of_the_page(page: Any) -> None:
 
 
 def test_show_without_workers_lexes_on_the_page(page: Any, served: Served) -> None:
-    other = page.context.browser.new_page()
+    other = new_context(page.context.browser).new_page()
     try:
         other.add_init_script("delete window.Worker")
         other.goto(f"{served[0].url}/?token={TOKEN}")
@@ -323,7 +322,7 @@ def test_show_without_workers_lexes_on_the_page(page: Any, served: Served) -> No
         assert result["same"] and result["other"] == "other\n"
         assert other.workers == []
     finally:
-        other.close()
+        other.context.close()
 
 
 def test_a_long_answer_from_history_shows_as_a_one_shot_render(page: Any, served: Served) -> None:

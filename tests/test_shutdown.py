@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import collect_errors
+from tests.browser_helpers import collect_errors, new_context
 from tests.fake_llm import FakeLLM, Reply
 from tests.kit import tokens
 from tests.web_helpers import TOKEN, EventClient, ServerProcess, connected
@@ -106,10 +106,9 @@ def test_the_page_shows_a_stop_of_the_server_as_interrupted(
 ) -> None:
     fake_llm.script(endless(), Reply(content="Going on."))
     server = restarted.start()
-    context = browser.new_context(viewport={"width": 1300, "height": 900})
+    context = new_context(browser, viewport={"width": 1300, "height": 900})
     context.add_init_script(HIDDEN_TAB)
     page = context.new_page()
-    page.set_default_timeout(15_000)
     page.goto(f"{server.url}/?token={TOKEN}")
     page.wait_for_selector("#reconnect-banner[data-state]", state="attached")
     page.fill("#message-input", "a long story")
@@ -123,9 +122,8 @@ def test_the_page_shows_a_stop_of_the_server_as_interrupted(
     context.close()
 
     server.start()
-    context = browser.new_context(viewport={"width": 1300, "height": 900})
+    context = new_context(browser, viewport={"width": 1300, "height": 900})
     page = context.new_page()
-    page.set_default_timeout(15_000)
     errors = collect_errors(page)
     page.goto(f"{server.url}/?token={TOKEN}#c={cid}")
     page.wait_for_selector(FOLLOWUP)  # from the stored end of the task

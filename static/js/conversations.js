@@ -17,6 +17,7 @@ export class ConversationList {
     this.active = null;
     this.running = new Set();
     this.query = "";
+    this.renaming = false; // a title is being edited in place: the list is drawn again once it closes
     this.refresh = debounce(() => this.#reload(), 200);
     search?.addEventListener("input", debounce(() => {
       this.query = search.value.trim();
@@ -52,6 +53,7 @@ export class ConversationList {
   }
 
   render() {
+    if (this.renaming) return;
     if (!this.items.length) {
       const text = this.query ? `Nothing matches “${this.query}”` : "No conversations yet";
       this.root.replaceChildren(h("li", { class: "empty-hint", text }));
@@ -91,6 +93,7 @@ export class ConversationList {
         const ack = await this.request("rename_conversation", { conversation_id: item.id, title }).catch(() => null);
         if (ack?.ok) this.setTitle(item.id, ack.title);
       }
+      this.renaming = false;
       this.render();
     };
     input.addEventListener("keydown", (event) => {
@@ -101,6 +104,7 @@ export class ConversationList {
       }
     });
     input.addEventListener("blur", () => finish(true));
+    this.renaming = true;
     li.replaceChildren(input);
     input.focus();
     input.select();
