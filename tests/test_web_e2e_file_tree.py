@@ -22,9 +22,20 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
 
 ASYNC_MODES = ["threading", "eventlet"]
 # An ack slower than this many idle ones (plus a floor for a pause the collector takes) is a
-# stall: the server's loop held up by the workspace.
+# stall: the server's loop held up by the workspace. A stall holds up every ack while it lasts,
+# so the bound is on the 90th percentile; one ack a loaded machine did not schedule in time may
+# take up to HICCUP times it.
 STALL_RATIO = 20
 STALL_FLOOR = 0.1
+HICCUP = 5
+
+
+def assert_no_stall(during: list[float], idle: list[float]) -> None:
+    bound = STALL_RATIO * statistics.median(idle) + STALL_FLOOR
+    ordered = sorted(during)
+    p90, slowest = ordered[int(0.9 * (len(ordered) - 1))], ordered[-1]
+    assert p90 < bound, f"acks p90 {p90:.2f}s of {bound:.2f}s: {ordered}"
+    assert slowest < HICCUP * bound, f"slowest ack {slowest:.2f}s of {HICCUP * bound:.2f}s"
 
 
 def probe_watcher(client: EventClient, workspace: Path, timeout: float = 15) -> None:
@@ -156,7 +167,8 @@ def test_a_burst_of_files_is_told_in_a_few_messages_and_the_server_keeps_answeri
             paths = [c["path"] for c in message["changes"]]
             assert len(paths) == len(set(paths)), "a path twice in one batch"
         assert any(m.get("refresh") for m in messages), "a burst of 3,000 files folded nothing"
-    assert during and max(during) < STALL_RATIO * statistics.median(idle) + STALL_FLOOR
+    assert len(during) > 5, during
+    assert_no_stall(during, idle)
     tree = client.call("get_file_tree")["tree"]
     assert not any(c["path"] == "churn" for c in tree["children"])
 
@@ -216,5 +228,5 @@ def test_twenty_thousand_files_do_not_stall_the_server(fake: FakeLLM, tmp_path: 
     # Against the same run's idle acks: a loaded machine slows both; a stall is seconds.
     bound = STALL_RATIO * statistics.median(idle) + STALL_FLOOR
     assert tree_seconds < 10 * bound, f"get_file_tree took {tree_seconds:.2f}s"
-    slowest = max(latencies)
-    assert len(latencies) > 20 and slowest < bound, f"slowest ack {slowest:.2f}s of {bound:.2f}s"
+    assert len(latencies) > 20, latencies
+    assert_no_stall(latencies, idle)
