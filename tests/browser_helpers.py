@@ -85,6 +85,22 @@ def send(page: Any, text: str) -> None:
     page.press("#message-input", "Enter")
 
 
+AGENTS_LOADED = '[data-testid=agent-list] [data-agent="general"]'  # get_status has answered
+
+
+def pick_agent(page: Any, name: str) -> None:
+    """Choose the agent of the next message in the composer's picker, as a user does."""
+    option = f'[data-testid=agent-list] [data-agent="{name}"]'
+    page.wait_for_selector(option, state="attached")
+    page.click("[data-testid=agent-button]")
+    page.click(option)
+
+
+def chosen_agent(page: Any) -> str | None:
+    """The agent the composer's picker shows as chosen."""
+    return page.get_attribute("#agent-control", "data-value")
+
+
 Served = tuple[ServerProcess, FakeLLM, Path]  # the server, its fake model, its workspace
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_helpers import ARTIFACTS, patience
+from tests.browser_helpers import AGENTS_LOADED, ARTIFACTS, chosen_agent, patience, pick_agent
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import TOKEN, ServerProcess, serving
 
@@ -114,8 +114,7 @@ def test_reload_mid_task_shows_each_token_once_and_the_approval_still_waits(fres
 
 def _open_with_agent(page, server: ServerProcess, agent: str) -> None:
     page.goto(f"{server.url}/?token={TOKEN}")
-    page.wait_for_selector(f'#agent-select option[value="{agent}"]', state="attached")
-    page.select_option("#agent-select", agent)
+    pick_agent(page, agent)
 
 
 def _follows(page, earlier: str, later: str) -> bool:
@@ -165,7 +164,7 @@ def test_a_plan_is_a_live_checklist_and_survives_a_reload(served_agents, page):
     page.reload()
     page.wait_for_selector("[data-testid=plan] .plan-step")
     check_plan()
-    assert page.input_value("#agent-select") == "planner"
+    assert chosen_agent(page) == "planner"
     assert page.console_errors == []
 
 
@@ -205,7 +204,7 @@ def test_a_sub_agent_works_inside_the_card_of_the_delegating_call(served_agents,
     page.wait_for_selector(final)
     card = page.locator('.tool-card[data-tool="delegate_to_coder"][data-state="ok"]')
     assert "Done: hello.txt" in card.inner_text()
-    assert page.input_value("#agent-select") == "supervisor"
+    assert chosen_agent(page) == "supervisor"
     assert page.console_errors == []
 
 
@@ -239,16 +238,16 @@ def test_skill_names_complete_after_slash_skill_and_messages_show_theirs(served_
     server, fake = served_agents
     fake.script(Reply(content="Hello, friend!"))
     page.goto(f"{server.url}/?token={TOKEN}")
-    page.wait_for_selector('#agent-select option[value="general"]', state="attached")
+    page.wait_for_selector(AGENTS_LOADED, state="attached")
     page.click("#message-input")
     page.keyboard.type("/skill g")
-    menu = page.locator("[data-testid=skill-menu]")
+    menu = page.locator("[data-testid=command-menu]")
     menu.wait_for()
-    assert menu.locator(".skill-option").count() == 2
-    broken = menu.locator('.skill-option[data-skill="grumpy"]')
+    assert menu.locator(".command-option").count() == 2
+    broken = menu.locator('.command-option[data-name="grumpy"]')
     assert broken.get_attribute("aria-disabled") == "true" and broken.get_attribute("title")
     page.keyboard.press("ArrowDown")  # the broken one is skipped
-    assert menu.locator('[aria-selected="true"]').get_attribute("data-skill") == "greet"
+    assert menu.locator('[aria-selected="true"]').get_attribute("data-name") == "greet"
     page.keyboard.press("Escape")
     assert menu.is_hidden()
     page.keyboard.type("r")

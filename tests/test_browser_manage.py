@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser_helpers import ARTIFACTS
+from tests.browser_helpers import AGENTS_LOADED, ARTIFACTS
 from tests.fake_llm import Call, Reply
 from tests.web_helpers import TOKEN
 
@@ -45,7 +45,7 @@ def test_the_status_bar_tells_the_truth_and_what_a_task_kept_survives_reload(fre
         Reply(content="slow words " * 400, chunk_size=6, delay=0.03),
     )
     page.goto(f"{server.url}/?token={TOKEN}")
-    page.wait_for_selector('#agent-select option[value="general"]', state="attached")
+    page.wait_for_selector(AGENTS_LOADED, state="attached")
     assert (status(page, "mode"), status(page, "approval")) == ("fast", "auto")
     page.click(".mode-toggle")
     page.select_option("#approval-select", "ask")

@@ -2,6 +2,7 @@
 // Entry point of the main page: builds the parts and wires them to the connection.
 import { Attention } from "./attention.js";
 import { ChatView } from "./chat.js";
+import { pageCommands } from "./commands.js";
 import { Composer } from "./composer.js";
 import { Connection } from "./connection.js";
 import { renderDemoBanner } from "./demobadge.js";
@@ -128,8 +129,8 @@ class App {
     this.composer = new Composer(
       {
         form: $("#composer"), input: $("#message-input"), send: $("#send-button"), stop: $("#stop-button"),
-        mode: $("#mode-switch"), approval: $("#approval-select"), agent: $("#agent-select"),
-        skillMenu: $("#skill-menu"), error: $("#composer-error"), queue: $("#queued-messages"),
+        mode: $("#mode-switch"), approval: $("#approval-select"), agent: $("#agent-control"),
+        commandMenu: $("#command-menu"), error: $("#composer-error"), queue: $("#queued-messages"),
         tray: $("#attachment-tray"), attach: $("#attach-button"), attachInput: $("#attach-input"), dropZone: $(".main"),
       },
       {
@@ -138,6 +139,9 @@ class App {
           return this.session.send(text, options);
         },
         onStop: () => this.session.cancel(),
+        commands: () => pageCommands({
+          session: this.session, chat: this.chat, statusBar: this.statusBar, memory: this.memory, newButton: $("#new-conversation"),
+        }),
         attachments: {
           token: this.token,
           limit: Number(document.body.dataset.uploadLimit) || 0,

@@ -1,17 +1,19 @@
 // The message input: Enter sends, Shift+Enter adds a line, Esc stops; mode, approval and agent controls,
-// and `/skill NAME message` with completion of the names.
+// and the command menu (`/`): `/skill NAME message`, `/agent NAME` and the page's other commands.
 import { h, icon } from "./dom.js";
+import { AgentPicker, agentKind } from "./agentpicker.js";
 import { AttachmentTray } from "./attachments.js";
-import { parseSkill, SkillMenu } from "./skillmenu.js";
+import { CommandMenu, parseSkill } from "./commandmenu.js";
 
 const MAX_INPUT_HEIGHT = 240;
 const FILES_ONLY_TEXT = "Look at the attached files.";
 
 export class Composer {
-  /** els: {form, input, send, stop, mode, approval, agent, skillMenu, error, queue, tray, attach, attachInput,
-   * dropZone}; handlers: {onSend(text, {skill, typed, attachments}) -> Promise, onStop()}; attachments:
-   * {token, limit, onUploaded(answer)} for the AttachmentTray. */
-  constructor(els, { onSend, onStop, attachments }) {
+  /** els: {form, input, send, stop, mode, approval, agent (the agent picker's root), commandMenu, error, queue,
+   * tray, attach, attachInput, dropZone}; handlers: {onSend(text, {skill, typed, attachments}) -> Promise, onStop(),
+   * commands() -> the page's commands besides /skill and /agent (commandmenu.js)}; attachments: {token, limit,
+   * onUploaded(answer)} for the AttachmentTray. */
+  constructor(els, { onSend, onStop, commands, attachments }) {
     this.els = els;
     this.onSend = onSend;
     this.onStop = onStop;
@@ -24,7 +26,13 @@ export class Composer {
     this.agents = [];
     this.defaultAgent = null;
     this.wantedAgent = null;
-    this.skillMenu = new SkillMenu(els.input, els.skillMenu, { onChange: () => this.#update() });
+    this.skills = [];
+    this.agentPicker = new AgentPicker(els.agent);
+    this.menu = new CommandMenu(els.input, els.commandMenu, {
+      commands: () => [this.#skillCommand(), this.#agentCommand(), ...(commands?.() ?? [])],
+      onChange: () => this.#update(),
+      onError: (message) => this.showError(message),
+    });
     const trayEls = { tray: els.tray, button: els.attach, input: els.attachInput, dropZone: els.dropZone };
     this.tray = els.tray ? new AttachmentTray(trayEls, { ...attachments, onChange: () => this.#update() }) : null;
     els.input.addEventListener("paste", (event) => this.tray?.paste(event));
@@ -41,8 +49,7 @@ export class Composer {
     });
     els.approval.addEventListener("change", () => { this.touched.approval = true; });
     els.agent.addEventListener("change", () => {
-      this.wantedAgent = els.agent.value || null; // kept when get_status answers again (a reconnection)
-      this.#describeAgent();
+      this.wantedAgent = this.agentPicker.value; // kept when get_status answers again (a reconnection)
     });
     this.#update();
   }
@@ -57,7 +64,7 @@ export class Composer {
 
   /** The agent picked for the next message (null until get_status listed the agents). */
   get agent() {
-    return this.els.agent.value || null;
+    return this.agents.length ? this.agentPicker.value : null;
   }
 
   /** Server defaults from get_status, unless the user already chose; the agents and skills there are. */
@@ -72,7 +79,8 @@ export class Composer {
       this.defaultAgent = agent ?? null;
       this.#fillAgents();
     }
-    this.skillMenu.setSkills(skills);
+    this.skills = Array.isArray(skills) ? skills.filter((skill) => skill?.name) : [];
+    if (this.menu.isOpen) this.menu.update();
   }
 
   /** Pick the conversation's agent (null: the server's default, for a new conversation). */
@@ -82,21 +90,29 @@ export class Composer {
   }
 
   #fillAgents() {
-    const select = this.els.agent;
-    const wanted = this.wantedAgent ?? this.defaultAgent;
-    const options = this.agents.map((agent) => h("option", { value: agent.name, title: agent.description ?? "" }, agent.name));
-    if (wanted && !this.agents.some((agent) => agent.name === wanted) && this.agents.length) {
-      options.push(h("option", { value: wanted, title: "This agent is not defined any more" }, `${wanted} (not found)`));
-    }
-    select.replaceChildren(...options);
-    if (wanted) select.value = wanted;
-    select.closest(".agent-control").hidden = !this.agents.length;
-    this.#describeAgent();
+    this.agentPicker.set(this.agents, this.wantedAgent ?? this.defaultAgent ?? this.agents[0]?.name ?? null);
   }
 
-  #describeAgent() {
-    const chosen = this.agents.find((agent) => agent.name === this.els.agent.value);
-    this.els.agent.title = chosen ? `${chosen.name}: ${chosen.description ?? ""}` : "";
+  /** `/skill NAME message`: the message is sent with that skill (get_status's skills; broken ones listed, not picked). */
+  #skillCommand() {
+    return {
+      name: "skill", description: "Send the message with a skill's instructions", completes: true,
+      unavailable: () => (this.skills.length ? null : "No skills are installed"),
+      choices: () => this.skills.map((skill) => ({
+        name: skill.name, description: skill.broken ? "" : skill.description ?? "",
+        disabled: skill.broken ? `broken: ${skill.broken}` : null,
+      })),
+    };
+  }
+
+  /** `/agent NAME`: what picking that agent in the picker does. */
+  #agentCommand() {
+    return {
+      name: "agent", description: "Switch the agent that answers in this conversation",
+      unavailable: () => (this.agents.length ? null : "No agents are loaded yet"),
+      choices: () => this.agents.map((agent) => ({ name: agent.name, description: agent.description ?? "", badge: agentKind(agent).badge })),
+      run: (name) => this.agentPicker.choose(name),
+    };
   }
 
   setRunning(running) {
@@ -174,7 +190,8 @@ export class Composer {
       return;
     }
     this.hideError();
-    this.skillMenu.close();
+    if (!this.tray?.hasFiles && this.menu.runTyped(text)) return;
+    this.menu.close();
     this.els.input.value = "";
     const [message, options] = skill ? [skill.text, { skill: skill.skill, typed: text }] : [text, {}];
     const attachments = this.tray?.take() ?? [];
@@ -213,7 +230,7 @@ export class Composer {
   }
 
   #onKey(event) {
-    if (this.skillMenu.handleKey(event)) return;
+    if (this.menu.handleKey(event)) return;
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
       this.submit();
@@ -226,7 +243,7 @@ export class Composer {
 
   #update() {
     const input = this.els.input;
-    this.skillMenu.update();
+    this.menu.update();
     input.style.height = "auto";
     input.style.height = `${Math.min(input.scrollHeight, MAX_INPUT_HEIGHT)}px`;
     const text = Boolean(input.value.trim()) || Boolean(this.tray?.hasFiles);

@@ -133,6 +133,12 @@ export class SafetyView {
     });
   }
 
+  /** The newest shown task's "Undo this task" button that can still be pressed (the command menu's /undo), or null.
+   * @returns {HTMLButtonElement | null} */
+  lastUndo() {
+    return [...this.chat.root.querySelectorAll(".task-undo .undo-button:not(:disabled)")].at(-1) ?? null;
+  }
+
   #users() {
     return this.chat.views.filter((view) => view.el.classList.contains("user-message"));
   }
