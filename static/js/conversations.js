@@ -17,6 +17,8 @@ export class ConversationList {
     this.active = null;
     this.running = new Set();
     this.query = "";
+    /** @type {(() => void) | null} */
+    this.closeMenu = null; // closes the open "⋯" menu of a row
     this.renaming = false; // a title is being edited in place: the list is drawn again once it closes
     this.refresh = debounce(() => this.#reload(), 200);
     search?.addEventListener("input", debounce(() => {
@@ -77,8 +79,49 @@ export class ConversationList {
     const actions = h("span", { class: "conv-actions" },
       h("button", { type: "button", class: "btn-ghost btn-icon", "data-testid": "rename-conversation", "aria-label": "Rename", title: "Rename", onclick: () => this.#startRename(item, li) }, icon("edit")),
       h("button", { type: "button", class: "btn-ghost btn-icon", "data-testid": "delete-conversation", "aria-label": "Delete", title: "Delete", onclick: () => this.#delete(item) }, icon("close")));
-    const li = h("li", { class: "conv-row" }, button, actions);
+    // On a touch screen nothing hovers: a "⋯" button opens the same actions as a menu.
+    const more = h("button", {
+      type: "button", class: "btn-ghost btn-icon conv-more", "data-testid": "conversation-menu", "aria-haspopup": "menu",
+      "aria-expanded": "false", "aria-label": `Rename or delete “${item.title || "Untitled"}”`, title: "Rename or delete",
+      onclick: () => this.#openMenu(item, li, more),
+    }, "⋯");
+    const li = h("li", { class: "conv-row" }, button, actions, more);
     return li;
+  }
+
+  /** The row's actions as a menu under its "⋯" button; a tap elsewhere or Esc closes it. */
+  #openMenu(item, li, more) {
+    const open = li.querySelector(".conv-menu");
+    this.closeMenu?.();
+    if (open) return;
+    const choose = (action) => {
+      this.closeMenu?.();
+      action();
+    };
+    const menu = h("div", { class: "conv-menu", role: "menu", "data-testid": "conversation-actions" },
+      h("button", { type: "button", role: "menuitem", "data-testid": "menu-rename", onclick: () => choose(() => this.#startRename(item, li)) }, icon("edit"), "Rename"),
+      h("button", { type: "button", role: "menuitem", class: "danger", "data-testid": "menu-delete", onclick: () => choose(() => this.#delete(item)) }, icon("close"), "Delete"));
+    const outside = (/** @type {Event} */ event) => {
+      if (!li.contains(/** @type {Node} */ (event.target))) this.closeMenu?.();
+    };
+    const escape = (/** @type {KeyboardEvent} */ event) => {
+      if (event.key !== "Escape") return;
+      event.stopPropagation();
+      this.closeMenu?.();
+      more.focus();
+    };
+    this.closeMenu = () => {
+      menu.remove();
+      more.setAttribute("aria-expanded", "false");
+      document.removeEventListener("pointerdown", outside, true);
+      document.removeEventListener("keydown", escape, true);
+      this.closeMenu = null;
+    };
+    document.addEventListener("pointerdown", outside, true);
+    document.addEventListener("keydown", escape, true);
+    li.append(menu);
+    more.setAttribute("aria-expanded", "true");
+    /** @type {HTMLElement} */ (menu.firstElementChild).focus();
   }
 
   #startRename(item, li) {

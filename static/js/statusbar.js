@@ -36,6 +36,7 @@ export class StatusBar {
     this.onCompact; // the Compact button's action, set by the app (declared here for the type checker)
     this.sandboxDetails = document.getElementById("sandbox-details");
     this.#bindSandbox();
+    this.#bindMore();
     this.setConnection("connecting");
     this.resetTask();
   }
@@ -57,6 +58,21 @@ export class StatusBar {
       const target = /** @type {Node} */ (event.target);
       if (pinned && !item.contains(target) && !details.contains(target)) show((pinned = false));
     });
+  }
+
+  /** On a narrow screen the bar is one line (connection, task, context); a tap on "More" shows the rest. */
+  #bindMore() {
+    const more = h("button", {
+      type: "button", class: "status-more", "data-testid": "status-more", "aria-expanded": "false",
+      "aria-label": "Show the agent, model, mode, approval and sandbox", title: "Show the agent, model, mode, approval and sandbox",
+    }, h("span", { class: "status-more-text" }, "More"));
+    more.addEventListener("click", () => {
+      const open = !this.root.classList.contains("expanded");
+      this.root.classList.toggle("expanded", open);
+      more.setAttribute("aria-expanded", String(open));
+      more.querySelector(".status-more-text").textContent = open ? "Less" : "More";
+    });
+    this.root.append(more);
   }
 
   setConnection(state) {
