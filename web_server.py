@@ -25,6 +25,7 @@ from web.batching import DeltaBatcher
 from web.handlers import register_socket_handlers
 from web.hub import TerminalHub
 from web.manage import register_manage_handlers
+from web.mcp_ops import register_mcp_handlers
 from web.nodelay import NoDelay
 from web.routes import routes
 from web.state import AsyncMode, WebState
@@ -107,6 +108,7 @@ def create_app(
     app.register_blueprint(routes)
     register_socket_handlers(socketio, state)
     register_manage_handlers(socketio, state)
+    register_mcp_handlers(socketio, state)
     cluster.serve(hub.handle, socketio.start_background_task)
     state.closers.append(cluster.close)
     state.closers.append(batcher.close)

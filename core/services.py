@@ -100,6 +100,17 @@ class AgentServices:
             self.model.warm()
         _ = self.runner.kind
 
+    def mcp_servers(self) -> McpManager:
+        """The MCP servers, made now (empty, their code loaded) when no file named any at start,
+        for a server added while the program runs."""
+        if self.mcp is None:
+            from modules.mcp.client import build_manager
+
+            self.mcp = build_manager(self.settings)
+            self.tools.add_source(self.mcp)
+            self.mcp.start()
+        return self.mcp
+
     def close(self) -> None:
         """Release what outlives a task: the sandbox's containers, the MCP servers, the undo
         baseline's child; the deltas still queued for debug_stream.log are written."""

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from history.store import ConversationStore
 from tests.browser_helpers import ARTIFACTS
 from tests.fake_llm import FakeLLM
 from tests.helpers import live_command_lines
 from tests.kit import wait_until
 from tests.mcp_fixture_server import TOOLS as FIXTURE_TOOLS
+from tests.mcp_helpers import running, stdio_entry, write_config
 from tests.web_helpers import TOKEN, ServerProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
@@ -58,7 +60,11 @@ def test_the_panel_lists_each_server_with_its_state_and_tools(tmp_path, page):
         failed = panel.locator('[data-name="missing"][data-state="failed"]')
         failed.locator("summary").click()
         assert "command not found" in failed.inner_text()
-        assert panel.locator('[data-name="off"][data-state="disabled"]').count() == 1
+        off = panel.locator('[data-name="off"][data-kind="off"]')
+        off.locator("summary").click()
+        assert "Turned off in mcp.json" in off.locator(".mcp-note").inner_text()
+        assert not off.locator(".mcp-error").is_visible(), "a server turned off is not an error"
+        assert off.locator(".mcp-state").inner_text() == "off"
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "mcp-panel.png"))
         assert page.console_errors == []
@@ -67,3 +73,95 @@ def test_the_panel_lists_each_server_with_its_state_and_tools(tmp_path, page):
         10,
         "the MCP server to stop with the web server",
     )
+
+
+# The sidebar's parts above the MCP panel, and their heights.
+HEIGHTS = """() => Object.fromEntries(
+  ["#new-conversation", "#conversation-search", "#conversation-list", "#file-tree"].map(
+    (s) => [s, Math.round(document.querySelector(s).getBoundingClientRect().height)]))"""
+
+
+def test_servers_are_added_restarted_turned_off_and_on_and_removed_from_the_panel(tmp_path, page):
+    marker = f"mcp-{uuid.uuid4().hex[:8]}"
+    (tmp_path / "ws").mkdir()
+    with (
+        FakeLLM("deepseek") as fake,
+        ServerProcess(
+            tmp_path / "ws", tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key
+        ) as server,
+    ):
+        page.goto(f"{server.url}/?token={TOKEN}")
+        panel = page.locator("[data-testid=mcp-panel]")
+        panel.locator(".mcp-empty").wait_for()  # no file yet: the panel is there to add one
+        page.click("[data-testid=mcp-add]")
+        dialog = page.locator("[data-testid=mcp-add-dialog]")
+        assert str(tmp_path / "data" / "mcp.json") in dialog.inner_text()
+        dialog.locator("[data-testid=mcp-add-name]").fill("fx")
+        dialog.locator("[data-testid=mcp-add-command]").fill("no-such-mcp-command --x")
+        dialog.locator("[data-testid=mcp-add-submit]").click()
+        error = dialog.locator("[data-testid=mcp-add-error]")
+        error.wait_for()
+        assert "command not found: no-such-mcp-command" in error.inner_text()
+        line = f'"{sys.executable}" {FIXTURE} --marker "{marker}"'
+        dialog.locator("[data-testid=mcp-add-command]").fill(line)
+        dialog.locator("[data-testid=mcp-add-env]").fill("FIXTURE_KEY=from the page")
+        dialog.locator("[data-testid=mcp-add-submit]").click()
+        dialog.wait_for(state="detached")
+        item = panel.locator('[data-name="fx"]')
+        panel.locator('[data-name="fx"][data-state="connected"]').wait_for()
+        saved = json.loads((tmp_path / "data" / "mcp.json").read_text())["mcpServers"]["fx"]
+        assert saved == {
+            "command": sys.executable,
+            "args": [str(FIXTURE), "--marker", marker],
+            "env": {"FIXTURE_KEY": "from the page"},
+        }
+        [first] = running(marker)
+
+        item.locator("[data-testid=mcp-restart]").click()
+        wait_until(lambda: running(marker) not in ([], [first]), 30, "a new server process")
+        panel.locator('[data-name="fx"][data-state="connected"]').wait_for()
+
+        item.locator("[data-testid=mcp-disable]").click()
+        panel.locator('[data-name="fx"][data-kind="off"]').wait_for()
+        assert "Turned off" in item.locator(".mcp-note").inner_text()
+        wait_until(lambda: running(marker) == [], 15, "the server to stop when turned off")
+        item.locator("[data-testid=mcp-enable]").click()
+        panel.locator('[data-name="fx"][data-state="connected"]').wait_for()
+
+        item.locator("[data-testid=mcp-remove]").click()
+        page.locator("[data-testid=mcp-remove-dialog] button.btn-danger").click()
+        panel.locator(".mcp-empty").wait_for()
+        wait_until(lambda: running(marker) == [], 15, "the removed server to stop")
+        assert page.console_errors == []
+
+
+def test_the_panel_never_squashes_the_search_box_or_the_buttons(tmp_path, page):
+    data = tmp_path / "data"
+    write_config(
+        data / "mcp.json",
+        {f"server-{n}": {"command": "anything", "disabled": True} for n in range(12)}
+        | {"fixture": stdio_entry("squash")},
+    )
+    store = ConversationStore(data)
+    for n in range(25):  # a long list: the section shrinks, the search box above it must not
+        store.create(title=f"Conversation {n}")
+    (tmp_path / "ws").mkdir()
+    with (
+        FakeLLM("deepseek") as fake,
+        ServerProcess(
+            tmp_path / "ws", data, base_url=fake.base_url, api_key=fake.api_key
+        ) as server,
+    ):
+        page.goto(f"{server.url}/?token={TOKEN}")
+        page.locator('[data-name="fixture"][data-state="connected"]').wait_for()
+        roomy = page.evaluate(HEIGHTS)
+        page.set_viewport_size({"width": 1366, "height": 640})
+        page.locator('[data-name="fixture"] summary').click()
+        for name in ("server-0", "server-1"):
+            page.locator(f'[data-name="{name}"] summary').click()
+        tight = page.evaluate(HEIGHTS)
+        for part in ("#new-conversation", "#conversation-search"):
+            assert tight[part] == roomy[part], (part, roomy, tight)
+        assert tight["#conversation-list"] >= 60 and tight["#file-tree"] >= 40, tight
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "mcp-panel-tight.png"))

@@ -17,7 +17,7 @@ from typing import Any
 from modules.mcp.config import McpConfig, load_config
 from modules.mcp.connection import CLOSE_TIMEOUT, McpServer
 from modules.tools.registry import Tool
-from utils.async_loop import LoopThread, wait_real_event
+from utils.async_loop import LoopThread, Pending, wait_real_event
 from utils.settings import Settings
 
 FIRST_LISTING_WAIT = 10.0  # the first tool listing waits this long after start for slow servers
@@ -27,11 +27,20 @@ class McpManager:
     """Every configured server; the registry's source of MCP tools."""
 
     def __init__(
-        self, config: McpConfig, *, workspace: Path, logs: Path, use_proxy: bool = False
+        self,
+        config: McpConfig,
+        *,
+        workspace: Path,
+        logs: Path,
+        use_proxy: bool = False,
+        user_file: Path | None = None,
     ) -> None:
         self.workspace, self.logs, self.use_proxy = workspace, logs, use_proxy
+        self.user_file = user_file  # the file the page may change (modules/mcp/user_file.py)
         self.problems = config.problems
         self.servers = {name: McpServer(server, self) for name, server in config.servers.items()}
+        self._applying = threading.Lock()
+        self._retiring: list[Pending[None]] = []  # servers removed or replaced, being stopped
         self._loop: LoopThread | None = None
         self._started = 0.0
         self._settled = threading.Event()
@@ -62,10 +71,35 @@ class McpManager:
         return {name: tool for s in self.servers.values() for name, tool in s.tools.items()}
 
     def status(self) -> dict[str, Any]:
+        editable = str(self.user_file) if self.user_file else None
         return {
-            "servers": [s.status() for s in self.servers.values()],
+            "servers": [
+                s.status() | {"editable": s.config.source == editable}
+                for s in self.servers.values()
+            ],
             "problems": list(self.problems),
+            "config": editable,
         }
+
+    def apply(self, config: McpConfig) -> None:
+        """Take a configuration read again: a server added is started, one removed is stopped,
+        one whose entry changed is replaced (started again unless now disabled); the others
+        keep their connection."""
+        with self._applying:
+            old = self.servers
+            new = {
+                name: old[name]
+                if name in old and old[name].config == server
+                else McpServer(server, self)
+                for name, server in config.servers.items()
+            }
+            self.servers, self.problems = new, config.problems
+        for name, server in old.items():
+            if new.get(name) is not server:
+                self._retiring.append(self.loop.submit(server.retire()))
+        for name, server in new.items():
+            if old.get(name) is not server and server.state != "disabled":
+                server.open_soon()
 
     def restart(self, name: str) -> None:
         """Reconnect one server now (KeyError for an unknown one)."""
@@ -79,7 +113,7 @@ class McpManager:
         if self._loop is None:
             return
         closing = [self._loop.submit(s.disconnect()) for s in self.servers.values()]
-        for pending in closing:
+        for pending in [*self._retiring, *closing]:
             with contextlib.suppress(Exception):
                 pending.wait(CLOSE_TIMEOUT + 1)
         self._loop.stop()
@@ -88,11 +122,16 @@ class McpManager:
 
 def build_manager(settings: Settings) -> McpManager:
     """The servers of the user's file and of the workspace's; none is started yet."""
-    user_file, workspace_file = settings.mcp_files()
-    config = load_config(user_file, workspace_file, trust_workspace=settings.mcp_trust_workspace)
+    user_file, _ = settings.mcp_files()
     return McpManager(
-        config,
+        read_config(settings),
         workspace=settings.workspace,
         logs=settings.data_dir / "logs",
         use_proxy=settings.use_proxy,
+        user_file=user_file,
     )
+
+
+def read_config(settings: Settings) -> McpConfig:
+    user_file, workspace_file = settings.mcp_files()
+    return load_config(user_file, workspace_file, trust_workspace=settings.mcp_trust_workspace)

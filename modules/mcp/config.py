@@ -136,7 +136,7 @@ def _read_file(path: Path, config: McpConfig, problem: str | None) -> None:
 
 def _server(name: str, source: str, raw: Any, problem: str | None) -> ServerConfig:
     try:
-        entry = ServerEntry.model_validate(_expanded(raw))
+        entry = ServerEntry.model_validate(expanded(raw))
     except ValidationError as exc:
         return ServerConfig(
             name, source, None, f"bad entry in {source}: {describe_validation_error(exc, name)}"
@@ -146,14 +146,14 @@ def _server(name: str, source: str, raw: Any, problem: str | None) -> ServerConf
     return ServerConfig(name, source, entry, problem)
 
 
-def _expanded(value: Any) -> Any:
+def expanded(value: Any) -> Any:
     """`${VAR}` and `${VAR:-default}` in every string replaced from the environment."""
     if isinstance(value, str):
         return _VARIABLE.sub(_variable, value)
     if isinstance(value, list):
-        return [_expanded(v) for v in value]
+        return [expanded(v) for v in value]
     if isinstance(value, dict):
-        return {k: _expanded(v) for k, v in value.items()}
+        return {k: expanded(v) for k, v in value.items()}
     return value
 
 

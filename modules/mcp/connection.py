@@ -83,6 +83,7 @@ class McpServer:
         self._opening: Pending[None] | None = None
         self._lock = threading.Lock()
         self._log_start = 0
+        self._retired = False  # removed from the configuration, or replaced: never opened again
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -98,6 +99,10 @@ class McpServer:
     def open_soon(self) -> Pending[None]:
         """Start connecting unless a connection is already being made; never waits."""
         with self._lock:
+            if self._retired:
+                raise ToolError(
+                    f"MCP server {self.name} was removed or changed in its configuration"
+                )
             if self._opening is None or self._opening.done:
                 self.state, self.error = "starting", None
                 self._opening = self._host.loop.submit(self._open())
@@ -164,6 +169,7 @@ class McpServer:
             "target": _target(entry) if entry else None,
             "state": self.state,
             "error": self.error,
+            "disabled": bool(entry and entry.disabled),
             "tools": [
                 {
                     "name": name,
@@ -200,6 +206,9 @@ class McpServer:
             )
             return
         self._client, self._stop, self._holder = client, stop, holder
+        if self._retired:  # retire() ran while this connection was being made
+            await self.disconnect()
+            return
         self._listing = registry_tools(
             self.name,
             self.entry,
@@ -289,6 +298,12 @@ class McpServer:
         self._log_start = errlog.tell()
         params = StdioServerParameters(command=command, args=args, env=env, cwd=cwd)
         return stdio_client(params, errlog=errlog)
+
+    async def retire(self) -> None:
+        """Stop for good: the connection is closed now, or as soon as one being made is."""
+        with self._lock:
+            self._retired = True
+        await self.disconnect()
 
     async def disconnect(self) -> None:
         """Close the connection, if one is open (a stdio server is stopped)."""

@@ -97,7 +97,7 @@ class App {
       onFocus: (path, focused) => this.session.setFocused(path, focused),
     });
     this.memory = new MemoryPanel($("#memory-button"), { request, conversationId: () => this.session.cid });
-    this.mcpPanel = new McpPanel($("#mcp-panel"), { reload: () => this.loadStatus() });
+    this.mcpPanel = new McpPanel($("#mcp-panel"), { reload: () => this.loadStatus(), request });
     this.loadStatus = async () => {
       const status = await request("get_status", {}).catch(() => null);
       if (!status?.ok) return;
