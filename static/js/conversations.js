@@ -2,6 +2,7 @@
 // The conversation list in the sidebar: search, rename in place, delete (after a confirmation), running dots.
 import { choose } from "./dialog.js";
 import { debounce, h, icon, relativeTime } from "./dom.js";
+import { markParts, markQuery, twinDetails } from "./listmarks.js";
 
 export class ConversationList {
   /** root: the <ul>; search: the search <input>; request(event, payload) -> Promise of the ack;
@@ -61,16 +62,21 @@ export class ConversationList {
       this.root.replaceChildren(h("li", { class: "empty-hint", text }));
       return;
     }
-    this.root.replaceChildren(...this.items.map((item) => this.#row(item)));
+    const twins = twinDetails(this.items);
+    this.root.replaceChildren(...this.items.map((item) => this.#row(item, twins.get(item.id))));
     if (this.active) this.onTitle?.(this.titleOf(this.active));
   }
 
-  #row(item) {
+  /** twin: what tells it apart from the conversations of the same title (twinDetails). */
+  #row(item, twin) {
+    const title = item.title || "Untitled";
+    const parts = Array.isArray(item.snippet_parts) && item.snippet_parts.length ? item.snippet_parts : null;
     const button = h(
       "button",
       { type: "button", class: "conv-item", "data-conversation-id": item.id, onclick: () => this.onSelect(item.id) },
-      h("span", { class: "conv-title", text: item.title || "Untitled", title: item.title || "" }),
-      item.snippet ? h("span", { class: "conv-snippet", text: item.snippet }) : null,
+      h("span", { class: "conv-title", title: item.title || "" }, this.query ? markQuery(title, this.query) : title),
+      twin ? h("span", { class: "conv-twin", "data-testid": "conversation-twin", text: twin }) : null,
+      item.snippet ? h("span", { class: "conv-snippet", "data-testid": "conversation-snippet" }, parts ? markParts(parts) : item.snippet) : null,
       h("span", { class: "conv-meta" },
         h("span", { class: "conv-running", title: "Task running", hidden: !this.running.has(item.id) }),
         h("time", { class: "conv-time", datetime: item.updated_at ?? "", text: relativeTime(item.updated_at) })),

@@ -3,6 +3,9 @@ import { debounce, formatBytes, h, icon } from "./dom.js";
 import { highlight, languageForPath, MarkdownView } from "./markdown.js";
 
 const MARKDOWN = /\.(md|markdown|mdx)$/i;
+const IMAGE = /\.(png|jpe?g|gif|webp|svg)$/i;
+const SVG = /\.svg$/i;
+const IMAGE_LIMIT_BYTES = 20 * 1024 * 1024; // what GET /api/download?view=image serves
 
 /** Ask the page to preview a workspace file, at a line when given (tool cards, chips, search results). */
 export function openPath(path, line = null) {
@@ -68,7 +71,7 @@ export class FilePreview {
     this.body = panel.querySelector("[data-role=body]");
     this.toggle = panel.querySelector("[data-role=toggle]");
     this.download = panel.querySelector("[data-role=download]");
-    this.rendered = true; // Markdown shows rendered until its source is asked for
+    this.rendered = true; // Markdown and SVG show rendered until their source is asked for
     this.toggle?.addEventListener("click", () => {
       this.rendered = !this.rendered;
       if (this.data) this.#render(this.data);
@@ -135,16 +138,20 @@ export class FilePreview {
     const parts = [formatBytes(data.size)];
     if (data.truncated) parts.push("truncated");
     this.meta.textContent = parts.join(" · ");
+    const path = data.path ?? this.path ?? "";
+    if (IMAGE.test(path)) {
+      if (!SVG.test(path)) return void this.#showImage(path, data.size);
+      this.#showToggle();
+      if (this.rendered) return void this.#showImage(path, data.size);
+    }
     if (data.binary) {
       this.body.replaceChildren(h("div", { class: "preview-message" }, icon("file"), "Binary file: no preview."));
       return;
     }
     const content = String(data.content ?? "");
     const notice = data.truncated ? h("div", { class: "preview-notice", text: "The file is longer than shown here." }) : null;
-    if (MARKDOWN.test(data.path ?? this.path ?? "") && this.toggle) {
-      this.toggle.hidden = false;
-      this.toggle.textContent = this.rendered ? "Source" : "Rendered";
-      this.toggle.setAttribute("aria-pressed", String(!this.rendered));
+    if (MARKDOWN.test(path) && this.toggle) {
+      this.#showToggle();
       if (this.rendered) {
         const page = h("div", { class: "markdown-preview", "data-testid": "markdown-preview" });
         new MarkdownView(page).set(content);
@@ -160,6 +167,36 @@ export class FilePreview {
       .join("");
     const view = h("div", { class: "code-view wrapped" }, h("pre", { class: "code" }, code));
     this.body.replaceChildren(view, ...(notice ? [notice] : []));
+  }
+
+  #showToggle() {
+    if (!this.toggle) return;
+    this.toggle.hidden = false;
+    this.toggle.textContent = this.rendered ? "Source" : "Rendered";
+    this.toggle.setAttribute("aria-pressed", String(!this.rendered));
+  }
+
+  /** An image, from the download route (an <img> only: an SVG's scripts never run); a click shows it at its own
+   * size or fitted again. */
+  #showImage(path, size) {
+    if (size > IMAGE_LIMIT_BYTES) {
+      this.body.replaceChildren(h("div", { class: "preview-message" }, icon("image"),
+        `This image is over ${formatBytes(IMAGE_LIMIT_BYTES)}: download it to see it.`));
+      return;
+    }
+    this.images = (this.images ?? 0) + 1; // a changed file is fetched again, not taken from the image cache
+    const src = `/api/download?path=${encodeURIComponent(path)}&view=image&v=${this.images}`;
+    const image = h("img", { class: "preview-image", src, alt: path, "data-testid": "preview-image", title: "Click: actual size / fit" });
+    const frame = h("div", { class: "image-view fit" }, image);
+    image.addEventListener("load", () => {
+      this.meta.textContent = `${image.naturalWidth} × ${image.naturalHeight} px · ${formatBytes(size)}`;
+    });
+    image.addEventListener("error", () => {
+      frame.replaceChildren(h("div", { class: "preview-message error", "data-testid": "preview-image-error" }, icon("alert"),
+        "This image cannot be shown: its content is not a PNG, JPEG, GIF, WebP or SVG image the browser can draw."));
+    });
+    image.addEventListener("click", () => frame.classList.toggle("fit"));
+    this.body.replaceChildren(frame);
   }
 
   /** A file_tree change touched the previewed file. */
