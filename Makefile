@@ -36,6 +36,15 @@ demo: install
 	@test -e $(DEMO_WORKSPACE) || { mkdir -p $(dir $(DEMO_WORKSPACE)) && cp -R demo/workspace $(DEMO_WORKSPACE); }
 	AGENT_PROVIDER=demo $(BIN)/python main.py $(DEMO_FRONT) --workspace $(DEMO_WORKSPACE) --data-dir data/demo/data --mode thinking
 
+# Start the demo over: the sample workspace back as it was, its conversations, proposals and
+# memory gone. With the demo stopped; while it runs, "Start over" on the page's banner does it.
+DEMO_DATA ?= data/demo/data
+.PHONY: demo-reset
+demo-reset:
+	rm -rf $(DEMO_WORKSPACE) $(DEMO_DATA)
+	mkdir -p $(dir $(DEMO_WORKSPACE)) && cp -R demo/workspace $(DEMO_WORKSPACE)
+	@echo "The demo starts over: $(DEMO_WORKSPACE) is the sample again. Run: make demo"
+
 system-test-deps:
 	@bash scripts/install_test_system.sh
 

@@ -22,6 +22,7 @@ from utils.settings import Settings
 from web.access import HostGuard, OriginCheck, OriginGuard, is_loopback, origin_checker
 from web.backlog import ClientQueueCap
 from web.batching import DeltaBatcher
+from web.demo_reset import register_demo_handlers
 from web.handlers import register_socket_handlers
 from web.hub import TerminalHub
 from web.manage import register_manage_handlers
@@ -108,6 +109,7 @@ def create_app(
     app.register_blueprint(routes)
     register_socket_handlers(socketio, state)
     register_manage_handlers(socketio, state)
+    register_demo_handlers(socketio, state)
     register_mcp_handlers(socketio, state)
     cluster.serve(hub.handle, socketio.start_background_task)
     state.closers.append(cluster.close)

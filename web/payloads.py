@@ -9,6 +9,7 @@ from core.web_terminal import WebTerminal
 from model.demo import demo_suggestions
 from modules.workspace.file_tree import file_tree
 from utils.settings import Settings
+from web.demo_sample import demo_sample
 from web.state import WebState
 
 
@@ -100,6 +101,7 @@ def status_payload(state: WebState, conversation_id: str | None = None) -> dict[
         "mcp": mcp.status() if (mcp := state.services.mcp) else no_mcp_servers(settings),
         "demo": provider.name == "demo",
         "demo_suggestions": demo_suggestions() if provider.name == "demo" else [],
+        "demo_reset": provider.name == "demo" and demo_sample(state).available,
         "api": {
             "configured": provider.configured,
             "key_env": provider.key_env,

@@ -106,7 +106,12 @@ class App {
       this.composer.setDefaults(status);
       this.session.showChoices();
       renderApiSetup($("#api-setup-panel"), status, this.loadStatus);
-      renderDemoBanner($("#demo-banner"), status, (text) => this.composer.fill(text));
+      renderDemoBanner($("#demo-banner"), status, {
+        onPick: (text) => this.composer.fill(text),
+        request,
+        onStartedOver: () => this.#startedOver(),
+        onFailed: (message) => this.chat.showNotice(message, "error"),
+      });
     };
   }
 
@@ -220,6 +225,15 @@ class App {
       if (this.composer.running) this.session.cancel();
       else if (this.preview.isOpen) this.preview.close();
     });
+  }
+
+  /** After demo_reset: a new conversation, the list and the tree as the server has them. */
+  #startedOver() {
+    this.composer.clearQueue();
+    this.session.newConversation();
+    this.conversations.refresh();
+    this.tree.reload();
+    this.chat.showNotice("Started over: the sample workspace is back and this demo's conversations are gone.", "info");
   }
 
   #onOpen(cid) {
