@@ -14,7 +14,9 @@ import logging
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Coroutine
+from inspect import CORO_CREATED, getcoroutinestate, iscoroutine
 from typing import Any, Generic, TypeVar
 
 from utils.cancel import CancelToken, TaskCancelled
@@ -22,6 +24,7 @@ from utils.cancel import CancelToken, TaskCancelled
 T = TypeVar("T")
 GREEN_POLL_SECONDS = 0.005
 GREEN_POLL_MAX_SECONDS = 0.05
+END_POLL_SECONDS = 0.05
 
 
 def green_threads() -> bool:
@@ -124,6 +127,11 @@ def _real_log_locks() -> None:
             handler.lock = real.RLock()
 
 
+def _unstarted(task: asyncio.Task[Any]) -> bool:
+    coro = task.get_coro()
+    return iscoroutine(coro) and getcoroutinestate(coro) == CORO_CREATED
+
+
 class LoopThread:
     """One asyncio loop running forever on a daemon OS thread of its own."""
 
@@ -132,6 +140,8 @@ class LoopThread:
             _real_log_locks()
         self._threading = _os_threading()
         self._loop = asyncio.new_event_loop()
+        self._stop_timeout = 5.0
+        self._roots: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()  # submitted ones
         self._thread = self._threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -139,8 +149,38 @@ class LoopThread:
         asyncio.set_event_loop(self._loop)
         try:
             self._loop.run_forever()
+            # Every task gets to run until it ends: one created and never stepped (an SDK's
+            # task group starting a child as it is cancelled) would be reported at exit as a
+            # coroutine never awaited, and its cleanup (a child process's wait) never done.
+            self._loop.run_until_complete(self._end_tasks())
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
         finally:
             self._loop.close()
+
+    async def _end_tasks(self) -> None:
+        """End what runs on the loop, within the stop's time: the submitted coroutines are
+        cancelled first, and only once they ended whatever they left behind. Each task is
+        cancelled once, after its first step: a task cancelled before it never runs the
+        coroutine it wraps (anyio's children; reported at exit as never awaited), and
+        cancelling a task again defeats the shield an SDK puts around its cleanup (a stdio
+        server's child process being stopped and reaped)."""
+        deadline = time.monotonic() + self._stop_timeout
+        cancelled: set[asyncio.Task[Any]] = set()
+        while (left := deadline - time.monotonic()) > 0:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            if not tasks:
+                return
+            roots_running = any(task in self._roots for task in tasks)
+            for task in tasks:
+                if task in cancelled or _unstarted(task):
+                    continue
+                if roots_running and task not in self._roots:
+                    continue
+                task.cancel()
+                cancelled.add(task)
+            await asyncio.wait(
+                tasks, timeout=min(END_POLL_SECONDS, left), return_when="FIRST_COMPLETED"
+            )
 
     @property
     def running(self) -> bool:
@@ -149,12 +189,17 @@ class LoopThread:
     def submit(self, coro: Coroutine[Any, Any, T]) -> Pending[T]:
         """Start `coro` on the loop; RuntimeError once the loop has stopped."""
         pending: Pending[T] = Pending(self._loop, self._threading.Event())
+        runner = pending._run(coro)
         try:
-            self._loop.call_soon_threadsafe(self._loop.create_task, pending._run(coro))
+            self._loop.call_soon_threadsafe(self._start, runner)
         except RuntimeError:
+            runner.close()
             coro.close()
             raise RuntimeError("the asyncio loop thread has stopped") from None
         return pending
+
+    def _start(self, runner: Coroutine[Any, Any, None]) -> None:
+        self._roots.add(self._loop.create_task(runner))
 
     def run(
         self,
@@ -167,20 +212,13 @@ class LoopThread:
         return self.submit(coro).wait(timeout, cancel)
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Cancel what still runs on the loop, then stop it and wait for its thread."""
+        """Stop the loop, cancel what still runs on it (within `timeout`), and wait for its
+        thread."""
         if not self._thread.is_alive():
             return
-
-        async def cancel_all() -> None:
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            if tasks:
-                await asyncio.wait(tasks, timeout=timeout)
-            self._loop.stop()
-
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._loop.create_task, cancel_all())
+        self._stop_timeout = timeout
+        with contextlib.suppress(RuntimeError):  # already closed
+            self._loop.call_soon_threadsafe(self._loop.stop)
         deadline = time.monotonic() + timeout + 1.0
         while self._thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.01)
