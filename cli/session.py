@@ -64,6 +64,12 @@ def demo_banner(terminal: CliTerminal) -> str:
     )
 
 
+TRY_THE_DEMO = (
+    "No key yet? `make demo DEMO_FRONT=cli` tries a scripted model on a sample workspace "
+    "(no key, no network; `make demo` for the page)."
+)
+
+
 def run_once(terminal: CliTerminal, prompt: str) -> int:
     """`main.py cli -p`: one task, then an exit code and a one-line reason on failure."""
     if not terminal.json_mode:
@@ -74,7 +80,7 @@ def run_once(terminal: CliTerminal, prompt: str) -> int:
         terminal.err.write(f"error: {exc.args[0] if exc.args else exc}\n")
         return 2
     except NotConfigured as exc:
-        terminal.err.write(f"error: {exc}\n")
+        terminal.err.write(f"error: {exc}\n{TRY_THE_DEMO}\n")
         return 2
     except DiskFull as exc:  # the message was not kept
         terminal.err.write(f"error: {exc.code}: {exc}\n")
@@ -106,7 +112,7 @@ def repl(terminal: CliTerminal) -> int:
         f"{provider.name} · {provider.model} · /help for commands\n" + demo_banner(terminal)
     )
     if not provider.configured:
-        terminal.err.write(f"{provider.problem}\n")
+        terminal.err.write(f"{provider.problem}\n{TRY_THE_DEMO}\n")
     while True:
         try:
             line = input("› ").strip()
