@@ -117,8 +117,9 @@ def test_conversations_are_renamed_searched_deleted_and_run_in_every_tab(fresh_s
     page.wait_for_selector(".conv-snippet:has-text('slow words')")
     assert page.locator(".conv-item").count() == 1
     page.fill("#conversation-search", "cleanup")
-    page.wait_for_selector(".conv-item .conv-title:text-is('Notes cleanup')")
+    page.wait_for_selector(".conv-item .conv-title mark:text-is('cleanup')")  # the hit, marked
     assert page.locator(".conv-item").count() == 1
+    assert page.inner_text(".conv-item .conv-title") == "Notes cleanup"
     page.fill("#conversation-search", "")
     page.wait_for_selector(".conv-item >> nth=1")
 
