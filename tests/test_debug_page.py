@@ -71,6 +71,13 @@ def test_follow_a_conversation_and_a_trace_with_json_laid_out(
     page.wait_for_selector("[data-testid=trace-chip]:not([hidden])")
     page.wait_for_function("() => document.querySelector('#pane-agent .line') !== null")
     page.wait_for_selector("#pane-agent .line:has-text('task ended')")
+    label = page.locator("[data-testid=trace-label]")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=trace-label]').textContent.startsWith('“')"
+    )
+    title = page.locator(f"#conversation-filter option[value='{second}']").inner_text()
+    assert label.inner_text() == f"“task 1” in {title.split(' · ')[0]}", "not a human label"
+    assert traces[0] not in label.inner_text()
     records = agent_records(page)
     assert {r["trace_id"] for r in records} == {traces[0]}
     assert "second answer" in page.inner_text("#pane-agent")
@@ -79,6 +86,8 @@ def test_follow_a_conversation_and_a_trace_with_json_laid_out(
     stream.first.wait_for()
     shown = " ".join(stream.all_inner_texts())
     assert "second" in shown and "third" not in shown, "the stream is not the trace's"
+    assert page.locator("[data-testid=stream-count]").inner_text().endswith(" deltas")
+    assert not page.locator("[data-testid=stream-empty]").is_visible()
 
     stream.first.click()
     detail = page.locator("#pane-debug [data-testid=line-detail]").inner_text()

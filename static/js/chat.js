@@ -39,7 +39,7 @@ export class ChatView {
     this.atBottom = true;
     this.editable = true;
     /** @type {((atBottom: boolean) => void) | undefined} */
-    this.onScrollState; // told when the view sticks to the bottom or not, set by the app (declared here for the type checker)
+    this.onScrollState; // told whether the newest part is in view (stuck to the bottom, or nothing to scroll), set by the app
     let lastTop = 0;
     scroller.addEventListener("scroll", () => {
       // Only the reader scrolling up unsticks the view; content growing under a programmatic scroll must not.
@@ -47,19 +47,28 @@ export class ChatView {
       if (near) this.atBottom = true;
       else if (scroller.scrollTop < lastTop) this.atBottom = false;
       lastTop = scroller.scrollTop;
-      this.onScrollState?.(this.atBottom);
+      this.#reportScroll();
     }, { passive: true });
     new ResizeObserver(() => {
       if (this.atBottom) scroller.scrollTop = scroller.scrollHeight;
+      this.#reportScroll();
     }).observe(root);
+  }
+
+  /** A view that does not scroll (an empty or short conversation) always shows its newest part. */
+  #reportScroll() {
+    const scrolls = this.scroller.scrollHeight - this.scroller.clientHeight > 1;
+    this.onScrollState?.(this.atBottom || !scrolls);
   }
 
   scrollToBottom() {
     this.atBottom = true;
     this.scroller.scrollTop = this.scroller.scrollHeight;
+    this.#reportScroll();
   }
 
   reset() {
+    this.atBottom = true;
     this.root.replaceChildren();
     this.views = [];
     this.cards.clear();

@@ -11,8 +11,8 @@ const headers = token ? { Authorization: `Bearer ${token}` } : {};
 const $ = (selector) => document.querySelector(selector);
 
 const panes = [
-  { name: "debug", url: "/api/logs/debug_stream", el: $("#pane-debug"), offset: null, count: 0, lines: [] },
-  { name: "agent", url: "/api/logs/agent", el: $("#pane-agent"), offset: null, count: 0, lines: [] },
+  { name: "debug", url: "/api/logs/debug_stream", el: $("#pane-debug"), offset: null, count: 0, lines: [], unit: ["delta", "deltas"] },
+  { name: "agent", url: "/api/logs/agent", el: $("#pane-agent"), offset: null, count: 0, lines: [], unit: ["record", "records"] },
 ];
 const [streamPane] = panes;
 const filter = $("#conversation-filter");
@@ -22,6 +22,8 @@ const autoscroll = $("#autoscroll");
 const status = $("#poll-status");
 let paused = false;
 let generation = 0;
+let demo = false; // the demo model answers: it sends nothing over the network, so the model stream stays empty
+const conversationTitles = new Map();
 // The task followed: its trace id, its conversation, and when it started and ended (from its records).
 let trace = null;
 
@@ -117,9 +119,27 @@ function learnWindow(lines) {
     const at = timeOf(record);
     if (Number.isFinite(at) && !(at >= trace.start)) trace.start = at;
     if (record.message === "task ended" && Number.isFinite(at)) trace.end = at;
+    if (record.message === "task started" && record.prompt) trace.prompt = promptText(record.prompt);
     trace.conversation ??= record.conversation_id ?? null;
   }
+  labelTrace();
   return `${trace.start}-${trace.end}` !== before;
+}
+
+/** A prompt as logged: its text, or with AGENT_LOG_REDACT_CONTENT its first characters. */
+function promptText(prompt) {
+  const text = typeof prompt === "string" ? prompt : String(prompt?.head ?? "");
+  const line = text.replace(/\s+/g, " ").trim();
+  return line.length > 60 ? `${line.slice(0, 59)}…` : line;
+}
+
+/** The trace chip names the task by its message and its conversation's title; the id stays in the tooltip. */
+function labelTrace() {
+  if (!trace) return;
+  const title = trace.conversation ? conversationTitles.get(trace.conversation) : null;
+  const parts = [trace.prompt ? `“${trace.prompt}”` : "a task", title ? `in ${title}` : null].filter(Boolean);
+  traceChip.querySelector("[data-role=label]").textContent = parts.join(" ");
+  traceChip.title = `Only the records of this task (trace ${trace.id}), and the model stream while it ran`;
 }
 
 function render(pane, lines) {
@@ -130,7 +150,28 @@ function render(pane, lines) {
 }
 
 function setCount(pane) {
-  document.querySelector(`[data-count="${pane.name}"]`).textContent = pane.count.toLocaleString();
+  const [one, many] = pane.unit;
+  document.querySelector(`[data-count="${pane.name}"]`).textContent = `${pane.count.toLocaleString()} ${pane.count === 1 ? one : many}`;
+  if (pane === streamPane) explainEmptyStream();
+}
+
+/** Why the model stream shows nothing: what it would hold, and what keeps it empty now. */
+function explainEmptyStream() {
+  const note = $("#stream-empty");
+  note.hidden = streamPane.count > 0;
+  if (note.hidden) return;
+  const title = (cid) => conversationTitles.get(cid) ?? "this conversation";
+  let why;
+  if (demo) why = "The demo model answers here: it is a script in this process and streams nothing over the network, so there are no deltas to show.";
+  else if (trace && !Number.isFinite(trace.start)) why = "Waiting for the followed task's records in the agent log, to know when it ran.";
+  else if (trace) why = "The model sent no deltas while the followed task ran (between its “task started” and “task ended” records).";
+  else if (filter.value) why = `No model call of “${title(filter.value)}” in the log's tail yet.`;
+  else why = "No model call in the log's tail yet: send a message and its deltas appear here as they arrive.";
+  note.replaceChildren(
+    h("strong", {}, "No model deltas. "),
+    "This pane shows each raw delta the model API streams back (one SSE data: payload a line, logs/debug_stream.log). ",
+    why,
+  );
 }
 
 function append(pane, lines) {
@@ -213,8 +254,7 @@ function follow(next) {
   trace = next ? { start: NaN, end: Infinity, ...next } : null;
   traceChip.hidden = !trace;
   if (trace) {
-    traceChip.querySelector("[data-role=trace]").textContent = trace.id.slice(0, TRACE_SHOWN);
-    traceChip.title = `Only the records of task ${trace.id}, and the model stream while it ran`;
+    labelTrace();
     if (trace.conversation) pick(trace.conversation);
   }
   filter.disabled = Boolean(trace);
@@ -233,6 +273,9 @@ async function loadConversations() {
   const data = await fetchJson("/api/conversations").catch(() => null);
   if (!data) return;
   const chosen = filter.value;
+  for (const c of data.conversations ?? []) conversationTitles.set(c.id, c.title || "(untitled)");
+  labelTrace();
+  explainEmptyStream();
   const options = (data.conversations ?? []).map((c) => {
     const when = String(c.updated_at ?? "").slice(0, 16).replace("T", " ");
     return h("option", { value: c.id, title: c.id }, `${c.title || "(untitled)"} · ${when}`);
@@ -261,6 +304,10 @@ $("#clear-button").addEventListener("click", () => {
   }
 });
 loadConversations();
+fetchJson("/api/status").then((status) => {
+  demo = Boolean(status.demo);
+  explainEmptyStream();
+}).catch(() => {});
 if (query.get("trace_id")) follow({ id: query.get("trace_id"), conversation: query.get("conversation_id") || null });
 else restart();
 poll();
