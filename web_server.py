@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import secrets
 import signal
 import sys
 import time
@@ -30,6 +29,7 @@ from web.mcp_ops import register_mcp_handlers
 from web.nodelay import NoDelay
 from web.routes import routes
 from web.state import AsyncMode, WebState
+from web.token_file import web_token
 
 log = logging.getLogger(__name__)
 MEGABYTE = 1024 * 1024
@@ -97,14 +97,9 @@ def create_app(
         socketio.server.enter_room(sid, room, namespace="/")
 
     hub = TerminalHub(services, send, cluster=cluster, to_client=to_client, enter_room=enter_room)
-    state = WebState(
-        settings,
-        services,
-        socketio,
-        hub,
-        settings.web_token or secrets.token_urlsafe(24),
-        async_mode,
-    )
+    token = web_token(settings.web_token, settings.data_dir)
+    state = WebState(settings, services, socketio, hub, token.value, async_mode)
+    state.token_note = token.note
     app.extensions["agent"] = state
     app.register_blueprint(routes)
     register_socket_handlers(socketio, state)
@@ -169,6 +164,8 @@ def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) ->
             "bearer token: the web token)",
             flush=True,
         )
+    if state.token_note is not None:
+        print(f"note: {state.token_note}", flush=True)
     if state.services.provider.problem is not None:
         print(f"note: {state.services.provider.problem}", flush=True)
     log.info(

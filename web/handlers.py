@@ -169,7 +169,7 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
             if wait:
                 details = {"code": "too_many_attempts", "retry_after": wait}
                 raise SocketRefused("too many wrong tokens; wait", details)
-            return False
+            raise SocketRefused("wrong token", {"code": "wrong_token"})
         if isinstance(auth, dict) and auth.get("batch_deltas") is True:
             state.batched.add(request.sid)  # type: ignore[attr-defined]
         return True

@@ -56,6 +56,20 @@ CONTENT_SECURITY_POLICY = "; ".join(
     )
 )
 
+PAGES = ("/", "/debug")  # the pages `?token=` opens, setting the cookie
+HOW_TO_OPEN = (
+    "Open the address the server printed when it started: the line\n"
+    "  Workspace Agent: http://HOST:PORT/?token=...\n"
+    "in the terminal where `make run` or `python main.py web` runs.\n"
+    "The token is also kept in the file web_token of the server's data folder\n"
+    "(./data/web_token by default), unless AGENT_WEB_TOKEN sets it.\n"
+)
+NO_TOKEN_PAGE = f"This page needs the server's access token.\n\n{HOW_TO_OPEN}"
+WRONG_TOKEN_PAGE = (
+    "This token is not the server's: the server was restarted with another one, "
+    f"or the address was mistyped.\n\n{HOW_TO_OPEN}"
+)
+
 routes = Blueprint("workspace", __name__)
 
 
@@ -78,8 +92,8 @@ def require_token() -> Any:
     bearer = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else None
     if state.token_ok(bearer) or state.token_ok(request.cookies.get(TOKEN_COOKIE)):
         return None
-    if request.path == "/" and state.token_ok(request.args.get("token")):
-        response = redirect("/")
+    if request.path in PAGES and state.token_ok(request.args.get("token")):
+        response = redirect(request.path)
         response.set_cookie(TOKEN_COOKIE, state.token, httponly=True, samesite="Strict")
         return response
     wait = state.throttle.wrong_token(request.remote_addr, f"HTTP {request.path[:80]}")
@@ -89,11 +103,8 @@ def require_token() -> Any:
         return response, status
     if request.path.startswith("/api/"):
         return _error(401, "unauthorized", "missing or wrong token")
-    return Response(
-        "Open the URL printed by `python main.py web` (it carries the token).\n",
-        status=401,
-        mimetype="text/plain",
-    )
+    given = request.args.get("token") or request.cookies.get(TOKEN_COOKIE)
+    return Response(WRONG_TOKEN_PAGE if given else NO_TOKEN_PAGE, status=401, mimetype="text/plain")
 
 
 @routes.after_app_request

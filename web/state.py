@@ -54,6 +54,7 @@ class WebState:
     token: str
     async_mode: AsyncMode
     watcher: WorkspaceWatcher | None = None
+    token_note: str | None = None  # said at start: the stored token was replaced or exposed
     stopping: bool = False
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
     taps: EventTaps = field(default_factory=EventTaps)

@@ -22,6 +22,9 @@ const $ = (selector) => document.querySelector(selector);
 const BANNER_TEXT = {
   disconnected: "Disconnected by the server.",
   refused: "The server refused the connection. Open the address with the token that the server printed.",
+  wrong_token: "The server restarted with another access token, so this tab cannot connect again. Open the address it printed "
+    + "at start (the line “Workspace Agent: http://…/?token=…” where `make run` or `python main.py web` runs; the token is also "
+    + "in the file web_token of its data folder, ./data/web_token by default).",
 };
 
 /** Keep the open conversation in the address bar, and never the token (the cookie carries it). */
@@ -261,9 +264,11 @@ class App {
       return;
     }
     banner.hidden = false;
-    banner.querySelector("[data-role=retry]").hidden = state === "reconnecting";
+    const why = state === "refused" && detail.code === "wrong_token" ? "wrong_token" : state;
+    banner.dataset.reason = why;
+    banner.querySelector("[data-role=retry]").hidden = state === "reconnecting" || why === "wrong_token"; // a retry sends the same token
     const lost = this.conn?.connectedOnce ? "Connection lost. Reconnecting…" : "Cannot reach the server. Retrying…";
-    banner.querySelector("[data-role=text]").textContent = BANNER_TEXT[state] ?? lost;
+    banner.querySelector("[data-role=text]").textContent = BANNER_TEXT[why] ?? lost;
   }
 }
 

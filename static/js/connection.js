@@ -7,7 +7,7 @@ import { DELTAS_EVENT, SERVER_EVENTS } from "./events.js";
 /** @typedef {import("./events.js").DeltasEvent} DeltasEvent */
 /** @typedef {(...event: ServerEventArgs) => void} EventListener */
 /** @typedef {"connected" | "reconnecting" | "refused" | "disconnected"} ConnectionState */
-/** @typedef {(state: ConnectionState, detail: {first?: boolean, reason?: string, attempt?: number}) => void} StateListener */
+/** @typedef {(state: ConnectionState, detail: {first?: boolean, reason?: string, code?: string, attempt?: number}) => void} StateListener */
 
 const DEFAULT_TIMEOUT_MS = 20_000;
 
@@ -35,8 +35,9 @@ export class Connection {
       // The server closing the socket on purpose stops automatic reconnection.
       onState(this.socket.active ? "reconnecting" : "disconnected", { reason });
     });
-    this.socket.on("connect_error", (error) => {
-      onState(this.socket.active ? "reconnecting" : "refused", { reason: error?.message ?? "" });
+    this.socket.on("connect_error", (/** @type {Error & {data?: {code?: string}}} */ error) => {
+      // Refused by the server: data.code says why (wrong_token, too_many_attempts).
+      onState(this.socket.active ? "reconnecting" : "refused", { reason: error?.message ?? "", code: error?.data?.code });
     });
     this.socket.io.on("reconnect_attempt", (attempt) => onState("reconnecting", { attempt }));
   }
