@@ -22,8 +22,9 @@ $(JS_STAMP): package.json package-lock.json scripts/vendor.mjs
 	node scripts/vendor.mjs
 	touch $@
 
+# make run PORT=5050 WORKSPACE=~/project: another port, another workspace (which must exist).
 run: install
-	$(BIN)/python main.py web
+	$(BIN)/python main.py web $(if $(PORT),--port '$(PORT)') $(if $(WORKSPACE),--workspace '$(WORKSPACE)')
 
 cli: install
 	$(BIN)/python main.py cli

@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from core.services import AgentServices
     from utils.settings import Settings
+
+
+CREATE_HELP = "create the --workspace folder when it does not exist (./workspace always is)"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -18,6 +22,7 @@ def _parser() -> argparse.ArgumentParser:
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--workspace", help="the only folder the agent may change (./workspace)")
+        p.add_argument("--create", action="store_true", help=CREATE_HELP)
         p.add_argument("--data-dir", help="history, memory, annotations and logs (./data)")
         p.add_argument("--mode", choices=["fast", "thinking"], help="thinking policy")
         p.add_argument(
@@ -41,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
 
     mcp = sub.add_parser("mcp", help="serve the workspace's tools to MCP clients over stdio")
     mcp.add_argument("--workspace", help="the only folder the tools may change (./workspace)")
+    mcp.add_argument("--create", action="store_true", help=CREATE_HELP)
     mcp.add_argument("--data-dir", help="memory, annotations and logs (./data)")
     mcp.add_argument(
         "--approval",
@@ -65,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     from pydantic import ValidationError
 
     from modules.sandbox.runner import SandboxUnavailable
-    from utils.settings import BadConfiguration, load_settings
+    from modules.workspace.folder import WorkspaceUnusable, prepare_workspace, read_only_warning
+    from utils.settings import BadConfiguration, Settings, load_settings
     from utils.validation import describe_validation_error
 
     try:
@@ -77,6 +84,12 @@ def main(argv: list[str] | None = None) -> int:
             default_agent=getattr(args, "agent", None),
             mcp_server_tools=getattr(args, "allow_tool", None),
         )
+        # ./workspace is made on first start; another folder must exist (a typo would
+        # otherwise become a new empty workspace) unless --create asks for it.
+        default = Path(Settings.model_fields["workspace"].default).resolve()
+        prepare_workspace(settings.workspace, create=args.create or settings.workspace == default)
+        if (read_only := read_only_warning(settings.workspace)) is not None:
+            print(f"warning: {read_only}", file=sys.stderr, flush=True)
         if args.front == "mcp":
             from mcp_server.server import serve_stdio
 
@@ -90,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: bad configuration: {describe_validation_error(exc)}", file=sys.stderr)
     except BadConfiguration as exc:
         print(f"error: bad configuration: {exc}", file=sys.stderr)
-    except SandboxUnavailable as exc:
+    except (SandboxUnavailable, WorkspaceUnusable) as exc:
         print(f"error: {exc}", file=sys.stderr)
     except OSError as exc:  # a folder it may not write, a port already taken
         print(f"error: cannot start: {_start_problem(exc)}", file=sys.stderr)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from types import FrameType
@@ -139,6 +141,7 @@ def _cluster(settings: Settings) -> Cluster:
 
 def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) -> int:
     """Run the web workspace until interrupted (SIGINT or SIGTERM)."""
+    check_port(host, port)  # before anything starts, and before a URL is printed
     app = create_app(settings, async_mode=async_mode, host=host)
     state: WebState = app.extensions["agent"]
     state.services.warm_up()  # the first message must not wait for the SDK's import
@@ -180,6 +183,32 @@ def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) ->
             state.watcher.stop()
         state.services.close()
     return 0
+
+
+class PortTaken(OSError):
+    """The web port is in use or may not be bound; the message says how to pick another."""
+
+
+def check_port(host: str, port: int) -> None:
+    """Raise PortTaken unless the server could listen on host:port now (bound as the server
+    binds it, reusing an address a closed server left in TIME_WAIT)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                why = "is already in use by another program: stop it, or pick another port"
+            elif exc.errno == errno.EACCES:
+                why = "may not be used by this user (below 1024 needs root): pick another port"
+            else:
+                raise
+            other = port + 1 if port < 65535 else 5050
+            raise PortTaken(
+                f"port {port} on {host} {why} "
+                f"(python main.py web --port {other}, or make run PORT={other})"
+            ) from None
 
 
 def _start_a2a(state: WebState, host: str, port: int) -> str:

@@ -23,6 +23,7 @@ from modules.tools.registry import ToolRegistry
 from modules.undo.journal import UndoJournal
 from modules.uploads.attachments import AttachmentStore
 from modules.workspace.annotations import AnnotationStore
+from modules.workspace.folder import prepare_workspace
 from modules.workspace.paths import Workspace
 from utils.cancel import CancelToken
 from utils.logger import DebugStreamLog, setup_logging
@@ -135,7 +136,7 @@ def model_client(
 
 def build_services(settings: Settings) -> AgentServices:
     """Wire the real implementations together, logging to the data dir."""
-    settings.workspace.mkdir(parents=True, exist_ok=True)
+    prepare_workspace(settings.workspace, create=True)  # the fronts checked it as asked
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     logs = settings.data_dir / "logs"
     stream_log = setup_logging(logs, redact_content=settings.log_redact_content)

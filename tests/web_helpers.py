@@ -86,8 +86,10 @@ class ServerProcess:
         api_key: str,
         async_mode: str = "threading",
         env: dict[str, str] | None = None,
+        wrap: list[str] | None = None,
     ) -> None:
         self.workspace, self.data_dir, self.async_mode = workspace, data_dir, async_mode
+        self.wrap = wrap or []  # a command that execs the server's argv that follows it
         self.env = agent_env(base_url, api_key, **(env or {}))
         self.port = 0
         self.lines: list[str] = []
@@ -130,7 +132,7 @@ class ServerProcess:
         return self
 
     def _launch(self, timeout: float) -> bool:
-        argv = agent_argv(
+        argv = self.wrap + agent_argv(
             "web",
             self.workspace,
             self.data_dir,

@@ -8,6 +8,7 @@ from typing import Any
 from core.web_terminal import WebTerminal
 from model.demo import demo_suggestions
 from modules.workspace.file_tree import file_tree
+from modules.workspace.folder import read_only_warning
 from utils.settings import Settings
 from web.demo_sample import demo_sample
 from web.state import WebState
@@ -93,6 +94,7 @@ def status_payload(state: WebState, conversation_id: str | None = None) -> dict[
         "mode": settings.mode,
         "approval": settings.approval,
         "async_mode": state.async_mode,
+        "workspace_warning": read_only_warning(settings.workspace),
         "sandbox": {"kind": runner.kind, "isolation": list(runner.isolation)},
         "agent": settings.default_agent,
         "agents": state.services.agents.summaries(),

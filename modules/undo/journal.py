@@ -271,12 +271,26 @@ class UndoJournal:
         ws = self.workspace
         only = None if paths is None else {ws.relative(p) for p in paths}
         with self._lock:
+            if only is None and self._changed_nothing(journal):
+                return
             try:
                 self.manifests.record_after(
                     journal.conversation_id, journal.task_id, lambda rel: state_now(ws, rel), only
                 )
             except (OSError, ValueError, KeyError):  # then undo counts its paths as conflicts
                 log.exception("what a task left could not be recorded for undo")
+
+    def _changed_nothing(self, journal: TaskJournal) -> bool:
+        """Drop the journal of a task that left every path as it found it (its writes failed,
+        or it put back what it changed), so that no undo is offered that would do nothing."""
+        where = self.manifests.newest(journal.conversation_id, journal.task_id)
+        if where is None:
+            return True
+        manifest = load(where)
+        if manifest.get("undone_ns") or self._actions(manifest["entries"]):
+            return False
+        where.unlink(missing_ok=True)
+        return True
 
     def _snapshot(self) -> Snapshot:
         self.baseline.wait()

@@ -31,6 +31,10 @@ _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _RETRIES = 3
 
 
+class ReadOnlyWorkspace(ToolError):
+    """A change refused because the workspace, or the folder or file changed, is read-only."""
+
+
 class PathOutsideWorkspace(ToolError):
     """A path argument that is invalid or would reach outside the workspace."""
 
@@ -203,9 +207,27 @@ class SafeRoot:
 
     # --- changing ---------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _changing(self, rel: str) -> Iterator[None]:
+        """A change the file system refuses for want of write access says so in words, never
+        with the name of a temporary file."""
+        try:
+            yield
+        except OSError as exc:
+            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            raise ReadOnlyWorkspace(self._refusal(rel, exc.errno)) from None
+
+    def _refusal(self, rel: str, code: int) -> str:
+        if code == errno.EROFS:
+            return f"the workspace is read-only (a read-only file system): {rel} cannot be changed"
+        if not os.access(self.root, os.W_OK):
+            return f"the workspace is read-only for this user: {rel} cannot be changed"
+        return f"no permission to change {rel}: it or its folder is read-only for this user"
+
     def write_atomic(self, rel: str, data: bytes, *, follow: bool = True) -> None:
         """Replace the file `rel` whole through a temporary sibling; keeps an existing mode."""
-        with self.parent_of(rel, follow=follow) as (fd, name):
+        with self._changing(rel), self.parent_of(rel, follow=follow) as (fd, name):
             try:
                 old = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 mode = stat.S_IMODE(old.st_mode) if stat.S_ISREG(old.st_mode) else None
@@ -215,7 +237,7 @@ class SafeRoot:
 
     def mkdir(self, rel: str) -> None:
         """Create the folder `rel`; its parent must exist."""
-        with self.parent_of(rel, follow=False) as (fd, name):
+        with self._changing(rel), self.parent_of(rel, follow=False) as (fd, name):
             os.mkdir(name, dir_fd=fd)
 
     def missing_folders(self, rel: str) -> list[str]:
@@ -233,7 +255,7 @@ class SafeRoot:
 
     def remove(self, rel: str) -> None:
         """Delete `rel` (a link itself, never its target; a folder with all inside it)."""
-        with self.parent_of(rel, follow=False) as (fd, name):
+        with self._changing(rel), self.parent_of(rel, follow=False) as (fd, name):
             info = os.stat(name, dir_fd=fd, follow_symlinks=False)
             if stat.S_ISDIR(info.st_mode):
                 shutil.rmtree(name, dir_fd=fd)
@@ -242,18 +264,19 @@ class SafeRoot:
 
     def rmdir(self, rel: str) -> None:
         """Remove the empty folder `rel`."""
-        with self.parent_of(rel, follow=False) as (fd, name):
+        with self._changing(rel), self.parent_of(rel, follow=False) as (fd, name):
             os.rmdir(name, dir_fd=fd)
 
     def unlink(self, rel: str) -> None:
         """Remove the file or link `rel` itself."""
-        with self.parent_of(rel, follow=False) as (fd, name):
+        with self._changing(rel), self.parent_of(rel, follow=False) as (fd, name):
             os.unlink(name, dir_fd=fd)
 
     def rename(self, old: str, new: str) -> None:
         """Move `old` (a link itself, not its target) to `new`, which must not exist: in one
         step where the kernel can (FileExistsError otherwise), never replacing anything."""
         with (
+            self._changing(old),
             self.parent_of(old, follow=False) as (src, src_name),
             self.parent_of(new, follow=False) as (dst, dst_name),
         ):
@@ -265,12 +288,12 @@ class SafeRoot:
 
     def symlink(self, target: str, rel: str) -> None:
         """Make `rel` a symbolic link to `target` (the target is not checked or followed)."""
-        with self.parent_of(rel, follow=False) as (fd, name):
+        with self._changing(rel), self.parent_of(rel, follow=False) as (fd, name):
             os.symlink(target, name, dir_fd=fd)
 
     def chmod(self, rel: str, mode: int) -> None:
         """Set the mode of the file or folder `rel` (never through a final link)."""
-        with self.parent_of(rel, follow=False) as (parent, name):
+        with self._changing(rel), self.parent_of(rel, follow=False) as (parent, name):
             fd = os.open(name, _PATH_FLAGS, dir_fd=parent)
         try:
             if stat.S_ISLNK(os.fstat(fd).st_mode):

@@ -109,6 +109,9 @@ class App {
       this.composer.setDefaults(status);
       this.session.showChoices();
       renderApiSetup($("#api-setup-panel"), status, this.loadStatus);
+      const readOnly = $("#workspace-warning");
+      readOnly.textContent = status.workspace_warning ? `Read-only workspace: ${status.workspace_warning}.` : "";
+      readOnly.hidden = !status.workspace_warning;
       renderDemoBanner($("#demo-banner"), status, {
         onPick: (text) => this.composer.fill(text),
         request,

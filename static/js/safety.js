@@ -78,10 +78,17 @@ export class SafetyView {
     this.pendingEdits = Array.isArray(ids) ? new Set(ids) : null;
   }
 
-  /** User message ids whose task has something to undo (get_conversation's `undoable`). */
+  /** User message ids whose task has something to undo (get_conversation's `undoable`). The server's word
+   * replaces the guess made at a task's end: a task whose writes failed, or that put back what it changed,
+   * is not listed, and its Undo (which would restore nothing) goes. */
   setUndoable(ids) {
     if (!Array.isArray(ids)) return;
     this.undoable = new Set(ids);
+    this.changed = new WeakSet();
+    for (const row of this.chat.root.querySelectorAll(".task-undo")) {
+      const id = /** @type {HTMLElement} */ (row).dataset.messageId ?? "";
+      if (!this.undoable.has(id) && !this.undone.has(id)) row.remove();
+    }
     this.place();
   }
 
