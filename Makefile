@@ -30,12 +30,13 @@ cli: install
 	$(BIN)/python main.py cli
 
 # The product without a key: a scripted model on a copy of demo/workspace (made once, then
-# kept: your changes stay). DEMO_FRONT=cli for the terminal.
+# kept: your changes stay). DEMO_FRONT=cli for the terminal. scripts/foreground.py gives it the
+# terminal, so a Ctrl-C reaches the agent alone (make would end with "Interrupt").
 DEMO_WORKSPACE ?= data/demo/workspace
 DEMO_FRONT ?= web
 demo: install
 	@test -e $(DEMO_WORKSPACE) || { mkdir -p $(dir $(DEMO_WORKSPACE)) && cp -R demo/workspace $(DEMO_WORKSPACE); }
-	AGENT_PROVIDER=demo $(BIN)/python main.py $(DEMO_FRONT) --workspace $(DEMO_WORKSPACE) --data-dir data/demo/data --mode thinking
+	AGENT_PROVIDER=demo $(BIN)/python scripts/foreground.py $(BIN)/python main.py $(DEMO_FRONT) --workspace $(DEMO_WORKSPACE) --data-dir data/demo/data --mode thinking
 
 # Start the demo over: the sample workspace back as it was, its conversations, proposals and
 # memory gone. With the demo stopped; while it runs, "Start over" on the page's banner does it.

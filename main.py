@@ -130,20 +130,24 @@ def _run_cli(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _run_terminal(services: AgentServices, args: argparse.Namespace) -> int:
+    from cli.history import find_conversation
     from cli.session import repl, run_once
     from cli.terminal import CliTerminal
     from history.store import ConversationNotFound
 
     settings = services.settings
-    if settings.default_agent not in services.agents.agents:
-        print(f"error: {services.agents.get(settings.default_agent)}", file=sys.stderr)
+    try:
+        services.agents.get(settings.default_agent)
+    except KeyError as exc:  # --agent or AGENT_DEFAULT_AGENT names none
+        print(f"error: {exc.args[0]}", file=sys.stderr)
         return 2
     try:
+        conversation = args.conversation and find_conversation(services.store, args.conversation)
         terminal = CliTerminal(
-            services, args.conversation, json_mode=args.json, one_shot=args.prompt is not None
+            services, conversation, json_mode=args.json, one_shot=args.prompt is not None
         )
-    except ConversationNotFound:
-        print(f"error: no conversation {args.conversation!r}", file=sys.stderr)
+    except ConversationNotFound as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.prompt is None:
         return repl(terminal)

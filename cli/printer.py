@@ -2,14 +2,19 @@
 its result, command output as it comes (once), diffs in colour, a plan's checklist, and a
 sub-agent's output indented under the call that delegated to it.
 
-The answer goes to `out`; everything else goes to `progress` (stderr under `-p`, so stdout holds
-only the answer) and errors to `err`. On a terminal that takes colour the answer is rendered as
-Markdown by `rich` (cli/markdown.py, imported on first use) and a spinner shows while the
-model has not answered; elsewhere the answer is written exactly as the model wrote it.
+The answer goes to `out`; everything else goes to `progress` and errors to `err`. Under `-p`
+(`final_only`) the answer streams to `progress` (stderr) with the rest, the words between tool
+calls included, and `out` (stdout) gets the final answer alone, once the task has completed
+(not again when both end in the same terminal, file or pipe: it is there already); the error
+a task ends on is left to `-p`'s last line. On a
+terminal that takes colour the answer is rendered as Markdown by `rich` (cli/markdown.py,
+imported on first use) and a spinner shows while the model has not answered; elsewhere the
+answer is written exactly as the model wrote it.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from typing import TYPE_CHECKING, TextIO
 
@@ -54,12 +59,25 @@ class EventPrinter:
     """Turns docs/protocol.md §4 events into terminal output; one instance per terminal."""
 
     def __init__(
-        self, out: TextIO, err: TextIO, *, color: bool, progress: TextIO | None = None
+        self,
+        out: TextIO,
+        err: TextIO,
+        *,
+        color: bool,
+        progress: TextIO | None = None,
+        final_only: bool = False,
     ) -> None:
         self.color = color
         self._outs: dict[int, LineState] = {}
-        self._answer, self._err = self._out(out), self._out(err)
+        self._err = self._out(err)
         self._progress = self._out(progress if progress is not None else out)
+        self._final_only = final_only
+        self._answer = self._progress if final_only else self._out(out)
+        # where the final answer is written when the task completes (`-p`), and its text so far
+        self._final: LineState | None = None
+        if final_only and not _same_terminal(out, self._progress.file):
+            self._final = self._out(out)
+        self._final_text = ""
         self._consoles: dict[int, Console] = {}
         self._section = ""  # "", "thinking", "answer", "args" or "output": what is being written
         self._section_out = self._progress
@@ -100,6 +118,8 @@ class EventPrinter:
                 self._speak(event)
                 self._on_plan(event)
             case Error(code=code, message=message):
+                if self._final_only and not event.depth:
+                    return  # the task ends on it: `-p`'s last line, `error: …`, says it once
                 self._enter("")
                 self._err.write(self.paint(f"error ({code}): {message}", RED) + "\n")
             case Notice(message=message):
@@ -111,6 +131,8 @@ class EventPrinter:
             case Done(reason=reason):
                 self._speak(event)
                 self._on_done(reason)
+                if reason == "complete" and not event.depth:
+                    self._write_final()
         for out in self._outs.values():
             out.file.flush()
 
@@ -209,6 +231,9 @@ class EventPrinter:
             self._enter("answer")
             self._write(self._progress, self._visible(event.text))
             return
+        if event.message_id != self._answer_message:
+            self._final_text = ""
+        self._final_text += event.text
         if self._section != "answer" or event.message_id != self._answer_message:
             self._enter("")  # the previous message's answer ends here
             self._enter("answer", self._answer)
@@ -230,6 +255,8 @@ class EventPrinter:
                 self._print_result(event)
             return
         if event.phase == "start":
+            if not event.depth:  # the words before it were not the final answer
+                self._final_text = ""
             self._enter("args")
             self._progress.end_line()  # after the line of the turn's previous call
             self._write(self._progress, f"⚙ {event.tool} ", CYAN, BOLD)
@@ -325,6 +352,13 @@ class EventPrinter:
         self._answered, self._answer_message = False, None
         self._streamed.clear()
 
+    def _write_final(self) -> None:
+        """The final answer on `out`, exactly as the model wrote it (`-p`)."""
+        text, self._final_text = self._final_text, ""
+        if self._final is not None and text:
+            self._final.write(text)
+            self._final.end_line()
+
     # --- what the terminal asks -----------------------------------------------------------
 
     def approval_text(self, event: ToolEvent) -> str:
@@ -372,3 +406,12 @@ def diff_path(preview: str) -> str | None:
     after, before = lines[1][4:].strip(), lines[0][4:].strip()
     name = after if after != "/dev/null" else before
     return name.removeprefix("b/").removeprefix("a/")
+
+
+def _same_terminal(a: TextIO, b: TextIO) -> bool:
+    """Whether two streams end in the same place: one terminal (`-p` with neither redirected),
+    or one file or pipe (`2>&1`), where the streamed answer is already."""
+    try:
+        return os.path.samestat(os.fstat(a.fileno()), os.fstat(b.fileno()))
+    except (OSError, ValueError, AttributeError):
+        return False

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from cli.history import find_conversation, listing
 from cli.printer import BOLD, YELLOW
 from cli.terminal import CliTerminal
 from cli.undo import undo_command
@@ -33,7 +34,8 @@ HELP = """\
                         the mode: auto|ask|read-only
 /approval revoke NAME   ask again before the tool NAME (allowed "always" earlier)
 /new                    start a new conversation
-/history [ID]           list recent conversations, or open one by id
+/history [N|ID]         list recent conversations, numbered; open one by its number
+                        or its id (the first characters only it starts with do)
 /focus PATH             keep a file's current content in every model call (at most 3)
 /unfocus PATH           stop doing so
 /attach [PATH]          send a file (PDF, DOCX, XLSX, PPTX, CSV, text, image) with the next
@@ -215,20 +217,19 @@ def _new(t: CliTerminal, _: str) -> str:
 
 
 def _history(t: CliTerminal, arg: str) -> str:
+    store = t.services.store
     if arg:
-        t.open_conversation(arg)
+        conversation_id = find_conversation(store, arg, t.listed)
+        t.open_conversation(conversation_id)
         conversation = t.conversation
         assert conversation is not None
+        title = conversation.meta.get("title") or "(untitled)"
         return (
-            f"opened {arg}: {len(conversation.path())} messages on this branch · agent "
-            f"{t.agent}, mode {t.mode}, approval {t.approval}"
+            f"opened {conversation_id} ({title}): {len(conversation.path())} messages on this "
+            f"branch · agent {t.agent}, mode {t.mode}, approval {t.approval}"
         )
-    rows = t.services.store.list()[:20]
-    if not rows:
-        return "no conversations yet"
-    return "\n".join(
-        f"{m['id']}  {m['updated_at'][:16]}  {m.get('title') or '(untitled)'}" for m in rows
-    )
+    text, t.listed = listing(store)
+    return text
 
 
 def _focus(t: CliTerminal, arg: str) -> str:

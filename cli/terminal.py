@@ -18,7 +18,7 @@ from modules.uploads.attachments import Attachment
 class CliTerminal(MainTerminal):
     """Prints events as text (or JSON lines) and asks approvals on the terminal.
 
-    `one_shot` (`-p`): only the answer goes to `out`; progress goes to `err`.
+    `one_shot` (`-p`): only the final answer goes to `out`; everything else goes to `err`.
     """
 
     def __init__(
@@ -36,11 +36,16 @@ class CliTerminal(MainTerminal):
         self.out, self.err, self.stdin = out, err, stdin
         progress = err if one_shot else out
         self.printer = EventPrinter(
-            out, err, progress=progress, color=use_color(out) and use_color(progress)
+            out,
+            err,
+            progress=progress,
+            color=use_color(out) and use_color(progress),
+            final_only=one_shot,
         )
         self.last_error = ""
         self.declined: list[str] = []  # of the last task: why each declined call was
         self.attachments: list[Attachment] = []  # for the next message (/attach)
+        self.listed: list[str] = []  # the ids the last /history list numbered
         self._approvals: queue.Queue[ToolEvent] = queue.Queue()
         super().__init__(services, conversation_id, sink=self._show)
 

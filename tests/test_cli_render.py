@@ -172,7 +172,8 @@ def test_one_shot_stdout_holds_only_the_answer(fake_llm: FakeLLM, workspace: Pat
         "⚙ list_files {}"
     )  # each call on its own line
     assert [line for line in err if line.startswith("│")] == ["│ alpha", "│ beta"]
-    assert result.stderr.count("alpha") == 2  # in the command and its output, not the result
+    # in the command, its output and the answer streamed there too; not in the result
+    assert result.stderr.count("alpha") == 3
     done = next(line for line in err if line.startswith("✓ run_command ("))
     assert "ms): exit code 0, duration" in done  # the status line only: the output was shown
 
