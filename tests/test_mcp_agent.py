@@ -165,6 +165,7 @@ def test_the_eventlet_server_calls_mcp_tools_without_blocking_its_loop(fake_llm,
         ),
         Reply(content="done"),
     )
+    (tmp_path / "ws").mkdir(exist_ok=True)  # a --workspace that does not exist is refused
     process = ServerProcess(
         tmp_path / "ws",
         tmp_path / "data",

@@ -296,7 +296,7 @@ def test_list_and_get_conversation(web: Web, fake_llm: FakeLLM):
     listed = client.call("list_conversations", {})
     assert listed["ok"] is True
     assert [c["id"] for c in listed["conversations"]] == [cid]
-    assert set(listed["conversations"][0]) == {"id", "title", "created_at", "updated_at"}
+    assert set(listed["conversations"][0]) == {"id", "title", "created_at", "updated_at", "tasks"}
     got = client.call("get_conversation", {"conversation_id": cid})
     assert got["ok"] and got["conversation"]["id"] == cid
     assert [(m["role"], m["content"]) for m in got["messages"]] == [
