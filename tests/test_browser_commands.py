@@ -114,7 +114,7 @@ def test_slash_lists_the_commands_and_each_does_what_its_button_does(desk: Any, 
     assert "no agent “nosuch”" in page.inner_text("#composer-error")
     page.fill("#message-input", "/new")
     page.press("#message-input", "Enter")
-    page.wait_for_function("!location.hash")
+    page.wait_for_function("() => !location.hash")
     assert page.inner_text("#conversation-title") == "New conversation"
     assert page.locator(".user-message").count() == 0
 

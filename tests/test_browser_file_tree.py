@@ -54,7 +54,7 @@ def test_after_a_burst_and_its_deletion_the_tree_shows_what_is_on_disk(
     burst(workspace, 20)
     page.wait_for_selector(f'{TREE_ROWS}[data-path="churn/d19/f099.txt"]', state="attached")
     page.wait_for_function(
-        f"document.querySelectorAll('{TREE_ROWS}').length === {len(on_disk(workspace))}"
+        f"() => document.querySelectorAll('{TREE_ROWS}').length === {len(on_disk(workspace))}"
     )
     assert shown(page) == on_disk(workspace)
     subprocess.run(["rm", "-rf", str(workspace / "churn")], check=True)

@@ -52,14 +52,16 @@ def test_workspace_images_show_in_the_preview(browser: Any, served: Served):
         page.click('#file-tree [data-path="art"]')
         open_file(page, "art/dot.png")
         image = page.locator("[data-testid=preview-image]")
-        page.wait_for_function("document.querySelector('[data-testid=preview-image]').naturalWidth")
+        page.wait_for_function(
+            "() => document.querySelector('[data-testid=preview-image]').naturalWidth"
+        )
         assert image.evaluate("img => [img.naturalWidth, img.naturalHeight]") == [3, 2]
         page.wait_for_selector("#file-preview [data-role=meta]:has-text('3 × 2 px')")
         assert "Binary file" not in page.inner_text("#file-preview")
 
         open_file(page, "art/logo.svg")  # drawn, never inline: its script does not run
         page.wait_for_function(
-            "document.querySelector('[data-testid=preview-image]')?.naturalWidth"
+            "() => document.querySelector('[data-testid=preview-image]')?.naturalWidth"
         )
         assert image.evaluate("img => img.naturalWidth") == 40
         assert page.locator("#file-preview svg rect").count() == 0

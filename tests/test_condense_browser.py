@@ -32,7 +32,7 @@ def test_compact_greys_the_older_turns_shows_the_summary_and_drops_the_meter(fre
     page.press("#message-input", "Enter")
     page.wait_for_selector(".assistant-message:has-text('a short reply')")
     page.wait_for_function(
-        "Number(document.querySelector('#context-meter').getAttribute('aria-valuenow')) > 0"
+        "() => Number(document.querySelector('#context-meter').getAttribute('aria-valuenow')) > 0"
     )
     before = _meter(page)
 
@@ -62,6 +62,7 @@ def test_compact_greys_the_older_turns_shows_the_summary_and_drops_the_meter(fre
     page.wait_for_selector("[data-testid=context-summary]")
     assert page.locator("#conversation > .condensed").count() == greyed.count()
     page.wait_for_function(
-        f"document.querySelector('#context-meter').getAttribute('aria-valuenow') === '{after}'"
+        "value => document.querySelector('#context-meter').getAttribute('aria-valuenow') === value",
+        arg=str(after),
     )
     assert page.console_errors == []

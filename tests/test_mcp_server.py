@@ -15,6 +15,7 @@ from utils.settings import Settings
 
 
 def serve(tmp_path: Path, *flags: str) -> StdioServerParameters:
+    (tmp_path / "ws").mkdir(exist_ok=True)  # a --workspace must exist
     command, *args = agent_argv("mcp", tmp_path / "ws", tmp_path / "data", *flags)
     return StdioServerParameters(command=command, args=args, cwd=REPO)
 

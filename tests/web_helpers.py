@@ -132,6 +132,7 @@ class ServerProcess:
         return self
 
     def _launch(self, timeout: float) -> bool:
+        self.workspace.mkdir(parents=True, exist_ok=True)  # a --workspace must exist
         argv = self.wrap + agent_argv(
             "web",
             self.workspace,
