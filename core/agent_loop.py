@@ -60,15 +60,18 @@ class AgentLoop:
                 return LoopEnd("complete", completion)
         return LoopEnd("max_iterations")
 
-    def call_model(self, task: Task, tools: ToolSet | None) -> Completion:
+    def call_model(
+        self, task: Task, tools: ToolSet | None, require: str | None = None
+    ) -> Completion:
         """One streamed model call on the task's transcript, recorded when it ends; `tools`
-        None sends no `tools` parameter at all (a plain answer)."""
+        None sends no `tools` parameter at all (a plain answer); `require` names the tool
+        the reply must call (a provider may still answer without it)."""
         schemas = tools.schemas() if tools is not None else []
         messages, estimated = self.window.build(task, schemas)
         self.status.set("thinking", task)
         model = self.services.model_for(task.agent)
         completion = stream_reply(
-            task, model, messages, schemas, lambda: self.status.set("streaming", task)
+            task, model, messages, schemas, lambda: self.status.set("streaming", task), require
         )
         if completion.usage.prompt_tokens and task.depth == 0:
             usage = completion.usage

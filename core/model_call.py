@@ -28,11 +28,13 @@ def stream_reply(
     messages: list[ChatMessage],
     tools: list[dict[str, Any]],
     on_content: Callable[[], None],
+    require: str | None = None,
 ) -> Completion:
     """Stream the reply to `messages` into the task's events and record it.
 
-    `on_content` runs before each content delta is reported. TaskCancelled and
-    StreamInterrupted go through, after what had come is recorded.
+    `on_content` runs before each content delta is reported; `require` names the tool the
+    reply must call. TaskCancelled and StreamInterrupted go through, after what had come is
+    recorded.
     """
     message_id = uuid.uuid4().hex
     progress = StreamProgress()
@@ -44,6 +46,7 @@ def stream_reply(
                 thinking=task.thinks(),
                 cancel=task.cancel,
                 on_wait=lambda seconds, text: task.report(Notice("retrying", text, seconds)),
+                require=require,
             )
             completion = _consume(task, stream, message_id, progress, on_content)
         except (TaskCancelled, StreamInterrupted) as exc:

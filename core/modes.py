@@ -39,6 +39,10 @@ STEP_PROMPT = (
     "call finish_step with ok=true and a one-line summary; if it cannot be done, call "
     "finish_step with ok=false and say why."
 )
+FINISH_PROMPT = (
+    "Step {index} ({title}) needs its end now: call finish_step with ok=true and a one-line "
+    "summary if it is done, or with ok=false and why if it cannot be done."
+)
 FINAL_PROMPT = (
     "Every step of the plan is finished. Write the final answer for the user now: what was "
     "done, what came out of it and anything they must know."
@@ -52,7 +56,9 @@ class Loop(Protocol):
 
     def loop(self, task: Task, tools: ToolSet) -> LoopEnd: ...
 
-    def call_model(self, task: Task, tools: ToolSet | None) -> Completion: ...
+    def call_model(
+        self, task: Task, tools: ToolSet | None, require: str | None = None
+    ) -> Completion: ...
 
     def run_tools(self, task: Task, calls: list[ToolCall], tools: ToolSet) -> list[ToolResult]: ...
 
@@ -145,8 +151,9 @@ class PlanExecute:
         return "complete"
 
     def _make_plan(self, prompt: str, phase: str, reason: str | None = None) -> None:
-        """Ask for the plan with make_plan as the only tool; a reply without it plans one step
-        from its numbered lines, or from the request itself."""
+        """Ask for the plan with make_plan as the only tool, required; a reply without it (a
+        provider that ignores `tool_choice`) plans from its numbered lines, or one step from
+        the request itself."""
         task = self.task
         task.transcript.append(
             "user", prompt, meta={"plan_prompt": phase, "plan": self.plan.as_dict()}
@@ -161,7 +168,7 @@ class PlanExecute:
 
         tool = own_tool("make_plan", "Record the plan: the task's steps, in order.", make_plan)
         tools = ToolSet.only(task.agent, task.approval, [tool])
-        completion = self.loop.call_model(task, tools)
+        completion = self.loop.call_model(task, tools, require="make_plan")
         if completion.tool_calls:
             self.loop.run_tools(task, completion.tool_calls, tools)
         if not titles:
@@ -189,16 +196,33 @@ class PlanExecute:
         tool = own_tool("finish_step", "End the current step of the plan.", finish_step)
         tools = loop.tools_for(task.agent, task.approval, task).with_own([tool])
         ended = loop.loop(task, tools)
+        answer = ended.reply.content if ended.reply is not None else ""
+        if not finished and ended.reason == "complete":
+            answer = self._ask_finish(step, tool) or answer
         if finished:
             ok, summary = finished[-1]
         elif ended.reason == "complete":
-            last = task.transcript.path()[-1]
-            ok, summary = True, _first_line(str(last.get("content") or "")) or "done"
+            ok, summary = True, _first_line(answer) or "done"
         else:
             ok, summary = False, f"it used all {loop.budget(task)} model calls of a step"
         step["status"], step["summary"] = ("done" if ok else "failed"), summary
         self._emit("step_finished", step=step["index"], status=step["status"], summary=summary)
         return ok, summary
+
+    def _ask_finish(self, step: dict[str, Any], finish_step: Tool) -> str:
+        """The step's loop ended with an answer instead of finish_step: ask for finish_step
+        alone, required. A reply that still does not call it ends the step as an answer;
+        its text is returned."""
+        task = self.task
+        prompt = FINISH_PROMPT.format(index=step["index"], title=step["title"])
+        task.transcript.append(
+            "user", prompt, meta={"plan_prompt": "finish", "plan": self.plan.as_dict()}
+        )
+        tools = ToolSet.only(task.agent, task.approval, [finish_step])
+        completion = self.loop.call_model(task, tools, require="finish_step")
+        if completion.tool_calls:
+            self.loop.run_tools(task, completion.tool_calls, tools)
+        return completion.content
 
     def _emit(self, phase: str, **fields: Any) -> None:
         self.task.report(PlanEvent(phase, self.plan.as_dict(), **fields))  # type: ignore[arg-type]

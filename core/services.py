@@ -44,6 +44,7 @@ class ModelClient(Protocol):
         thinking: bool,
         cancel: CancelToken,
         on_wait: OnWait | None = None,
+        require: str | None = None,
     ) -> Iterator[StreamItem]: ...
 
 

@@ -86,7 +86,7 @@ class MessageMeta(TypedDict, total=False):
 
     skill: str  # user
     attachments: list[AttachmentMeta]  # user
-    plan_prompt: str  # user: created | replanned | final
+    plan_prompt: str  # user: created | replanned | finish | final
     plan_step: int  # user
     plan: Plan  # user (with plan_prompt or plan_step), tool (make_plan, finish_step)
     usage: TokenUsage  # assistant

@@ -148,14 +148,17 @@ class ApiClient:
         thinking: bool,
         cancel: CancelToken,
         on_wait: OnWait | None = None,
+        require: str | None = None,
     ) -> Iterator[StreamItem]:
         """Stream one model call: every delta as it arrives, then StreamEnd(Completion).
 
         Before a retry, `on_wait(seconds, message)` says what failed and how long it waits.
+        `require` names the tool the call must call, asked for in `tool_choice` where the
+        provider takes it.
         """
         if not self.config.configured:
             raise AuthError(self.config.problem or "The model provider is not configured.")
-        request = self._request(messages, tools, thinking)
+        request = self._request(messages, tools, thinking, require)
         attempt = 0
         while True:
             attempt += 1
@@ -180,7 +183,11 @@ class ApiClient:
             return
 
     def _request(
-        self, messages: Sequence[ChatMessage], tools: list[dict[str, Any]], thinking: bool
+        self,
+        messages: Sequence[ChatMessage],
+        tools: list[dict[str, Any]],
+        thinking: bool,
+        require: str | None,
     ) -> dict[str, Any]:
         # The SDK walks every parameter against its typed schema before encoding it: a no-op on
         # these plain dicts that costs some 40 times their encoding, so a long history's
@@ -188,6 +195,7 @@ class ApiClient:
         body: dict[str, Any] = {"messages": self._prepare(messages)}
         if tools:
             body["tools"] = tools
+            body.update(self.config.tool_choice_body(require, thinking))
         body.update(self.config.thinking_body(thinking))
         return {
             "model": self.config.model_for(thinking),

@@ -225,7 +225,8 @@ def _plan_meta(message: ChatMessage) -> dict[str, Any]:
 
 class DemoModel:
     """A ModelClient (core/services.py) that plays the scripts; `pace` scales every delay
-    (0: as fast as possible, for tests)."""
+    (0: as fast as possible, for tests). A script calls the tool a call requires by itself
+    (make_plan, finish_step), so `require` changes nothing here."""
 
     def __init__(self, pace: float = 1.0, scripts: Scripts | None = None) -> None:
         self.pace = pace
@@ -239,6 +240,7 @@ class DemoModel:
         thinking: bool,
         cancel: CancelToken,
         on_wait: Callable[[float, str], None] | None = None,
+        require: str | None = None,
     ) -> Iterator[StreamItem]:
         state = read_task(messages)
         offered = {tool.get("function", {}).get("name") for tool in tools}

@@ -16,6 +16,14 @@ from utils.settings import Settings
 #   none:            no switch; thinking, if any, comes from a separate thinking model
 ThinkingSwitch = Literal["thinking_type", "enable_thinking", "none"]
 
+# Whether a call that must get a tool call names it in `tool_choice` (OpenAI's format:
+# `{"type": "function", "function": {"name": ...}}`).
+#   named:       always
+#   not_thinking: only on calls that do not think (Kimi answers 400 "tool_choice ... is
+#                incompatible with thinking enabled")
+#   off:         never; the model is only asked in words
+ToolChoice = Literal["named", "not_thinking", "off"]
+
 
 @dataclass(frozen=True)
 class ProviderPreset:
@@ -32,6 +40,7 @@ class ProviderPreset:
     # `reasoning_content`, so that field is always sent on such messages (even empty).
     reasoning_on_tool_calls: bool = False
     tool_message_name: bool = False  # `tool` messages carry the function `name`
+    tool_choice: ToolChoice = "named"
 
 
 PRESETS: dict[str, ProviderPreset] = {
@@ -43,6 +52,7 @@ PRESETS: dict[str, ProviderPreset] = {
         "DEEPSEEK_API_KEY",
         thinking_switch="thinking_type",
         reasoning_on_tool_calls=True,
+        tool_choice="not_thinking",
     ),
     "kimi": ProviderPreset(
         "kimi",
@@ -53,6 +63,7 @@ PRESETS: dict[str, ProviderPreset] = {
         thinking_switch="thinking_type",
         reasoning_on_tool_calls=True,
         tool_message_name=True,
+        tool_choice="not_thinking",
     ),
     "qwen": ProviderPreset(
         "qwen",
@@ -79,7 +90,7 @@ PRESETS: dict[str, ProviderPreset] = {
     ),
     "custom": ProviderPreset("custom", None, None, 32_768, None),
     # Scripted tasks played in-process (model/demo.py): no key, no network.
-    "demo": ProviderPreset("demo", "in-process", "scripted", 128_000, None),
+    "demo": ProviderPreset("demo", "in-process", "scripted", 128_000, None, tool_choice="off"),
 }
 
 # Settings attribute holding each provider key variable.
@@ -106,6 +117,7 @@ class ProviderConfig:
     thinking_switch: ThinkingSwitch = "none"
     reasoning_on_tool_calls: bool = False
     tool_message_name: bool = False
+    tool_choice: ToolChoice = "named"
     key_required: bool = True
     images: bool = False  # user messages may carry `image_url` parts (see accepts_images)
 
@@ -136,6 +148,15 @@ class ProviderConfig:
             return {"enable_thinking": thinking}
         return {}
 
+    def tool_choice_body(self, required: str | None, thinking: bool) -> dict[str, Any]:
+        """The `tool_choice` field that asks for a call of the tool `required`, when the
+        provider takes it for this call; else nothing (the prompt alone asks for it)."""
+        if required is None or self.tool_choice == "off":
+            return {}
+        if thinking and self.tool_choice == "not_thinking":
+            return {}
+        return {"tool_choice": {"type": "function", "function": {"name": required}}}
+
 
 def resolve_provider(settings: Settings) -> ProviderConfig:
     """Apply the settings to the preset (docs/protocol.md §2: AGENT_* win over the preset)."""
@@ -153,11 +174,19 @@ def resolve_provider(settings: Settings) -> ProviderConfig:
         thinking_switch=preset.thinking_switch,
         reasoning_on_tool_calls=preset.reasoning_on_tool_calls,
         tool_message_name=preset.tool_message_name,
+        tool_choice=_tool_choice(preset, settings),
         key_required=preset.key_env is not None,
         images=settings.vision
         if settings.vision is not None
         else accepts_images(preset.name, model),
     )
+
+
+def _tool_choice(preset: ProviderPreset, settings: Settings) -> ToolChoice:
+    """AGENT_TOOL_CHOICE: true sends it on every call that must get a tool call, false never."""
+    if settings.tool_choice is None:
+        return preset.tool_choice
+    return "named" if settings.tool_choice else "off"
 
 
 # Models documented as taking `image_url` content parts, by provider; anything else is sent

@@ -159,6 +159,7 @@ def test_a_failed_step_is_replanned_once_and_the_task_completes(fake, tmp_path):
         Reply(tool_calls=[Call("finish_step", {"ok": False, "summary": "disk is full"})]),
         Reply(tool_calls=[Call("make_plan", {"steps": ["Write smaller", "Check"]})]),
         Reply(content="Wrote a smaller one."),
+        Reply(content="Smaller file written."),  # asked for finish_step, it answers in words
         Reply(tool_calls=[Call("finish_step", {"ok": True, "summary": "checked"})]),
         Reply(content="Everything is done.", chunk_size=4),
     )
@@ -185,7 +186,7 @@ def test_a_failed_step_is_replanned_once_and_the_task_completes(fake, tmp_path):
         ("Write smaller", "done"),
         ("Check", "done"),
     ]
-    assert final["steps"][2]["summary"] == "Wrote a smaller one."
+    assert final["steps"][2]["summary"] == "Smaller file written."
     assert terminal.named("done")[-1]["reason"] == "complete"
     assert "".join(t["text"] for t in terminal.named("token")).endswith("Everything is done.")
     assert "tools" not in fake.chat_requests[-1].body  # the final answer is a plain one

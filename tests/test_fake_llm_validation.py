@@ -181,3 +181,22 @@ def test_tool_calls_made_without_thinking_need_no_reasoning(fake_llm: FakeLLM) -
     fake_llm.script(Reply(content="done"))
     history = [USER, message, tool(message["tool_calls"][0]["id"])]
     assert post(fake_llm, chat(fake_llm, history)).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({"tool_choice": "auto"}, "only allowed when 'tools'"),
+        ({"tools": [TOOL], "tool_choice": "always"}, "expected 'none', 'auto'"),
+        (
+            {"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+            "function 'nope' is not among the tools",
+        ),
+    ],
+)
+def test_a_tool_choice_the_api_would_refuse_is_a_400(extra: dict, expected: str) -> None:
+    with FakeLLM("openai") as fake:
+        response = post(fake, chat(fake, **extra))
+    assert response.status_code == 400
+    assert expected in response.json()["error"]["message"]
+    assert response.json()["error"]["param"] == "tool_choice"

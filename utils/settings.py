@@ -226,6 +226,9 @@ class Settings(BaseSettings):
     attachment_chars: int = Field(40_000, ge=1_000)
     # None: what the provider preset knows about the model; true/false overrides it.
     vision: bool | None = None
+    # None: the provider preset's rule for naming a required tool in `tool_choice`; true: on
+    # every call that must get a tool call; false: never (a server that refuses the field).
+    tool_choice: bool | None = None
 
     @field_validator("web_token")
     @classmethod

@@ -21,7 +21,7 @@ from tests.fake_llm.replies import (
     Responder,
     Response,
 )
-from tests.fake_llm.validation import Invalid, ReasoningKey, validate_chat
+from tests.fake_llm.validation import Invalid, ReasoningKey, forced_tool, validate_chat
 from tests.fake_llm.wire import Answer, completion_body, resolve, stamp, stream_frames
 
 DEFAULT_API_KEY = "sk-fake-0123456789abcdef"
@@ -39,8 +39,12 @@ class FakeLLM:
         api_key: str = DEFAULT_API_KEY,
         host: str = "127.0.0.1",
         port: int = 0,
+        ignores_tool_choice: bool = False,
     ) -> None:
         self.flavour = FLAVOURS[flavour]
+        # A server that takes `tool_choice` but answers as it likes (Ollama does): a scripted
+        # reply need not call the named function. Otherwise it must, as a real API forces it.
+        self.ignores_tool_choice = ignores_tool_choice
         self.api_key = api_key
         self.requests: list[RecordedRequest] = []
         self.responder: Responder | None = None
@@ -166,6 +170,9 @@ class FakeLLM:
 
     def _answer_chat(self, handler: _Handler, request: RecordedRequest) -> None:
         response = self._next_response(request)
+        forced = forced_tool(request.body)
+        if isinstance(response, Reply) and forced and not self.ignores_tool_choice:
+            response = _forced_reply(response, forced)
         if isinstance(response, ErrorReply):
             _send_error(handler, request, response, self._stopping)
             return
@@ -182,6 +189,21 @@ class FakeLLM:
             _send_stream(handler, request, answer, self._stopping)
         else:
             _send_json(handler, request, 200, completion_body(answer))
+
+
+def _forced_reply(reply: Reply, name: str) -> Response:
+    """The reply when `tool_choice` names `name`: a real API makes the model call it (and
+    only it), so a scripted reply that does not is a test bug, said as one."""
+    names = {call.name for call in reply.tool_calls}
+    if names == {name}:
+        return reply
+    return ErrorReply(
+        500,
+        f"fake_llm: test bug: the request's tool_choice names {name!r}, which a real API "
+        f"forces, but the scripted reply calls {sorted(names) or 'nothing'}; script a call "
+        "of it, or use FakeLLM(ignores_tool_choice=True) for a server that ignores the field",
+        code="fake_llm_test_bug",
+    )
 
 
 class _Server(ThreadingHTTPServer):

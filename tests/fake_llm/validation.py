@@ -47,6 +47,7 @@ def validate_chat(body: Any, flavour: Flavour, reasoning_calls: Collection[Reaso
         _check_message(index, message)
     _check_tool_answers(messages)
     _check_tools(body.get("tools"))
+    _check_tool_choice(body, flavour)
     _check_reasoning(messages, flavour, reasoning_calls)
 
 
@@ -211,6 +212,45 @@ def _check_tools(tools: Any) -> None:
                 f"of 'type: \"object\"'.",
                 param=f"{place}.function.parameters",
             )
+
+
+def forced_tool(body: dict[str, Any]) -> str | None:
+    """The function a request's `tool_choice` names, if it names one."""
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
+        name = choice["function"].get("name")
+        return name if isinstance(name, str) else None
+    return None
+
+
+def _check_tool_choice(body: dict[str, Any], flavour: Flavour) -> None:
+    choice = body.get("tool_choice")
+    if choice is None:
+        return
+    if not body.get("tools"):
+        raise Invalid(
+            "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' "
+            "are specified.",
+            param="tool_choice",
+        )
+    if choice in ("none", "auto", "required"):
+        return
+    name = forced_tool(body)
+    if not isinstance(choice, dict) or choice.get("type") != "function" or name is None:
+        raise Invalid(
+            "Invalid value for 'tool_choice': expected 'none', 'auto', 'required' or "
+            '{"type": "function", "function": {"name": ...}}.',
+            param="tool_choice",
+        )
+    if name not in {tool["function"]["name"] for tool in body["tools"]}:
+        raise Invalid(
+            f"Invalid value for 'tool_choice': function '{name}' is not among the tools.",
+            param="tool_choice",
+        )
+    if flavour.is_thinking(body) and flavour.name == "kimi":
+        raise Invalid(
+            f"tool_choice '{name}' is incompatible with thinking enabled", param="tool_choice"
+        )
 
 
 def _check_reasoning(
