@@ -71,9 +71,15 @@ class AgentLoop:
         self.status.set("thinking", task)
         model = self.services.model_for(task.agent)
         completion = stream_reply(
-            task, model, messages, schemas, lambda: self.status.set("streaming", task), require
+            task,
+            model,
+            messages,
+            schemas,
+            lambda: self.status.set("streaming", task),
+            estimated,
+            require,
         )
-        if completion.usage.prompt_tokens and task.depth == 0:
+        if completion.usage.prompt_tokens and not completion.usage.estimated and task.depth == 0:
             usage = completion.usage
             self.window.observe_usage(estimated, usage.prompt_tokens, usage.completion_tokens)
         return completion

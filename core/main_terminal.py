@@ -19,6 +19,7 @@ from core.condensation import Outcome
 from core.context_window import ContextWindow
 from core.events import ContextUsage, Done, DoneReason, Error, Event, EventSink, TaskState
 from core.interrupted_calls import answer_interrupted_calls
+from core.model_call import token_usage
 from core.services import AgentServices
 from core.status import StatusLine
 from core.task import StoredTranscript, Task
@@ -309,14 +310,7 @@ class MainTerminal:
                 return
             try:
                 ends = dict(conversation.current_meta().get("meta", {}).get("task_ends") or {})
-                usage = done.usage
-                ends[message_id] = {
-                    "reason": done.reason,
-                    "usage": {
-                        "prompt_tokens": usage.prompt_tokens,
-                        "completion_tokens": usage.completion_tokens,
-                    },
-                }
+                ends[message_id] = {"reason": done.reason, "usage": token_usage(done.usage)}
                 conversation.update_meta(
                     task_ends=ends, focus=self.focus.paths(), last_seq=event.seq or 0
                 )

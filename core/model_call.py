@@ -5,6 +5,7 @@ stream recorded as interrupted."""
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -12,8 +13,16 @@ from typing import Any
 from core.events import Notice, Thinking, Token, ToolEvent
 from core.services import ModelClient
 from core.task import StreamProgress, Task
-from history.records import ChatMessage
-from model.completion import Completion, ContentDelta, ReasoningDelta, StreamEnd, StreamItem
+from history.context_builder import estimate_text_tokens
+from history.records import ChatMessage, TokenUsage
+from model.completion import (
+    Completion,
+    ContentDelta,
+    ReasoningDelta,
+    StreamEnd,
+    StreamItem,
+    Usage,
+)
 from model.errors import StreamInterrupted
 from model.tool_calls import ToolCallArgs, ToolCallStarted
 from utils.cancel import TaskCancelled
@@ -28,12 +37,14 @@ def stream_reply(
     messages: list[ChatMessage],
     tools: list[dict[str, Any]],
     on_content: Callable[[], None],
+    prompt_estimate: int,
     require: str | None = None,
 ) -> Completion:
     """Stream the reply to `messages` into the task's events and record it.
 
-    `on_content` runs before each content delta is reported; `require` names the tool the
-    reply must call. TaskCancelled and StreamInterrupted go through, after what had come is
+    `on_content` runs before each content delta is reported; `prompt_estimate` stands for the
+    prompt's tokens when the server sends no usage; `require` names the tool the reply must
+    call. TaskCancelled and StreamInterrupted go through, after what had come is
     recorded.
     """
     message_id = uuid.uuid4().hex
@@ -53,6 +64,8 @@ def stream_reply(
             reason = "cancelled" if isinstance(exc, TaskCancelled) else "stream_cut"
             _record_partial(task, message_id, progress.partial(), reason)
             raise
+    if not (completion.usage.prompt_tokens or completion.usage.completion_tokens):
+        completion.usage = _estimated_usage(prompt_estimate, completion)
     task.usage.add(completion.usage)
     log.info(
         "model reply",
@@ -96,6 +109,15 @@ def _consume(
     raise StreamInterrupted("the model stream ended without a final chunk", progress.partial())
 
 
+def _estimated_usage(prompt_estimate: int, completion: Completion) -> Usage:
+    """What a call used, estimated as the context is: for a server that counts nothing
+    (llama.cpp's server sends no `usage`, even when asked)."""
+    written = completion.content + completion.reasoning_content
+    written += "".join(call.name + call.arguments for call in completion.tool_calls)
+    produced = math.ceil(estimate_text_tokens(written)) if written else 0
+    return Usage(prompt_estimate, produced, estimated=True)
+
+
 def _record_partial(task: Task, message_id: str, partial: Completion, reason: str) -> None:
     if not (partial.content or partial.reasoning_content):
         return
@@ -108,6 +130,17 @@ def _record_partial(task: Task, message_id: str, partial: Completion, reason: st
     )
 
 
+def token_usage(usage: Usage) -> TokenUsage:
+    """`usage` as records and task ends keep it: `estimated` only when it is one."""
+    kept: TokenUsage = {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+    }
+    if usage.estimated:
+        kept["estimated"] = True
+    return kept
+
+
 def _assistant_fields(completion: Completion) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if completion.reasoning_content:
@@ -116,10 +149,5 @@ def _assistant_fields(completion: Completion) -> dict[str, Any]:
         fields["tool_calls"] = [call.to_message() for call in completion.tool_calls]
     usage = completion.usage
     if usage.prompt_tokens or usage.completion_tokens:  # the context meter of a reopened branch
-        fields["meta"] = {
-            "usage": {
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-            }
-        }
+        fields["meta"] = {"usage": token_usage(usage)}
     return fields

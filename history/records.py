@@ -33,6 +33,7 @@ class TokenUsage(TypedDict):
 
     prompt_tokens: int
     completion_tokens: int
+    estimated: NotRequired[bool]  # true: our estimate, the server sent no usage
 
 
 class PlanStep(TypedDict):

@@ -11,10 +11,12 @@ from model.tool_calls import ToolCall, ToolCallArgs, ToolCallStarted
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    estimated: bool = False  # our estimate, for a server that sent no `usage` (or its part)
 
     def add(self, other: Usage) -> None:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
+        self.estimated = self.estimated or other.estimated
 
 
 @dataclass

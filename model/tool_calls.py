@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -89,15 +90,11 @@ class ToolCallAssembler:
     def calls(self) -> list[ToolCall]:
         """The assembled calls in index order; empty arguments become "{}"."""
         ordered = sorted(self._calls, key=lambda call: call.index)
-        return [
-            ToolCall(call.id or f"call_{call.index}", call.name, call.arguments or "{}")
-            for call in ordered
-        ]
+        return [ToolCall(_own_id(call), call.name, call.arguments or "{}") for call in ordered]
 
     def _start(self, call: _PartialCall) -> ToolCallStarted:
         call.started = True
-        call.id = call.id or f"call_{call.index}"
-        return ToolCallStarted(call.index, call.id, call.name)
+        return ToolCallStarted(call.index, _own_id(call), call.name)
 
     def _call_for(self, index: int | None, call_id: str) -> _PartialCall:
         if call_id in self._by_id:
@@ -119,6 +116,14 @@ class ToolCallAssembler:
         if call_id:
             self._by_id[call_id] = call
         return call
+
+
+def _own_id(call: _PartialCall) -> str:
+    """The call's id; one of ours, unique in the conversation, for a server that sent none
+    (the history and the page know a call by its id)."""
+    if not call.id:
+        call.id = f"call_{call.index}_{secrets.token_hex(6)}"
+    return call.id
 
 
 def assemble_tool_calls(fragments: Iterable[Any]) -> list[ToolCall]:

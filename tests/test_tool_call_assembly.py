@@ -133,9 +133,10 @@ def test_empty_arguments_become_an_empty_object() -> None:
     assert assemble_tool_calls([head(0, "c", "list_files")]) == [ToolCall("c", "list_files", "{}")]
 
 
-def test_a_call_without_any_id_gets_one() -> None:
+def test_a_call_without_any_id_gets_one_of_its_own() -> None:
     calls = assemble_tool_calls([head(0, None, "list_files", "{}")])
-    assert calls[0].id == "call_0"
+    again = assemble_tool_calls([head(0, None, "list_files", "{}")])
+    assert calls[0].id.startswith("call_0_") and calls[0].id != again[0].id
 
 
 def test_sdk_fragment_objects_are_accepted() -> None:

@@ -122,7 +122,7 @@
 
 /**
  * The tokens a task used (model/completion.py `Usage`).
- * @typedef {{prompt_tokens: number, completion_tokens: number}} Usage
+ * @typedef {{prompt_tokens: number, completion_tokens: number, estimated?: boolean}} Usage
  */
 
 /**

@@ -17,14 +17,18 @@ const END_TEXT = {
  * @param {string} reason
  * @param {Partial<Usage>} [usage] */
 export function taskEndMarker(reason, usage = {}) {
+  const about = usage.estimated ? "~" : "";
   const tokens = usage.prompt_tokens || usage.completion_tokens
-    ? `${formatCount(usage.prompt_tokens)} in · ${formatCount(usage.completion_tokens)} out` : "";
+    ? `${about}${formatCount(usage.prompt_tokens)} in · ${about}${formatCount(usage.completion_tokens)} out` : "";
+  const counted = usage.estimated
+    ? "Estimated (the model server sent no token counts): tokens this task's model calls read (in) and wrote (out), added up"
+    : "Tokens this task's model calls read (in) and wrote (out), added up";
   const text = END_TEXT[reason] ?? (reason === "complete" ? "" : `Ended: ${reason}`);
   return h(
     "div",
     { class: `task-end reason-${reason}`, "data-reason": reason },
     text ? h("span", { class: "task-end-text", text }) : null,
-    tokens ? h("span", { class: "task-usage", title: "Tokens this task's model calls read (in) and wrote (out), added up: each call reads the whole context again, so “in” outgrows the context meter", text: tokens }) : null,
+    tokens ? h("span", { class: "task-usage", title: `${counted}: each call reads the whole context again, so “in” outgrows the context meter`, text: tokens }) : null,
   );
 }
 

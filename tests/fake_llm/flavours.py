@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-UsagePlace = Literal["last_chunk", "choice", "extra_chunk"]
+UsagePlace = Literal["last_chunk", "choice", "extra_chunk", "none"]
 
 # Top-level request fields the OpenAI API accepts; anything else is a 400 there.
 OPENAI_FIELDS = frozenset(
@@ -74,11 +74,28 @@ class Flavour:
         """A tool call id in the provider's style."""
         if self.name == "kimi":
             return f"functions.{name}:{earlier_calls + index}"
+        if self.name == "llamacpp":  # llama-cpp-python: index, name and completion id
+            return f"call__{index}_{name}_cmpl-{uuid.uuid4()}"
         alphabet = string.ascii_letters + string.digits
         suffix = "".join(random.choices(alphabet, k=24))
         if self.name == "deepseek":
             return f"call_{index:02d}_{suffix}"
         return f"call_{suffix}"
+
+    @property
+    def repeats_call_head(self) -> bool:
+        """llama-cpp-python sends a call's id, type and name in every fragment, and the same
+        fragment again as the legacy `function_call`."""
+        return self.name == "llamacpp"
+
+    def first_delta(self, reasoning: bool, calls: bool) -> dict[str, Any]:
+        """The delta of the first chunk, which names the role."""
+        if self.sends_null_fields and reasoning:
+            return {"role": "assistant", "content": None, "reasoning_content": ""}
+        if self.name == "llamacpp":  # role alone; a reply with calls nulls the rest
+            nulls = {"content": None, "function_call": None, "tool_calls": None}
+            return {"role": "assistant", **(nulls if calls else {})}
+        return {"role": "assistant", "content": ""}
 
     def completion_id(self) -> str:
         """A completion id in the provider's style."""
@@ -137,7 +154,7 @@ class Flavour:
             "created": int(time.time()),
             "model": model,
         }
-        if self.name != "kimi":
+        if self.name not in ("kimi", "llamacpp"):
             base["system_fingerprint"] = f"fp_{uuid.uuid4().hex[:10]}"
         return base
 
@@ -166,4 +183,7 @@ FLAVOURS = {
         404,
         False,
     ),
+    # llama-cpp-python's server (0.3.x, as captured in tests/fake_llm/captures/): no usage
+    # even when asked, a first chunk with the role alone, its own call ids.
+    "llamacpp": Flavour("llamacpp", ("smollm2-135m-instruct",), "none", 404, False),
 }

@@ -14,7 +14,7 @@ class Call:
 
     `args` is serialised to JSON; `raw` sends exact argument text instead (may be invalid
     JSON); `pieces` sends the arguments in exactly these fragments. `id` defaults to the
-    flavour's id style.
+    flavour's id style; "" sends none (a server that gives no ids).
     """
 
     name: str

@@ -42,7 +42,7 @@ def resolve(reply: Reply, flavour: Flavour, body: dict[str, Any]) -> Answer:
         len(m.get("tool_calls") or []) for m in body["messages"] if m.get("role") == "assistant"
     )
     calls = [
-        (call.id or flavour.tool_call_id(call.name, index, earlier), call)
+        (call.id if call.id is not None else flavour.tool_call_id(call.name, index, earlier), call)
         for index, call in enumerate(reply.tool_calls)
     ]
     reasoning = reply.reasoning if flavour.is_thinking(body) else ""
@@ -97,7 +97,10 @@ def stream_frames(answer: Answer) -> list[str]:
             {"content": text, "reasoning_content": None} if null_pairs else {"content": text}
         )
     for fragment in _tool_fragments(answer, rng):
-        deltas.append({"tool_calls": [fragment]})
+        if flavour.repeats_call_head:
+            deltas.append({"function_call": fragment["function"], "tool_calls": [fragment]})
+        else:
+            deltas.append({"tool_calls": [fragment]})
     frames = [KEEP_ALIVE] if flavour.name == "deepseek" else []
     frames += [_data(_chunk(answer, delta, None)) for delta in deltas]
     frames.append(_data(_final_chunk(answer)))
@@ -108,9 +111,7 @@ def stream_frames(answer: Answer) -> list[str]:
 
 
 def _first_delta(answer: Answer) -> dict[str, Any]:
-    if answer.flavour.sends_null_fields and answer.reasoning:
-        return {"role": "assistant", "content": None, "reasoning_content": ""}
-    return {"role": "assistant", "content": ""}
+    return answer.flavour.first_delta(bool(answer.reasoning), bool(answer.calls))
 
 
 def _chunk(answer: Answer, delta: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
@@ -159,9 +160,15 @@ def _tool_fragments(answer: Answer, rng: random.Random | None) -> list[dict[str,
         _call_fragments(index, call_id, call, answer.reply.chunk_size, rng)
         for index, (call_id, call) in enumerate(answer.calls)
     ]
+    if answer.flavour.repeats_call_head:
+        per_call = [[_with_head(fragments[0], f) for f in fragments] for fragments in per_call]
     if not answer.reply.interleave:
         return [fragment for fragments in per_call for fragment in fragments]
     return [f for group in zip_longest(*per_call) for f in group if f is not None]
+
+
+def _with_head(head: dict[str, Any], fragment: dict[str, Any]) -> dict[str, Any]:
+    return {**head, **fragment, "function": {**head["function"], **fragment["function"]}}
 
 
 def _call_fragments(
@@ -169,12 +176,10 @@ def _call_fragments(
 ) -> list[dict[str, Any]]:
     pieces = list(call.pieces) if call.pieces is not None else split_text(call.arguments, size, rng)
     first = pieces.pop(0) if pieces and rng is not None and rng.random() < 0.5 else ""
-    head = {
-        "index": index,
-        "id": call_id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": first},
-    }
+    head: dict[str, Any] = {"index": index}
+    if call_id:  # "": a server that gives no ids
+        head["id"] = call_id
+    head |= {"type": "function", "function": {"name": call.name, "arguments": first}}
     return [head] + [{"index": index, "function": {"arguments": piece}} for piece in pieces]
 
 
