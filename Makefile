@@ -1,11 +1,12 @@
 # `make run` starts the web workspace, `make test` runs every test; both install first.
+# `make test-live` runs tests/live against a real model server (llama.cpp) of its own.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 PY_STAMP := $(VENV)/.requirements.stamp
 JS_STAMP := static/vendor/.stamp
 
-.PHONY: install run cli demo test lint bench system-test-deps
+.PHONY: install run cli demo test test-live lint bench system-test-deps
 
 install: $(PY_STAMP) $(JS_STAMP)
 
@@ -53,6 +54,25 @@ system-test-deps:
 # Two workers, a test file each at a time: the end-to-end tests mostly wait on processes.
 test: install system-test-deps
 	@$(BIN)/python -m pytest -n 2 --dist loadfile; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
+
+# The real server's environment: built once (llama-cpp-python compiles from source the first
+# time), then quick. Its requirements pin every package; see tests/live/requirements.txt.
+LIVE_VENV := .venv-live
+LIVE_STAMP := $(LIVE_VENV)/.requirements.stamp
+LIVE_REQUIREMENTS := tests/live/requirements.txt
+CORES := $(shell nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+
+$(LIVE_VENV)/bin/python:
+	$(PYTHON) -m venv $(LIVE_VENV)
+
+$(LIVE_STAMP): $(LIVE_REQUIREMENTS) | $(LIVE_VENV)/bin/python
+	@echo "Installing the live tests' model server into $(LIVE_VENV) (the first time llama-cpp-python is built from source: a C/C++ compiler and cmake, about 20 minutes on 2 cores)"
+	CMAKE_BUILD_PARALLEL_LEVEL=$(CORES) $(LIVE_VENV)/bin/python -m pip install --disable-pip-version-check -q --no-deps -r $(LIVE_REQUIREMENTS)
+	touch $@
+
+test-live: install $(LIVE_STAMP)
+	@$(BIN)/python -m pytest tests/live; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
 
 # mypy checks the Python as pyproject.toml's [tool.mypy] says (files, exclusions, plugins).

@@ -27,6 +27,9 @@ from tests.web_helpers import TOKEN, EventClient, ServerProcess, Web, connected,
 from utils.settings import load_settings
 from web_server import create_app
 
+# tests/live needs a real model server: `make test-live` runs it (an explicit path still does).
+collect_ignore = ["live"]
+
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A module's ASYNC_MODES: its module-wide `server` once in each."""
