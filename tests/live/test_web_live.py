@@ -4,6 +4,7 @@ client and `main.py web`."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +17,14 @@ from tests.web_helpers import EventClient, ServerProcess, assert_contiguous, con
 
 pytestmark = pytest.mark.timeout(600)
 ANSWER = 120  # seconds a short answer may take (prompt and all) on a loaded machine
+# A plan_execute agent of the user's own (DATA_DIR/agents): none of the shipped ones plans.
+PLANNER = """\
+name: planner
+description: Plans the task in steps, then does each one.
+mode: plan_execute
+tools: [list_files, read_file]
+max_iterations: 3
+"""
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +33,10 @@ def server(
 ) -> Iterator[ServerProcess]:
     """`main.py web` whose model is the real server (through the pass-through)."""
     root = tmp_path_factory.mktemp("web-live")
+    (root / "ws").mkdir()
+    (root / "ws" / "notes.txt").write_text("Buy bread.\nCall Ada.\n")
+    (root / "data" / "agents").mkdir(parents=True)
+    (root / "data" / "agents" / "planner.yaml").write_text(PLANNER)
     with ServerProcess(
         root / "ws", root / "data", base_url=wire.base_url, api_key=API_KEY, env=SETTINGS
     ) as process:
@@ -135,3 +148,49 @@ def test_a_message_over_the_servers_window_is_reported_as_such(
     _, events = refused
     errors = [e.payload for e in events if e.name == "error"]
     assert re.search(r"context|window|too long", errors[-1]["message"], re.I), errors
+
+
+def test_a_plan_execute_task_runs_its_plan_on_forced_tool_calls(
+    client: EventClient, wire: RecordingProxy
+) -> None:
+    """make_plan, and finish_step where a step answered without it, are asked for by name in
+    `tool_choice`, and the real server's streamed calls are assembled, recorded and answered.
+    What a 135M model puts in them is its own affair (arguments that are no JSON have happened:
+    the call's result says so and the plan is the request itself), and so is whether it judges
+    its steps done: the plan ends complete or failed (plan_failed)."""
+    before = len(wire.chat_requests())
+    cid = client.start("Read notes.txt and tell me what it says.", agent="planner")
+    events = client.wait_done(cid, 5 * ANSWER)
+    sent = wire.chat_requests()[before:]
+    assert sent[0]["tool_choice"] == named("make_plan")
+    assert [t["function"]["name"] for t in sent[0]["tools"]] == ["make_plan"]
+
+    records = history(client, cid)
+    results = {r["tool_call_id"]: r for r in records if r["role"] == "tool"}
+    answers = [r for r in records if r["role"] == "assistant"]
+    asked = [r.get("tool_choice") for r in sent]
+    assert len(answers) == len(asked), (answers, asked)
+    for answer, choice in zip(answers, asked, strict=True):
+        calls = answer.get("tool_calls", [])
+        if choice is not None:  # forced: the server made exactly that call
+            assert [c["function"]["name"] for c in calls] == [choice["function"]["name"]]
+        for call in calls:  # each with an id, and its result recorded
+            assert call["id"] and results[call["id"]]["content"], results
+
+    plans = [e.payload for e in events if e.name == "plan"]
+    assert plans[0]["phase"] == "created" and plans[-1]["phase"] == "finished", plans
+    planned = results[answers[0]["tool_calls"][0]["id"]]
+    if planned["meta"]["ok"]:
+        steps = json.loads(answers[0]["tool_calls"][0]["function"]["arguments"])["steps"]
+        assert [step["title"] for step in plans[0]["plan"]["steps"]] == steps
+    started = [p["step"] for p in plans if p["phase"] == "step_started"]
+    ended = [p["step"] for p in plans if p["phase"] == "step_finished"]
+    assert started and started == ended, plans
+    done = client.dones(cid)[0]
+    errors = [e.payload["code"] for e in events if e.name == "error"]
+    assert (done["reason"], errors) in (("complete", []), ("error", ["plan_failed"])), errors
+
+
+def named(tool: str) -> dict[str, Any]:
+    """`tool_choice` asking for a call of `tool`."""
+    return {"type": "function", "function": {"name": tool}}
