@@ -30,6 +30,19 @@ from utils.logger import log_context
 
 log = logging.getLogger(__name__)
 
+# What a reply's `finish_reason` tells the user, when it says the reply did not end by itself.
+CUT_REPLIES = {
+    "length": (
+        "length_limit",
+        "The model's answer was cut off: it reached the server's length limit (its output cap, "
+        "or the end of its context window). Ask it to go on, or /compact to make room.",
+    ),
+    "content_filter": (
+        "content_filter",
+        "The model's answer was cut off by the provider's content filter.",
+    ),
+}
+
 
 def stream_reply(
     task: Task,
@@ -66,6 +79,9 @@ def stream_reply(
             raise
     if not (completion.usage.prompt_tokens or completion.usage.completion_tokens):
         completion.usage = _estimated_usage(prompt_estimate, completion)
+    cut = CUT_REPLIES.get(completion.finish_reason or "")
+    if cut is not None:
+        task.report(Notice(*cut))
     task.usage.add(completion.usage)
     log.info(
         "model reply",

@@ -21,6 +21,7 @@ from model.completion import (
     StreamItem,
     Usage,
 )
+from model.context_errors import context_too_long
 from model.errors import (
     ApiError,
     AuthError,
@@ -35,7 +36,7 @@ from model.errors import (
 from model.providers import PreparedMessages, ProviderConfig
 from model.sse_pump import ChunkPump, NotAStream
 from model.tool_calls import ToolCallAssembler
-from utils.cancel import CancelToken, TaskCancelled
+from utils.cancel import CancelToken, TaskCancelled, run_bounded
 from utils.settings import Settings
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_CAP = 60.0  # a longer Retry-After is told to the user, and waited only this long
+EMPTY_STREAM = "The model API answered with an empty stream: no chunk, no reason."
 OnWait = Callable[[float, str], None]  # (seconds, what failed and how long it waits)
 
 
@@ -56,6 +58,7 @@ class _CallState:
     assembler: ToolCallAssembler = field(default_factory=ToolCallAssembler)
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
+    tool_calls_seen: bool = False  # `delta.tool_calls` came: a legacy `function_call` repeats them
     received: bool = False
     started: float = field(default_factory=time.monotonic)
     first_delta: float | None = None
@@ -225,10 +228,43 @@ class ApiClient:
             unregister()
             pump.close()
         cancel.raise_if_cancelled()
-        if state.finish_reason is None:  # a break after the finish is only missing usage
+        if error is None and not pump.payloads:
+            raise self._why_empty(request, cancel)
+        # A break after the finish is only missing usage; `[DONE]` ends a stream whose server
+        # never says a finish_reason (llama-cpp-python sends null on some last chunks).
+        if state.finish_reason is None and not pump.ended:
             raise self._failure(error, state) from error
         yield from state.assembler.finish()
         yield StreamEnd(state.completion())
+
+    def _why_empty(self, request: dict[str, Any], cancel: CancelToken) -> ApiError:
+        """The error for a 200 with an empty stream: llama-cpp-python answers a streamed request
+        over its context window so, its reason only in its log. The same request unstreamed,
+        for one token, is refused with the reason, which is what the user is told."""
+        import openai
+
+        logger.warning("empty model stream: asking again unstreamed to learn why")
+        probe = {key: value for key, value in request.items() if not key.startswith("stream")}
+        probe["extra_body"] = {**request["extra_body"], "max_tokens": 1}
+        limit = self._settings.request_timeout + 15.0
+        # On a connection of its own: llama-cpp-python's server resets the one the empty
+        # stream came on (the request failed inside it), and a pooled one would be reused.
+        sdk = self._build_sdk()
+        try:
+            run_bounded(lambda: sdk.chat.completions.create(**probe), cancel, limit, grace=0.0)
+        except openai.APIStatusError as err:
+            return context_too_long(err.message, err.body) or BadResponse(
+                f"{EMPTY_STREAM} Asked again without streaming, it answered "
+                f"{err.status_code}: {err.message}"
+            )
+        except (openai.APIError, TimeoutError) as err:
+            return BadResponse(f"{EMPTY_STREAM} Asked again without streaming, it failed: {err}")
+        finally:
+            sdk.close()
+        return BadResponse(
+            f"{EMPTY_STREAM} Asked again without streaming, it answered without saying why; "
+            "the server's log may."
+        )
 
     def _read_chunk(self, data: str, state: _CallState) -> Iterator[StreamItem]:
         if self._on_raw_delta is not None:
@@ -241,7 +277,10 @@ class ApiClient:
             raise MalformedChunk(f"a stream chunk is not a JSON object: {data[:200]}")
         if chunk.get("error"):
             error = chunk["error"]
-            message = error.get("message") if isinstance(error, dict) else str(error)
+            message = str(error.get("message") if isinstance(error, dict) else error)
+            too_long = context_too_long(message, error)
+            if too_long is not None:
+                raise too_long
             raise ValueError(f"the model API reported an error mid-stream: {message}")
         usage = _field(chunk, "usage", dict)
         items: list[StreamItem] = []
@@ -258,7 +297,12 @@ class ApiClient:
             if content:
                 state.content.append(content)
                 items.append(ContentDelta(content))
-            for fragment in _field(delta, "tool_calls", list) or []:
+            fragments = _field(delta, "tool_calls", list) or []
+            state.tool_calls_seen = state.tool_calls_seen or bool(fragments)
+            legacy = _field(delta, "function_call", dict)
+            if legacy and not state.tool_calls_seen:  # the pre-tools API: one call, no id
+                fragments = [{"index": 0, "function": legacy}]
+            for fragment in fragments:
                 if not isinstance(fragment, dict):
                     raise MalformedChunk(f"a tool call fragment is not an object: {data[:200]}")
                 items.extend(state.assembler.feed(fragment))
@@ -355,6 +399,9 @@ def _map_error(error: Exception, base_url: str) -> ApiError:
             return AuthError(message)
         if status == 429:
             return RateLimitError(message)
+        too_long = context_too_long(message, error.body)
+        if too_long is not None:
+            return too_long
         if status >= 500:
             return ServerError(message)
         return RequestRejected(message)

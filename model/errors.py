@@ -29,13 +29,19 @@ class RequestRejected(ApiError):
     code = "request_rejected"
 
 
+class ContextTooLong(RequestRejected):
+    """The request is longer than the model's context window: the server refused it."""
+
+    code = "context_too_long"
+
+
 class ServerError(ApiError):
     code = "server_error"
 
 
 class BadResponse(ApiError):
     """The API answered with something that is not a chat stream: a page, a whole JSON
-    reply, chunks of the wrong shape. Retrying would get the same."""
+    reply, chunks of the wrong shape, an empty stream. Retrying would get the same."""
 
     code = "bad_response"
 

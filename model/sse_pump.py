@@ -25,6 +25,9 @@ class ChunkPump:
     `close` from any thread shuts the socket, which wakes a blocked read, and the iteration
     ends quietly. Parsing each payload with `json` costs a fifth of what building the SDK's
     typed chunk objects does, so the payloads are handed over as text.
+
+    `ended` says the stream's own end, `data: [DONE]`, arrived (a connection closed before it
+    is a stream cut short); `payloads` counts the payloads before it.
     """
 
     def __init__(self, open_response: OpenResponse) -> None:
@@ -35,6 +38,8 @@ class ChunkPump:
         self._error: Exception | None = None
         self._closed = False
         self._finished = False  # the consumer is done: a late response is the opener's to end
+        self.ended = False
+        self.payloads = 0
         threading.Thread(
             target=self._open, args=(open_response,), name="model-request", daemon=True
         ).start()
@@ -47,7 +52,12 @@ class ChunkPump:
             if self._error is not None:
                 raise self._error
             try:
-                yield from _payloads(self._response)
+                for data in _payloads(self._response):
+                    if data == "[DONE]":
+                        self.ended = True
+                        return
+                    self.payloads += 1
+                    yield data
             except Exception:
                 if not self._closed:  # a read cut by close() is how a cancel ends it
                     raise
@@ -93,10 +103,7 @@ def _payloads(response: Any) -> Iterator[str]:
     for line in response.iter_lines():
         if not line.startswith("data:"):
             continue  # blank separators, `: keep-alive` comments, `event:` lines
-        data = line[5:].strip()
-        if data == "[DONE]":
-            return
-        yield data
+        yield line[5:].strip()
 
 
 def _end(manager: AbstractContextManager[Any], response: Any) -> None:

@@ -133,6 +133,33 @@ class Flavour:
             return f"Authentication Fails, Your api key: {shown} is invalid"
         return f"Incorrect API key provided: {shown}. Invalid Authentication"
 
+    def context_error(
+        self, window: int, prompt: int, completion: int | None
+    ) -> tuple[str, str | None]:
+        """(message, code) of the 400 for a request over the context window."""
+        requested = prompt + (completion or 0)
+        if self.name == "kimi":
+            return f"Invalid request: Your request exceeded model token limit: {window}", None
+        if self.name == "openai":
+            return (
+                f"This model's maximum context length is {window} tokens. However, your "
+                f"messages resulted in {requested} tokens. Please reduce the length of the "
+                "messages.",
+                "context_length_exceeded",
+            )
+        message = (
+            f"This model's maximum context length is {window} tokens. However, you requested "
+            f"{requested} tokens ({prompt} in the messages, {completion} in the completion). "
+            "Please reduce the length of the messages or completion."
+        )
+        return message, "context_length_exceeded" if self.name == "llamacpp" else None
+
+    @property
+    def streams_nothing_when_too_long(self) -> bool:
+        """llama-cpp-python answers a streamed request over its window with 200 and an empty
+        event stream (its reason only in its log); the hosted APIs with the 400."""
+        return self.name == "llamacpp"
+
     def reasoning_error(self, index: int) -> str:
         """The 400 message when a thinking-mode tool-call message comes back without reasoning."""
         if self.name == "kimi":

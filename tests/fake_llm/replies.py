@@ -45,6 +45,10 @@ class Reply:
     `cut_after` closes the connection after that many data chunks, without `[DONE]`.
     `stamp` replaces each streamed content fragment, as it is sent, by the send time:
     `time.time_ns()` in decimal and a `;`; `content` then only sets how many fragments there are.
+    `finish_reason` replaces the one the reply earns (`stop`, `tool_calls`): `length`, say;
+    `says_finish=False` leaves it null on the last chunk, `[DONE]` still sent, as
+    llama-cpp-python does at times. `legacy_call` streams the one tool call as the pre-tools
+    API did: `delta.function_call` alone, no id, `finish_reason: "function_call"`.
     """
 
     content: str = ""
@@ -60,7 +64,13 @@ class Reply:
     cut_after: int | None = None
     usage: tuple[int, int] | None = None
     finish_reason: str | None = None
+    says_finish: bool = True
+    legacy_call: bool = False
     stamp: bool = False
+
+    def __post_init__(self) -> None:
+        if self.legacy_call and len(self.tool_calls) != 1:
+            raise ValueError("a legacy_call reply makes exactly one tool call")
 
 
 @dataclass

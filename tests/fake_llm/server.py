@@ -22,7 +22,14 @@ from tests.fake_llm.replies import (
     Response,
 )
 from tests.fake_llm.validation import Invalid, ReasoningKey, forced_tool, validate_chat
-from tests.fake_llm.wire import Answer, completion_body, resolve, stamp, stream_frames
+from tests.fake_llm.wire import (
+    Answer,
+    completion_body,
+    requested_tokens,
+    resolve,
+    stamp,
+    stream_frames,
+)
 
 DEFAULT_API_KEY = "sk-fake-0123456789abcdef"
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
@@ -30,7 +37,12 @@ MODEL_PATHS = ("/v1/models", "/models")
 
 
 class FakeLLM:
-    """A fake model API on 127.0.0.1; script replies with `script()` or set `responder`."""
+    """A fake model API on 127.0.0.1; script replies with `script()` or set `responder`.
+
+    With `context_window`, a request asking more tokens than that (its messages and tools as
+    `requested_tokens` counts them, plus `max_tokens`) is refused as the flavour's server
+    refuses it, before any scripted response is taken.
+    """
 
     def __init__(
         self,
@@ -40,11 +52,13 @@ class FakeLLM:
         host: str = "127.0.0.1",
         port: int = 0,
         ignores_tool_choice: bool = False,
+        context_window: int | None = None,
     ) -> None:
         self.flavour = FLAVOURS[flavour]
         # A server that takes `tool_choice` but answers as it likes (Ollama does): a scripted
         # reply need not call the named function. Otherwise it must, as a real API forces it.
         self.ignores_tool_choice = ignores_tool_choice
+        self.context_window = context_window
         self.api_key = api_key
         self.requests: list[RecordedRequest] = []
         self.responder: Responder | None = None
@@ -169,6 +183,15 @@ class FakeLLM:
         )
 
     def _answer_chat(self, handler: _Handler, request: RecordedRequest) -> None:
+        prompt, completion = requested_tokens(request.body)
+        if self.context_window is not None and prompt + (completion or 0) > self.context_window:
+            if request.body.get("stream") and self.flavour.streams_nothing_when_too_long:
+                _send_raw(handler, request, RawReply("", "text/event-stream; charset=utf-8"))
+                return
+            message, code = self.flavour.context_error(self.context_window, prompt, completion)
+            refusal = ErrorReply(400, message, code=code, param="messages")
+            _send_error(handler, request, refusal, self._stopping)
+            return
         response = self._next_response(request)
         forced = forced_tool(request.body)
         if isinstance(response, Reply) and forced and not self.ignores_tool_choice:

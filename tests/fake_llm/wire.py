@@ -33,6 +33,8 @@ class Answer:
     def finish_reason(self) -> str:
         if self.reply.finish_reason:
             return self.reply.finish_reason
+        if self.reply.legacy_call:
+            return "function_call"
         return "tool_calls" if self.calls else "stop"
 
 
@@ -56,6 +58,15 @@ def resolve(reply: Reply, flavour: Flavour, body: dict[str, Any]) -> Answer:
         usage=_usage(reply, flavour, body, reasoning),
         include_usage=bool(options.get("include_usage")),
     )
+
+
+def requested_tokens(body: dict[str, Any]) -> tuple[int, int | None]:
+    """(prompt, completion): what a request asks of the context window, its prompt counted as
+    `_usage` counts one (the tools too, as a server puts them in the prompt), its completion
+    as its `max_tokens` (None when it sets none)."""
+    prompt = json.dumps(body["messages"], ensure_ascii=False) + json.dumps(body.get("tools") or [])
+    limit = body.get("max_tokens")
+    return len(prompt) // 4 + 1, limit if isinstance(limit, int) else None
 
 
 def _usage(reply: Reply, flavour: Flavour, body: dict[str, Any], reasoning: str) -> dict[str, Any]:
@@ -97,7 +108,9 @@ def stream_frames(answer: Answer) -> list[str]:
             {"content": text, "reasoning_content": None} if null_pairs else {"content": text}
         )
     for fragment in _tool_fragments(answer, rng):
-        if flavour.repeats_call_head:
+        if reply.legacy_call:
+            deltas.append({"function_call": fragment["function"]})
+        elif flavour.repeats_call_head:
             deltas.append({"function_call": fragment["function"], "tool_calls": [fragment]})
         else:
             deltas.append({"tool_calls": [fragment]})
@@ -127,7 +140,7 @@ def _chunk(answer: Answer, delta: dict[str, Any], finish_reason: str | None) -> 
 def _final_chunk(answer: Answer) -> dict[str, Any]:
     place = answer.flavour.usage_place
     delta = {"content": ""} if answer.flavour.sends_null_fields else {}
-    chunk = _chunk(answer, delta, answer.finish_reason)
+    chunk = _chunk(answer, delta, answer.finish_reason if answer.reply.says_finish else None)
     if place == "last_chunk":
         chunk["usage"] = answer.usage
     elif place == "choice":
@@ -160,7 +173,7 @@ def _tool_fragments(answer: Answer, rng: random.Random | None) -> list[dict[str,
         _call_fragments(index, call_id, call, answer.reply.chunk_size, rng)
         for index, (call_id, call) in enumerate(answer.calls)
     ]
-    if answer.flavour.repeats_call_head:
+    if answer.flavour.repeats_call_head and not answer.reply.legacy_call:
         per_call = [[_with_head(fragments[0], f) for f in fragments] for fragments in per_call]
     if not answer.reply.interleave:
         return [fragment for fragments in per_call for fragment in fragments]
@@ -191,7 +204,10 @@ def completion_body(answer: Answer) -> dict[str, Any]:
     }
     if answer.reasoning:
         message["reasoning_content"] = answer.reasoning
-    if answer.calls:
+    if answer.calls and answer.reply.legacy_call:
+        _, call = answer.calls[0]
+        message["function_call"] = {"name": call.name, "arguments": call.arguments}
+    elif answer.calls:
         message["tool_calls"] = [
             {
                 "id": call_id,
