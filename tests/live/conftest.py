@@ -1,5 +1,6 @@
 """The live tests' real model server, started once for the session from .venv-live (which
-`make test-live` builds), and the pass-through in front of it that keeps what was sent.
+`make test-live` builds), and the pass-through in front of it (what was sent, kept; greedy,
+capped answers) that every program process is pointed at.
 
 Without .venv-live every live test is skipped, saying to run `make test-live`."""
 
@@ -35,6 +36,7 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
 
 @pytest.fixture(scope="session")
 def wire(llama: LlamaServer) -> Iterator[RecordingProxy]:
-    """The real server behind a pass-through that keeps each request the program sent."""
+    """The real server behind a pass-through that keeps each request the program sent and
+    answers it greedily within 256 tokens."""
     with RecordingProxy(llama.port) as proxy:
         yield proxy

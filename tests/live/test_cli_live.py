@@ -9,18 +9,18 @@ from pathlib import Path
 import pytest
 
 from tests.kit import SLOWNESS
-from tests.live.servers import LlamaServer, live_env
+from tests.live.servers import RecordingProxy, live_env
 from tests.web_helpers import agent_argv
 
 pytestmark = pytest.mark.timeout(600)
 
 
-def run_cli(llama: LlamaServer, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def run_cli(wire: RecordingProxy, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
     return subprocess.run(
         agent_argv("cli", workspace, tmp_path / "data", *extra),
-        env=live_env(llama.base_url),
+        env=live_env(wire.base_url),
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -28,14 +28,14 @@ def run_cli(llama: LlamaServer, tmp_path: Path, *extra: str) -> subprocess.Compl
     )
 
 
-def test_print_mode_writes_the_real_models_answer(llama: LlamaServer, tmp_path: Path) -> None:
-    done = run_cli(llama, tmp_path, "-p", "Say hello in one short sentence.")
+def test_print_mode_writes_the_real_models_answer(wire: RecordingProxy, tmp_path: Path) -> None:
+    done = run_cli(wire, tmp_path, "-p", "Say hello in one short sentence.")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip(), done.stderr
 
 
-def test_print_mode_json_streams_tokens_then_done(llama: LlamaServer, tmp_path: Path) -> None:
-    done = run_cli(llama, tmp_path, "-p", "Name one colour.", "--json")
+def test_print_mode_json_streams_tokens_then_done(wire: RecordingProxy, tmp_path: Path) -> None:
+    done = run_cli(wire, tmp_path, "-p", "Name one colour.", "--json")
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     seqs = [e["seq"] for e in events]

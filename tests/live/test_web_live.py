@@ -5,7 +5,6 @@ client and `main.py web`."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 
 from tests.kit import Received, text_of
 from tests.live.servers import API_KEY, N_CTX, SETTINGS, RecordingProxy
-from tests.web_helpers import EventClient, ServerProcess, assert_contiguous, connected
+from tests.web_helpers import EventClient, ServerProcess, assert_contiguous
 
 pytestmark = pytest.mark.timeout(600)
 ANSWER = 120  # seconds a short answer may take (prompt and all) on a loaded machine
@@ -114,40 +113,25 @@ def test_a_cancel_mid_stream_keeps_what_arrived_and_the_conversation_goes_on(
     assert [r["role"] for r in history(client, cid)] == ["user", "assistant"] * 2
 
 
-@pytest.fixture(scope="module")
-def refused(server: ServerProcess) -> tuple[str, list[Received]]:
-    """A message over the server's window sent in a conversation of its own: its id and its
-    events once the task ended."""
-    with connected(server.url) as client:
-        words = N_CTX + N_CTX // 2  # a token each at least: over the window, whatever else is sent
-        cid = client.start("Count these: " + "word " * words)
-        events = client.wait_done(cid, ANSWER)
-        assert [r["role"] for r in history(client, cid)] == ["user"]
-    return cid, events
-
-
-def test_a_message_over_the_servers_window_ends_the_task_and_the_server_keeps_serving(
-    client: EventClient, refused: tuple[str, list[Received]]
+def test_a_message_over_the_servers_window_is_refused_clearly_and_it_keeps_serving(
+    client: EventClient, wire: RecordingProxy
 ) -> None:
-    _, events = refused
-    assert [e.payload["reason"] for e in events if e.name == "done"] == ["error"]
-    assert any(e.name == "error" for e in events), [e.name for e in events]
+    """llama-cpp-python answers a streamed request over its window with 200 and an empty
+    stream; asked again unstreamed, 400 `context_length_exceeded` with the sizes."""
+    words = N_CTX + N_CTX // 2  # a token each at least: over the window, whatever else is sent
+    before = len(wire.exchanges)
+    cid = client.start("Count these: " + "word " * words)
+    events = client.wait_done(cid, ANSWER)
+    assert client.dones(cid)[0]["reason"] == "error"
+    errors = [e.payload for e in events if e.name == "error"]
+    assert [e["code"] for e in errors] == ["context_too_long"], errors
+    assert str(N_CTX) in errors[0]["message"], errors
+    assert not client.named("notice", conversation_id=cid, code="retrying")
+    assert [e.status for e in wire.exchanges[before:]] == [200, 400]
+    assert [r["role"] for r in history(client, cid)] == ["user"]
+
     other = client.start("Say yes.")
     assert text_of(answered(client, other)).strip()
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="llama-cpp-python 0.3.36 answers a streamed request over its window with HTTP 200 "
-    "and an empty stream; the program says network_error 'The model stream ended before it "
-    "finished.' after retrying (issue 25, point 3)",
-)
-def test_a_message_over_the_servers_window_is_reported_as_such(
-    refused: tuple[str, list[Received]],
-) -> None:
-    _, events = refused
-    errors = [e.payload for e in events if e.name == "error"]
-    assert re.search(r"context|window|too long", errors[-1]["message"], re.I), errors
 
 
 def test_a_plan_execute_task_runs_its_plan_on_forced_tool_calls(
