@@ -1,6 +1,6 @@
 """The web front against the real server: a task's tokens, `done` and history, a follow-up, a
-cancel mid-stream, and a request over the server's window, each through a real Socket.IO
-client and `main.py web`."""
+cancel mid-stream, a request over the server's window and a plan_execute task on forced tool
+calls, each through a real Socket.IO client and `main.py web`."""
 
 from __future__ import annotations
 
