@@ -118,6 +118,21 @@ class RemoteAgent(BaseModel):
     timeout: float = Field(300.0, gt=0, le=3600, description="seconds a call may take")
 
 
+class PriceSetting(BaseModel):
+    """One model's price in the `prices` setting (config.yaml `prices:`, or AGENT_PRICES as a
+    JSON object of model -> price)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0, description="per million prompt tokens")
+    output: float = Field(ge=0, description="per million completion tokens")
+    cached_input: float | None = Field(
+        None, ge=0, description="per million cached prompt tokens; default: the input price"
+    )
+    currency: str = Field("USD", pattern=r"^[A-Z]{3}$")
+
+
+
 class Settings(BaseSettings):
     """Every setting the program reads, with its default.
 
@@ -229,6 +244,11 @@ class Settings(BaseSettings):
     # None: the provider preset's rule for naming a required tool in `tool_choice`; true: on
     # every call that must get a tool call; false: never (a server that refuses the field).
     tool_choice: bool | None = None
+    prices: dict[str, PriceSetting] = Field(
+        default_factory=dict,
+        description="model -> {input, cached_input, output, currency} per million tokens "
+        "(a JSON object in AGENT_PRICES); over the built-in table, for any model",
+    )
 
     @field_validator("web_token")
     @classmethod
