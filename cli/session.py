@@ -14,6 +14,7 @@ from cli.terminal import CliTerminal
 from cli.undo import undo_command
 from core.events import DoneReason
 from core.main_terminal import NotConfigured, NothingToCondense, TaskBusy
+from core.spend import conversation_totals, spend_text, today_totals
 from history.store import ConversationNotFound
 from modules.results import ToolError
 from modules.uploads.attachments import MAX_ATTACHMENTS
@@ -24,6 +25,8 @@ EXIT_CODES: dict[DoneReason, int] = {
     "error": 1,
     "max_iterations": 3,
     "cancelled": 130,
+    "budget": 5,
+    "loop": 6,
 }
 EXIT_DECLINED = 4  # `-p`: the task ended, but without an action it needed
 
@@ -97,6 +100,8 @@ def run_once(terminal: CliTerminal, prompt: str) -> int:
             "max_iterations": f"stopped after {terminal.iteration} model calls, the agent's "
             "max_iterations",
             "cancelled": "cancelled",
+            "budget": terminal.last_error or "stopped: a budget is used up",
+            "loop": terminal.last_error or "stopped: the model repeated itself",
         }[reason]
         terminal.err.write(f"error: {detail}\n")
     return EXIT_CODES[reason]
@@ -170,8 +175,25 @@ def _status(t: CliTerminal, _: str) -> str:
         f"approval {t.approval}\n"
         f"conversation {t.conversation_id or '(new)'} · iteration {t.iteration}\n"
         f"context {usage.used_tokens:,} / {usage.limit_tokens:,} tokens · focus: {focus}\n"
+        f"{_spend_lines(t)}"
         f"sandbox {runner.kind}:{isolation}"
     )
+
+
+def _spend_lines(t: CliTerminal) -> str:
+    """The running task's, the conversation's and today's tokens and cost, a line each."""
+    lines = []
+    task = t.task
+    if task is not None and task.spend is not None:
+        totals = task.spend.totals
+        lines.append(f"task {spend_text(totals.usage, totals.cost)}")
+    conversation = t.conversation
+    if conversation is not None:
+        totals = conversation_totals(conversation)
+        lines.append(f"conversation {spend_text(totals.usage, totals.cost)}")
+    today = today_totals(t.settings.data_dir)
+    lines.append(f"today {spend_text(today.usage, today.cost)}")
+    return "".join(line + "\n" for line in lines)
 
 
 APPROVAL_MODES = ("auto", "ask", "read-only")

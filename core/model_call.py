@@ -12,9 +12,10 @@ from typing import Any
 
 from core.events import Notice, Thinking, Token, ToolEvent
 from core.services import ModelClient
+from core.spend import token_usage
 from core.task import StreamProgress, Task
 from history.context_builder import estimate_text_tokens
-from history.records import ChatMessage, TokenUsage
+from history.records import ChatMessage
 from model.completion import (
     Completion,
     ContentDelta,
@@ -83,6 +84,8 @@ def stream_reply(
     if cut is not None:
         task.report(Notice(*cut))
     task.usage.add(completion.usage)
+    if task.spend is not None:
+        task.spend.record(completion.model, completion.usage, completion.price)
     log.info(
         "model reply",
         extra={
@@ -144,17 +147,6 @@ def _record_partial(task: Task, message_id: str, partial: Completion, reason: st
         reasoning_content=partial.reasoning_content or None,
         meta={"interrupted": reason},
     )
-
-
-def token_usage(usage: Usage) -> TokenUsage:
-    """`usage` as records and task ends keep it: `estimated` only when it is one."""
-    kept: TokenUsage = {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-    }
-    if usage.estimated:
-        kept["estimated"] = True
-    return kept
 
 
 def _assistant_fields(completion: Completion) -> dict[str, Any]:

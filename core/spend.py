@@ -19,18 +19,14 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
-from history.store import Conversation
+from history.conversation import Conversation
+from history.records import MoneyWire, TokenUsage
 from model.completion import Usage
 from model.prices import Price
 
 log = logging.getLogger(__name__)
-
-
-class MoneyWire(TypedDict):
-    amount: float
-    currency: str
 
 
 @dataclass(frozen=True)
@@ -53,6 +49,20 @@ def cost_of(usage: Usage, price: Price | None) -> Money | None:
         + usage.completion_tokens * price.output
     )
     return Money(millionths / 1_000_000, price.currency)
+
+
+def token_usage(usage: Usage) -> TokenUsage:
+    """`usage` as records and task ends keep it: `estimated` and the cached tokens only when
+    there are."""
+    kept: TokenUsage = {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+    }
+    if usage.cached_prompt_tokens:
+        kept["cached_prompt_tokens"] = usage.cached_prompt_tokens
+    if usage.estimated:
+        kept["estimated"] = True
+    return kept
 
 
 @dataclass
@@ -201,3 +211,27 @@ class TaskSpend:
         self.totals.add(usage, cost)
         self.ledger.append(self.conversation_id, model, usage, cost)
         return cost
+
+
+CURRENCY_SIGNS = {"USD": "$", "CNY": "¥", "EUR": "€", "GBP": "£"}
+
+
+def money_text(cost: Money | None, estimated: bool = False) -> str:
+    """`$0.0123`, `~¥1.20 (estimated)`, or `price unknown` (never `$0`)."""
+    if cost is None:
+        return "price unknown"
+    digits = 2 if cost.amount >= 1 else 4
+    sign = CURRENCY_SIGNS.get(cost.currency)
+    figure = (
+        f"{sign}{cost.amount:.{digits}f}" if sign else f"{cost.amount:.{digits}f} {cost.currency}"
+    )
+    return f"~{figure} (estimated)" if estimated else figure
+
+
+def spend_text(usage: Usage, cost: Money | None) -> str:
+    """`1,234 in · 56 out · $0.0012`, each figure `~` when estimated."""
+    about = "~" if usage.estimated else ""
+    tokens = f"{about}{usage.prompt_tokens:,} in · {about}{usage.completion_tokens:,} out"
+    if usage.cached_prompt_tokens:
+        tokens += f" ({usage.cached_prompt_tokens:,} cached)"
+    return f"{tokens} · {money_text(cost, usage.estimated)}"

@@ -33,6 +33,7 @@ from model.errors import (
     ServerError,
     StreamInterrupted,
 )
+from model.prices import price_for
 from model.providers import PreparedMessages, ProviderConfig
 from model.sse_pump import ChunkPump, NotAStream
 from model.tool_calls import ToolCallAssembler
@@ -235,7 +236,10 @@ class ApiClient:
         if state.finish_reason is None and not pump.ended:
             raise self._failure(error, state) from error
         yield from state.assembler.finish()
-        yield StreamEnd(state.completion())
+        completion = state.completion()
+        completion.model = request["model"]
+        completion.price = price_for(completion.model, self._settings.prices)
+        yield StreamEnd(completion)
 
     def _why_empty(self, request: dict[str, Any], cancel: CancelToken) -> ApiError:
         """The error for a 200 with an empty stream: llama-cpp-python answers a streamed request
@@ -311,6 +315,7 @@ class ApiClient:
             state.usage = Usage(
                 int(usage.get("prompt_tokens") or 0),
                 int(usage.get("completion_tokens") or 0),
+                cached_prompt_tokens=_cached_tokens(usage),
             )
         if items and not state.received:
             state.received = True
@@ -420,3 +425,14 @@ def _retry_after(error: Exception | None) -> float | None:
         return max(float(value), 0.0) if value is not None else None
     except ValueError:
         return None
+
+
+def _cached_tokens(usage: dict[str, Any]) -> int:
+    """The prompt tokens the provider read from its cache: DeepSeek's `prompt_cache_hit_tokens`,
+    or OpenAI's `prompt_tokens_details.cached_tokens` (Kimi's and DashScope's too)."""
+    hit = usage.get("prompt_cache_hit_tokens")
+    if isinstance(hit, int):
+        return hit
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return cached if isinstance(cached, int) else 0

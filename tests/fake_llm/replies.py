@@ -63,6 +63,7 @@ class Reply:
     stall: float = 30.0
     cut_after: int | None = None
     usage: tuple[int, int] | None = None
+    cached_tokens: int = 0  # of the prompt's, said cached in the flavour's usage shape
     finish_reason: str | None = None
     says_finish: bool = True
     legacy_call: bool = False

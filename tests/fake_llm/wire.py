@@ -81,12 +81,15 @@ def _usage(reply: Reply, flavour: Flavour, body: dict[str, Any], reasoning: str)
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    cached = min(reply.cached_tokens, prompt)
     if flavour.name == "deepseek":
         usage |= {
-            "prompt_cache_hit_tokens": 0,
-            "prompt_cache_miss_tokens": prompt,
+            "prompt_cache_hit_tokens": cached,
+            "prompt_cache_miss_tokens": prompt - cached,
             "completion_tokens_details": {"reasoning_tokens": len(reasoning) // 4},
         }
+    elif cached:  # OpenAI, Kimi and DashScope say it as OpenAI does
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
     return usage
 
 
