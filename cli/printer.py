@@ -349,6 +349,10 @@ class EventPrinter:
                 self._progress,
                 self.paint("stopped: too many model calls in one task.", YELLOW) + "\n",
             )
+        elif reason == "loop":
+            self._write(
+                self._progress, self.paint("stopped: the model repeated itself.", YELLOW) + "\n"
+            )
         self._answered, self._answer_message = False, None
         self._streamed.clear()
 

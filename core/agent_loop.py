@@ -82,11 +82,15 @@ class AgentLoop:
         if completion.usage.prompt_tokens and not completion.usage.estimated and task.depth == 0:
             usage = completion.usage
             self.window.observe_usage(estimated, usage.prompt_tokens, usage.completion_tokens)
+        task.repeats.after_reply(completion)
         return completion
 
     def run_tools(self, task: Task, calls: list[ToolCall], tools: ToolSet) -> list[ToolResult]:
-        """Run one turn's calls in order, each result recorded before the next starts."""
-        return self.tool_step.run(task, calls, tools)
+        """Run one turn's calls in order, each result recorded before the next starts; then
+        end the task (RepeatLoop) if it repeats itself past its warning."""
+        results = self.tool_step.run(task, calls, tools)
+        task.repeats.raise_if_stopped()
+        return results
 
     def tools_for(self, agent: AgentSpec, approval: Approval, parent: Task | None) -> ToolSet:
         """What `agent` may call in `approval` mode: its share of the registry, and one

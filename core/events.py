@@ -154,7 +154,7 @@ class Error(Event):
     message: str
 
 
-DoneReason = Literal["complete", "cancelled", "max_iterations", "error", "interrupted"]
+DoneReason = Literal["complete", "cancelled", "max_iterations", "error", "interrupted", "loop"]
 
 
 @dataclass

@@ -20,6 +20,7 @@ from core.context_window import ContextWindow
 from core.events import ContextUsage, Done, DoneReason, Error, Event, EventSink, TaskState
 from core.interrupted_calls import answer_interrupted_calls
 from core.model_call import token_usage
+from core.repeats import RepeatLoop
 from core.services import AgentServices
 from core.status import StatusLine
 from core.task import StoredTranscript, Task
@@ -331,6 +332,9 @@ class MainTerminal:
         except ApiError as exc:
             task.report(Error(exc.code, str(exc)))
             return "error"
+        except RepeatLoop as exc:
+            task.report(Error(exc.code, str(exc)))
+            return "loop"
         except Exception as exc:
             if is_disk_full(exc):
                 log.warning("a task's write found the disk full", exc_info=True)

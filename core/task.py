@@ -14,6 +14,7 @@ from typing import Any, Protocol, cast
 
 from core.agent_specs import AgentSpec
 from core.events import DoneReason, Event, EventSink
+from core.repeats import RepeatWatch
 from core.timeline import Timeline
 from history.conversation import Conversation
 from history.records import MessageRecord, Role
@@ -22,7 +23,6 @@ from modules.undo.journal import TaskJournal
 from utils.cancel import CancelToken
 from utils.settings import Approval, Mode
 
-REPEAT_WARNING_AFTER = 8
 MAX_DEPTH = 2  # a sub-agent's sub-agent is as deep as delegation goes
 
 
@@ -95,7 +95,7 @@ class Task:
     parent_call_id: str | None = None
     iteration: int = 0
     trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    _repeat: tuple[str, int] = ("", 0)
+    repeats: RepeatWatch = field(default_factory=RepeatWatch)
 
     def report(self, event: Event) -> None:
         """Send an event, saying which agent it comes from and, in a sub-agent, whose call."""
@@ -126,18 +126,6 @@ class Task:
         """Seed policy: `thinking` thinks on the first model call of a task only."""
         wants = self.agent.thinking if self.agent.thinking is not None else self.mode == "thinking"
         return wants and self.iteration == 1
-
-    def repeat_warning(self, tool: str) -> str:
-        """A note for the model once the same tool has run REPEAT_WARNING_AFTER times in a row."""
-        last, count = self._repeat
-        count = count + 1 if tool == last else 1
-        self._repeat = (tool, count)
-        if count < REPEAT_WARNING_AFTER:
-            return ""
-        return (
-            f"\n\n[warning] {tool} has now been called {count} times in a row. "
-            "If this is not making progress, change approach or finish the task."
-        )
 
 
 @dataclass

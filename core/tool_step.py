@@ -131,7 +131,9 @@ class ToolStep:
         )
 
     def _finish(self, task: Task, call: ToolCall, result: ToolResult) -> ToolResult:
-        output = result.output + task.repeat_warning(call.name)
+        output = result.output + task.repeats.after_call(
+            call.name, call.arguments, result.ok, result.output
+        )
         task.report(
             ToolEvent(
                 call.id,

@@ -118,7 +118,7 @@
  * @typedef {EventBase & {code: string, message: string}} ErrorEvent
  */
 
-/** @typedef {"complete" | "cancelled" | "max_iterations" | "error" | "interrupted"} DoneReason */
+/** @typedef {"complete" | "cancelled" | "max_iterations" | "error" | "interrupted" | "loop"} DoneReason */
 
 /**
  * The tokens a task used (model/completion.py `Usage`).

@@ -4,7 +4,7 @@ import { h, icon } from "./dom.js";
 import { pathTo } from "./history.js";
 import { isPlanPrompt } from "./plan.js";
 
-const OFFERED = new Set(["error", "cancelled", "max_iterations", "interrupted"]);
+const OFFERED = new Set(["error", "cancelled", "max_iterations", "interrupted", "loop"]);
 
 /** The last message the user wrote on the path to leafId (not an instruction a plan gave itself). */
 export function lastUserRecord(index, leafId) {

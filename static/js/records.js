@@ -11,6 +11,7 @@ const END_TEXT = {
   max_iterations: "Stopped: the agent reached its step limit for one task.",
   error: "The task ended with an error.",
   interrupted: "Interrupted: the server process running it stopped. Send a message to go on.",
+  loop: "Stopped: the model kept repeating itself (the same call with the same result, or the same text over and over).",
 };
 
 /** The line that ends a task: why it stopped (unless it completed) and the tokens it used.

@@ -1,0 +1,166 @@
+"""Repeats that waste money: the same tool call giving the same result again and again, and a
+model's text that loops (a passage said over and over within one reply, or the same reply as
+the call before). The first time, the model is warned by a note in its next request; if the
+repeat goes on, the task ends with `done` reason `loop` (RepeatLoop).
+
+Legitimate repetition is not a repeat here: the same call with a different result (polling a
+file that changes, re-reading a file after editing it) is a new call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+from model.completion import Completion
+
+# The same call with the same result: the second may be a deliberate check, the third gives
+# the model nothing it did not have; two more after the warning means the warning went unheard.
+CALL_REPEAT_WARN = 3
+CALL_REPEAT_STOP = 5
+# How far back a repeated call counts: repeats need not be adjacent (A, B, A, B, ...), but a
+# call made again long after, with much work between, is not the same loop.
+RECENT_CALLS = 30
+
+# A reply repeating itself: a run of LOOP_NGRAM_WORDS words (long enough that prose, lists
+# and code rarely repeat one) found LOOP_NGRAM_REPEATS times in one reply. A model that loops
+# repeats a passage until its output cap, hundreds of times; ten is still far below that.
+LOOP_NGRAM_WORDS = 16
+LOOP_NGRAM_REPEATS = 10
+# A paragraph (of at least LOOP_PARAGRAPH_CHARS, so "```" or "---" never count) said
+# LOOP_PARAGRAPH_REPEATS times in one reply.
+LOOP_PARAGRAPH_CHARS = 40
+LOOP_PARAGRAPH_REPEATS = 4
+# The same reply as the call before, word for word and with the same calls (at least
+# SAME_REPLY_CHARS of text, so a short "Checking again." before polling a file is never one):
+# warned the first time, the task ended on the third reply in a row.
+SAME_REPLY_CHARS = 200
+SAME_REPLY_STOP = 3
+QUOTE_CHARS = 80  # how much of a repeated passage a message quotes
+
+
+class RepeatLoop(Exception):
+    """The task repeats itself past its warning; the message says what and how many times."""
+
+    code = "loop_detected"
+
+
+@dataclass
+class RepeatWatch:
+    """One task's record of its recent calls and replies, and the note owed to the model."""
+
+    _calls: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_CALLS))
+    _warned_calls: set[str] = field(default_factory=set)
+    _last_reply: str = ""
+    _same_replies: int = 0
+    _text_warned: bool = False
+    _note: str = ""
+    _stop: str = ""
+
+    def after_reply(self, reply: Completion) -> None:
+        """Look at a finished model reply. Raises RepeatLoop when it repeats past a warning,
+        or when it loops and, calling no tool, ends the task anyway (no later request could
+        carry a warning); a reply with calls stops after they ran (`raise_if_stopped`)."""
+        found = text_loop(reply.content) or text_loop(reply.reasoning_content)
+        if found:
+            if reply.tool_calls and not self._text_warned:
+                self._text_warned = True
+                self._warn(f"your last reply repeated itself ({found}). Do not repeat text")
+            else:
+                self._stop = f"The model's reply repeated itself: {found}."
+        calls = "".join(c.name + _normal_arguments(c.arguments) for c in reply.tool_calls)
+        self._check_same_reply(_normal(reply.content + "\n" + reply.reasoning_content), calls)
+        if self._stop and not reply.tool_calls:
+            self.raise_if_stopped()
+
+    def after_call(self, name: str, arguments: str, ok: bool, output: str) -> str:
+        """Record one call's result; returns the note to append to that result for the model
+        (a warning, or one held from its reply), "" when there is none."""
+        key = _digest(name, _normal_arguments(arguments), str(ok), output)
+        self._calls.append(key)
+        count = self._calls.count(key)
+        if count >= CALL_REPEAT_STOP:
+            self._stop = (
+                f"The model called {name} with the same arguments {count} times and got "
+                f"the same result each time: {_quote(arguments)}."
+            )
+        elif count >= CALL_REPEAT_WARN and key not in self._warned_calls:
+            self._warned_calls.add(key)
+            self._warn(
+                f"{name} has now been called {count} times with these same arguments and "
+                "gave the same result each time. Calling it again will not change it"
+            )
+        note, self._note = self._note, ""
+        return note
+
+    def raise_if_stopped(self) -> None:
+        """End the task (RepeatLoop) once a repeat went on past its warning."""
+        if self._stop:
+            raise RepeatLoop(self._stop + " The task was stopped so as not to spend more.")
+
+    def _check_same_reply(self, text: str, calls: str) -> None:
+        signature = _digest(text, calls)
+        same = len(text) >= SAME_REPLY_CHARS and signature == self._last_reply
+        self._same_replies = self._same_replies + 1 if same else 1
+        self._last_reply = signature
+        if self._same_replies >= SAME_REPLY_STOP:
+            self._stop = (
+                f"The model gave the same reply {self._same_replies} times in a row: "
+                f"{_quote(text)}."
+            )
+        elif same:
+            self._warn("your last reply was word for word the one before. Do not repeat it")
+
+    def _warn(self, what: str) -> None:
+        self._note += (
+            f"\n\n[warning] {what}: change approach or finish the task; if this goes on, "
+            "the task will be stopped."
+        )
+
+
+def text_loop(text: str) -> str:
+    """What in `text` says it loops: a paragraph said LOOP_PARAGRAPH_REPEATS times or a run of
+    LOOP_NGRAM_WORDS words found LOOP_NGRAM_REPEATS times, quoted with its count; "" if none."""
+    paragraphs = Counter(
+        p
+        for p in (_normal(part) for part in re.split(r"\n\s*\n", text))
+        if len(p) >= LOOP_PARAGRAPH_CHARS
+    )
+    if paragraphs:
+        paragraph, count = paragraphs.most_common(1)[0]
+        if count >= LOOP_PARAGRAPH_REPEATS:
+            return f"{_quote(paragraph)} {count} times"
+    words = text.split()
+    if len(words) < LOOP_NGRAM_WORDS * LOOP_NGRAM_REPEATS:
+        return ""
+    runs = Counter(
+        tuple(words[i : i + LOOP_NGRAM_WORDS]) for i in range(len(words) - LOOP_NGRAM_WORDS + 1)
+    )
+    run, count = runs.most_common(1)[0]
+    if count < LOOP_NGRAM_REPEATS:
+        return ""
+    return f"{_quote(' '.join(run))} {count} times"
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _normal_arguments(arguments: str) -> str:
+    """The arguments as one spelling of their JSON: key order and spacing do not count."""
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        return arguments.strip()
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _quote(text: str) -> str:
+    text = _normal(text)
+    return f'"{text[:QUOTE_CHARS]}…"' if len(text) > QUOTE_CHARS else f'"{text}"'
