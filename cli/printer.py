@@ -32,6 +32,7 @@ from core.events import (
     Token,
     ToolEvent,
 )
+from core.spend import spend_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -131,6 +132,8 @@ class EventPrinter:
             case Done(reason=reason):
                 self._speak(event)
                 self._on_done(reason)
+                if not event.depth:
+                    self._write(self._progress, spend_text(event.usage, event.cost) + "\n", DIM)
                 if reason == "complete" and not event.depth:
                     self._write_final()
         for out in self._outs.values():
@@ -349,6 +352,9 @@ class EventPrinter:
                 self._progress,
                 self.paint("stopped: too many model calls in one task.", YELLOW) + "\n",
             )
+        elif reason == "budget" and not self._final_only:
+            hint = "stopped: a budget is used up; /continue --raise LIMIT goes on, once."
+            self._write(self._progress, self.paint(hint, YELLOW) + "\n")
         elif reason == "loop":
             self._write(
                 self._progress, self.paint("stopped: the model repeated itself.", YELLOW) + "\n"

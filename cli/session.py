@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from cli.budget import continue_command
 from cli.history import find_conversation, listing
 from cli.printer import BOLD, YELLOW
 from cli.terminal import CliTerminal
@@ -36,6 +37,8 @@ HELP = """\
 /approval [MODE]        show the approval mode and the always-allowed tools, or set
                         the mode: auto|ask|read-only
 /approval revoke NAME   ask again before the tool NAME (allowed "always" earlier)
+/continue [--raise LIMIT]  go on where the last task stopped; after a budget stopped it,
+                        --raise gives that budget a higher LIMIT for this task only
 /new                    start a new conversation
 /history [N|ID]         list recent conversations, numbered; open one by its number
                         or its id (the first characters only it starts with do)
@@ -361,6 +364,7 @@ def _detach(t: CliTerminal, _: str) -> str:
 
 COMMANDS = {
     "status": _status,
+    "continue": continue_command,
     "mode": _mode,
     "approval": _approval,
     "new": _new,

@@ -5,11 +5,12 @@ from __future__ import annotations
 import queue
 import sys
 import threading
-from typing import TextIO
+from typing import Any, TextIO
 
 from cli.printer import YELLOW, EventPrinter
 from cli.streams import json_line, use_color
-from core.events import DoneReason, Error, Event, ToolEvent
+from core.budgets import BudgetOverride
+from core.events import Done, DoneReason, Error, Event, ToolEvent
 from core.main_terminal import MainTerminal
 from core.services import AgentServices
 from modules.uploads.attachments import Attachment
@@ -43,6 +44,7 @@ class CliTerminal(MainTerminal):
             final_only=one_shot,
         )
         self.last_error = ""
+        self.last_budget: dict[str, Any] | None = None  # the last task's done.budget
         self.declined: list[str] = []  # of the last task: why each declined call was
         self.attachments: list[Attachment] = []  # for the next message (/attach)
         self.listed: list[str] = []  # the ids the last /history list numbered
@@ -52,6 +54,8 @@ class CliTerminal(MainTerminal):
     def _show(self, event: Event) -> None:
         if isinstance(event, Error):
             self.last_error = f"{event.code}: {event.message}"
+        elif isinstance(event, Done) and event.depth is None:
+            self.last_budget = event.budget
         if self.json_mode:
             self.out.write(json_line(event) + "\n")
             self.out.flush()
@@ -60,16 +64,22 @@ class CliTerminal(MainTerminal):
         if isinstance(event, ToolEvent) and event.phase == "approval":
             self._approvals.put(event)  # asked once the printer is done with the screen
 
-    def run_foreground(self, text: str) -> DoneReason:
+    def run_foreground(
+        self, text: str, budget_override: BudgetOverride | None = None
+    ) -> DoneReason:
         """Run one task in a worker thread; Ctrl-C stops it, approvals are asked here.
 
-        A text starting `/skill NAME` runs with that skill's instructions.
+        A text starting `/skill NAME` runs with that skill's instructions; `budget_override`
+        raises a budget for this task.
         """
         self.last_error = ""
         self.declined = []
         skill, text = split_skill(text)
         task = self.begin_task(
-            text, skill=skill, attachments=[a.to_meta() for a in self.attachments] or None
+            text,
+            skill=skill,
+            attachments=[a.to_meta() for a in self.attachments] or None,
+            budget_override=budget_override,
         )
         self.attachments = []
         outcome: list[DoneReason] = []

@@ -65,7 +65,10 @@ class AgentLoop:
     ) -> Completion:
         """One streamed model call on the task's transcript, recorded when it ends; `tools`
         None sends no `tools` parameter at all (a plain answer); `require` names the tool
-        the reply must call (a provider may still answer without it)."""
+        the reply must call (a provider may still answer without it). Raises BudgetReached,
+        before the call, when a budget is used up."""
+        if task.budgets is not None:
+            task.budgets.check()
         schemas = tools.schemas() if tools is not None else []
         messages, estimated = self.window.build(task, schemas)
         self.status.set("thinking", task)

@@ -15,6 +15,7 @@ import yaml
 from jinja2 import TemplateError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from utils.budget import Budget
 from utils.prompts import prompt_renderer
 from utils.settings import PROGRAM_DIR, Provider
 from utils.validation import describe_validation_error
@@ -44,6 +45,9 @@ class AgentSpec(BaseModel):
     thinking: bool | None = Field(None, description="override the conversation's fast/thinking")
     max_iterations: int | None = Field(None, ge=1, le=200)
     max_replans: int = Field(2, ge=0, le=10)
+    budget: Budget | None = Field(
+        None, description="what one task of this agent may use, instead of budget_task"
+    )
     agents: list[str] = Field(default_factory=list, description="agents it may delegate to")
 
     @field_validator("name")

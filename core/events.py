@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, ClassVar, Literal
 
+from core.spend import Money, token_usage
+from history.records import TokenUsage
 from model.completion import Usage
 from modules.results import FileChange, FolderRefresh
 
@@ -154,7 +156,9 @@ class Error(Event):
     message: str
 
 
-DoneReason = Literal["complete", "cancelled", "max_iterations", "error", "interrupted", "loop"]
+DoneReason = Literal[
+    "complete", "cancelled", "max_iterations", "error", "interrupted", "budget", "loop"
+]
 
 
 @dataclass
@@ -162,6 +166,20 @@ class Done(Event):
     name: ClassVar[str] = "done"
     reason: DoneReason
     usage: Usage = field(default_factory=Usage)
+    cost: Money | None = None  # the task's; None: a call's price unknown (see core/spend.py)
+    budget: dict[str, Any] | None = None  # a `budget` end's: BudgetReached.details()
+
+    def usage_wire(self) -> TokenUsage:
+        """`usage` as `done` sends it and task ends keep it, with `cost` (null: unknown)."""
+        wire = token_usage(self.usage)
+        wire["cost"] = None if self.cost is None else self.cost.to_wire()
+        return wire
+
+    def to_wire(self) -> dict[str, Any]:
+        data = super().to_wire()
+        data.pop("cost", None)
+        data["usage"] = self.usage_wire()
+        return data
 
 
 @dataclass

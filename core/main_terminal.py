@@ -11,17 +11,20 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Collection
+from datetime import date
 from typing import Any, get_args
 
 from core.agent_loop import AgentLoop
+from core.agent_specs import AgentSpec
 from core.approval import ApprovalGate
+from core.budgets import BudgetGuard, BudgetOverride, BudgetReached, Limits
 from core.condensation import Outcome
 from core.context_window import ContextWindow
 from core.events import ContextUsage, Done, DoneReason, Error, Event, EventSink, TaskState
 from core.interrupted_calls import answer_interrupted_calls
-from core.model_call import token_usage
 from core.repeats import RepeatLoop
 from core.services import AgentServices
+from core.spend import Ledger, TaskSpend, Totals, conversation_totals
 from core.status import StatusLine
 from core.task import StoredTranscript, Task
 from core.timeline import Timeline
@@ -74,6 +77,7 @@ class MainTerminal:
     ) -> None:
         self.services = services
         self.settings = services.settings
+        self.spend_ledger = Ledger(self.settings.data_dir)
         self.mode: Mode = mode or self.settings.mode
         self.approval: Approval = approval or self.settings.approval
         self.agent = agent or self.settings.default_agent
@@ -208,17 +212,21 @@ class MainTerminal:
         parent_id: str | None = LEAF,
         skill: str | None = None,
         attachments: list[AttachmentMeta] | None = None,
+        budget_override: BudgetOverride | None = None,
     ) -> Task:
         """Record the user message under `parent_id` (None: a new root; default: the leaf).
 
         `skill` names a skill whose instructions go to the model with this message;
-        `attachments` (AttachmentStore.attach, as dicts) the files that go with it. Claims
-        the conversation for the task; raises NotConfigured, TaskBusy, DiskFull, or KeyError
-        for an unknown parent, agent or skill. A message it raises for is not kept.
+        `attachments` (AttachmentStore.attach, as dicts) the files that go with it;
+        `budget_override` a higher limit for this task only. Claims the conversation for the
+        task; raises NotConfigured, TaskBusy, DiskFull, KeyError for an unknown parent, agent
+        or skill, or BudgetRefused for an override that raises no limit. A message it raises
+        for is not kept.
         """
         with self.timeline.lock:
             self._check_free()
             agent = self.services.agents.get(self.agent)
+            limits = self._limits(agent, budget_override)
             if skill is not None:
                 self.services.skills.require(skill)
             known = self.conversation.index if self.conversation else {}
@@ -232,6 +240,7 @@ class MainTerminal:
             assert conversation is not None
             journal = self.services.journal.task(conversation.id, record["id"])
             transcript = StoredTranscript(self.timeline)
+            spend = TaskSpend(self.spend_ledger, conversation.id)
             self.task = Task(
                 conversation,
                 record,
@@ -241,9 +250,35 @@ class MainTerminal:
                 agent,
                 transcript,
                 self.timeline.report,
+                spend=spend,
+                budgets=self._guard(limits, conversation, spend.totals),
             )
             self.status.iteration = 0
             return self.task
+
+    def _limits(self, agent: AgentSpec, override: BudgetOverride | None) -> Limits:
+        """The budgets a task of `agent` runs under: the settings', the agent's own task
+        budget instead of the settings' one, and `override` raising one of them."""
+        settings = self.settings
+        limits = Limits(
+            agent.budget or settings.budget_task,
+            settings.budget_conversation,
+            settings.budget_day,
+        )
+        return limits if override is None else limits.raised(override.scope, override.limit)
+
+    def _guard(
+        self, limits: Limits, conversation: Conversation, task: Totals
+    ) -> BudgetGuard | None:
+        if limits == Limits():
+            return None
+        ledger = self.spend_ledger
+        return BudgetGuard(
+            limits,
+            task,
+            lambda: conversation_totals(conversation),
+            lambda: ledger.totals(date.today()),
+        )
 
     def _record_message(
         self, text: str, agent: str, parent_id: str | None, meta: dict[str, Any]
@@ -296,7 +331,9 @@ class MainTerminal:
         with self.timeline.lock:  # no new task can start before this one's `done` went out
             self.task = None
             self.status.set("idle", task, force=True)
-            done = Done(reason, task.usage)
+            done = Done(reason, task.usage, budget=task.budget_reached)
+            if task.spend is not None:
+                done.cost = task.spend.totals.cost
             done.agent = task.agent.name
             self.end_task(task.user_record["id"], done)
         return reason
@@ -311,7 +348,9 @@ class MainTerminal:
                 return
             try:
                 ends = dict(conversation.current_meta().get("meta", {}).get("task_ends") or {})
-                ends[message_id] = {"reason": done.reason, "usage": token_usage(done.usage)}
+                ends[message_id] = {"reason": done.reason, "usage": done.usage_wire()}
+                if done.budget is not None:
+                    ends[message_id]["budget"] = done.budget
                 conversation.update_meta(
                     task_ends=ends, focus=self.focus.paths(), last_seq=event.seq or 0
                 )
@@ -335,6 +374,10 @@ class MainTerminal:
         except RepeatLoop as exc:
             task.report(Error(exc.code, str(exc)))
             return "loop"
+        except BudgetReached as exc:
+            task.budget_reached = exc.details()
+            task.report(Error("budget_reached", str(exc)))
+            return "budget"
         except Exception as exc:
             if is_disk_full(exc):
                 log.warning("a task's write found the disk full", exc_info=True)

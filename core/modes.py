@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from core.agent_specs import AgentSpec
+from core.budgets import BudgetReached
 from core.events import DoneReason, Error, PlanEvent
 from core.repeats import RepeatLoop
 from core.task import LoopEnd, Task
@@ -282,7 +283,7 @@ def delegate(
     with log_context(agent=agent.name, depth=child.depth):
         try:
             reason = loop.run(child)
-        except (ApiError, RepeatLoop) as exc:
+        except (ApiError, BudgetReached, RepeatLoop) as exc:
             raise ToolError(f"The {agent.name} agent stopped: {exc}") from None
     answers = [r for r in child.transcript.path() if r["role"] == "assistant" and r["content"]]
     report = answers[-1]["content"][:REPORT_CHARS] if answers else ""

@@ -13,8 +13,10 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
 from core.agent_specs import AgentSpec
+from core.budgets import BudgetGuard
 from core.events import DoneReason, Event, EventSink
 from core.repeats import RepeatWatch
+from core.spend import TaskSpend
 from core.timeline import Timeline
 from history.conversation import Conversation
 from history.records import MessageRecord, Role
@@ -91,10 +93,13 @@ class Task:
     sink: EventSink  # the terminal's: stamps conversation and seq
     cancel: CancelToken = field(default_factory=CancelToken)
     usage: Usage = field(default_factory=Usage)
+    spend: TaskSpend | None = None  # its calls' cost, shared with its sub-agents
     depth: int = 0
     parent_call_id: str | None = None
     iteration: int = 0
     trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    budgets: BudgetGuard | None = None  # the top task's, its sub-agents' too
+    budget_reached: dict[str, Any] | None = None  # BudgetReached.details() of its end
     repeats: RepeatWatch = field(default_factory=RepeatWatch)
 
     def report(self, event: Event) -> None:
@@ -120,6 +125,8 @@ class Task:
             depth=self.depth + 1,
             parent_call_id=parent_call_id,
             trace_id=self.trace_id,
+            spend=self.spend,
+            budgets=self.budgets,
         )
 
     def thinks(self) -> bool:

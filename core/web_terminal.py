@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+from core.budgets import BudgetOverride
 from core.cluster import Cluster, ClusterUnavailable, LocalCluster
 from core.events import Done, Error, Event, FileTree
 from core.interrupted_calls import answer_interrupted_calls
@@ -72,11 +73,16 @@ class WebTerminal(MainTerminal):
         parent_id: str | None = LEAF,
         skill: str | None = None,
         attachments: list[AttachmentMeta] | None = None,
+        budget_override: BudgetOverride | None = None,
     ) -> Task:
         with self.timeline.lock:
             created = self.conversation is None
             task = super().begin_task(
-                text, parent_id=parent_id, skill=skill, attachments=attachments
+                text,
+                parent_id=parent_id,
+                skill=skill,
+                attachments=attachments,
+                budget_override=budget_override,
             )
             self._log = []
             self._replays_after = self.last_seq
@@ -100,8 +106,10 @@ class WebTerminal(MainTerminal):
         focus: list[str] | None = None,
         attachments: list[AttachmentMeta] | None = None,
         on_begun: Callable[[MessageRecord], None] | None = None,
+        budget_override: BudgetOverride | None = None,
     ) -> MessageRecord:
-        """Begin a task and run it in the background; raises TaskBusy or KeyError.
+        """Begin a task and run it in the background; raises TaskBusy, KeyError or
+        BudgetRefused (`budget_override`: a higher limit for this task only).
 
         `parent_id` as in `begin_task`: LEAF (the current leaf), None (a new root) or an id.
         `focus`: the files a new conversation starts with in focus (workspace paths).
@@ -123,7 +131,11 @@ class WebTerminal(MainTerminal):
                 self.mode = mode or self.mode
                 self.approval = approval or self.approval
                 task = self.begin_task(
-                    text, parent_id=parent_id, skill=skill, attachments=attachments
+                    text,
+                    parent_id=parent_id,
+                    skill=skill,
+                    attachments=attachments,
+                    budget_override=budget_override,
                 )
             except BaseException:
                 if claimed is not None:

@@ -2,7 +2,7 @@
 messages a model call is sent. They are JSON on disk and on the wire, so they are TypedDicts:
 plain dicts at run time, checked by mypy. Nothing here validates what is read from disk."""
 
-from typing import TYPE_CHECKING, Literal, NotRequired
+from typing import TYPE_CHECKING, Any, Literal, NotRequired
 
 # typing_extensions: typing's own TypedDict learns ReadOnly in Python 3.13.
 from typing_extensions import ReadOnly, TypedDict
@@ -28,12 +28,19 @@ class ToolCallRecord(TypedDict):
     function: FunctionCall
 
 
+class MoneyWire(TypedDict):
+    amount: float
+    currency: str
+
+
 class TokenUsage(TypedDict):
     """A model call's `usage`, as records and task ends keep it."""
 
     prompt_tokens: int
     completion_tokens: int
     estimated: NotRequired[bool]  # true: our estimate, the server sent no usage
+    cached_prompt_tokens: NotRequired[int]  # of prompt_tokens, read from the provider's cache
+    cost: NotRequired[MoneyWire | None]  # a task end's: null when a price is unknown
 
 
 class PlanStep(TypedDict):
@@ -138,6 +145,7 @@ class TaskEnd(TypedDict):
 
     reason: str
     usage: TokenUsage
+    budget: NotRequired[dict[str, Any]]  # a `budget` end's: done.budget
 
 
 class ConversationState(TypedDict, total=False):

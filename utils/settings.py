@@ -17,6 +17,8 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from utils.budget import Budget
+
 MIN_TOKEN_CHARS = 16
 PROGRAM_DIR = Path(__file__).resolve().parent.parent
 
@@ -132,7 +134,6 @@ class PriceSetting(BaseModel):
     currency: str = Field("USD", pattern=r"^[A-Z]{3}$")
 
 
-
 class Settings(BaseSettings):
     """Every setting the program reads, with its default.
 
@@ -205,6 +206,10 @@ class Settings(BaseSettings):
     )
 
     max_iterations: int = Field(20, ge=1)
+    # Budgets that stop a task before its next model call: '200k tokens', '$0.50', '3 CNY'.
+    budget_task: Budget | None = Field(None, description="what one task may use")
+    budget_conversation: Budget | None = Field(None, description="what one conversation may use")
+    budget_day: Budget | None = Field(None, description="what all tasks of a day may use")
     condense_threshold: float = Field(
         0.8,
         ge=0,

@@ -13,6 +13,7 @@ from flask_socketio import ConnectionRefusedError as SocketRefused
 from flask_socketio import SocketIO, join_room
 from pydantic import BaseModel, Field, StrictBool, ValidationError
 
+from core.budgets import BudgetOverride, BudgetRefused
 from core.cluster import ClusterUnavailable
 from core.events import FileTree
 from core.main_terminal import NotConfigured, NothingToCondense, TaskBusy
@@ -51,6 +52,7 @@ class SendMessage(BaseModel):
     attachments: list[Annotated[str, Field(min_length=1, max_length=4096)]] | None = Field(
         None, max_length=MAX_ATTACHMENTS
     )
+    budget_override: BudgetOverride | None = None  # a higher limit for this task only
 
 
 class ConversationRef(BaseModel):
@@ -129,6 +131,8 @@ def acked(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, Any]]
                 return failure("not_found", str(exc))
             except TaskBusy as exc:
                 return failure("busy", str(exc))
+            except BudgetRefused as exc:
+                return failure("invalid", str(exc))
             except NotConfigured as exc:
                 return failure("not_configured", str(exc))
             except ClusterUnavailable as exc:
@@ -200,6 +204,7 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
             focus=msg.focus,
             attachments=[attachment.to_meta() for attachment in attached] or None,
             on_begun=enter,
+            budget_override=msg.budget_override,
             run_in_background=socketio.start_background_task,
         )
         return {

@@ -166,6 +166,7 @@ class App {
     this.followup = new Followup($("#conversation"), {
       onRetry: () => this.#retry(),
       onContinue: () => this.session.send("continue"),
+      onRaise: (budgetOverride) => this.session.send("continue", { budgetOverride }),
     });
     this.allowed = new AlwaysAllowed($(".approval-control"), (tool) => request("revoke_approval", { conversation_id: this.session.cid, tool })
       .catch((error) => ({ ok: false, error: { message: error?.message ?? String(error) } })));

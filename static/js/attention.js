@@ -4,13 +4,14 @@
 const APP = "Workspace Agent";
 const STORAGE_KEY = "workspace-agent.notifications";
 const WAITING = "(!) Approval needed";
-const ENDED = { complete: "✓ Done", cancelled: "■ Stopped", max_iterations: "■ Stopped", error: "✕ Failed", interrupted: "■ Interrupted", loop: "■ Stopped" };
+const ENDED = { complete: "✓ Done", cancelled: "■ Stopped", max_iterations: "■ Stopped", error: "✕ Failed", interrupted: "■ Interrupted", budget: "■ Stopped", loop: "■ Stopped" };
 const ENDED_TEXT = {
   complete: "The task is done.",
   cancelled: "The task was stopped.",
   max_iterations: "The task reached its step limit.",
   error: "The task ended with an error.",
   interrupted: "The task was interrupted: the server stopped.",
+  budget: "The task was stopped: a budget was reached.",
   loop: "The task was stopped: the model kept repeating itself.",
 };
 const BELL_TITLE = {

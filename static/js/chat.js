@@ -227,7 +227,7 @@ export class ChatView {
       const end = ends?.[view.record?.id];
       if (!end) return;
       const undo = this.root.querySelector(`.task-undo[data-message-id="${CSS.escape(view.record.id)}"]`);
-      this.root.insertBefore(taskEndMarker(end.reason, end.usage), undo ?? users[position + 1]?.el ?? null);
+      this.root.insertBefore(taskEndMarker(end.reason, end.usage, end.budget), undo ?? users[position + 1]?.el ?? null);
     });
   }
 
@@ -382,7 +382,7 @@ export class ChatView {
     this.setBusy(false);
     const reason = payload.reason ?? "complete";
     for (const card of this.cards.values()) card.interrupt(reason === "cancelled" ? "cancelled" : "interrupted");
-    this.root.append(taskEndMarker(reason, payload.usage ?? {}));
+    this.root.append(taskEndMarker(reason, payload.usage ?? {}, payload.budget));
     this.safety.taskEnded(this.cards.values());
   }
 }

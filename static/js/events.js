@@ -118,7 +118,7 @@
  * @typedef {EventBase & {code: string, message: string}} ErrorEvent
  */
 
-/** @typedef {"complete" | "cancelled" | "max_iterations" | "error" | "interrupted" | "loop"} DoneReason */
+/** @typedef {"complete" | "cancelled" | "max_iterations" | "error" | "interrupted" | "budget" | "loop"} DoneReason */
 
 /**
  * The tokens a task used (model/completion.py `Usage`).
@@ -127,7 +127,7 @@
 
 /**
  * `done`: the task ended (core/events.py `Done`); a sub-agent's has `parent_call_id`.
- * @typedef {EventBase & {reason: DoneReason, usage: Usage}} DoneEvent
+ * @typedef {EventBase & {reason: DoneReason, usage: Usage, budget?: import("./budget.js").BudgetEnd}} DoneEvent
  */
 
 /**

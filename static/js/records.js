@@ -1,36 +1,43 @@
 // @ts-check
 // Pieces of the conversation pane drawn from stored records: a task's end line, a condensed turn's summary,
 // a tool call's result, the newest plan of each task.
+import { budgetEndText } from "./budget.js";
 import { formatCount, h } from "./dom.js";
 import { isPlanPrompt } from "./plan.js";
 
 /** @typedef {import("./events.js").Usage} Usage */
+/** @typedef {import("./budget.js").BudgetEnd} BudgetEnd */
 
 const END_TEXT = {
   cancelled: "Stopped.",
   max_iterations: "Stopped: the agent reached its step limit for one task.",
   error: "The task ended with an error.",
   interrupted: "Interrupted: the server process running it stopped. Send a message to go on.",
+  budget: "Stopped: a budget was reached.",
   loop: "Stopped: the model kept repeating itself (the same call with the same result, or the same text over and over).",
 };
 
-/** The line that ends a task: why it stopped (unless it completed) and the tokens it used.
+/** The line that ends a task: why it stopped (unless it completed) and the tokens it used; a budget's
+ * end keeps its budget on the line (Followup offers to raise it).
  * @param {string} reason
- * @param {Partial<Usage>} [usage] */
-export function taskEndMarker(reason, usage = {}) {
+ * @param {Partial<Usage>} [usage]
+ * @param {BudgetEnd} [budget] */
+export function taskEndMarker(reason, usage = {}, budget = undefined) {
   const about = usage.estimated ? "~" : "";
   const tokens = usage.prompt_tokens || usage.completion_tokens
     ? `${about}${formatCount(usage.prompt_tokens)} in · ${about}${formatCount(usage.completion_tokens)} out` : "";
   const counted = usage.estimated
     ? "Estimated (the model server sent no token counts): tokens this task's model calls read (in) and wrote (out), added up"
     : "Tokens this task's model calls read (in) and wrote (out), added up";
-  const text = END_TEXT[reason] ?? (reason === "complete" ? "" : `Ended: ${reason}`);
-  return h(
+  const text = budget ? budgetEndText(budget) : END_TEXT[reason] ?? (reason === "complete" ? "" : `Ended: ${reason}`);
+  const marker = h(
     "div",
     { class: `task-end reason-${reason}`, "data-reason": reason },
     text ? h("span", { class: "task-end-text", text }) : null,
     tokens ? h("span", { class: "task-usage", title: `${counted}: each call reads the whole context again, so “in” outgrows the context meter`, text: tokens }) : null,
   );
+  if (budget) marker.dataset.budget = JSON.stringify(budget);
+  return marker;
 }
 
 /** Where older turns were condensed: the summary that replaces them for the model, folded.

@@ -298,15 +298,17 @@ export class Session {
   // ---- user actions ----------------------------------------------------------------------
 
   /** Send a message (parentId: branch from that message; null: branch at the root; skill: with that
-   * skill; typed: what the user typed, put back on failure). Resolves to ok.
+   * skill; typed: what the user typed, put back on failure; budgetOverride: send_message's budget_override, a
+   * higher limit for this task only). Resolves to ok.
    * @param {string} text
-   * @param {{parentId?: string | null, skill?: string, typed?: string, attachments?: Array<{path: string}>}} [options]
+   * @param {{parentId?: string | null, skill?: string, typed?: string, attachments?: Array<{path: string}>, budgetOverride?: object}} [options]
    * @returns {Promise<boolean>} */
-  async send(text, { parentId, skill, typed, attachments } = {}) {
+  async send(text, { parentId, skill, typed, attachments, budgetOverride } = {}) {
     const cid = this.cid;
     const payload = { conversation_id: cid, text, mode: this.composer.mode, approval: this.composer.approval };
     if (this.composer.agent) payload.agent = this.composer.agent;
     if (skill) payload.skill = skill;
+    if (budgetOverride) payload.budget_override = budgetOverride;
     if (attachments?.length) payload.attachments = attachments.map((attachment) => attachment.path);
     if (!cid && this.focus.length) payload.focus = this.focus;
     if (parentId !== undefined) payload.parent_id = parentId;
