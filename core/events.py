@@ -98,6 +98,7 @@ class Status(Event):
     state: TaskState
     iteration: int
     context: ContextUsage
+    usage: dict[str, Any] | None = None  # the task's spend so far (core/spend.py Totals.to_wire)
 
 
 PlanPhase = Literal["created", "step_started", "step_finished", "replanned", "finished"]
@@ -178,7 +179,9 @@ class Done(Event):
     def to_wire(self) -> dict[str, Any]:
         data = super().to_wire()
         data.pop("cost", None)
-        data["usage"] = self.usage_wire()
+        usage = self.usage_wire()
+        usage["estimated"] = self.usage.estimated  # always sent, as before costs (protocol §4.2)
+        data["usage"] = usage
         return data
 
 

@@ -25,4 +25,5 @@ class StatusLine:
         if state == self.state and not force:
             return
         self.state = state
-        task.report(Status(state, self.iteration, self._usage()))
+        spent = task.spend.totals.to_wire() if task.spend is not None else None
+        task.report(Status(state, self.iteration, self._usage(), spent))

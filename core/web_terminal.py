@@ -217,7 +217,15 @@ class WebTerminal(MainTerminal):
         if not self.running:
             return None
         state = "thinking" if self.state == "idle" else self.state  # just begun
-        return {"state": state, "iteration": self.iteration, "context": vars(self.context_usage)}
+        status: dict[str, Any] = {
+            "state": state,
+            "iteration": self.iteration,
+            "context": vars(self.context_usage),
+        }
+        task = self.task
+        if task is not None and task.spend is not None:
+            status["usage"] = task.spend.totals.to_wire()
+        return status
 
     def replay(
         self, after_seq: int, deliver: Deliver, *, subscribe: Callable[[], None]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from core.spend import Totals, conversation_totals, today_totals
 from core.web_terminal import WebTerminal
 from model.demo import demo_suggestions
 from modules.workspace.file_tree import file_tree
@@ -60,6 +61,17 @@ def conversation_payload(state: WebState, conversation_id: str) -> dict[str, Any
         "undoable": state.services.journal.undoable(conversation_id),
         **_settings_of(terminal),
         **({"status": status} if status is not None else {}),
+        "spend": spend_payload(state, terminal),
+    }
+
+
+def spend_payload(state: WebState, terminal: WebTerminal) -> dict[str, Any]:
+    """The conversation's finished tasks' and today's (every conversation's) tokens and cost."""
+    conversation = terminal.conversation
+    ended = conversation_totals(conversation) if conversation is not None else Totals()
+    return {
+        "conversation": ended.to_wire(),
+        "today": today_totals(state.services.settings.data_dir).to_wire(),
     }
 
 

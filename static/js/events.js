@@ -56,7 +56,8 @@
 
 /**
  * `status`: what the task is doing (core/events.py `Status`).
- * @typedef {EventBase & {state: TaskState, iteration: number, context: ContextUsage}} StatusEvent
+ * `usage` (extension): the running task's tokens and cost so far.
+ * @typedef {EventBase & {state: TaskState, iteration: number, context: ContextUsage, usage?: Usage}} StatusEvent
  */
 
 /**
@@ -122,7 +123,12 @@
 
 /**
  * The tokens a task used (model/completion.py `Usage`).
- * @typedef {{prompt_tokens: number, completion_tokens: number, estimated?: boolean}} Usage
+ * @typedef {{prompt_tokens: number, completion_tokens: number, estimated?: boolean, cached_prompt_tokens?: number, cost?: Money | null}} Usage
+ */
+
+/**
+ * An amount of money (core/spend.py `Money`); a null cost is "price unknown".
+ * @typedef {{amount: number, currency: string}} Money
  */
 
 /**

@@ -3,6 +3,7 @@
 // a tool call's result, the newest plan of each task.
 import { budgetEndText } from "./budget.js";
 import { formatCount, h } from "./dom.js";
+import { costText } from "./money.js";
 import { isPlanPrompt } from "./plan.js";
 
 /** @typedef {import("./events.js").Usage} Usage */
@@ -17,6 +18,9 @@ const END_TEXT = {
   loop: "Stopped: the model kept repeating itself (the same call with the same result, or the same text over and over).",
 };
 
+const COST_MEANING = "What this task's model calls cost at the model's price (cached prompt tokens at the cached rate); "
+  + "“price unknown” when the model's price is not known: set it in AGENT_PRICES";
+
 /** The line that ends a task: why it stopped (unless it completed) and the tokens it used; a budget's
  * end keeps its budget on the line (Followup offers to raise it).
  * @param {string} reason
@@ -29,12 +33,14 @@ export function taskEndMarker(reason, usage = {}, budget = undefined) {
   const counted = usage.estimated
     ? "Estimated (the model server sent no token counts): tokens this task's model calls read (in) and wrote (out), added up"
     : "Tokens this task's model calls read (in) and wrote (out), added up";
+  const cost = tokens ? costText(usage) : "";
   const text = budget ? budgetEndText(budget) : END_TEXT[reason] ?? (reason === "complete" ? "" : `Ended: ${reason}`);
   const marker = h(
     "div",
     { class: `task-end reason-${reason}`, "data-reason": reason },
     text ? h("span", { class: "task-end-text", text }) : null,
     tokens ? h("span", { class: "task-usage", title: `${counted}: each call reads the whole context again, so “in” outgrows the context meter`, text: tokens }) : null,
+    cost ? h("span", { class: "task-cost", "data-testid": "task-cost", title: COST_MEANING, text: cost }) : null,
   );
   if (budget) marker.dataset.budget = JSON.stringify(budget);
   return marker;

@@ -113,6 +113,7 @@ export class Session {
         this.chat.onStatus(payload);
         this.statusBar.setTask(payload.state, payload.iteration, top ? null : payload.agent);
         if (payload.context && top) this.statusBar.setContext(payload.context);
+        if (payload.usage) this.statusBar.setSpend({ task: payload.usage });
         break;
       case "done":
         this.chat.onDone(payload);
@@ -208,6 +209,7 @@ export class Session {
     if (res.status) {
       this.statusBar.setTask(res.status.state, res.status.iteration);
       this.statusBar.setContext(res.status.context);
+      if (res.status.usage) this.statusBar.setSpend({ task: res.status.usage });
     }
     this.#runningChanged(cid);
     await this.feed.join(cid, Number.isInteger(res.seq) ? res.seq : 0);
@@ -253,6 +255,7 @@ export class Session {
     this.undoable = Array.isArray(res.undoable) ? res.undoable : [];
     if (Number.isInteger(res.context_limit)) this.contextLimit = res.context_limit;
     if (Array.isArray(res.focus)) this.#setFocus(res.focus);
+    if (res.spend) this.statusBar.setSpend({ conversation: res.spend.conversation, today: res.spend.today, task: res.status?.usage ?? null });
   }
 
   /** Render the shown branch with how its tasks ended, and its context use. */

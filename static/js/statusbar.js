@@ -2,6 +2,7 @@
 // The status bar: connection, task state, context meter, focus files, agent/provider/model/mode/approval/sandbox.
 // Mode, approval and agent are what the open conversation's next task runs with (the composer's choices).
 import { formatCount, h, icon } from "./dom.js";
+import { hasCalls, spendText } from "./money.js";
 
 const CONNECTION_TEXT = {
   connecting: "Connecting…",
@@ -130,6 +131,28 @@ export class StatusBar {
   resetTask() {
     this.setTask("idle");
     this.setContext(null);
+    this.setSpend({});
+  }
+
+  /** Tokens and cost: the running task's as it goes (`status.usage`), else the conversation's ended tasks';
+   * the tooltip adds today's across conversations (get_conversation's `spend`).
+   * @param {{task?: Partial<import("./events.js").Usage> | null, conversation?: Partial<import("./events.js").Usage> | null,
+   *   today?: Partial<import("./events.js").Usage> | null}} figures: the ones given replace the ones shown */
+  setSpend(figures) {
+    this.spend = figures.task === undefined && figures.conversation === undefined && figures.today === undefined
+      ? {} : { ...this.spend, ...figures };
+    const { task, conversation, today } = this.spend;
+    const shown = task ?? (hasCalls(conversation) ? conversation : null);
+    const item = this.part("spend-item");
+    item.hidden = !shown;
+    if (!shown) return;
+    this.part("spend-key").textContent = task ? "Task" : "Conversation";
+    this.part("spend").textContent = spendText(shown);
+    item.title = [
+      task ? `This task so far: ${spendText(task)}` : null,
+      conversation ? `This conversation's ended tasks: ${spendText(conversation)}` : null,
+      today ? `Today, every conversation: ${spendText(today)}` : null,
+    ].filter(Boolean).join("\n");
   }
 
   /** Whether the Compact button applies: a conversation is open (onCompact is set by the app). */
