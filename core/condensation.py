@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from core.events import ContextEvent, ContextPhase, Event, Notice
 from core.services import ModelClient
+from core.spend import TaskSpend
 from history.condensed_view import Cut, clean_summary, plan_cut, summary_meta, summary_request
 from history.context_builder import CHARS_PER_TOKEN
 from history.conversation import utc_now
@@ -52,6 +53,7 @@ class Condensation:
     commit: Callable[[ContextEvent, MessageRecord], None]
     trigger: Trigger
     instructions: str | None = None
+    spend: TaskSpend | None = None  # where the summary call's tokens and cost are recorded
     usage: Usage = field(default_factory=Usage)
 
     def plan(self) -> Cut | None:
@@ -132,7 +134,10 @@ class Condensation:
             if isinstance(item, ContentDelta):
                 parts.append(item.text)
             elif isinstance(item, StreamEnd):
-                self.usage.add(item.completion.usage)
+                completion = item.completion
+                self.usage.add(completion.usage)
+                if self.spend is not None:
+                    self.spend.record(completion.model, completion.usage, completion.price)
         text = clean_summary("".join(parts))
         if not text:
             raise EmptySummary("the model wrote an empty summary")

@@ -17,6 +17,7 @@ from core.condensation import Condensation, Outcome, Trigger
 from core.context_meter import ContextMeter
 from core.events import ContextEvent, ContextUsage, Event, EventSink, Notice
 from core.services import AgentServices
+from core.spend import Ledger, TaskSpend
 from core.task import Task
 from core.timeline import Timeline
 from history.condensed_view import ViewCache
@@ -112,6 +113,8 @@ class ContextWindow:
                 agent=agent,
                 prompt=prompt,
                 tools=tools,
+                # no task to charge: the call still counts in the day's ledger
+                spend=TaskSpend(Ledger(self.services.settings.data_dir), conversation.id),
             ).run()
         except TaskCancelled:
             return "failed"
@@ -180,6 +183,7 @@ class ContextWindow:
             agent=task.agent,
             prompt=prompt,
             tools=tools,
+            spend=task.spend,
         )
         outcome = condensation.run()
         task.usage.add(condensation.usage)
@@ -208,6 +212,7 @@ class ContextWindow:
         agent: AgentSpec,
         prompt: str = "",
         tools: list[dict[str, Any]] | None = None,
+        spend: TaskSpend | None = None,
     ) -> Condensation:
         def measure(candidate: list[MessageRecord]) -> int:
             return self._fit(prompt, agent, candidate, tools or []).full_tokens
@@ -230,4 +235,5 @@ class ContextWindow:
             commit,
             trigger,
             instructions,
+            spend,
         )

@@ -12,7 +12,7 @@ import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.kit import payloads
-from tests.web_helpers import connected, serving
+from tests.web_helpers import EventClient, connected, serving
 
 pytestmark = pytest.mark.e2e
 
@@ -58,3 +58,66 @@ def test_status_done_and_get_conversation_carry_the_cost(tmp_path: Path, fake_ll
         assert answer["spend"]["today"] == {**today, "cost": usd(0.029)}
         kept = answer["conversation"]["meta"]["task_ends"]
         assert next(iter(kept.values()))["usage"]["cost"] == usd(0.024)
+
+
+LONG = " ".join(f"w{n}" for n in range(1200))  # ~1,700 tokens, no repeats to catch
+
+
+def finished(client: EventClient, cid: str, count: int) -> dict[str, Any]:
+    """The conversation's `count`-th done, waited for."""
+    client.wait_done(cid, count=count)
+    return client.dones(cid)[count - 1]
+
+
+def ledger_lines(data: Path) -> list[dict[str, Any]]:
+    days = sorted((data / "spend").glob("*.jsonl"))
+    return [json.loads(line) for day in days for line in day.read_text().splitlines()]
+
+
+def test_condensing_calls_are_priced_and_reach_the_ledger(tmp_path: Path, fake_llm: FakeLLM):
+    prices = {fake_llm.model: {"input": 1, "output": 10}}  # $1 a million in, $10 out
+    env = {
+        "AGENT_PRICES": json.dumps(prices),
+        "AGENT_CONTEXT_WINDOW": "20000",
+        "AGENT_CONDENSE_THRESHOLD": "0.5",
+    }
+    files = {"big.txt": "line of text\n" * 1400}
+    with serving(tmp_path, fake_llm, env, files) as server, connected(server.url) as client:
+        cid: str | None = None
+        for number in range(2):
+            fake_llm.script(Reply(content=f"answer {number} " + LONG))
+            cid = client.start(f"task {number} " + LONG, cid)
+            assert finished(client, cid, number + 1)["reason"] == "complete"
+        assert cid is not None
+        fake_llm.script(
+            Reply(tool_calls=[Call("read_file", {"path": "big.txt"})], usage=(9000, 50)),
+            Reply(content="A summary: two tasks about words.", usage=(7000, 300)),
+            Reply(content="big.txt has 1400 lines.", usage=(2000, 40)),
+        )
+        client.start("how long is big.txt?", cid)
+        done = finished(client, cid, 3)
+        assert done["reason"] == "complete"
+        phases = [p["phase"] for p in payloads(client.of(cid), "context")]
+        assert phases == ["condensing", "condensed"]
+        # 18,000 in at $1 and 390 out at $10 a million: the summary call's share included
+        assert done["usage"]["prompt_tokens"] == 18000
+        assert done["usage"]["cost"] == usd(0.0219)
+        lines = [line for line in ledger_lines(server.data_dir) if line["conversation_id"] == cid]
+        assert len(lines) == len(fake_llm.chat_requests) == 5
+        summary = lines[3]
+        assert (summary["prompt_tokens"], summary["completion_tokens"]) == (7000, 300)
+        assert summary["cost"] == usd(0.01) and summary["model"] == fake_llm.model
+
+        # asked for outside any task (the socket's compact): the day's ledger still has it
+        fake_llm.script(Reply(content="answer 3 " + LONG, usage=(100, 10)))
+        client.start("task 3 " + LONG, cid)
+        assert finished(client, cid, 4)["reason"] == "complete"
+        before = client.call("get_conversation", {"conversation_id": cid})["spend"]["today"]
+        fake_llm.script(Reply(content="Four questions, one about big.txt.", usage=(6000, 100)))
+        assert client.call("compact", {"conversation_id": cid})["ok"] is True
+        client.wait_until(
+            lambda evs: len(payloads(evs, "context", phase="condensed")) == 2, what="condensed"
+        )
+        after = client.call("get_conversation", {"conversation_id": cid})["spend"]["today"]
+        assert after["prompt_tokens"] == before["prompt_tokens"] + 6000
+        assert ledger_lines(server.data_dir)[-1]["cost"] == usd(0.007)
