@@ -24,7 +24,7 @@ from core.events import ContextUsage, Done, DoneReason, Error, Event, EventSink,
 from core.interrupted_calls import answer_interrupted_calls
 from core.repeats import RepeatLoop
 from core.services import AgentServices
-from core.spend import Ledger, TaskSpend, Totals, conversation_totals
+from core.spend import Ledger, Money, TaskSpend, Totals, conversation_totals
 from core.status import StatusLine
 from core.task import StoredTranscript, Task
 from core.timeline import Timeline
@@ -33,6 +33,7 @@ from history.conversation import LEAF, Conversation
 from history.records import AttachmentMeta, ConversationState, MessageRecord
 from history.titles import title_from
 from model.errors import ApiError
+from model.prices import price_for
 from modules.tools.focus import FocusFiles, focusable
 from modules.undo.restore import UndoResult
 from utils.cancel import CancelReason, CancelToken, TaskCancelled
@@ -256,6 +257,14 @@ class MainTerminal:
             self.status.iteration = 0
             return self.task
 
+    def _task_cost(self, totals: Totals, model: str) -> Money | None:
+        """What a task's calls cost; one that made none cost exactly 0 where the model's
+        price, so its currency, is known."""
+        if not totals.empty:
+            return totals.cost
+        price = price_for(model, self.settings.prices)
+        return None if price is None else Money(0.0, price.currency)
+
     def _limits(self, agent: AgentSpec, override: BudgetOverride | None) -> Limits:
         """The budgets a task of `agent` runs under: the settings', the agent's own task
         budget instead of the settings' one, and `override` raising one of them."""
@@ -333,7 +342,7 @@ class MainTerminal:
             self.status.set("idle", task, force=True)
             done = Done(reason, task.usage, budget=task.budget_reached)
             if task.spend is not None:
-                done.cost = task.spend.totals.cost
+                done.cost = self._task_cost(task.spend.totals, provider.model)
             done.agent = task.agent.name
             self.end_task(task.user_record["id"], done)
         return reason

@@ -87,6 +87,12 @@ class Totals:
         self.unpriced_calls += other.unpriced_calls
 
     @property
+    def empty(self) -> bool:
+        """No call counted yet: nothing spent, and nothing to price."""
+        tokens = self.usage.prompt_tokens or self.usage.completion_tokens
+        return not (self.costs or self.unpriced_calls or tokens)
+
+    @property
     def cost(self) -> Money | None:
         """The whole cost, or None when a call's price is unknown or currencies are mixed."""
         if self.unpriced_calls or len(self.costs) > 1:
@@ -229,9 +235,12 @@ def money_text(cost: Money | None, estimated: bool = False) -> str:
 
 
 def spend_text(usage: Usage, cost: Money | None) -> str:
-    """`1,234 in · 56 out · $0.0012`, each figure `~` when estimated."""
+    """`1,234 in · 56 out · $0.0012`, each figure `~` when estimated; `0 in · 0 out` alone when
+    no call was made (no call, no price to speak of)."""
     about = "~" if usage.estimated else ""
     tokens = f"{about}{usage.prompt_tokens:,} in · {about}{usage.completion_tokens:,} out"
     if usage.cached_prompt_tokens:
         tokens += f" ({usage.cached_prompt_tokens:,} cached)"
+    if not (usage.prompt_tokens or usage.completion_tokens):
+        return tokens
     return f"{tokens} · {money_text(cost, usage.estimated)}"

@@ -79,3 +79,18 @@ def test_a_local_model_is_price_unknown_and_estimated(fake_llm: FakeLLM, dirs: t
     assert today.usage.prompt_tokens > 1_000 and today.usage.estimated
     assert today.unpriced_calls == 2 and today.cost is None
     assert today.costs["USD"] == pytest.approx((1_000 * 0.14 + 50 * 0.28) / 1_000_000)
+
+
+def test_a_task_stopped_before_any_call_costs_nothing(fake_llm: FakeLLM, dirs: tuple[Path, Path]):
+    env = {"AGENT_BUDGET_DAY": "100 tokens"}
+    fake_llm.script(Reply(content="hello", usage=(1_000, 50)))
+    assert run(fake_llm, dirs, **env).returncode == 0  # the day's budget is now used up
+    stopped = run(fake_llm, dirs, "--json", **env)
+    assert stopped.returncode == 5, stopped.stderr
+    usage = done_of(stopped.stdout)["usage"]
+    assert usage["prompt_tokens"] == usage["completion_tokens"] == 0
+    assert usage["cost"] == {"amount": 0, "currency": "USD"}  # no call: exactly nothing
+    stopped = run(fake_llm, dirs, **env)
+    assert stopped.returncode == 5 and "0 in · 0 out\n" in stopped.stderr
+    assert "price unknown" not in stopped.stderr and "$" not in stopped.stderr
+    assert len(fake_llm.chat_requests) == 1
