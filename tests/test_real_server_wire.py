@@ -63,6 +63,7 @@ def test_a_counted_usage_is_not_marked_estimated(tmp_path):
         "prompt_tokens": 321,
         "completion_tokens": 7,
         "estimated": False,
+        "cost": {"amount": 0.000907, "currency": "USD"},  # the openai preset's model's price
     }
     assert terminal.conversation is not None
     assert "estimated" not in terminal.conversation.path()[-1]["meta"]["usage"]
