@@ -85,7 +85,8 @@ def test_conversations_are_renamed_searched_deleted_and_run_in_every_tab(fresh_s
     server, fake, _ = fresh_served
     fake.script(
         Reply(content="Hello! I can help you tidy the notes folder. Where do we start?"),
-        Reply(content="slow words " * 80, chunk_size=6, delay=0.02),
+        # 160 words, never a run said again (a reply repeating itself is a loop: core/repeats.py)
+        Reply(content=" ".join(f"slow words {n}" for n in range(55)), chunk_size=6, delay=0.02),
     )
     page.goto(f"{server.url}/?token={TOKEN}")
     send(page, "hi")

@@ -24,7 +24,7 @@ from tests.web_helpers import (
     connected,
 )
 
-LONG = "word " * 1200  # ~1,700 tokens
+LONG = "".join(f"w{n:03d} " for n in range(1200))[:6000]  # ~1,700 tokens, never repeating
 
 
 def _terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> TerminalRecorder:

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cli.session import run_command
 from cli.terminal import CliTerminal
 from core.services import build_services
@@ -99,9 +101,11 @@ def test_a_conversation_keeps_its_mode_approval_and_how_tasks_ended(
     assert got["context_limit"] > 0 and "status" not in got
     first, second = [m["id"] for m in got["messages"] if m["role"] == "user"]
     ends = got["conversation"]["meta"]["task_ends"]
+    # deepseek-v4-flash: 0.14 and 0.28 USD per million input and output tokens (model/prices.py)
+    cost = {"amount": pytest.approx(1200 * 0.14e-6 + 80 * 0.28e-6, rel=0.01), "currency": "USD"}
     assert ends[first] == {
         "reason": "complete",
-        "usage": {"prompt_tokens": 1200, "completion_tokens": 80},
+        "usage": {"prompt_tokens": 1200, "completion_tokens": 80, "cost": cost},
     }
     assert ends[second]["reason"] == "cancelled"
     answer = next(m for m in got["messages"] if m["role"] == "assistant")

@@ -279,6 +279,15 @@ def long_text() -> str:
     return "\n\n".join(DOCUMENTS.values()) * 4
 
 
+def long_answer() -> str:
+    """As long as long_text, but no passage said again: a model's answer repeating itself is
+    a loop, which ends its task (core/repeats.py)."""
+    notes = (
+        f"Note {n}: item {n} weighs {n * 37 % 101} g and goes to shelf {n % 7}." for n in range(90)
+    )
+    return "\n\n".join([*DOCUMENTS.values(), *notes])
+
+
 def test_show_renders_a_long_text_in_slices_as_set_would(page: Any) -> None:
     result = page.evaluate(SHOW_IN_SLICES, [long_text(), "# other"])
     assert result["same"]
@@ -327,7 +336,7 @@ def test_show_without_workers_lexes_on_the_page(page: Any, served: Served) -> No
 
 def test_a_long_answer_from_history_shows_as_a_one_shot_render(page: Any, served: Served) -> None:
     _, fake, _ = served
-    answer = long_text()
+    answer = long_answer()
     fake.script(Reply(content=answer, chunk_size=500))
     page.click("#new-conversation")
     page.fill("#message-input", "a long one")

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from core import events
+from model.completion import Usage
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE_EVENTS = ROOT / "static" / "js" / "events.js"
@@ -117,15 +118,28 @@ def payload_typedefs(blocks: dict[str, tuple[str, str]]) -> dict[str, str]:
     )
 
 
+# Fields whose to_wire needs a value of their own type (`done` sends its usage and cost as one
+# `usage` object, so `cost` is no key of its own).
+TYPED_SAMPLES: dict[tuple[type[events.Event], str], Any] = {
+    (events.Done, "usage"): Usage(),
+    (events.Done, "cost"): None,
+}
+
+
 def wire_fields(cls: type[events.Event]) -> dict[str, bool]:
     """The keys `to_wire` sends for an event class, each with whether it may be left out (None)."""
     fields = [f for f in dataclasses.fields(cls) if f.init]
     # Every field set (to a marker string, whatever its type): every key sent.
-    markers: dict[str, Any] = {f.name: f"<{f.name}>" for f in fields}
-    sample = cls(**markers)
+    markers = {f.name: TYPED_SAMPLES.get((cls, f.name), f"<{f.name}>") for f in fields}
+    wire = cls(**markers).to_wire()
     # By value, as a key may be renamed (ToolEvent sends `tool` as `name`).
-    key_of = {value: key for key, value in sample.to_wire().items()}
-    return {key_of[f"<{f.name}>"]: f.default is None for f in fields}
+    key_of = {value: key for key, value in wire.items() if isinstance(value, str)}
+    sent = {}
+    for f in fields:
+        key = key_of.get(f"<{f.name}>", f.name)
+        if key in wire:
+            sent[key] = f.default is None
+    return sent
 
 
 def differences(
