@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from core.events import ContextEvent, ContextPhase, Event, Notice
 from core.services import ModelClient
-from core.spend import TaskSpend
+from core.spend import TaskSpend, counted, estimated_prompt, estimated_usage
 from history.condensed_view import Cut, clean_summary, plan_cut, summary_meta, summary_request
 from history.context_builder import CHARS_PER_TOKEN
 from history.conversation import utc_now
@@ -135,6 +135,8 @@ class Condensation:
                 parts.append(item.text)
             elif isinstance(item, StreamEnd):
                 completion = item.completion
+                if not counted(completion.usage):
+                    completion.usage = estimated_usage(estimated_prompt(messages), completion)
                 self.usage.add(completion.usage)
                 if self.spend is not None:
                     self.spend.record(completion.model, completion.usage, completion.price)

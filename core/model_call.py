@@ -5,16 +5,14 @@ stream recorded as interrupted."""
 from __future__ import annotations
 
 import logging
-import math
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from core.events import Notice, Thinking, Token, ToolEvent
 from core.services import ModelClient
-from core.spend import token_usage
+from core.spend import counted, estimated_usage, token_usage
 from core.task import StreamProgress, Task
-from history.context_builder import estimate_text_tokens
 from history.records import ChatMessage
 from model.completion import (
     Completion,
@@ -22,7 +20,6 @@ from model.completion import (
     ReasoningDelta,
     StreamEnd,
     StreamItem,
-    Usage,
 )
 from model.errors import StreamInterrupted
 from model.tool_calls import ToolCallArgs, ToolCallStarted
@@ -78,8 +75,8 @@ def stream_reply(
             reason = "cancelled" if isinstance(exc, TaskCancelled) else "stream_cut"
             _record_partial(task, message_id, progress.partial(), reason)
             raise
-    if not (completion.usage.prompt_tokens or completion.usage.completion_tokens):
-        completion.usage = _estimated_usage(prompt_estimate, completion)
+    if not counted(completion.usage):
+        completion.usage = estimated_usage(prompt_estimate, completion)
     cut = CUT_REPLIES.get(completion.finish_reason or "")
     if cut is not None:
         task.report(Notice(*cut))
@@ -126,15 +123,6 @@ def _consume(
         elif isinstance(item, StreamEnd):
             return item.completion
     raise StreamInterrupted("the model stream ended without a final chunk", progress.partial())
-
-
-def _estimated_usage(prompt_estimate: int, completion: Completion) -> Usage:
-    """What a call used, estimated as the context is: for a server that counts nothing
-    (llama.cpp's server sends no `usage`, even when asked)."""
-    written = completion.content + completion.reasoning_content
-    written += "".join(call.name + call.arguments for call in completion.tool_calls)
-    produced = math.ceil(estimate_text_tokens(written)) if written else 0
-    return Usage(prompt_estimate, produced, estimated=True)
 
 
 def _record_partial(task: Task, message_id: str, partial: Completion, reason: str) -> None:

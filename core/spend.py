@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 from dataclasses import dataclass, field
@@ -21,9 +22,10 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+from history.context_builder import estimate_message_tokens, estimate_text_tokens
 from history.conversation import Conversation
-from history.records import MoneyWire, TokenUsage
-from model.completion import Usage
+from history.records import ChatMessage, MoneyWire, TokenUsage
+from model.completion import Completion, Usage
 from model.prices import Price
 
 log = logging.getLogger(__name__)
@@ -244,3 +246,22 @@ def spend_text(usage: Usage, cost: Money | None) -> str:
     if not (usage.prompt_tokens or usage.completion_tokens):
         return tokens
     return f"{tokens} · {money_text(cost, usage.estimated)}"
+
+
+def counted(usage: Usage) -> bool:
+    """Whether the server counted the call's tokens (llama.cpp's sends no `usage`, even when
+    asked)."""
+    return bool(usage.prompt_tokens or usage.completion_tokens)
+
+
+def estimated_usage(prompt_estimate: int, completion: Completion) -> Usage:
+    """What a call used, estimated as the context is, for a server that counted nothing."""
+    written = completion.content + completion.reasoning_content
+    written += "".join(call.name + call.arguments for call in completion.tool_calls)
+    produced = math.ceil(estimate_text_tokens(written)) if written else 0
+    return Usage(prompt_estimate, produced, estimated=True)
+
+
+def estimated_prompt(messages: list[ChatMessage]) -> int:
+    """The uncorrected estimate of a request's messages."""
+    return math.ceil(sum(estimate_message_tokens(message) for message in messages))

@@ -121,3 +121,24 @@ def test_condensing_calls_are_priced_and_reach_the_ledger(tmp_path: Path, fake_l
         after = client.call("get_conversation", {"conversation_id": cid})["spend"]["today"]
         assert after["prompt_tokens"] == before["prompt_tokens"] + 6000
         assert ledger_lines(server.data_dir)[-1]["cost"] == usd(0.007)
+
+
+def test_a_summary_from_a_server_that_counts_nothing_is_an_estimate(tmp_path: Path):
+    with FakeLLM(flavour="llamacpp") as fake:  # no usage, even when asked
+        env = {"AGENT_PROVIDER": "custom", "AGENT_MODEL": fake.model}
+        with serving(tmp_path, fake, env, FILES) as server, connected(server.url) as client:
+            cid: str | None = None
+            for number in range(2):  # the newest turn is always kept whole: two to condense
+                fake.script(Reply(content=f"answer {number} " + LONG))
+                cid = client.start(f"task {number} " + LONG, cid)
+                assert finished(client, cid, number + 1)["reason"] == "complete"
+            fake.script(Reply(content="A summary: two tasks about words."))
+            ack = client.call("compact", {"conversation_id": cid})
+            assert ack["ok"] is True, ack
+            client.wait_until(
+                lambda evs: payloads(evs, "context", phase="condensed"), what="condensed"
+            )
+            summary = ledger_lines(server.data_dir)[-1]
+    # the summary request holds the task's two long messages: far more than nothing
+    assert summary.get("estimated") is True, summary
+    assert summary["prompt_tokens"] > len(LONG) / 8 and summary["completion_tokens"] > 0
