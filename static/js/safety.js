@@ -71,6 +71,9 @@ export class SafetyView {
     this.undoable = new Set();
     this.undone = new Set();
     this.changed = new WeakSet();
+    this.ends = 0; // tasks seen ending: what an answer asked for before an end cannot know of it
+    /** @type {Map<string, number>} user message id -> `ends` when its Undo was guessed */
+    this.guessedAt = new Map();
   }
 
   /** Ids of the proposals still pending (list_edits); null when unknown. */
@@ -80,14 +83,18 @@ export class SafetyView {
 
   /** User message ids whose task has something to undo (get_conversation's `undoable`). The server's word
    * replaces the guess made at a task's end: a task whose writes failed, or that put back what it changed,
-   * is not listed, and its Undo (which would restore nothing) goes. */
-  setUndoable(ids) {
+   * is not listed, and its Undo (which would restore nothing) goes. Not so for a task that ended after the
+   * answer was asked for (`asOf`: `ends` then), which the answer cannot know of yet.
+   * @param {string[] | undefined} ids
+   * @param {number} [asOf] */
+  setUndoable(ids, asOf = this.ends) {
     if (!Array.isArray(ids)) return;
     this.undoable = new Set(ids);
-    this.changed = new WeakSet();
+    const newer = (/** @type {string} */ id) => (this.guessedAt.get(id) ?? 0) > asOf;
+    this.changed = new WeakSet(this.#users().filter((view) => newer(view.messageId ?? "")));
     for (const row of this.chat.root.querySelectorAll(".task-undo")) {
       const id = /** @type {HTMLElement} */ (row).dataset.messageId ?? "";
-      if (!this.undoable.has(id) && !this.undone.has(id)) row.remove();
+      if (!this.undoable.has(id) && !this.undone.has(id) && !newer(id)) row.remove();
     }
     this.place();
   }
@@ -114,8 +121,10 @@ export class SafetyView {
 
   /** The last task ended: offer Undo when one of its calls changed files. */
   taskEnded(cards) {
+    this.ends += 1;
     const user = this.#userBefore(null);
     if (!user) return;
+    if (user.messageId) this.guessedAt.set(user.messageId, this.ends);
     for (const card of cards) {
       if (!card.el.isConnected || !follows(user.el, card.el)) continue;
       const applied = card.el.querySelector('.proposal[data-state="applied"]');

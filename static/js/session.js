@@ -131,6 +131,7 @@ export class Session {
     this.composer.setRunning(running);
     this.chat.setEditable(!running);
     if (running) this.chat.setBusy(true);
+    else this.chat.safety.place(); // the Undo its end guessed waited for the task to stop running
     if (this.index) this.chat.decorate(this.index);
   }
 
@@ -185,6 +186,7 @@ export class Session {
     this.statusBar.resetTask();
     this.#runningChanged(cid);
     this.modelReads += 1;
+    const asOf = this.chat.safety.ends;
     const [res, edits] = await Promise.all([
       this.#request("get_conversation", { conversation_id: cid }),
       this.#request("list_edits", { conversation_id: cid }, LIST_EDITS_TIMEOUT_MS),
@@ -203,7 +205,7 @@ export class Session {
     this.feed.setRunning(cid, running, { quiet: true }); // shown below, once rendered
     this.chat.setEditable(!running);
     this.chat.safety.setPendingEdits(edits.ok ? (edits.edits ?? []).map((edit) => edit.id) : null);
-    this.chat.safety.setUndoable(res.undoable);
+    this.chat.safety.setUndoable(res.undoable, asOf);
     // The messages cover every event up to res.seq; the join replays exactly the ones after it.
     this.#render({ running });
     if (res.status) {
@@ -222,6 +224,7 @@ export class Session {
 
   async #refreshModel(cid) {
     const read = ++this.modelReads;
+    const asOf = this.chat.safety.ends;
     const res = await this.#request("get_conversation", { conversation_id: cid });
     // Handlers run in threads: an earlier read (a stopped task's done) may answer after a later
     // one (its retry's done) and would bring back a branch without the retried message.
@@ -230,7 +233,7 @@ export class Session {
     this.viewLeaf = this.index.latestLeaf;
     this.#keep(res);
     this.chat.decorate(this.index);
-    this.chat.safety.setUndoable(res.undoable);
+    this.chat.safety.setUndoable(res.undoable, asOf);
     // The meter keeps the figure the task's last status gave: its own stored usage may be lower.
   }
 
