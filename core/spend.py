@@ -106,15 +106,7 @@ class Totals:
     def to_wire(self) -> dict[str, Any]:
         """{prompt_tokens, completion_tokens, cached_prompt_tokens?, estimated?, cost}, the
         shape of `done.usage`, `/status` and meta.json's totals."""
-        usage = self.usage
-        wire: dict[str, Any] = {
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-        }
-        if usage.cached_prompt_tokens:
-            wire["cached_prompt_tokens"] = usage.cached_prompt_tokens
-        if usage.estimated:
-            wire["estimated"] = True
+        wire: dict[str, Any] = dict(token_usage(self.usage))
         cost = self.cost
         wire["cost"] = None if cost is None else cost.to_wire()
         return wire
