@@ -16,12 +16,10 @@ from history.records import ChatMessage
 from model.completion import ContentDelta, ReasoningDelta, StreamEnd
 from model.demo import DEMO_DIR, DemoModel, load_scripts
 from model.tool_calls import ToolCallArgs, ToolCallStarted
+from tests.demo_helpers import BUGGY, FIXED
 from tests.tty_helpers import clean_env
 from tests.web_helpers import ServerProcess, agent_argv, connected
 from utils.cancel import CancelToken, TaskCancelled
-
-BUGGY = "    return sum(values) / (len(values) - 1)\n"
-FIXED = "    return sum(values) / len(values)\n"
 
 
 @pytest.fixture

@@ -14,12 +14,10 @@ from typing import Any
 import pytest
 
 from model.demo import DEMO_DIR
+from tests.demo_helpers import BUGGY, FIXED
 from tests.kit import SLOWNESS
 from tests.tty_helpers import clean_env
 from tests.web_helpers import ServerProcess, agent_argv, connected
-
-BUGGY = "    return sum(values) / (len(values) - 1)\n"
-FIXED = "    return sum(values) / len(values)\n"
 
 
 @pytest.fixture

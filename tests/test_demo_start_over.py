@@ -13,13 +13,12 @@ import pytest
 
 from model.demo import DEMO_DIR
 from tests.browser_helpers import new_context
+from tests.demo_helpers import BUGGY
 from tests.kit import SLOWNESS
 from tests.tty_helpers import Tmux, clean_env, needs_tmux
 from tests.web_helpers import TOKEN, ServerProcess, agent_argv
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-
-BUGGY = "    return sum(values) / (len(values) - 1)\n"
 
 
 @pytest.fixture
