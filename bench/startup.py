@@ -7,9 +7,10 @@ runs `--runs` times as a subprocess against it, in fresh temporary folders. The 
 of runs of `python -c pass` and `python -c "import openai"` are timed in the same run as
 baselines: the machine is shared, so compare the ratios, not the absolute times. One more
 run under `-X importtime` gives the ten imports that cost the most (cumulative). The goal
-line prints PASS when the median is at most GOAL_SECONDS; as that absolute figure belongs to
-the machine the issue was measured on (where `import openai` took OPENAI_THEN seconds), a
-second line scales it by this run's `import openai`. This is a measurement, not a test.
+(issue 27) is a ratio measured in the same run: the median of `cli -p` at most GOAL_RATIO
+times the median of `import openai`; the last line prints PASS or FAIL, and the exit status
+is 1 when the goal is missed. Bytecode is written (PYTHONDONTWRITEBYTECODE dropped): a user's
+second start reads its `__pycache__`, and so do the timed runs after the warm-up.
 """
 
 from __future__ import annotations
@@ -30,8 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.fake_llm import FakeLLM, echo_responder
 
 ROOT = Path(__file__).resolve().parent.parent
-GOAL_SECONDS = 0.4
-OPENAI_THEN = 0.29  # `import openai` on the issue's machine, when the goal was set
+GOAL_RATIO = 1.15  # cli -p ÷ import openai
 TOP = 10
 _IMPORT_LINE = re.compile(r"^import time:\s+(\d+)\s+\|\s+(\d+)\s+\|( *)(\S+)\s*$")
 
@@ -54,6 +54,7 @@ class Timing:
 
 
 def _cli_command(tmp: Path, run: int) -> list[str]:
+    (tmp / f"ws{run}").mkdir(exist_ok=True)
     return [
         sys.executable,
         "main.py",
@@ -70,7 +71,11 @@ def _cli_command(tmp: Path, run: int) -> list[str]:
 
 
 def _environment(fake: FakeLLM) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AGENT_") and k != "PYTHONDONTWRITEBYTECODE"
+    }
     env.update(
         AGENT_PROVIDER="custom",
         AGENT_BASE_URL=fake.base_url,
@@ -145,12 +150,10 @@ def main() -> int:
     )
     for cumulative, own, module in top_imports(profiled.stderr):
         print(f"  {cumulative / 1000:>8.1f} ms  (self {own / 1000:>6.1f} ms)  {module}")
-    verdict = "PASS" if cli.median <= GOAL_SECONDS else "FAIL"
-    print(f"\ngoal: median <= {GOAL_SECONDS:.1f}s: {cli.median:.3f}s -> {verdict}")
-    ratio, scaled = cli.median / timings[1].median, GOAL_SECONDS / OPENAI_THEN
-    verdict = "PASS" if ratio <= scaled else "FAIL"
-    print(f"scaled to this machine: <= {scaled:.2f}x import openai: {ratio:.2f}x -> {verdict}")
-    return 0
+    ratio = cli.median / timings[1].median
+    verdict = "PASS" if ratio <= GOAL_RATIO else "FAIL"
+    print(f"\ngoal: cli -p / import openai <= {GOAL_RATIO:.2f}x: {ratio:.2f}x -> {verdict}")
+    return 0 if verdict == "PASS" else 1
 
 
 if __name__ == "__main__":

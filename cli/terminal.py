@@ -48,7 +48,8 @@ class CliTerminal(MainTerminal):
         self.declined: list[str] = []  # of the last task: why each declined call was
         self.attachments: list[Attachment] = []  # for the next message (/attach)
         self.listed: list[str] = []  # the ids the last /history list numbered
-        self._approvals: queue.Queue[ToolEvent] = queue.Queue()
+        # approvals to ask; None: the task's worker has ended (the wait ends at once)
+        self._approvals: queue.Queue[ToolEvent | None] = queue.Queue()
         super().__init__(services, conversation_id, sink=self._show)
 
     def _show(self, event: Event) -> None:
@@ -83,16 +84,20 @@ class CliTerminal(MainTerminal):
         )
         self.attachments = []
         outcome: list[DoneReason] = []
-        worker = threading.Thread(
-            target=lambda: outcome.append(self.run_task(task)), name="agent-task", daemon=True
-        )
-        worker.start()
-        while worker.is_alive():
+
+        def work() -> None:
             try:
-                try:
-                    request = self._approvals.get(timeout=0.1)
-                except queue.Empty:
-                    continue
+                outcome.append(self.run_task(task))
+            finally:
+                self._approvals.put(None)
+
+        worker = threading.Thread(target=work, name="agent-task", daemon=True)
+        worker.start()
+        while True:
+            try:
+                request = self._approvals.get()  # Ctrl-C interrupts the wait
+                if request is None:
+                    break
                 self._ask(request)
             except KeyboardInterrupt:
                 self.cancel()
