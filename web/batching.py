@@ -64,7 +64,6 @@ class DeltaBatcher:
         self._wanted = wanted
         self._sleep = sleep
         self._rooms: dict[str, _Room] = {}
-        self._rooms_lock = threading.Lock()
         self._pending = threading.Event()  # some room gathers deltas
         self._closed = False
         self._start: Callable[[Callable[[], None]], Any] | None = start  # at the first batch
@@ -82,19 +81,17 @@ class DeltaBatcher:
             self._send_gathered(cid, room)
             self._emit(event.name, wire, [cid, batched_room(cid)])
         if event.name == "done" and event.depth is None:
-            with self._rooms_lock:
-                self._rooms.pop(cid, None)
+            self._rooms.pop(cid, None)
 
     def close(self) -> None:
         self._closed = True
         self._pending.set()
 
     def _room(self, cid: str) -> _Room:
-        with self._rooms_lock:
-            room = self._rooms.get(cid)
-            if room is None:
-                room = self._rooms[cid] = _Room()
-            return room
+        # No lock to find it: a thread preempted while holding one would queue every stream
+        # behind it. `get` and `setdefault` are each atomic; a race makes one _Room, kept.
+        room = self._rooms.get(cid)
+        return room if room is not None else self._rooms.setdefault(cid, _Room())
 
     def _delta(self, cid: str, room: _Room, event: Event, wire: dict[str, Any]) -> None:
         head = {key: wire[key] for key in SAME_BATCH if key in wire}
@@ -137,8 +134,7 @@ class DeltaBatcher:
             self._pending.wait()
             self._pending.clear()
             self._sleep(WINDOW_SECONDS)
-            with self._rooms_lock:
-                rooms = list(self._rooms.items())
+            rooms = list(self._rooms.items())  # one C call: atomic under the GIL
             for cid, room in rooms:
                 with room.lock:
                     try:
