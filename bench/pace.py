@@ -63,7 +63,8 @@ from bench.pace_figures import (
     verdict,
 )
 from bench.pace_profile import start_py_spy, summarise_py_spy
-from tests.web_helpers import InOrderClient, ServerProcess
+from tests.web_helpers import ServerProcess
+from workspace_client.connection import Connection
 
 TOKEN = "web-test-token-0123456789"  # tests.web_helpers' server token
 START_TIMEOUT = 30.0
@@ -127,12 +128,11 @@ class Recorder:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.sio = InOrderClient(reconnection=False)
+        self.connection: Connection | None = None
         self.rows: list[tuple[int, str, Any]] = []
         self.expected_done = 0
         self.done = 0
         self.finished = threading.Event()
-        self.sio.on("*", self._record)
 
     def _record(self, name: str, payload: Any = None) -> None:
         self.rows.append((time.time_ns(), name, payload))
@@ -142,11 +142,12 @@ class Recorder:
                 self.finished.set()
 
     def connect(self) -> Recorder:
-        self.sio.connect(self.url, auth={"token": TOKEN}, transports=["websocket"], wait_timeout=10)
+        self.connection = Connection(self.url, auth={"token": TOKEN}, on_event=self._record)
         return self
 
     def start(self, text: str) -> str:
-        ack = self.sio.call("send_message", {"text": text}, timeout=10)
+        assert self.connection is not None
+        ack = self.connection.call("send_message", {"text": text}, timeout=10)
         assert ack and ack.get("ok"), ack
         return str(ack["conversation_id"])
 
@@ -157,8 +158,8 @@ class Recorder:
         self.finished.clear()
 
     def disconnect(self) -> None:
-        """Leave without waiting for websocket-client's close handshake (see web_helpers)."""
-        threading.Thread(target=self.sio.disconnect, daemon=True).start()
+        if self.connection is not None:
+            self.connection.close()
 
 
 class Served(Protocol):

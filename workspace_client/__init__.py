@@ -1,0 +1,1 @@
+"""A Python client of the web workspace (docs/protocol.md)."""
