@@ -98,9 +98,14 @@ class AgentServices:
         A server does it before it listens, the interactive CLI while the first prompt is
         typed; `cli -p` does none of it ahead."""
         self.journal.start_baseline()  # a child keeps the workspace for undo meanwhile
+        self.warm_model()
+        _ = self.runner.kind
+
+    def warm_model(self) -> None:
+        """Build the model client now rather than at the first call (the `openai` SDK is
+        imported then); a problem is left to that call."""
         if isinstance(self.model, ApiClient):
             self.model.warm()
-        _ = self.runner.kind
 
     def mcp_servers(self) -> McpManager:
         """The MCP servers, made now (empty, their code loaded) when no file named any at start,
