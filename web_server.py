@@ -147,6 +147,7 @@ def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) ->
     state.services.warm_up()  # the first message must not wait for the SDK's import
     gc.freeze()  # what start-up built lives as long as the server: full collections skip it
     a2a_url = _start_a2a(state, host, port) if settings.a2a else None
+    mcp_url = _start_mcp_http(state, host, port) if settings.mcp_http else None
     state.start_watcher()
     _stop_on_signals(state)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
@@ -167,6 +168,8 @@ def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) ->
             "bearer token: the web token)",
             flush=True,
         )
+    if mcp_url is not None:
+        print(f"MCP: {mcp_url} (streamable HTTP; bearer token: the web token)", flush=True)
     if state.token_note is not None:
         print(f"note: {state.token_note}", flush=True)
     if state.services.provider.problem is not None:
@@ -221,6 +224,17 @@ def _start_a2a(state: WebState, host: str, port: int) -> str:
     return server.url
 
 
+def _start_mcp_http(state: WebState, host: str, port: int) -> str:
+    """Serve MCP over streamable HTTP beside the web server (AGENT_MCP_HTTP); returns its URL.
+    Raises OSError."""
+    from mcp_server.http import McpHttpServer  # the SDK, starlette and uvicorn: only when enabled
+
+    server = McpHttpServer(state, host=host, port=state.settings.mcp_http_port or port + 2)
+    server.start()
+    state.closers.append(server.stop)
+    return server.url
+
+
 def _stop_on_signals(state: WebState) -> None:
     """On SIGINT/SIGTERM: interrupt running tasks, let them record their end, then exit.
 
@@ -239,7 +253,7 @@ def _stop_on_signals(state: WebState) -> None:
         while state.hub.running() and time.monotonic() < deadline:
             state.socketio.sleep(0.05)
         try:
-            for close in state.closers:  # the A2A server
+            for close in state.closers:  # the A2A and MCP servers
                 close()
             if state.watcher is not None:
                 state.watcher.stop()

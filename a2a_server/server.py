@@ -9,13 +9,6 @@ bearer token. Imported only when A2A is enabled: it loads the SDK, starlette and
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Awaitable, Callable, Generator, MutableMapping
-from contextlib import contextmanager
-from typing import Any
-
-import uvicorn
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes
 from a2a.server.tasks import InMemoryTaskStore
@@ -31,24 +24,15 @@ from a2a.types import (
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse
 
 from a2a_server.executor import ConversationExecutor, WebWorld
 from a2a_server.rpc import jsonrpc_routes
 from core.agent_specs import AgentCatalog
-from utils.async_loop import LoopThread, Pending
-from web.access import HostGuard, LoginThrottle
+from web.access import HostGuard
+from web.asgi import AccessGuard, Asgi, AsgiThread, Scope
 from web.state import WebState
 
-log = logging.getLogger(__name__)
-
-Scope = MutableMapping[str, Any]
-Asgi = Callable[
-    [Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]
-]
 MAX_REQUEST_BYTES = 1024 * 1024
-START_TIMEOUT_SECONDS = 10.0
-STOP_TIMEOUT_SECONDS = 3.0
 VERSION = "0.1.0"
 
 
@@ -88,71 +72,6 @@ def agent_card(agents: AgentCatalog, default_agent: str, url: str) -> AgentCard:
     )
 
 
-class AccessGuard:
-    """ASGI middleware: the Host check of the web server, then the token on everything but
-    the card, with the same throttle on wrong tokens; bodies over 1 MiB refused."""
-
-    def __init__(self, app: Asgi, *, state: WebState, hosts: HostGuard) -> None:
-        self.app = app
-        self.state = state
-        self.hosts = hosts
-        self.throttle = LoginThrottle()  # its own: its lock never crosses into the web's world
-
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        refusal = self._refusal(scope, headers)
-        if refusal is None:
-            await self.app(scope, receive, send)
-        else:
-            await refusal(scope, receive, send)
-
-    def _refusal(self, scope: Scope, headers: dict[str, str]) -> JSONResponse | None:
-        if not self.hosts.accepts(headers.get("host", "")):
-            return _error(
-                403,
-                "forbidden_host",
-                "this server answers only to the host names it is configured for",
-            )
-        if scope["path"] == AGENT_CARD_WELL_KNOWN_PATH and scope["method"] in ("GET", "HEAD"):
-            return None
-        scheme, _, token = headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not self.state.token_ok(token.strip()):
-            wait = self.throttle.wrong_token((scope.get("client") or ("", 0))[0], "a2a")
-            if wait:
-                return _error(
-                    429,
-                    "too_many_attempts",
-                    "too many wrong tokens; wait",
-                    {"Retry-After": str(wait)},
-                )
-            return _error(
-                401,
-                "unauthorized",
-                "missing or wrong token: send "
-                "`Authorization: Bearer TOKEN` (the web server's token)",
-                {"WWW-Authenticate": "Bearer"},
-            )
-        length = headers.get("content-length")
-        if scope["method"] == "POST" and (length is None or not length.isdigit()):
-            return _error(411, "length_required", "send the body with a Content-Length")
-        if length is not None and length.isdigit() and int(length) > MAX_REQUEST_BYTES:
-            return _error(413, "too_large", f"requests are limited to {MAX_REQUEST_BYTES} bytes")
-        return None
-
-
-def _error(
-    status: int, code: str, message: str, headers: dict[str, str] | None = None
-) -> JSONResponse:
-    return JSONResponse(
-        {"ok": False, "error": {"code": code, "message": message}},
-        status_code=status,
-        headers=headers,
-    )
-
-
 def build_app(state: WebState, *, host: str, url: str) -> Asgi:
     """The Starlette app: the card, the JSON-RPC endpoint at `/`, behind the AccessGuard."""
     settings = state.settings
@@ -166,61 +85,34 @@ def build_app(state: WebState, *, host: str, url: str) -> Asgi:
         *jsonrpc_routes(handler, rpc_url="/"),
     ]
     hosts = HostGuard(lambda environ, start: [], bind_host=host, allowed=settings.allowed_hosts)
-    return AccessGuard(Starlette(routes=routes), state=state, hosts=hosts)
+    return AccessGuard(
+        Starlette(routes=routes),
+        state=state,
+        hosts=hosts,
+        where="a2a",
+        max_bytes=MAX_REQUEST_BYTES,
+        public=_card_request,
+    )
 
 
-class _Uvicorn(uvicorn.Server):
-    """uvicorn that leaves the process's signals to the web server."""
-
-    @contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
+def _card_request(scope: Scope) -> bool:
+    return scope["path"] == AGENT_CARD_WELL_KNOWN_PATH and scope["method"] in ("GET", "HEAD")
 
 
 class A2AServer:
-    """uvicorn serving the A2A app on its own loop thread; `start` waits until it listens."""
+    """The A2A app under uvicorn on its own loop thread; `start` waits until it listens."""
 
     def __init__(self, state: WebState, *, host: str, port: int) -> None:
-        self.state, self.host, self.port = state, host, port
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         self.url = f"http://{shown}:{port}/"
-        config = uvicorn.Config(
-            build_app(state, host=host, url=self.url),
-            host=host,
-            port=port,
-            log_config=None,
-            access_log=False,
-            lifespan="off",
-            proxy_headers=False,
-            timeout_graceful_shutdown=1,
+        app = build_app(state, host=host, url=self.url)
+        self._thread = AsgiThread(
+            state, app, name="A2A server", host=host, port=port, lifespan=False
         )
-        self._server = _Uvicorn(config)
-        self._loop: LoopThread | None = None
-        self._serving: Pending[None] | None = None
 
     def start(self) -> None:
         """Listen, or raise OSError (a port already taken)."""
-        self._loop = LoopThread("a2a-server")
-        self._serving = serving = self._loop.submit(self._server.serve())
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while not self._server.started and not serving.done and time.monotonic() < deadline:
-            self.state.socketio.sleep(0.02)
-        if not self._server.started:
-            self.stop()
-            raise OSError(
-                f"the A2A server could not listen on {self.host}:{self.port} (is the "
-                "port taken? set AGENT_A2A_PORT)"
-            )
-        log.info("a2a server started", extra={"fields": {"host": self.host, "port": self.port}})
+        self._thread.start("AGENT_A2A_PORT")
 
     def stop(self) -> None:
-        """Close the listener and open streams, then end the loop thread."""
-        if self._loop is None:
-            return
-        self._server.should_exit = True
-        deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
-        while self._serving and not self._serving.done and time.monotonic() < deadline:
-            self.state.socketio.sleep(0.02)
-        self._loop.stop(timeout=1.0)
-        self._loop = None
-        log.info("a2a server stopped")
+        self._thread.stop()

@@ -15,7 +15,7 @@ from model.completion import StreamItem
 from model.providers import ProviderConfig, resolve_provider
 from modules.sandbox.factory import runner_for
 from modules.sandbox.runner import CommandRunner
-from modules.skills import SHIPPED_SKILLS, SkillCatalog
+from modules.skills import SkillCatalog, skill_folders
 from modules.tools.catalogue import build_registry
 from modules.tools.memory import MemoryStore
 from modules.tools.proposals import ProposalStore
@@ -154,11 +154,6 @@ def build_services(settings: Settings) -> AgentServices:
         settings.data_dir / "agents",
         settings.workspace / ".agents" / "agents",
     ]
-    skill_folders = [
-        SHIPPED_SKILLS,
-        settings.data_dir / "skills",
-        settings.workspace / ".agents" / "skills",
-    ]
     agents = load_agents(agent_folders)
     for problem in agents.problems:
         log.warning(
@@ -187,7 +182,7 @@ def build_services(settings: Settings) -> AgentServices:
         journal=journal,
         proposals=ProposalStore(settings.data_dir, workspace, journal),
         agents=agents,
-        skills=SkillCatalog(skill_folders),
+        skills=SkillCatalog(skill_folders(settings)),
         attachments=AttachmentStore.from_settings(settings, workspace),
         stream_log=stream_log,
         mcp=mcp,

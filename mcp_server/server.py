@@ -1,5 +1,8 @@
-"""`python main.py mcp`: the workspace's tools served over MCP (stdio) to Claude Desktop, Cline
-or any MCP client, confined to the workspace and sandboxed as they are for the agent.
+"""`python main.py mcp`: the workspace served over MCP (stdio) to Claude Desktop, Cline or any
+MCP client: its tools, confined to the workspace and sandboxed as they are for the agent, its
+files as resources (mcp_server.resources, changes from the file watcher notified:
+mcp_server.changes) and its skills as prompts (mcp_server.prompts). The same server is offered
+over streamable HTTP beside the web server (mcp_server.http).
 
 Which tools are offered follows the approval mode: `read-only` offers the reading tools,
 `ask` (the default) those plus the ones named in AGENT_MCP_SERVER_TOOLS / `--allow-tool`,
@@ -8,23 +11,34 @@ Which tools are offered follows the approval mode: `read-only` offers the readin
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 import anyio.to_thread
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
+from mcp.shared.exceptions import MCPError
 
+from mcp_server.changes import ResourceChanges
+from mcp_server.prompts import SkillPrompts
+from mcp_server.resources import WorkspaceResources
 from modules.results import ToolError, ToolResult
 from modules.sandbox.factory import build_runner
+from modules.skills import SkillCatalog, skill_folders
 from modules.tools.catalogue import build_registry
 from modules.tools.focus import FocusFiles
 from modules.tools.memory import MemoryStore
 from modules.tools.registry import Tool, ToolRegistry
 from modules.tools.tool_context import ToolContext
 from modules.workspace.annotations import AnnotationStore
+from modules.workspace.file_watcher import WorkspaceWatcher
 from modules.workspace.paths import Workspace
 from utils.cancel import CancelToken, TaskCancelled, run_bounded
 from utils.logger import setup_logging
@@ -62,13 +76,29 @@ def offered_tools(registry: ToolRegistry, settings: Settings) -> tuple[dict[str,
     return offered, warnings
 
 
+class _Server(Server[Any]):
+    """The SDK's server, telling handshake-era clients that the resource list changes."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(resources_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
 class WorkspaceServer:
-    """The MCP server: lists the offered tools and runs each call in a worker thread."""
+    """The MCP server: lists the offered tools and runs each call in a worker thread; lists
+    and reads the files, and the skills as prompts. One definition for both transports."""
 
     def __init__(self, settings: Settings) -> None:
         settings.workspace.mkdir(parents=True, exist_ok=True)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        setup_logging(settings.data_dir / "logs", redact_content=settings.log_redact_content)
         self.settings = settings
         self.registry = build_registry()
         self.tools, self.warnings = offered_tools(self.registry, settings)
@@ -76,14 +106,64 @@ class WorkspaceServer:
         self.runner = build_runner(settings)
         self.memory = MemoryStore(settings.data_dir)
         self.annotations = AnnotationStore(settings.data_dir)
-        self.server = Server(
+        self.resources = WorkspaceResources(self.workspace, [settings.data_dir])
+        self.prompts = SkillPrompts(SkillCatalog(skill_folders(settings)))
+        self.changes = ResourceChanges()
+        self.server = _Server(
             SERVER_NAME,
             version="1",
             instructions=f"Tools working inside the folder {settings.workspace}; paths are "
-            "relative to it.",
+            "relative to it. Its files are the resources (workspace:///PATH), its skills the "
+            "prompts.",
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_read_resource=self._read_resource,
+            on_subscribe_resource=self._subscribe,
+            on_unsubscribe_resource=self._unsubscribe,
+            on_subscriptions_listen=self.changes.listen,
+            on_list_prompts=self._list_prompts,
+            on_get_prompt=self._get_prompt,
         )
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        self.changes.seen(ctx)
+        cursor = params.cursor if params is not None else None
+        return await anyio.to_thread.run_sync(self.resources.page, cursor)
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return await anyio.to_thread.run_sync(self.resources.read, str(params.uri))
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        uri = str(params.uri)
+        self.resources.rel_of(uri)
+        try:
+            self.changes.subscribe(ctx, uri)
+        except ValueError as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        return types.EmptyResult()
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        self.changes.unsubscribe(ctx, str(params.uri))
+        return types.EmptyResult()
+
+    async def _list_prompts(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return await anyio.to_thread.run_sync(self.prompts.list)
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        return await anyio.to_thread.run_sync(self.prompts.get, params.name, params.arguments)
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -136,13 +216,29 @@ class WorkspaceServer:
             return ToolResult(False, "Cancelled.")
 
     async def serve(self) -> None:
+        """Serve stdio, the workspace watched for the resource notifications meanwhile."""
         from mcp.server.stdio import stdio_server
 
-        async with stdio_server() as (read, write):
-            await self.server.run(read, write, self.server.create_initialization_options())
+        self.changes.attach(asyncio.get_running_loop())
+        watcher = WorkspaceWatcher(
+            self.settings.workspace.resolve(),
+            ignore=[self.settings.data_dir.resolve()],
+            on_changes=self.changes.on_changes,
+            start_background_task=_daemon_thread,
+        )
+        watcher.start()
+        try:
+            async with stdio_server() as (read, write):
+                await self.server.run(read, write, self.server.create_initialization_options())
+        finally:
+            watcher.stop()
 
     def close(self) -> None:
         self.runner.close()
+
+
+def _daemon_thread(target: Callable[[], None]) -> None:
+    threading.Thread(target=target, name="mcp-watcher", daemon=True).start()
 
 
 def _describe(tool: Tool) -> types.Tool:
@@ -166,6 +262,8 @@ def _result(text: str, *, ok: bool) -> types.CallToolResult:
 
 def serve_stdio(settings: Settings) -> int:
     """Serve until the client closes stdin."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    setup_logging(settings.data_dir / "logs", redact_content=settings.log_redact_content)
     server = WorkspaceServer(settings)
     for warning in server.warnings:
         print(f"warning: {warning}", file=sys.stderr, flush=True)

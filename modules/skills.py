@@ -23,7 +23,7 @@ import yaml
 from history.records import ChatMessage
 from modules.results import ToolError
 from modules.workspace.safe_fs import PathOutsideWorkspace, SafeRoot
-from utils.settings import PROGRAM_DIR
+from utils.settings import PROGRAM_DIR, Settings
 
 SHIPPED_SKILLS = PROGRAM_DIR / "skills"
 SKILL_FILE = "SKILL.md"
@@ -37,6 +37,11 @@ _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)^---[ \t]*(?:\n|\Z)", re.DOTALL |
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 _NAMES_ONLY_CHARS = 1_500
 SNIFF_BYTES = 8192
+
+
+def skill_folders(settings: Settings) -> list[Path]:
+    """Where skills are found, a later folder's replacing an earlier one's of the same name."""
+    return [SHIPPED_SKILLS, settings.data_dir / "skills", settings.workspace / ".agents" / "skills"]
 
 
 @dataclass(frozen=True)

@@ -190,6 +190,13 @@ class Settings(BaseSettings):
         le=65535,
         description="the A2A server's port; default: the web port + 1",
     )
+    mcp_http: bool = Field(False, description="serve MCP over streamable HTTP on its own port")
+    mcp_http_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="the MCP HTTP server's port; default: the web port + 2",
+    )
     remote_agents: list[RemoteAgent] = Field(default_factory=list)
 
     mcp_config: Path | None = Field(

@@ -59,6 +59,10 @@ class WebState:
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
     taps: EventTaps = field(default_factory=EventTaps)
     closers: list[Callable[[], None]] = field(default_factory=list)  # run at shutdown
+    # told each batch of workspace changes too (MCP over HTTP): (changes, refresh), any thread
+    file_listeners: list[Callable[[list[dict[str, Any]], list[dict[str, Any]]], None]] = field(
+        default_factory=list
+    )
     batched: set[str] = field(default_factory=set)  # sids that asked for gathered deltas
 
     def room_for(self, sid: str, conversation_id: str) -> str:
@@ -79,6 +83,8 @@ class WebState:
             folders = [FolderRefresh(**folder) for folder in refresh]
             event = FileTree([FileChange(**change) for change in changes], folders or None)
             self.socketio.emit(event.name, event.to_wire())
+            for listener in self.file_listeners:
+                listener(changes, refresh)
             self.socketio.sleep(0)
 
         self.watcher = WorkspaceWatcher(
