@@ -122,10 +122,10 @@ class ServerProcess:
             self.stop()
         raise RuntimeError(f"server did not start:\n{''.join(self.lines)}\n{self.stderr}")
 
-    def restart(self, timeout: float = 30) -> ServerProcess:
-        """Stop, then start again on the same port, as a person restarting it does: the tabs
-        open on it reconnect to the new process."""
-        self.stop()
+    def restart(self, timeout: float = 30, signum: int = signal.SIGINT) -> ServerProcess:
+        """Stop (by `signum`; SIGKILL: a crash), then start again on the same port, as a person
+        restarting it does: the tabs open on it reconnect to the new process."""
+        self.stop(signum=signum)
         if not self._launch(timeout):
             self.stop()
             raise RuntimeError(f"server did not restart:\n{''.join(self.lines)}\n{self.stderr}")

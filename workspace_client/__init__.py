@@ -1,1 +1,44 @@
-"""A Python client of the web workspace (docs/protocol.md)."""
+"""A Python client of the web workspace (docs/protocol.md): `Client` (threads) and
+`AsyncClient` (asyncio), with the core's typed events."""
+
+from core.events import (
+    ContextEvent,
+    Done,
+    Error,
+    Event,
+    FileTree,
+    Notice,
+    PlanEvent,
+    Status,
+    Thinking,
+    Token,
+    ToolEvent,
+)
+from workspace_client.aio import AsyncClient
+from workspace_client.client import Client, Started, WorkspaceError
+from workspace_client.connection import ConnectionRefused, Disconnected
+from workspace_client.events import ConversationUpdate, Reloaded, Unknown, parse_event
+
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "ConnectionRefused",
+    "ContextEvent",
+    "ConversationUpdate",
+    "Disconnected",
+    "Done",
+    "Error",
+    "Event",
+    "FileTree",
+    "Notice",
+    "PlanEvent",
+    "Reloaded",
+    "Started",
+    "Status",
+    "Thinking",
+    "Token",
+    "ToolEvent",
+    "Unknown",
+    "WorkspaceError",
+    "parse_event",
+]

@@ -115,7 +115,8 @@ class Connection:
         if self.connected:
             with contextlib.suppress(simple_websocket.ConnectionClosed, OSError):
                 self._send("41")
-        self._ws.close()
+        with contextlib.suppress(simple_websocket.ConnectionClosed):  # closed already
+            self._ws.close()
 
     def wait_closed(self, timeout: float | None = None) -> bool:
         self._reader.join(timeout)
