@@ -79,3 +79,19 @@ def test_read_only_mode_refuses_opt_ins_that_change_things(tmp_path):
     assert all(tool.read_only for tool in offered.values())
     assert any("create_file changes the workspace" in w for w in warnings)
     assert any("no tool 'no_such_tool'" in w for w in warnings)
+
+
+def test_stdio_serves_the_files_as_resources_and_the_skills_as_prompts(tmp_path):
+    (tmp_path / "ws" / "docs").mkdir(parents=True)
+    (tmp_path / "ws" / "docs" / "a.md").write_text("# A\n")
+
+    async def session() -> None:
+        async with Client(serve(tmp_path), mode="legacy") as client:
+            uris = [resource.uri for resource in (await client.list_resources()).resources]
+            assert uris == ["workspace:///docs/a.md"]
+            read = (await client.read_resource("workspace:///docs/a.md")).contents[0]
+            assert getattr(read, "text", None) == "# A\n"
+            names = {prompt.name for prompt in (await client.list_prompts()).prompts}
+            assert "code-review" in names
+
+    anyio.run(session)
