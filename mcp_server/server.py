@@ -174,9 +174,10 @@ class WorkspaceServer:
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         tool = self.tools.get(params.name)
-        if tool is None:
-            return _result(
-                f"Unknown tool {params.name!r}. Available: {', '.join(self.tools)}", ok=False
+        if tool is None:  # a protocol error in MCP, not a failed call
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"Unknown tool {params.name!r}. Available: {', '.join(self.tools)}",
             )
         try:
             _, args = self.registry.parse_arguments(params.name, json.dumps(params.arguments or {}))

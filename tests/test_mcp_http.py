@@ -90,6 +90,24 @@ def test_tools_follow_the_offering_rules_and_run_in_the_workspace(
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_an_unknown_or_unoffered_tool_is_a_protocol_error(server: ServerProcess, mode: str) -> None:
+    """MCP's tools/call: an unknown tool is a JSON-RPC error (-32602), not a failed call
+    (the conformance suite took our failed call for a passing tool); arguments that do not fit
+    stay a failed call the model can read."""
+
+    async def session() -> None:
+        async with connect(server, mode) as client:
+            for name in ("test_simple_text", "run_command"):
+                with pytest.raises(MCPError, match=f"Unknown tool '{name}'") as refused:
+                    await client.call_tool(name, {})
+                assert refused.value.code == types.INVALID_PARAMS
+            invalid = await client.call_tool("read_file", {"start_line": 1})
+            assert invalid.is_error and "path" in text_of(invalid)
+
+    anyio.run(session)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
 def test_resources_list_and_read_text_and_blobs_within_the_workspace(
     server: ServerProcess, mode: str
 ) -> None:

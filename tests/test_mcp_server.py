@@ -6,7 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from mcp_server.server import offered_tools
 from modules.tools.catalogue import build_registry
@@ -46,8 +49,9 @@ def test_ask_mode_offers_reading_tools_plus_the_opted_in_ones(tmp_path):
             assert outside.is_error and "outside the workspace" in text(outside)
             invalid = await client.call_tool("read_file", {"start_line": 1})
             assert invalid.is_error and "path" in text(invalid)
-            refused = await client.call_tool("run_command", {"command": "true"})
-            assert refused.is_error and "Unknown tool" in text(refused)
+            with pytest.raises(MCPError, match="Unknown tool 'run_command'") as refused:
+                await client.call_tool("run_command", {"command": "true"})
+            assert refused.value.error.code == INVALID_PARAMS
 
     anyio.run(session)
     assert (tmp_path / "ws" / "a" / "b.txt").read_text() == "hello\n"
