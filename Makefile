@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 PY_STAMP := $(VENV)/.requirements.stamp
 JS_STAMP := static/vendor/.stamp
 
-.PHONY: install run cli demo test test-live lint bench system-test-deps
+.PHONY: install run cli demo test test-live lint bench system-test-deps mcp-conformance
 
 install: $(PY_STAMP) $(JS_STAMP)
 
@@ -55,6 +55,11 @@ system-test-deps:
 test: install system-test-deps
 	@$(BIN)/python -m pytest -n 2 --dist loadfile; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
+
+# The MCP conformance suite's server scenarios against main.py web's MCP over HTTP (Node 22
+# and the suite installed with npm into ~/.cache/workspace-agent the first time).
+mcp-conformance: install
+	$(BIN)/python scripts/mcp_conformance.py
 
 # The real server's environment: built once (llama-cpp-python compiles from source the first
 # time), then quick. Its requirements pin every package; see tests/live/requirements.txt.
