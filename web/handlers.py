@@ -27,6 +27,7 @@ from modules.workspace.file_tree import visible_changes
 from utils.disk import DiskFull, disk_full, is_disk_full
 from utils.settings import Approval, Mode
 from utils.validation import describe_validation_error
+from web.answers_first import AnswersFirst
 from web.payloads import conversation_payload, conversations_payload, status_payload, tree_payload
 from web.state import WebState
 
@@ -164,6 +165,8 @@ def register_socket_handlers(socketio: SocketIO, state: WebState) -> None:
 
 def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
     hub, services = state.hub, state.services
+    answers = AnswersFirst()
+    start_after_answers = answers.after_answers(socketio.start_background_task)
 
     @socketio.on("connect")
     def on_connect(auth: Any = None) -> bool:
@@ -185,6 +188,10 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
     @socketio.on("send_message")
     @acked(SendMessage)
     def on_send(msg: SendMessage) -> dict[str, Any]:
+        with answers.answering():
+            return _send(msg)
+
+    def _send(msg: SendMessage) -> dict[str, Any]:
         terminal = hub.get(msg.conversation_id) if msg.conversation_id else hub.new()
 
         def enter(record: MessageRecord) -> None:
@@ -205,7 +212,7 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
             attachments=[attachment.to_meta() for attachment in attached] or None,
             on_begun=enter,
             budget_override=msg.budget_override,
-            run_in_background=socketio.start_background_task,
+            run_in_background=start_after_answers,
         )
         return {
             "ok": True,
