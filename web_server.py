@@ -73,7 +73,10 @@ def create_app(
     yielded = [time.monotonic()]
 
     def in_room(room: str) -> bool:  # with Redis, clients of other processes may be in it
-        return bool(settings.redis_url) or any(socketio.server.manager.get_participants("/", room))
+        # The manager's own room table: asked once per delta, get_participants copies the room.
+        return bool(settings.redis_url) or bool(
+            socketio.server.manager.rooms.get("/", {}).get(room)
+        )
 
     batcher = DeltaBatcher(
         lambda name, payload, to: socketio.emit(name, payload, to=to),

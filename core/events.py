@@ -51,12 +51,35 @@ class Token(Event):
     message_id: str
     text: str
 
+    def to_wire(self) -> dict[str, Any]:
+        return _delta_wire(self, self.message_id, self.text)
+
 
 @dataclass
 class Thinking(Event):
     name: ClassVar[str] = "thinking"
     message_id: str
     text: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return _delta_wire(self, self.message_id, self.text)
+
+
+def _delta_wire(event: Event, message_id: str, text: str) -> dict[str, Any]:
+    """Event.to_wire of a delta without its per-field checks: one goes out per model delta."""
+    data: dict[str, Any] = {}
+    for key, value in (
+        ("conversation_id", event.conversation_id),
+        ("seq", event.seq),
+        ("agent", event.agent),
+        ("parent_call_id", event.parent_call_id),
+        ("depth", event.depth),
+    ):
+        if value is not None:
+            data[key] = value
+    data["message_id"] = message_id
+    data["text"] = text
+    return data
 
 
 ToolPhase = Literal["start", "args", "end", "approval", "output", "result"]

@@ -27,12 +27,15 @@ OTHER_PACKET_BYTES = 64  # an open packet's dict, a bare ping: small, not worth 
 ACK_TYPES = ("3", "6")
 
 
+SIZED = (str, bytes, bytearray)  # a tuple: `str | bytes` would build a union at every call
+
+
 def packet_bytes(packet: Any) -> int:
     """What a queued packet will put on the wire, roughly (text counted in characters)."""
-    data = getattr(packet, "data", None)
-    if isinstance(data, str | bytes | bytearray):
-        return len(data)
-    return 0 if packet is None else OTHER_PACKET_BYTES
+    if packet is None:  # the writer's end mark
+        return 0
+    data = packet.data
+    return len(data) if isinstance(data, SIZED) else OTHER_PACKET_BYTES
 
 
 def is_answer(packet: Any) -> bool:
