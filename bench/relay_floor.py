@@ -242,7 +242,8 @@ def print_round(run: Run, round_number: int) -> None:
     print(
         f"{run.label:<6}{run.conversations:>4}{round_number:>6}{run.received:>8}{pace:>8.1f}"
         f"{percentile(lat, 50):>9.2f}{percentile(lat, 99):>9.2f}"
-        f"{run.cpu_us_per_token(run.server_cpu):>8.0f}{percentile(run.ack_ms, 50):>8.0f}"
+        f"{run.cpu_us_per_token(run.server_cpu):>8.0f}{run.cpu_us_per_token(run.server_sys):>8.0f}"
+        f"{percentile(run.ack_ms, 50):>8.0f}"
         f"{run.lost:>6}",
         flush=True,
     )
@@ -274,7 +275,7 @@ def measure(
             )
             print(
                 f"{'shape':<6}{'N':>4}{'round':>6}{'tokens':>8}{'/s/conv':>8}{'p50 ms':>9}"
-                f"{'p99 ms':>9}{'us/tok':>8}{'ack ms':>8}{'lost':>6}"
+                f"{'p99 ms':>9}{'us/tok':>8}{'kernel':>8}{'ack ms':>8}{'lost':>6}"
             )
             for n in counts:
                 for number in range(1, rounds + 1):
