@@ -43,6 +43,12 @@ def _parser() -> argparse.ArgumentParser:
     cli.add_argument("-p", "--prompt", help="run one task non-interactively, then exit")
     cli.add_argument("--conversation", help="continue this conversation")
     cli.add_argument("--json", action="store_true", help="print one JSON event per line")
+    cli.add_argument(
+        "--server",
+        metavar="URL",
+        help="drive the running web workspace at URL (its conversations, tasks and approvals)",
+    )
+    cli.add_argument("--token", help="the --server's token (default AGENT_WEB_TOKEN)")
 
     mcp = sub.add_parser("mcp", help="serve the workspace's tools to MCP clients over stdio")
     mcp.add_argument("--workspace", help="the only folder the tools may change (./workspace)")
@@ -72,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _start(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
+    if args.front == "cli" and args.server:
+        return _run_remote(args)
     if args.front == "web" and args.async_mode == "eventlet":
         import eventlet  # patched before anything else imports socket or threading
 
@@ -136,6 +144,21 @@ def _start_problem(exc: OSError) -> str:
             "must be writable (see --workspace and --data-dir)"
         )
     return str(exc)
+
+
+def _run_remote(args: argparse.Namespace) -> int:
+    """`cli --server`: the workspace, data and settings are the server's."""
+    if args.workspace or args.data_dir or args.create:
+        print(
+            "error: with --server the workspace and its data are the server's: drop "
+            "--workspace, --data-dir and --create",
+            file=sys.stderr,
+        )
+        return 2
+    from cli.remote import run_remote
+
+    _start_up_over()
+    return run_remote(args)
 
 
 def _run_cli(settings: Settings, args: argparse.Namespace) -> int:

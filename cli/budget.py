@@ -3,10 +3,12 @@ raised to LIMIT for that one task."""
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 from pydantic import ValidationError
 
-from cli.terminal import CliTerminal
 from core.budgets import BudgetOverride
+from core.events import DoneReason
 from utils.budget import Budget
 from utils.validation import describe_validation_error
 
@@ -14,7 +16,17 @@ CONTINUE = "continue"  # what the page's Continue sends too
 USAGE = "usage: /continue [--raise LIMIT], e.g. /continue --raise 400k tokens"
 
 
-def continue_command(terminal: CliTerminal, arg: str) -> str:
+class Continues(Protocol):
+    """A terminal, local or remote: the budget its last task stopped at, and a way to go on."""
+
+    last_budget: dict[str, Any] | None
+
+    def run_foreground(
+        self, text: str, budget_override: BudgetOverride | None = None
+    ) -> DoneReason: ...
+
+
+def continue_command(terminal: Continues, arg: str) -> str:
     """Send `continue`; with `--raise LIMIT`, the budget the last task reached is LIMIT for it."""
     override = None
     if arg:

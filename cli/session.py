@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TextIO, TypeVar
 
 from cli.budget import continue_command
 from cli.history import find_conversation, listing
@@ -28,6 +29,7 @@ EXIT_CODES: dict[DoneReason, int] = {
     "cancelled": 130,
     "budget": 5,
     "loop": 6,
+    "interrupted": 1,  # the server stopped while the task ran (cli --server)
 }
 EXIT_DECLINED = 4  # `-p`: the task ended, but without an action it needed
 
@@ -93,6 +95,25 @@ def run_once(terminal: CliTerminal, prompt: str) -> int:
     except DiskFull as exc:  # the message was not kept
         terminal.err.write(f"error: {exc.code}: {exc}\n")
         return EXIT_CODES["error"]
+    return task_exit(terminal, reason)
+
+
+class TaskOutcome(Protocol):
+    """What a terminal (local or remote) knows of its last task, for `-p`'s exit."""
+
+    err: TextIO
+    declined: list[str]
+    last_error: str
+
+    @property
+    def conversation_id(self) -> str | None: ...
+
+    @property
+    def iteration(self) -> int: ...
+
+
+def task_exit(terminal: TaskOutcome, reason: DoneReason) -> int:
+    """`-p`'s last lines (the conversation, and why the task failed) and its exit code."""
     terminal.err.write(f"conversation: {terminal.conversation_id}\n")
     if reason == "complete" and terminal.declined:
         terminal.err.write(f"error: declined: {'; '.join(terminal.declined)}\n")
@@ -105,6 +126,7 @@ def run_once(terminal: CliTerminal, prompt: str) -> int:
             "cancelled": "cancelled",
             "budget": terminal.last_error or "stopped: a budget is used up",
             "loop": terminal.last_error or "stopped: the model repeated itself",
+            "interrupted": terminal.last_error or "the server stopped while the task ran",
         }[reason]
         terminal.err.write(f"error: {detail}\n")
     return EXIT_CODES[reason]
@@ -123,6 +145,29 @@ def repl(terminal: CliTerminal) -> int:
     )
     if not provider.configured:
         terminal.err.write(f"{provider.problem}\n{TRY_THE_DEMO}\n")
+    return prompt_loop(terminal, COMMANDS, lambda line: _run_prompt(terminal, line))
+
+
+def _run_prompt(terminal: CliTerminal, line: str) -> None:
+    try:
+        terminal.run_foreground(line)
+    except KeyError as exc:  # an unknown skill or agent
+        terminal.err.write(f"{exc.args[0] if exc.args else exc}\n")
+    except (NotConfigured, DiskFull) as exc:
+        terminal.err.write(f"error: {exc}\n")
+
+
+class Console(Protocol):
+    out: TextIO
+    err: TextIO
+
+
+C = TypeVar("C", bound=Console)
+Commands = Mapping[str, Callable[[C, str], str]]
+
+
+def prompt_loop(terminal: C, commands: Commands[C], run_prompt: Callable[[str], None]) -> int:
+    """Read prompts and slash commands until /quit or Ctrl-D (local and remote sessions)."""
     while True:
         try:
             line = input("› ").strip()
@@ -135,27 +180,25 @@ def repl(terminal: CliTerminal) -> int:
         if not line:
             continue
         if line.startswith("/") and not line.startswith("/skill "):
-            if not run_command(terminal, line):
+            if not dispatch(terminal, line, commands):
                 return 0
             continue
-        try:
-            terminal.run_foreground(line)
-        except KeyError as exc:  # an unknown skill or agent
-            terminal.err.write(f"{exc.args[0] if exc.args else exc}\n")
-            continue
-        except (NotConfigured, DiskFull) as exc:
-            terminal.err.write(f"error: {exc}\n")
-            continue
+        run_prompt(line)
         terminal.out.write("\n")
 
 
 def run_command(terminal: CliTerminal, line: str) -> bool:
     """Run one slash command; False means quit."""
+    return dispatch(terminal, line, COMMANDS)
+
+
+def dispatch(terminal: C, line: str, commands: Commands[C]) -> bool:
+    """Run one slash command of `commands`; False means quit."""
     name, _, arg = line[1:].partition(" ")
     arg, out = arg.strip(), terminal.out
     if name in ("quit", "exit", "q"):
         return False
-    handler = COMMANDS.get(name)
+    handler = commands.get(name)
     if handler is None:
         out.write(f"unknown command /{name}; /help lists them\n")
         return True
@@ -207,14 +250,14 @@ APPROVAL_MEANING = {
 }
 
 
-def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
+def choice(value: str, allowed: tuple[str, ...], what: str) -> str:
     if value not in allowed:
         raise ValueError(f"usage: /{what} {'|'.join(allowed)}")
     return value
 
 
 def _mode(t: CliTerminal, arg: str) -> str:
-    t.mode = _choice(arg, ("fast", "thinking"), "mode")  # type: ignore[assignment]
+    t.mode = choice(arg, ("fast", "thinking"), "mode")  # type: ignore[assignment]
     return f"mode: {t.mode}"
 
 
@@ -227,7 +270,7 @@ def _approval(t: CliTerminal, arg: str) -> str:
             raise ValueError(f"{name.strip()} is not always allowed (/approval lists them)")
         return f"{name.strip()} asks again before it runs"
     if arg:
-        t.approval = _choice(arg, APPROVAL_MODES, "approval")  # type: ignore[assignment]
+        t.approval = choice(arg, APPROVAL_MODES, "approval")  # type: ignore[assignment]
     allowed = ", ".join(t.gate.allowed()) or "none"
     return (
         f"approval: {t.approval} ({APPROVAL_MEANING[t.approval]})\n"
@@ -281,11 +324,19 @@ def _compact(t: CliTerminal, arg: str) -> str:
 
 def _agents(t: CliTerminal, _: str) -> str:
     catalog = t.services.agents
+    problems = [(p.path, p.message) for p in catalog.problems]
+    return agents_text(catalog.summaries(), problems, t.agent)
+
+
+def agents_text(
+    rows: Sequence[Mapping[str, Any]], problems: Sequence[tuple[object, str]], current: str
+) -> str:
+    """`/agents`: one line each, `*` on the conversation's; then the definitions that broke."""
     lines = [
-        f"{'*' if a['name'] == t.agent else ' '} {a['name']:<12} {a['mode']:<12} {a['description']}"
-        for a in catalog.summaries()
+        f"{'*' if a['name'] == current else ' '} {a['name']:<12} {a['mode']:<12} {a['description']}"
+        for a in rows
     ]
-    lines += [f"  broken: {p.path}: {p.message}" for p in catalog.problems]
+    lines += [f"  broken: {path}: {message}" for path, message in problems]
     return "\n".join(lines)
 
 
@@ -297,7 +348,10 @@ def _agent(t: CliTerminal, arg: str) -> str:
 
 
 def _skills(t: CliTerminal, _: str) -> str:
-    rows = t.services.skills.summaries()
+    return skills_text(t.services.skills.summaries())
+
+
+def skills_text(rows: Sequence[Mapping[str, Any]]) -> str:
     if not rows:
         return "no skills (add folders with a SKILL.md to .agents/skills/ in the workspace)"
     return "\n".join(
@@ -317,13 +371,17 @@ def _mcp(t: CliTerminal, arg: str) -> str:
         mcp.restart(name)
         return f"restarting {name}; /mcp shows when it is connected"
     status = mcp.status() if mcp else {"servers": [], "problems": []}
+    return mcp_text(status, str(t.settings.mcp_config or t.settings.data_dir / "mcp.json"))
+
+
+def mcp_text(status: Mapping[str, Any], where: str) -> str:
+    """`/mcp`: the servers (`get_status.mcp`'s shape), their state and tools' policies."""
     lines = [f"  problem: {p['path']}: {p['message']}" for p in status["problems"]]
     for server in status["servers"]:
         state = server["state"] + (f": {server['error']}" if server["error"] else "")
         lines.append(f"  {server['name']:<16} {state}")
         lines += [f"      {tool['name']}  ({_mcp_policy(tool)})" for tool in server["tools"]]
     if not status["servers"]:
-        where = t.settings.mcp_config or t.settings.data_dir / "mcp.json"
         lines.append(f"  no MCP servers: add an `mcpServers` object to {where} (see the README)")
     return "MCP servers:\n" + "\n".join(lines)
 

@@ -4,6 +4,9 @@ those back anyway."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TextIO
+
 from cli.terminal import CliTerminal
 from modules.undo.restore import Conflict, UndoPreview, UndoResult
 
@@ -13,19 +16,36 @@ VERBS = {"remove": "remove ", "restore": "restore", "lost": "cannot restore (not
 
 def undo_command(t: CliTerminal, arg: str) -> str:
     """Run `/undo`: ask before changing anything, then report."""
+    return undo_dialog(
+        t.out,
+        t.stdin,
+        arg,
+        lambda message_id: t.services.journal.preview(t.conversation_id or "", message_id),
+        t.undo,
+    )
+
+
+def undo_dialog(
+    out: TextIO,
+    stdin: TextIO,
+    arg: str,
+    preview_of: Callable[[str | None], UndoPreview],
+    undo: Callable[[str | None, bool], UndoResult],
+) -> str:
+    """`/undo` in a local or a remote terminal: `preview_of(message_id)`, ask, `undo(...)`."""
     words = arg.split()
     overwrite = OVERWRITE in words
     ids = [word for word in words if word != OVERWRITE]
     if len(ids) > 1:
         raise ValueError(f"usage: /undo [MESSAGE_ID] [{OVERWRITE}]")
     message_id = ids[0] if ids else None
-    preview = t.services.journal.preview(t.conversation_id or "", message_id)
+    preview = preview_of(message_id)
     if preview.files or (overwrite and preview.conflicts):
-        t.out.write(_plan(preview, overwrite) + "\nUndo it? [y/N] ")
-        t.out.flush()
-        if t.stdin.readline().strip().lower() not in ("y", "yes"):
+        out.write(_plan(preview, overwrite) + "\nUndo it? [y/N] ")
+        out.flush()
+        if stdin.readline().strip().lower() not in ("y", "yes"):
             return "undo cancelled; nothing changed"
-    return _report(t.undo(message_id, overwrite))
+    return _report(undo(message_id, overwrite))
 
 
 def _plan(preview: UndoPreview, overwrite: bool) -> str:
