@@ -6,15 +6,18 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.browser_helpers import Served, send
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.tty_helpers import Tmux, needs_tmux
 from tests.web_helpers import REPO, TOKEN, ServerProcess, agent_env, free_port
 from workspace_client import Client
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
+SERVER_ENV = {"AGENT_APPROVAL": "ask"}  # the page asks too
 
 
 def _argv(url: str, *extra: str) -> list[str]:
@@ -113,3 +116,58 @@ def test_the_terminal_asks_an_approval_and_lists_the_servers_conversations(
         term.wait_for("unknown command /bogus")
         term.keys("C-d")
         term.wait_for("[exit 0]")
+
+
+@needs_tmux()
+@pytest.mark.browser
+def test_a_task_started_in_the_terminal_is_approved_in_the_page(
+    fresh_served: Served, page: Any, tmp_path: Path
+):
+    server, fake_llm, workspace = fresh_served
+    fake_llm.script(
+        Reply(tool_calls=[Call("run_command", {"command": "echo approved > page.txt"})]),
+        Reply(content="Written after the page said yes."),
+    )
+    argv = _argv(server.url, "--approval", "ask")
+    with Tmux(argv, env=_env(fake_llm, AGENT_WEB_TOKEN=TOKEN), cwd=tmp_path) as term:
+        term.wait_for("/help for commands")
+        term.type("write page.txt")
+        term.wait_for("Allow? [y]es / [n]o / [a]lways for this tool:")
+        page.goto(f"{server.url}/?token={TOKEN}")
+        page.locator(".conv-row", has_text="write page.txt").click()
+        card = page.locator(".tool-card[data-state=approval] .tool-approval")
+        card.wait_for()
+        assert "echo approved > page.txt" in card.inner_text()
+        page.click("[data-testid=approve]")
+        screen = term.wait_for(lambda s: "Written after the page said yes." in s and _prompted(s))
+        assert "answered in another window." in screen
+        page.wait_for_selector(".assistant-message:has-text('Written after the page said yes.')")
+        term.keys("C-d")
+        term.wait_for("[exit 0]")
+    assert (workspace / "page.txt").read_text() == "approved\n"
+    assert page.console_errors == []
+
+
+@needs_tmux()
+@pytest.mark.browser
+def test_the_terminal_follows_a_task_the_page_runs(fresh_served: Served, page: Any, tmp_path: Path):
+    server, fake_llm, _ = fresh_served
+    fake_llm.script(
+        Reply(tool_calls=[Call("run_command", {"command": "echo from-the-page"})]),
+        Reply(content="The page's task is done."),
+    )
+    page.goto(f"{server.url}/?token={TOKEN}")
+    send(page, "a task of the page")
+    page.locator(".tool-card[data-state=approval]").wait_for()
+    with Client(server.url, TOKEN) as client:
+        [cid] = [c["id"] for c in client.conversations() if c["running"]]
+    argv = _argv(server.url, "--conversation", cid[:8])
+    with Tmux(argv, env=_env(fake_llm, AGENT_WEB_TOKEN=TOKEN), cwd=tmp_path) as term:
+        term.wait_for("Allow? [y]es / [n]o / [a]lways for this tool:")
+        term.type("y")
+        screen = term.wait_for(lambda s: "The page's task is done." in s and _prompted(s))
+        assert "from-the-page" in screen
+        page.wait_for_selector('.assistant-message:has-text("The page\'s task is done.")')
+        term.keys("C-d")
+        term.wait_for("[exit 0]")
+    assert page.console_errors == []
