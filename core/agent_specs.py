@@ -19,6 +19,7 @@ from utils.budget import Budget
 from utils.prompts import prompt_renderer
 from utils.settings import PROGRAM_DIR, Provider
 from utils.validation import describe_validation_error
+from utils.yaml_text import safe_load
 
 SHIPPED_AGENTS = PROGRAM_DIR / "agents"
 DEFAULT_AGENT = "general"
@@ -137,7 +138,7 @@ class AgentFileError(ValueError):
 def _load(path: Path) -> AgentSpec:
     try:
         text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if path.suffix == ".json" else safe_load(text)
     except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
         raise AgentFileError(f"{path.name}: cannot be read: {exc}") from None
     if not isinstance(data, dict):

@@ -36,6 +36,7 @@ from model.errors import (
 from model.prices import price_for
 from model.providers import PreparedMessages, ProviderConfig
 from model.sse_pump import ChunkPump, NotAStream
+from model.tls_context import TlsContext
 from model.tool_calls import ToolCallAssembler
 from utils.cancel import CancelToken, TaskCancelled, run_bounded
 from utils.settings import Settings
@@ -98,6 +99,7 @@ class ApiClient:
         self._on_raw_delta = on_raw_delta
         self._prepare = PreparedMessages(config)
         self._sdk: openai.OpenAI | None = None  # built on the first call: see _client
+        self._tls = TlsContext(trust_env=settings.use_proxy) if config.configured else None
         self._sdk_lock = threading.Lock()
 
     def _client(self) -> openai.OpenAI:
@@ -128,7 +130,11 @@ class ApiClient:
         timeout = openai.Timeout(
             self._settings.request_timeout, connect=min(self._settings.request_timeout, 15.0)
         )
-        http_client = openai.DefaultHttpxClient(trust_env=self._settings.use_proxy, timeout=timeout)
+        http_client = openai.DefaultHttpxClient(
+            verify=self._tls.get() if self._tls is not None else True,
+            trust_env=self._settings.use_proxy,
+            timeout=timeout,
+        )
         return openai.OpenAI(
             api_key=self.config.api_key or "not-needed",
             base_url=self.config.base_url,

@@ -131,9 +131,9 @@ class Scripts:
 @cache
 def load_scripts(path: Path = TASKS_FILE) -> Scripts:
     """The scripted tasks (read once; a mistake in the file is a start-up error, not a reply)."""
-    import yaml
+    from utils.yaml_text import safe_load
 
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = safe_load(path.read_text(encoding="utf-8"))
     tasks = [
         Script(
             t["name"],

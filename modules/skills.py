@@ -24,6 +24,7 @@ from history.records import ChatMessage
 from modules.results import ToolError
 from modules.workspace.safe_fs import PathOutsideWorkspace, SafeRoot
 from utils.settings import PROGRAM_DIR, Settings
+from utils.yaml_text import safe_load
 
 SHIPPED_SKILLS = PROGRAM_DIR / "skills"
 SKILL_FILE = "SKILL.md"
@@ -258,7 +259,7 @@ def _split(text: str) -> tuple[dict[str, Any], str]:
     if match is None:
         raise ValueError(f"{SKILL_FILE} does not start with YAML front matter between '---' lines")
     try:
-        meta = yaml.safe_load(match.group(1))
+        meta = safe_load(match.group(1))
     except yaml.YAMLError as exc:
         raise ValueError(
             f"its front matter is not valid YAML: {' '.join(str(exc).split())}"
