@@ -122,7 +122,7 @@ class ApiClient:
         interactive CLI while the first prompt is typed). A problem is left to that call."""
         if self.config.configured:
             with contextlib.suppress(ApiError):
-                self._client()
+                _ = self._client().chat.completions  # its resource modules import on first use
 
     def _build_sdk(self) -> openai.OpenAI:
         import openai

@@ -63,15 +63,16 @@ def counted_queue(base: type[Any], cap: ClientQueueCap) -> type[Any]:
         def put(self, item: Any, *args: Any, **kwargs: Any) -> None:
             if self.full and item is not None:
                 return
-            if cap.replaying() or is_answer(item):
-                self.asked += packet_bytes(item)
             super().put(item, *args, **kwargs)
             if self.queued_bytes - self.asked > cap.cap_bytes and not self.full:
                 self.full = True
                 cap.full(self)
 
-        def _put(self, item: Any) -> None:
-            self.queued_bytes += packet_bytes(item)
+        def _put(self, item: Any) -> None:  # under the queue's lock
+            size = packet_bytes(item)
+            self.queued_bytes += size
+            if size and (is_answer(item) or cap.replaying()):
+                self.asked += size
             super()._put(item)
 
         def _get(self) -> Any:

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 WINDOW_SECONDS = 0.008
 BATCHED_SUFFIX = "/batched"
 SAME_BATCH = ("message_id", "agent", "parent_call_id", "depth")
+DELTAS = (Token, Thinking)  # a tuple: `Token | Thinking` would build a union at every event
 
 Emit = Callable[[str, dict[str, Any], "str | list[str]"], None]  # (name, payload, to)
 Sleep = Callable[[float], None]
@@ -75,7 +76,7 @@ class DeltaBatcher:
             return
         room = self._room(cid)
         with room.lock:
-            if isinstance(event, Token | Thinking) and event.seq is not None:
+            if isinstance(event, DELTAS) and event.seq is not None:
                 self._delta(cid, room, event, wire)
                 return
             self._send_gathered(cid, room)
