@@ -13,8 +13,9 @@ install: $(PY_STAMP) $(JS_STAMP)
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(PY_STAMP): requirements.txt | $(BIN)/python
+$(PY_STAMP): requirements.txt pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --disable-pip-version-check -q -r requirements.txt
+	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps -e .
 	touch $@
 
 $(JS_STAMP): package.json package-lock.json scripts/vendor.mjs
