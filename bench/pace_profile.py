@@ -10,7 +10,10 @@ from collections import Counter
 from pathlib import Path
 
 GROUPS: list[tuple[str, tuple[str, ...]]] = [
-    ("model stream reading (sse_pump, api_client)", ("model/sse_pump.py", "model/api_client.py")),
+    (
+        "model stream reading (sse_pump, stream_reading, api_client)",
+        ("model/sse_pump.py", "model/stream_reading.py", "model/api_client.py"),
+    ),
     (
         "SDK / HTTP read (openai, httpx2, httpcore2)",
         ("/openai/", "/httpx2/", "/httpcore2/", "/httpx/", "/httpcore/", "/h11/"),
