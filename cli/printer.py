@@ -18,6 +18,7 @@ import os
 import shutil
 from typing import TYPE_CHECKING, TextIO
 
+from cli.painter import BOLD, CYAN, DIM, GREEN, RED, YELLOW, Painter
 from cli.streams import LineState, context_line
 from core.approval import made_visible
 from core.events import (
@@ -39,24 +40,15 @@ if TYPE_CHECKING:
 
     from cli.markdown import MarkdownStream, Waiting
 
-DIM, BOLD, RESET = "\033[2m", "\033[1m", "\033[0m"
-RED, GREEN, CYAN, YELLOW = "\033[31m", "\033[32m", "\033[36m", "\033[33m"
 RESULT_PREVIEW_LINES = 12
-DIFF_PREVIEW_LINES = 80
 PLAIN_ARGS_CHARS = 400  # of a tool call's arguments on its line, when there is no screen width
 INDENT = "  "  # per level of sub-agent
 GUTTER = "│ "  # before each line of a command's live output
 STEP_MARKS = {"pending": "○", "running": "◐", "done": "✓", "failed": "✗"}
 PLAN_TOOLS = {"make_plan", "finish_step"}  # the plan's lines say it all; only a failure shows
-VERBS = {
-    "run_command": "run",
-    "run_python": "run",
-    "delete_file": "delete",
-    "rename_file": "rename",
-}
 
 
-class EventPrinter:
+class EventPrinter(Painter):
     """Turns docs/protocol.md §4 events into terminal output; one instance per terminal."""
 
     def __init__(
@@ -68,7 +60,7 @@ class EventPrinter:
         progress: TextIO | None = None,
         final_only: bool = False,
     ) -> None:
-        self.color = color
+        super().__init__(color=color)
         self._outs: dict[int, LineState] = {}
         self._err = self._out(err)
         self._progress = self._out(progress if progress is not None else out)
@@ -94,9 +86,6 @@ class EventPrinter:
 
     def _out(self, file: TextIO) -> LineState:
         return self._outs.setdefault(id(file), LineState(file))
-
-    def paint(self, text: str, *styles: str) -> str:
-        return "".join(styles) + text + RESET if self.color and styles else text
 
     def render(self, event: Event) -> None:
         self._stop_waiting()
@@ -368,54 +357,6 @@ class EventPrinter:
         if self._final is not None and text:
             self._final.write(text)
             self._final.end_line()
-
-    # --- what the terminal asks -----------------------------------------------------------
-
-    def approval_text(self, event: ToolEvent) -> str:
-        """What a call waiting for approval shows: `NAME wants to change PATH:` and the diff in
-        colour, or `NAME wants to run:` and the command, then its warnings."""
-        preview = event.preview or ""
-        path = diff_path(preview)
-        if path is not None:
-            head, body = f"{event.tool} wants to change {path}:", self.diff(preview)
-        else:
-            verb = VERBS.get(event.tool, "use")
-            head = f"{event.tool} wants to {verb}:"
-            body = "".join(f"  {line}\n" for line in preview.splitlines())
-        warnings = "".join(
-            self.paint(f"warning: it {w}", YELLOW) + "\n" for w in event.warnings or ()
-        )
-        return self.paint(head, YELLOW, BOLD) + "\n" + body + warnings
-
-    def diff(self, diff: str) -> str:
-        """A unified diff, added lines green and removed ones red (at most DIFF_PREVIEW_LINES)."""
-        lines = diff.splitlines()
-        shown = [self.paint(line, *_diff_style(line)) for line in lines[:DIFF_PREVIEW_LINES]]
-        if len(lines) > DIFF_PREVIEW_LINES:
-            shown.append(self.paint(f"… {len(lines) - DIFF_PREVIEW_LINES} more lines", DIM))
-        return "".join(f"{line}\n" for line in shown)
-
-
-def _diff_style(line: str) -> tuple[str, ...]:
-    if line.startswith(("+++", "---")):
-        return (BOLD,)
-    if line.startswith("+"):
-        return (GREEN,)
-    if line.startswith("-"):
-        return (RED,)
-    if line.startswith("@@"):
-        return (CYAN,)
-    return ()
-
-
-def diff_path(preview: str) -> str | None:
-    """The file a unified diff preview changes; None when the preview is not a diff."""
-    lines = preview.split("\n", 2)
-    if len(lines) < 2 or not lines[0].startswith("--- ") or not lines[1].startswith("+++ "):
-        return None
-    after, before = lines[1][4:].strip(), lines[0][4:].strip()
-    name = after if after != "/dev/null" else before
-    return name.removeprefix("b/").removeprefix("a/")
 
 
 def _same_terminal(a: TextIO, b: TextIO) -> bool:

@@ -7,7 +7,8 @@ import sys
 import threading
 from typing import Any, TextIO
 
-from cli.printer import YELLOW, EventPrinter
+from cli.painter import YELLOW
+from cli.printer import EventPrinter
 from cli.streams import json_line, use_color
 from core.budgets import BudgetOverride
 from core.events import Done, DoneReason, Error, Event, ToolEvent

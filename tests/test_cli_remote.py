@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from core.events import Done
 from tests.browser_helpers import Served, send
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.tty_helpers import Tmux, needs_tmux
@@ -171,3 +172,35 @@ def test_the_terminal_follows_a_task_the_page_runs(fresh_served: Served, page: A
         term.keys("C-d")
         term.wait_for("[exit 0]")
     assert page.console_errors == []
+
+
+@needs_tmux()
+def test_a_task_another_client_starts_streams_at_the_idle_prompt_and_is_approved_there(
+    server: ServerProcess, fake: FakeLLM, tmp_path: Path
+):
+    fake.script(
+        Reply(content="First answer."),
+        Reply(tool_calls=[Call("run_command", {"command": "echo from-elsewhere"})]),
+        Reply(content="The other client's task is done."),
+    )
+    with Tmux(_argv(server.url), env=_env(fake, AGENT_WEB_TOKEN=TOKEN), cwd=tmp_path) as term:
+        term.wait_for("/help for commands")
+        term.type("hello")
+        term.wait_for(lambda s: "First answer." in s and _prompted(s))
+        term.keys("-l", "half typed")  # the user is typing when the other task starts
+        with Client(server.url, TOKEN) as other:
+            [cid] = [c["id"] for c in other.conversations()]
+            other.send("a task of another window", cid, approval="ask")
+            screen = term.wait_for("type it at the prompt (a page may answer first)")
+            assert "run_command wants to run:" in screen and "echo from-elsewhere" in screen
+            assert screen.rstrip().endswith("› half typed")  # redrawn under the lines printed
+            term.keys("C-u")
+            term.type("y")
+            screen = term.wait_for(
+                lambda s: "The other client's task is done." in s and _prompted(s)
+            )
+            assert "from-elsewhere" in screen and "answered in another window." not in screen
+            reasons = [e.reason for e in other.events(cid) if isinstance(e, Done)]
+        assert reasons == ["complete"]
+        term.keys("C-d")
+        term.wait_for("[exit 0]")

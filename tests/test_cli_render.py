@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from cli.markdown import block_starts
-from cli.printer import GREEN, RED, EventPrinter, diff_path
+from cli.painter import GREEN, RED, diff_path
+from cli.printer import EventPrinter
 from core.events import Token, ToolEvent
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.tty_helpers import ANSI, HEIGHT, Tmux, clean_env, needs_tmux

@@ -1,0 +1,89 @@
+"""What the slash commands say, the same in the local and the remote terminal: `/help`, the
+approval modes, and the listings of agents, skills and MCP servers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+HELP = """\
+/status                 model, mode, approval, iteration, context used/limit, focus files
+/mode fast|thinking     switch the thinking policy
+/approval [MODE]        show the approval mode and the always-allowed tools, or set
+                        the mode: auto|ask|read-only
+/approval revoke NAME   ask again before the tool NAME (allowed "always" earlier)
+/continue [--raise LIMIT]  go on where the last task stopped; after a budget stopped it,
+                        --raise gives that budget a higher LIMIT for this task only
+/new                    start a new conversation
+/history [N|ID]         list recent conversations, numbered; open one by its number
+                        or its id (the first characters only it starts with do)
+/focus PATH             keep a file's current content in every model call (at most 3)
+/unfocus PATH           stop doing so
+/attach [PATH]          send a file (PDF, DOCX, XLSX, PPTX, CSV, text, image) with the next
+                        message: a workspace path, or one outside that is copied into uploads/;
+                        no PATH lists them; /detach drops them
+/memory                 show the main and this conversation's memory
+/compact [INSTRUCTIONS]  summarise the older turns now (optionally: what to keep)
+/undo [MESSAGE_ID] [--overwrite]
+                        put back the files the last task (or that message's task) changed;
+                        files changed since it stay as they are unless --overwrite
+/agents                 list the agents; /agent NAME switches this conversation to one
+/skills                 list the skills; /skill NAME [message] runs a task with that skill
+/mcp [restart NAME]     list the MCP servers and their tools, or reconnect one
+/help                   this list
+/quit                   leave (Ctrl-D too); Ctrl-C stops a running task"""
+
+
+APPROVAL_MODES = ("auto", "ask", "read-only")
+APPROVAL_MEANING = {
+    "auto": "every tool runs without asking",
+    "ask": "asks before commands, deletions, renames and overwrites",
+    "read-only": "reading tools only",
+}
+
+
+def choice(value: str, allowed: tuple[str, ...], what: str) -> str:
+    if value not in allowed:
+        raise ValueError(f"usage: /{what} {'|'.join(allowed)}")
+    return value
+
+
+def agents_text(
+    rows: Sequence[Mapping[str, Any]], problems: Sequence[tuple[object, str]], current: str
+) -> str:
+    """`/agents`: one line each, `*` on the conversation's; then the definitions that broke."""
+    lines = [
+        f"{'*' if a['name'] == current else ' '} {a['name']:<12} {a['mode']:<12} {a['description']}"
+        for a in rows
+    ]
+    lines += [f"  broken: {path}: {message}" for path, message in problems]
+    return "\n".join(lines)
+
+
+def skills_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return "no skills (add folders with a SKILL.md to .agents/skills/ in the workspace)"
+    return "\n".join(
+        f"  {r['name']:<20} broken: {r['broken']}"
+        if "broken" in r
+        else f"  {r['name']:<20} {r['description']}"
+        for r in rows
+    )
+
+
+def mcp_text(status: Mapping[str, Any], where: str) -> str:
+    """`/mcp`: the servers (`get_status.mcp`'s shape), their state and tools' policies."""
+    lines = [f"  problem: {p['path']}: {p['message']}" for p in status["problems"]]
+    for server in status["servers"]:
+        state = server["state"] + (f": {server['error']}" if server["error"] else "")
+        lines.append(f"  {server['name']:<16} {state}")
+        lines += [f"      {tool['name']}  ({_mcp_policy(tool)})" for tool in server["tools"]]
+    if not status["servers"]:
+        lines.append(f"  no MCP servers: add an `mcpServers` object to {where} (see the README)")
+    return "MCP servers:\n" + "\n".join(lines)
+
+
+def _mcp_policy(tool: dict[str, Any]) -> str:
+    if tool["read_only"]:
+        return "read-only"
+    return "asks in ask mode" if tool["asks"] else "allowed without asking"
