@@ -45,7 +45,8 @@ from bench.long_conversation_fake import CAPTURE, workspace_files
 from bench.pace_fake import FakeProcess
 from bench.pace_figures import cpu_times, percentile, verdict
 from bench.pace_profile import start_py_spy, summarise_py_spy
-from tests.web_helpers import TOKEN, InOrderClient, ServerProcess
+from tests.web_helpers import TOKEN, ServerProcess
+from workspace_client.connection import Connection
 
 GOAL_RATIO = 1.5
 FAKE = str(Path(__file__).with_name("long_conversation_fake.py"))
@@ -56,21 +57,20 @@ class Driver:
     """One Socket.IO connection that starts tasks and notes when each conversation is done."""
 
     def __init__(self, url: str) -> None:
-        self.sio = InOrderClient(reconnection=False)
-        self.sio.on("done", self._done)
         self.url = url
+        self._connection: Connection | None = None
         self._done_at: dict[str, float] = {}
         self._all_done = threading.Condition()
 
-    def _done(self, payload: dict[str, Any]) -> None:
-        if payload.get("depth") is None:
+    def _on_event(self, name: str, payload: Any) -> None:
+        if name == "done" and payload.get("depth") is None:
             with self._all_done:
                 self._done_at[str(payload.get("conversation_id"))] = time.monotonic()
                 self._all_done.notify_all()
 
     def connect(self) -> Driver:
         auth = {"token": TOKEN, "batch_deltas": True}
-        self.sio.connect(self.url, auth=auth, transports=["websocket"], wait_timeout=10)
+        self._connection = Connection(self.url, auth=auth, on_event=self._on_event)
         return self
 
     def round(self, texts: list[tuple[str | None, str]], timeout: float) -> dict[str, float]:
@@ -83,7 +83,8 @@ class Driver:
         def start(n: int, conversation_id: str | None, text: str) -> None:
             asked = time.monotonic()
             payload = {"conversation_id": conversation_id, "text": text}
-            ack = self.sio.call("send_message", payload, timeout=30)
+            assert self._connection is not None
+            ack = self._connection.call("send_message", payload, timeout=30)
             assert ack and ack.get("ok"), ack
             slots[n] = (str(ack["conversation_id"]), asked)
 
@@ -103,7 +104,8 @@ class Driver:
             return {cid: self._done_at[cid] - asked for cid, asked in sent}
 
     def disconnect(self) -> None:
-        threading.Thread(target=self.sio.disconnect, daemon=True).start()
+        if self._connection is not None:
+            self._connection.close()
 
 
 @dataclass

@@ -92,7 +92,7 @@ def fan_out(url: str, fake: FakeLLM, conversations: int, deltas: int) -> FanOut:
     """Run `conversations` tasks at once over CLIENTS connections; count and check events."""
     texts = {f"fan {n:03d}": _text(f"[{n:03d}]", deltas) for n in range(conversations)}
     fake.responder = _responder(texts)
-    clients = [EventClient(url, transports=["websocket"]).connect() for _ in range(CLIENTS)]
+    clients = [EventClient(url).connect() for _ in range(CLIENTS)]
     try:
         started = time.monotonic()
         owners = {}
@@ -136,7 +136,7 @@ def run(deltas: int, conversations: int, conversation_deltas: int, async_mode: s
             async_mode=async_mode,
         ).start()
         try:
-            client = EventClient(server.url, transports=["websocket"]).connect()
+            client = EventClient(server.url).connect()
             relay_rate(client, "warm", len("warm up"))
             relayed = statistics.median(relay_rate(client, f"run {i}", deltas) for i in range(RUNS))
             client.disconnect()

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.pace_figures import Stamps, percentile
 from tests.cluster_helpers import Haproxy, RedisServer, cluster, missing_programs
 from tests.fake_llm import FakeLLM, Reply, Response
-from tests.web_helpers import EventClient, Received, ServerProcess
+from tests.web_helpers import EventClient, Received, ServerProcess, StockSocketIOClient
 
 
 @dataclass
@@ -83,12 +83,13 @@ def pair(root: Path, fake: FakeLLM, async_mode: str) -> Iterator[list[int]]:
 def load(url: str, fake: FakeLLM, label: str, args: argparse.Namespace) -> Result:
     """Start every conversation at once; wait for all; measure what the watchers received."""
     fake.responder = lambda _request: _reply(args)
-    clients = [
-        EventClient(url, transports=["polling", "websocket"]).connect() for _ in range(args.clients)
+    clients = [  # polling, then the upgrade through the balancer's sticky cookie, as a page
+        StockSocketIOClient(url, transports=["polling", "websocket"]).connect()
+        for _ in range(args.clients)
     ]
     try:
         started = time.monotonic()
-        watched: dict[str, EventClient] = {}
+        watched: dict[str, StockSocketIOClient] = {}
         for n in range(args.conversations):
             owner, watcher = clients[n % len(clients)], clients[(n + 1) % len(clients)]
             cid = owner.start(f"scale {n}")

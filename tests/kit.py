@@ -2,7 +2,8 @@
 received event (`Received`), kept by `EventLog`, which every recorder of the kit is.
 
 The recorders (each an EventLog, so each waits and filters the same way):
-- `tests.web_helpers.EventClient`: a real Socket.IO client over the network;
+- `tests.web_helpers.EventClient`: a Socket.IO client over the network (workspace_client's
+  connection; `StockSocketIOClient`, python-socketio's, for the tests of transports);
 - `tests.web_helpers.InProcessClient`: Flask-SocketIO's test client, in-process;
 - `tests.helpers.TerminalRecorder`: a `MainTerminal` run in-process, its events as it emits them.
 

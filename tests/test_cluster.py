@@ -17,7 +17,7 @@ from tests.cluster_helpers import ClusterServer, Haproxy, RedisServer, cluster, 
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import fake_settings
 from tests.kit import Received, wait_until
-from tests.web_helpers import EventClient, assert_contiguous, connected
+from tests.web_helpers import StockSocketIOClient, assert_contiguous, connected
 from web.hub import TerminalHub
 from web.redis_cluster import RedisCluster
 
@@ -280,11 +280,11 @@ def test_haproxy_with_sticky_sessions_polls_then_upgrades(
 ) -> None:
     fake.script(slow(), slow("Second client's turn."))
     with Haproxy(tmp_path / "haproxy", [server.port for server in pair]) as balancer:
-        first, second = EventClient(balancer.url), EventClient(balancer.url)
+        first, second = StockSocketIOClient(balancer.url), StockSocketIOClient(balancer.url)
         for client in (first, second):
             client.connect()
 
-            def upgraded(c: EventClient = client) -> bool:
+            def upgraded(c: StockSocketIOClient = client) -> bool:
                 return c.sio.transport() == "websocket"
 
             wait_until(upgraded, 5, "the websocket upgrade")

@@ -54,14 +54,14 @@ class SendOnDone:
         # decode_responses=True: a str or None, though redis-py's get() says bytes | str | None
         self.leases: dict[int, bytes | str | None] = {}
         self._redis = redis_lib.Redis.from_url(redis_url, decode_responses=True)
-        client.sio.on("done", self._on_done)
+        client.on("done", self._on_done)
 
     def _on_done(self, payload: dict[str, Any]) -> None:
         self.seen += 1
         number, cid = self.seen, payload["conversation_id"]
         if number in self.texts:
             self.leases[number] = self._redis.get(f"agent:lease:{cid}")
-            self.client.sio.emit(
+            self.client.emit(
                 "send_message",
                 {"conversation_id": cid, "text": self.texts[number]},
                 callback=lambda ack: self.acks.__setitem__(number, ack),

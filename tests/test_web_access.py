@@ -18,8 +18,8 @@ from tests.fake_llm import FakeLLM
 from tests.helpers import session_from
 from tests.web_helpers import (
     TOKEN,
-    EventClient,
     ServerProcess,
+    StockSocketIOClient,
     Web,
     agent_argv,
     agent_env,
@@ -91,8 +91,8 @@ def test_an_oversized_socket_payload_is_dropped_and_the_server_keeps_serving(
     server: ServerProcess,
 ) -> None:
     with connected(server.url) as client:
-        client.sio.emit("get_conversation", {"conversation_id": "x" * 2_000_000})
-        client.wait_until(lambda _: not client.sio.connected, 10, "the server to drop us")
+        client.emit("get_conversation", {"conversation_id": "x" * 2_000_000})
+        client.wait_until(lambda _: not client.connected, 10, "the server to drop us")
     with connected(server.url) as again:
         assert again.call("get_status")["ok"] is True
 
@@ -148,9 +148,12 @@ def test_a_guesser_on_the_owners_address_cannot_lock_the_owner_out(server: Serve
     assert shared.get(status, headers=AUTH, timeout=10).status_code == 200
     opened = shared.get(f"{server.url}/?token={TOKEN}", timeout=10)
     assert opened.status_code == 200 and shared.get(status, timeout=10).status_code == 200
-    with connected(server.url, transports=["polling"], http_session=shared) as owner:
-        assert owner.call("get_status")["ok"] is True
-    guesser = EventClient(server.url, token="wrong", transports=["polling"], http_session=shared)
+    owner = StockSocketIOClient(server.url, transports=["polling"], http_session=shared).connect()
+    assert owner.call("get_status")["ok"] is True
+    owner.disconnect()
+    guesser = StockSocketIOClient(
+        server.url, token="wrong", transports=["polling"], http_session=shared
+    )
     refusals: list[dict] = []
     guesser.sio.on("connect_error", refusals.append)
     with pytest.raises(socketio.exceptions.ConnectionError):

@@ -10,7 +10,13 @@ import socketio
 
 from tests.fake_llm import FakeLLM, RecordedRequest, Reply, Response
 from tests.kit import text_of, tokens, wait_until
-from tests.web_helpers import EventClient, ServerProcess, assert_contiguous, connected
+from tests.web_helpers import (
+    EventClient,
+    ServerProcess,
+    StockSocketIOClient,
+    assert_contiguous,
+    connected,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
 
@@ -92,7 +98,7 @@ def test_twenty_concurrent_conversations_do_not_mix(server: ServerProcess, fake:
 def test_connect_without_the_token_is_refused(
     server: ServerProcess, token: str | None, transports: list[str] | None
 ):
-    client = EventClient(server.url, token=token, transports=transports)
+    client = StockSocketIOClient(server.url, token=token, transports=transports)
     with pytest.raises(socketio.exceptions.ConnectionError):
         client.connect()
     assert not client.sio.connected
@@ -100,11 +106,14 @@ def test_connect_without_the_token_is_refused(
 
 @pytest.mark.parametrize("transports", [None, ["websocket"]])
 def test_origin_check(server: ServerProcess, transports: list[str] | None):
-    foreign = EventClient(server.url, transports=transports, origin="http://evil.example")
+    foreign = StockSocketIOClient(server.url, transports=transports, origin="http://evil.example")
     with pytest.raises(socketio.exceptions.ConnectionError):
         foreign.connect()
-    with connected(server.url, transports=transports, origin=server.url) as same:
+    same = StockSocketIOClient(server.url, transports=transports, origin=server.url).connect()
+    try:
         assert same.call("get_status")["ok"] is True
+    finally:
+        same.disconnect()
 
 
 @pytest.mark.parametrize("mode", ASYNC_MODES)

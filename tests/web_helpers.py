@@ -1,6 +1,6 @@
-"""The web part of the test kit: a real server process, the real Socket.IO client that records
-what it receives (`EventClient`), and the app in-process with its test client (`Web`,
-`InProcessClient`)."""
+"""The web part of the test kit: a real server process, a client over the network that records
+what it receives (`EventClient`, on workspace_client's connection; `StockSocketIOClient` for the
+tests of transports), and the app in-process with its test client (`Web`, `InProcessClient`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -29,6 +29,7 @@ from flask_socketio import SocketIO, SocketIOTestClient
 from tests.fake_llm import FakeLLM
 from tests.kit import EventLog, Received, wait_until
 from web.state import WebState
+from workspace_client.connection import Connection
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "web-test-token-0123456789"
@@ -241,6 +242,79 @@ def listening(port: int, timeout: float) -> bool:
     return True
 
 
+class EventClient(EventLog):
+    """A connection to a running server (workspace_client's `Connection`, over a WebSocket)
+    recording every event it receives, in wire order, with its arrival time."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = TOKEN,
+        *,
+        origin: str | None = None,  # an Origin header; None: none, as a program sends
+        batch_deltas: bool = False,  # ask for gathered deltas, as the page does (web/batching.py)
+    ) -> None:
+        super().__init__()
+        self.url, self.token, self.origin, self.batch_deltas = url, token, origin, batch_deltas
+        self._handlers: dict[str, Callable[[Any], None]] = {}
+        self._connection: Connection | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self._connection is not None and self._connection.connected
+
+    def on(self, event: str, handler: Callable[[Any], None]) -> None:
+        """Hand `event`'s payloads to `handler` (on the reader thread) instead of recording them."""
+        self._handlers[event] = handler
+
+    def connect(self) -> EventClient:
+        """Raises ConnectionRefused (`code`: `wrong_token`, ...) or simple_websocket's
+        ConnectionError (the handshake refused: a foreign Origin)."""
+        auth: dict[str, Any] | None = {"token": self.token} if self.token is not None else None
+        if auth is not None and self.batch_deltas:
+            auth["batch_deltas"] = True
+        self._connection = Connection(
+            self.url,
+            auth=auth,
+            on_event=self._on_event,
+            headers={"Origin": self.origin} if self.origin else None,
+        )
+        return self
+
+    def _on_event(self, event: str, payload: Any) -> None:
+        handler = self._handlers.get(event)
+        if handler is not None:
+            handler(payload)
+        else:
+            self.record(event, payload)
+
+    def disconnect(self) -> None:
+        """Leave: when it returns, the server has been told and the reader has ended."""
+        if self._connection is not None:
+            self._connection.close()
+
+    def call(self, event: str, payload: Any = None, timeout: float = 10) -> Any:
+        """Send an event and return its acknowledgement."""
+        return self._live().call(event, {} if payload is None else payload, timeout)
+
+    def emit(
+        self, event: str, payload: Any = None, callback: Callable[[Any], None] | None = None
+    ) -> None:
+        """Send an event without waiting; `callback(ack)` on the reader thread."""
+        self._live().emit(event, {} if payload is None else payload, callback)
+
+    def start(self, text: str, conversation_id: str | None = None, **extra: Any) -> str:
+        """send_message; assert the ack is ok and return the conversation id."""
+        ack = self.call("send_message", {"conversation_id": conversation_id, "text": text, **extra})
+        assert ack["ok"], ack
+        return str(ack["conversation_id"])
+
+    def _live(self) -> Connection:
+        if self._connection is None:
+            raise RuntimeError("connect() first")
+        return self._connection
+
+
 class _InOrderEngineIO(engineio.Client):
     """Runs message handlers in the read loop, so they see messages in wire order.
 
@@ -253,7 +327,7 @@ class _InOrderEngineIO(engineio.Client):
         return super()._trigger_event(event, *args, **kwargs)
 
 
-class InOrderClient(socketio.Client):
+class _InOrderSocketIO(socketio.Client):
     """A `socketio.Client` whose event handlers run in arrival order."""
 
     def _engineio_client_class(self) -> type[engineio.Client]:
@@ -261,31 +335,28 @@ class InOrderClient(socketio.Client):
 
 
 @dataclass
-class EventClient(EventLog):
-    """A real `socketio.Client` (over the network) recording every event it receives."""
+class StockSocketIOClient(EventLog):
+    """python-socketio's own client, recording what it receives: for the tests of transports
+    (long-polling and its upgrade, a balancer's sticky cookie, the Origin a browser-like client
+    sends); every other test uses `EventClient`."""
 
     url: str
     token: str | None = TOKEN
     transports: list[str] | None = None
     origin: str | None = None  # None: what the client libraries send by themselves
-    batch_deltas: bool = False  # ask for gathered deltas, as the page does (web/batching.py)
     http_session: requests.Session | None = None  # what polling goes through (session_from)
 
     def __post_init__(self) -> None:
         super().__init__()
         self.headers = {"Origin": self.origin} if self.origin else {}
         options = {"suppress_origin": True} if self.origin else {}
-        self.sio = InOrderClient(
+        self.sio = _InOrderSocketIO(
             reconnection=False, websocket_extra_options=options, http_session=self.http_session
         )
         self.sio.on("*", self.record)
 
-    def connect(self) -> EventClient:
-        auth: dict[str, str | bool] | None = (
-            {"token": self.token} if self.token is not None else None
-        )
-        if auth is not None and self.batch_deltas:
-            auth["batch_deltas"] = True
+    def connect(self) -> StockSocketIOClient:
+        auth = {"token": self.token} if self.token is not None else None
         self.sio.connect(
             self.url, auth=auth, headers=self.headers, transports=self.transports, wait_timeout=10
         )
@@ -304,12 +375,10 @@ class EventClient(EventLog):
             wait_until(lambda: not self.sio.connected, 2, "the client to leave", every=0.01)
 
     def call(self, event: str, payload: Any = None, timeout: float = 10) -> Any:
-        """Send an event and return its acknowledgement."""
         return self.sio.call(event, {} if payload is None else payload, timeout=timeout)
 
-    def start(self, text: str, conversation_id: str | None = None, **extra: Any) -> str:
-        """send_message; assert the ack is ok and return the conversation id."""
-        ack = self.call("send_message", {"conversation_id": conversation_id, "text": text, **extra})
+    def start(self, text: str, conversation_id: str | None = None) -> str:
+        ack = self.call("send_message", {"conversation_id": conversation_id, "text": text})
         assert ack["ok"], ack
         return str(ack["conversation_id"])
 
@@ -320,7 +389,7 @@ def assert_contiguous(events: list[Received]) -> None:
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs
 
 
-def ack_latency(client: EventClient, event: str = "get_status") -> float:
+def ack_latency(client: EventClient | StockSocketIOClient, event: str = "get_status") -> float:
     """Seconds the server takes to ack one `event` (a measure of its responsiveness)."""
     started = time.monotonic()
     assert client.call(event, {})["ok"]

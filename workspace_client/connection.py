@@ -24,6 +24,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import simple_websocket
 
 EventHandler = Callable[[str, Any], None]
+AckHandler = Callable[[Any], None]
 RECEIVE_BYTES = 65536  # one read takes a burst of frames (the library's default is 4 KB)
 
 
@@ -58,14 +59,17 @@ class Connection:
         on_event: EventHandler,
         on_close: Callable[[], None] | None = None,
         timeout: float = 10.0,
+        headers: dict[str, str] | None = None,
     ) -> None:
+        """`headers`: extra HTTP headers of the WebSocket handshake (an `Origin`, ...)."""
         self._on_event = on_event
         self._on_close = on_close
         self._ids = itertools.count(1)
         self._waiting: dict[int, tuple[threading.Event, list[Any]]] = {}
+        self._callbacks: dict[int, AckHandler] = {}
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
-        self._ws = _WebSocket(_socket_url(url), receive_bytes=RECEIVE_BYTES)
+        self._ws = _WebSocket(_socket_url(url), headers=headers, receive_bytes=RECEIVE_BYTES)
         self.connected = False
         try:
             opened = self._receive(timeout)
@@ -89,8 +93,16 @@ class Connection:
         self._reader = threading.Thread(target=self._read, name="workspace-client", daemon=True)
         self._reader.start()
 
-    def emit(self, name: str, data: Any = None) -> None:
-        self._send("42" + json.dumps([name, data]))
+    def emit(self, name: str, data: Any = None, callback: AckHandler | None = None) -> None:
+        """Send an event; `callback(ack)` gets its acknowledgement on the reader thread (never
+        when the connection closes first)."""
+        if callback is None:
+            self._send("42" + json.dumps([name, data]))
+            return
+        number = next(self._ids)
+        with self._lock:
+            self._callbacks[number] = callback
+        self._send(f"42{number}" + json.dumps([name, data]))
 
     def call(self, name: str, data: Any = None, timeout: float = 10.0) -> Any:
         """Emit `name` and wait for the server's acknowledgement: its first argument."""
@@ -111,20 +123,28 @@ class Connection:
             raise Disconnected(f"{name}: the connection closed before the answer")
         return result[0]
 
-    def close(self) -> None:
+    def close(self, timeout: float = 2.0) -> None:
+        """Leave (the server sees a Socket.IO disconnect, then the WebSocket's close) and wait
+        up to `timeout` for the reader to end: after it, `connected` is False and `on_close`
+        has run (unless called from a handler, on the reader thread itself)."""
         if self.connected:
-            with contextlib.suppress(simple_websocket.ConnectionClosed, OSError):
+            with contextlib.suppress(Disconnected):
                 self._send("41")
-        with contextlib.suppress(simple_websocket.ConnectionClosed):  # closed already
+        with contextlib.suppress(simple_websocket.ConnectionClosed, OSError):  # closed already
             self._ws.close()
+        if threading.current_thread() is not self._reader:
+            self._reader.join(timeout)
 
     def wait_closed(self, timeout: float | None = None) -> bool:
         self._reader.join(timeout)
         return not self._reader.is_alive()
 
     def _send(self, packet: str) -> None:
-        with self._send_lock:
-            self._ws.send(packet)
+        try:
+            with self._send_lock:
+                self._ws.send(packet)
+        except (simple_websocket.ConnectionClosed, OSError) as exc:
+            raise Disconnected(f"the connection closed: {exc}") from exc
 
     def _receive(self, timeout: float) -> str:
         packet = self._ws.receive(timeout)
@@ -139,7 +159,7 @@ class Connection:
                 if packet is None:
                     break
                 self._packet(packet if isinstance(packet, str) else packet.decode())
-        except simple_websocket.ConnectionClosed:
+        except (simple_websocket.ConnectionClosed, Disconnected):
             pass
         finally:
             self._closed()
@@ -152,9 +172,13 @@ class Connection:
         elif packet.startswith("43"):
             body = packet[2:]
             start = body.index("[")
+            number = int(body[:start])
             with self._lock:
-                waiting = self._waiting.get(int(body[:start]))
-            if waiting is not None:
+                waiting = self._waiting.get(number)
+                callback = self._callbacks.pop(number, None)
+            if callback is not None:
+                callback((json.loads(body[start:]) or [None])[0])
+            elif waiting is not None:
                 waiting[1].extend(json.loads(body[start:]) or [None])
                 waiting[0].set()
         elif packet == "2":
@@ -166,6 +190,7 @@ class Connection:
         with self._lock:
             self.connected = False
             waiting = list(self._waiting.values())
+            self._callbacks.clear()
         for answered, _ in waiting:
             answered.set()
         if self._on_close is not None:
