@@ -3,52 +3,41 @@
 What a task does is core/agent_loop.py's; this class holds what outlives a task (the
 conversation, its timeline of events and records, the focus files, the approval gate, the
 context window) and is what the fronts call. A front subclasses it only to say where events
-go and how approvals are asked.
+go and how approvals are asked. A task's message is recorded by core/user_message.py, its
+budgets and cost are core/task_budgets.py's, its end core/task_end.py's.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Collection
-from datetime import date
 from typing import Any, get_args
 
 from core.agent_loop import AgentLoop
-from core.agent_specs import AgentSpec
 from core.approval import ApprovalGate
-from core.budgets import BudgetGuard, BudgetOverride, BudgetReached, Limits
+from core.budgets import BudgetOverride
 from core.condensation import Outcome
 from core.context_window import ContextWindow
-from core.events import ContextUsage, Done, DoneReason, Error, Event, EventSink, TaskState
-from core.interrupted_calls import answer_interrupted_calls
-from core.repeats import RepeatLoop
+from core.events import ContextUsage, Done, DoneReason, Event, EventSink, TaskState
 from core.services import AgentServices
-from core.spend import Ledger, Money, TaskSpend, Totals, conversation_totals
+from core.spend import Ledger, TaskSpend
 from core.status import StatusLine
 from core.task import StoredTranscript, Task
+from core.task_budgets import budget_guard, task_cost, task_limits
+from core.task_end import keep_task_end, run_to_end
 from core.timeline import Timeline
 from core.tool_step import ToolStep
+from core.user_message import record_user_message
 from history.conversation import LEAF, Conversation
 from history.records import AttachmentMeta, ConversationState, MessageRecord
-from history.titles import title_from
-from model.errors import ApiError
-from model.prices import price_for
 from modules.tools.focus import FocusFiles, focusable
 from modules.undo.restore import UndoResult
-from utils.cancel import CancelReason, CancelToken, TaskCancelled
-from utils.disk import disk_full, is_disk_full
+from utils.cancel import CancelReason, CancelToken
 from utils.logger import log_context
 from utils.settings import Approval, Mode
 from utils.text import shown
 
 log = logging.getLogger(__name__)
-SERVER_STOPPED = (
-    "The server was stopped (shut down or restarted) while this task ran: it was not your "
-    "Stop. What it recorded is kept; send a message to go on."
-)
-NOT_KEPT = "Your message was not sent, and nothing of it was kept."
-TASK_CUT = "The task stopped there; what it recorded before is kept."
 
 
 class TaskBusy(Exception):
@@ -227,7 +216,7 @@ class MainTerminal:
         with self.timeline.lock:
             self._check_free()
             agent = self.services.agents.get(self.agent)
-            limits = self._limits(agent, budget_override)
+            limits = task_limits(self.settings, agent, budget_override)
             if skill is not None:
                 self.services.skills.require(skill)
             known = self.conversation.index if self.conversation else {}
@@ -236,7 +225,15 @@ class MainTerminal:
             meta: dict[str, Any] = {"skill": skill} if skill else {}
             if attachments:
                 meta["attachments"] = attachments
-            record = self._record_message(text, agent.name, parent_id, meta)
+            chosen: ConversationState = {
+                "agent": agent.name,
+                "mode": self.mode,
+                "approval": self.approval,
+                "focus": self.focus.paths(),
+            }
+            record = record_user_message(
+                self.services, self.timeline, chosen, text, parent_id, meta
+            )
             conversation = self.conversation
             assert conversation is not None
             journal = self.services.journal.task(conversation.id, record["id"])
@@ -252,80 +249,10 @@ class MainTerminal:
                 transcript,
                 self.timeline.report,
                 spend=spend,
-                budgets=self._guard(limits, conversation, spend.totals),
+                budgets=budget_guard(limits, conversation, spend.totals, self.spend_ledger),
             )
             self.status.iteration = 0
             return self.task
-
-    def _task_cost(self, totals: Totals, model: str) -> Money | None:
-        """What a task's calls cost; one that made none cost exactly 0 where the model's
-        price, so its currency, is known."""
-        if not totals.empty:
-            return totals.cost
-        price = price_for(model, self.settings.prices)
-        return None if price is None else Money(0.0, price.currency)
-
-    def _limits(self, agent: AgentSpec, override: BudgetOverride | None) -> Limits:
-        """The budgets a task of `agent` runs under: the settings', the agent's own task
-        budget instead of the settings' one, and `override` raising one of them."""
-        settings = self.settings
-        limits = Limits(
-            agent.budget or settings.budget_task,
-            settings.budget_conversation,
-            settings.budget_day,
-        )
-        return limits if override is None else limits.raised(override.scope, override.limit)
-
-    def _guard(
-        self, limits: Limits, conversation: Conversation, task: Totals
-    ) -> BudgetGuard | None:
-        if limits == Limits():
-            return None
-        ledger = self.spend_ledger
-        return BudgetGuard(
-            limits,
-            task,
-            lambda: conversation_totals(conversation),
-            lambda: ledger.totals(date.today()),
-        )
-
-    def _record_message(
-        self, text: str, agent: str, parent_id: str | None, meta: dict[str, Any]
-    ) -> MessageRecord:
-        """Record the user's message, or keep nothing of it: a conversation created for it is
-        removed again when it could not be recorded (raises DiskFull for want of space)."""
-        created = self.conversation is None
-        try:
-            return self._write_message(text, agent, parent_id, meta)
-        except BaseException as exc:
-            if created and self.conversation is not None:  # nobody knows of it yet
-                with contextlib.suppress(OSError):
-                    self.services.store.delete(self.conversation.id)
-                self.timeline.open(None, self.timeline.seq)
-            if is_disk_full(exc):
-                raise disk_full(self.settings.data_dir, NOT_KEPT) from exc
-            raise
-
-    def _write_message(
-        self, text: str, agent: str, parent_id: str | None, meta: dict[str, Any]
-    ) -> MessageRecord:
-        """Write meta.json with what the task runs with (creating the conversation when there
-        is none), then the user's record: a disk too full for meta.json refuses the message
-        before any of it is kept, and a record is kept whole or not at all."""
-        chosen: ConversationState = {
-            "agent": agent,
-            "mode": self.mode,
-            "approval": self.approval,
-            "focus": self.focus.paths(),
-        }
-        conversation = self.conversation
-        if conversation is None:  # titled and set up in one write of meta.json
-            conversation = self.services.store.create(title=title_from(text) or None, meta=chosen)
-            self.timeline.open(conversation, self.timeline.seq)
-        else:
-            conversation.update_meta(**chosen)  # written even when unchanged: see above
-        parent_id = answer_interrupted_calls(conversation, self.timeline.record, parent_id)
-        return self.timeline.record("user", text, parent_id=parent_id, meta=meta or None)
 
     def run_task(self, task: Task) -> DoneReason:
         """Run a task begun with `begin_task` to its end, which is always a `done` event."""
@@ -334,7 +261,7 @@ class MainTerminal:
         with log_context(**fields, provider=provider.name, model=provider.model):
             prompt, message_id = task.user_record["content"], task.user_record["id"]
             log.info("task started", extra={"fields": {"prompt": prompt, "message_id": message_id}})
-            reason = self._run_guarded(task)
+            reason = run_to_end(self.loop.run, task, self.settings.data_dir)
             log.info("task ended", extra={"fields": {"reason": reason, **vars(task.usage)}})
         task.journal.finish()  # what it left each path as, before anyone can undo it
         with self.timeline.lock:  # no new task can start before this one's `done` went out
@@ -342,7 +269,7 @@ class MainTerminal:
             self.status.set("idle", task, force=True)
             done = Done(reason, task.usage, budget=task.budget_reached)
             if task.spend is not None:
-                done.cost = self._task_cost(task.spend.totals, provider.model)
+                done.cost = task_cost(task.spend.totals, provider.model, self.settings)
             done.agent = task.agent.name
             self.end_task(task.user_record["id"], done)
         return reason
@@ -353,48 +280,11 @@ class MainTerminal:
 
         def keep(event: Event) -> None:
             conversation = self.conversation
-            if conversation is None:
-                return
-            try:
-                ends = dict(conversation.current_meta().get("meta", {}).get("task_ends") or {})
-                ends[message_id] = {"reason": done.reason, "usage": done.usage_wire()}
-                if done.budget is not None:
-                    ends[message_id]["budget"] = done.budget
-                conversation.update_meta(
-                    task_ends=ends, focus=self.focus.paths(), last_seq=event.seq or 0
-                )
-            except OSError:  # the done goes out all the same: no client waits for ever
-                log.exception("could not store a task's end")
+            if conversation is not None:
+                keep_task_end(conversation, message_id, done, self.focus.paths(), event.seq or 0)
 
         done.agent = done.agent or self.agent
         self.timeline.report(done, before_send=keep)
-
-    def _run_guarded(self, task: Task) -> DoneReason:
-        try:
-            return self.loop.run(task)
-        except TaskCancelled:
-            if task.cancel.reason != "shutdown":
-                return "cancelled"
-            task.report(Error("interrupted", SERVER_STOPPED))
-            return "interrupted"
-        except ApiError as exc:
-            task.report(Error(exc.code, str(exc)))
-            return "error"
-        except RepeatLoop as exc:
-            task.report(Error(exc.code, str(exc)))
-            return "loop"
-        except BudgetReached as exc:
-            task.budget_reached = exc.details()
-            task.report(Error("budget_reached", str(exc)))
-            return "budget"
-        except Exception as exc:
-            if is_disk_full(exc):
-                log.warning("a task's write found the disk full", exc_info=True)
-                task.report(Error("disk_full", str(disk_full(self.settings.data_dir, TASK_CUT))))
-                return "error"
-            log.exception("task crashed")
-            task.report(Error("internal_error", f"{type(exc).__name__}: {exc}"))
-            return "error"
 
     def _check_free(self) -> None:
         problem = self.services.provider.problem

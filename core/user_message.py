@@ -1,0 +1,60 @@
+"""The user's message of a task recorded whole, with what the task runs with, or not at all."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from core.interrupted_calls import answer_interrupted_calls
+from core.services import AgentServices
+from core.timeline import Timeline
+from history.records import ConversationState, MessageRecord
+from history.titles import title_from
+from utils.disk import disk_full, is_disk_full
+
+NOT_KEPT = "Your message was not sent, and nothing of it was kept."
+
+
+def record_user_message(
+    services: AgentServices,
+    timeline: Timeline,
+    chosen: ConversationState,
+    text: str,
+    parent_id: str | None,
+    meta: dict[str, Any],
+) -> MessageRecord:
+    """Record the user's message under `parent_id`, or keep nothing of it: a conversation
+    created for it is removed again when it could not be recorded (raises DiskFull for want
+    of space)."""
+    created = timeline.conversation is None
+    try:
+        return _write_message(services, timeline, chosen, text, parent_id, meta)
+    except BaseException as exc:
+        if created and timeline.conversation is not None:  # nobody knows of it yet
+            with contextlib.suppress(OSError):
+                services.store.delete(timeline.conversation.id)
+            timeline.open(None, timeline.seq)
+        if is_disk_full(exc):
+            raise disk_full(services.settings.data_dir, NOT_KEPT) from exc
+        raise
+
+
+def _write_message(
+    services: AgentServices,
+    timeline: Timeline,
+    chosen: ConversationState,
+    text: str,
+    parent_id: str | None,
+    meta: dict[str, Any],
+) -> MessageRecord:
+    """Write meta.json with what the task runs with, `chosen` (creating the conversation when
+    there is none), then the user's record: a disk too full for meta.json refuses the message
+    before any of it is kept, and a record is kept whole or not at all."""
+    conversation = timeline.conversation
+    if conversation is None:  # titled and set up in one write of meta.json
+        conversation = services.store.create(title=title_from(text) or None, meta=chosen)
+        timeline.open(conversation, timeline.seq)
+    else:
+        conversation.update_meta(**chosen)  # written even when unchanged: see above
+    parent_id = answer_interrupted_calls(conversation, timeline.record, parent_id)
+    return timeline.record("user", text, parent_id=parent_id, meta=meta or None)
