@@ -48,7 +48,7 @@ def _status(t: RemoteTerminal, _: str) -> str:
     ]
     if t.conversation_id is not None:
         conversation = t.client.get_conversation(t.conversation_id)
-        used = t.context.used_tokens if t.context is not None else 0
+        used = _context_used(conversation)
         focus = ", ".join(conversation["focus"]) or "none"
         lines.append(
             f"context {used:,} / {conversation['context_limit']:,} tokens · focus: {focus}"
@@ -59,6 +59,27 @@ def _status(t: RemoteTerminal, _: str) -> str:
     sandbox = status["sandbox"]
     lines.append(f"sandbox {sandbox['kind']}:" + "".join(f"\n  {x}" for x in sandbox["isolation"]))
     return "\n".join(lines)
+
+
+def _context_used(conversation: dict[str, Any]) -> int:
+    """The tokens the conversation's next model call sees, as the page's meter shows them: the
+    running task's latest `status`; else the last model call's on the newest branch (its prompt
+    and its answer), or what a summary made after it left."""
+    status = conversation.get("status")
+    if conversation["running"] and status:
+        return int(status["context"]["used_tokens"])
+    records = {record["id"]: record for record in conversation["messages"]}
+    record = conversation["messages"][-1] if conversation["messages"] else None
+    while record is not None:
+        meta = record.get("meta") or {}
+        summary = meta.get("summary") if record["role"] == "system" else None
+        if isinstance(summary, dict) and "first_kept_id" in summary:
+            return int(summary["tokens_after"])
+        if record["role"] == "assistant" and meta.get("usage"):
+            usage = meta["usage"]
+            return int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+        record = records.get(record.get("parent_id") or "")
+    return 0
 
 
 def _mode(t: RemoteTerminal, arg: str) -> str:
@@ -93,7 +114,7 @@ def _approval(t: RemoteTerminal, arg: str) -> str:
 
 
 def _new(t: RemoteTerminal, _: str) -> str:
-    t.conversation_id, t.focus, t.attachments, t.iteration, t.context = None, [], [], 0, None
+    t.conversation_id, t.focus, t.attachments, t.iteration = None, [], [], 0
     return "new conversation"
 
 

@@ -18,7 +18,7 @@ from cli.printer import EventPrinter
 from cli.streams import json_line, use_color
 from cli.terminal import split_skill
 from core.budgets import BudgetOverride
-from core.events import ContextUsage, Done, DoneReason, Error, Event, Status, ToolEvent
+from core.events import Done, DoneReason, Error, Event, Status, ToolEvent
 from workspace_client import Client, Disconnected, Reloaded, WorkspaceError
 
 ANY_CALL = "*"  # in RemoteTerminal._settled: the task ended, no call waits
@@ -65,7 +65,6 @@ class RemoteTerminal:
         self.last_budget: dict[str, Any] | None = None
         self.declined: list[str] = []
         self.iteration = 0
-        self.context: ContextUsage | None = None
         self._approvals: queue.Queue[ToolEvent | None] = queue.Queue()
         self._settled: set[str] = set()  # calls no longer waiting (answered, or the task ended)
         self._lock = threading.Lock()
@@ -146,7 +145,7 @@ class RemoteTerminal:
         if isinstance(event, Error):
             self.last_error = f"{event.code}: {event.message}"
         elif isinstance(event, Status):
-            self.iteration, self.context = event.iteration, event.context
+            self.iteration = event.iteration
         elif isinstance(event, Done) and event.depth is None:
             self.last_budget = event.budget
         if self.json_mode:

@@ -13,12 +13,14 @@ import pytest
 from core.events import Done
 from tests.browser_helpers import Served, send
 from tests.fake_llm import Call, FakeLLM, Reply
+from tests.kit import wait_until
 from tests.tty_helpers import Tmux, needs_tmux
 from tests.web_helpers import REPO, TOKEN, ServerProcess, agent_env, free_port
 from workspace_client import Client
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
 SERVER_ENV = {"AGENT_APPROVAL": "ask"}  # the page asks too
+WORKSPACE_FILES = {"notes.md": "# Notes\n"}
 
 
 def _argv(url: str, *extra: str) -> list[str]:
@@ -189,7 +191,7 @@ def test_a_task_another_client_starts_streams_at_the_idle_prompt_and_is_approved
         term.wait_for(lambda s: "First answer." in s and _prompted(s))
         term.keys("-l", "half typed")  # the user is typing when the other task starts
         with Client(server.url, TOKEN) as other:
-            [cid] = [c["id"] for c in other.conversations()]
+            cid = other.conversations()[0]["id"]  # the newest: the terminal's
             other.send("a task of another window", cid, approval="ask")
             screen = term.wait_for("type it at the prompt (a page may answer first)")
             assert "run_command wants to run:" in screen and "echo from-elsewhere" in screen
@@ -204,3 +206,90 @@ def test_a_task_another_client_starts_streams_at_the_idle_prompt_and_is_approved
         assert reasons == ["complete"]
         term.keys("C-d")
         term.wait_for("[exit 0]")
+
+
+def test_the_slash_commands_act_on_the_servers_conversation(
+    server: ServerProcess, fake: FakeLLM, tmp_path: Path
+):
+    fake.script(
+        Reply(tool_calls=[Call("create_file", {"path": "made.txt", "content": "made\n"})]),
+        Reply(content="Made it.", usage=(1200, 34)),
+        Reply(content="Second answer."),
+        Reply(content="Continued."),
+        Reply(content="The summary of the first turns."),
+    )
+    outside = tmp_path / "sent.txt"
+    outside.write_text("a file of the terminal's machine\n")
+    lines = [
+        "make it",
+        "/status",
+        "/undo",
+        "y",
+        "/mode thinking",
+        "/agent nope",
+        "/agent coder",
+        "/agents",
+        "/skills",
+        f"/attach {outside}",
+        "/detach",
+        f"/attach {outside}",
+        "/attach",
+        "/focus notes.md",
+        "/memory",
+        "/approval revoke run_command",
+        "/mcp",
+        "second",
+        "/continue",
+        "/compact keep the file names",
+        "/quit",
+    ]
+    done = subprocess.run(
+        _argv(server.url, "--approval", "auto"),
+        env=_env(fake, AGENT_WEB_TOKEN=TOKEN),
+        cwd=REPO,
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    out, err = done.stdout, done.stderr
+    assert done.returncode == 0, err
+    assert "context 1,234 / " in out  # the stored usage of the last model call
+    assert "remove  made.txt" in out and "Undo it? [y/N]" in out
+    assert not (server.workspace / "made.txt").exists()
+    assert "mode: thinking" in out and "agent: coder" in out and "* coder" in out
+    assert "no agent 'nope'" in err
+    assert "  code-review  " in out  # /skills lists the shipped skills
+    assert "1 attached file dropped" in out and "  uploads/sent-2.txt" in out
+    assert "focus: notes.md" in out and "main memory:" in out
+    assert "run_command is not always allowed" in err
+    assert "no MCP servers" in out
+    assert "Second answer." in out and "Continued." in out
+    assert "the server summarises the older turns now" in out
+    with Client(server.url, TOKEN) as client:
+        cid = out.split(" · conversation ")[1].split()[0]  # /status said it
+
+        def summarised() -> dict[str, Any] | None:
+            conversation = client.get_conversation(cid)
+            return None if conversation["running"] else conversation
+
+        conversation = wait_until(summarised, what="the compaction's end")
+    assert conversation["mode"] == "thinking" and conversation["agent"] == "coder"
+    assert conversation["focus"] == ["notes.md"]
+    users = [m for m in conversation["messages"] if m["role"] == "user"]
+    assert [m["content"] for m in users] == ["make it", "second", "continue"]
+    assert users[1]["meta"]["attachments"][0]["path"] == "uploads/sent-2.txt"
+    [summary] = [m for m in conversation["messages"] if (m.get("meta") or {}).get("summary")]
+    assert summary["meta"]["summary"]["instructions"] == "keep the file names"
+    # a terminal that saw no task of it: /status has the context the summary left
+    opened = subprocess.run(
+        _argv(server.url, "--conversation", cid),
+        env=_env(fake, AGENT_WEB_TOKEN=TOKEN),
+        cwd=REPO,
+        input="/status\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    after = summary["meta"]["summary"]["tokens_after"]
+    assert after > 0 and f"context {after:,} / " in opened.stdout, opened.stdout
