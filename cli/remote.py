@@ -123,9 +123,8 @@ def _repl(terminal: RemoteTerminal, running: bool) -> int:
 def _run_prompt(terminal: RemoteTerminal, follower: IdleFollower, line: str) -> None:
     """A line typed at the prompt: the answer to an approval a page's task waits for, or a
     message (a task) of this terminal."""
-    if follower.answer(line):
-        return
     try:
-        terminal.run_foreground(line)
+        if not follower.answer(line):
+            terminal.run_foreground(line)
     except WorkspaceError as exc:
         terminal.err.write(f"error: {exc}\n")
