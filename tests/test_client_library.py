@@ -220,3 +220,23 @@ def test_the_asyncio_form(server: ServerProcess, fake: FakeLLM):
     result = next(e for e in events if isinstance(e, ToolEvent) and e.phase == "result")
     assert result.ok and "async" in (result.output or "")
     assert isinstance(events[-1], Done) and events[-1].reason == "complete"
+
+
+def test_an_approval_whose_answer_was_lost_is_asked_again(server: ServerProcess, fake: FakeLLM):
+    asked: list[ToolEvent] = []
+    holder: list[Client] = []
+
+    def lose_the_first_answer(event: ToolEvent) -> bool:
+        asked.append(event)
+        if len(asked) == 1:  # the network goes away as the answer leaves
+            holder[0]._connection._ws.sock.shutdown(socket.SHUT_WR)
+        return True
+
+    fake.script(Reply(tool_calls=[Call("run_command", {"command": "echo once"})]), Reply("ok"))
+    with Client(server.url, TOKEN, on_approval=lose_the_first_answer) as approving:
+        holder.append(approving)
+        events = list(approving.run("run a command", approval="ask"))
+    assert [e.call_id for e in asked] == [asked[0].call_id] * 2, "the call was not asked again"
+    results = [e for e in events if isinstance(e, ToolEvent) and e.phase == "result"]
+    assert [r.ok for r in results] == [True] and "once" in (results[0].output or "")
+    assert isinstance(events[-1], Done) and events[-1].reason == "complete"

@@ -11,22 +11,26 @@ What it guarantees:
 - Every event of a conversation reaches you once and in `seq` order, as the core's typed
   dataclasses (workspace_client.events). `events(cid)` ends after the task's top-level `Done`.
 - One reader thread calls `subscribe` handlers in wire order. A handler must not call the
-  client's ops (their answers come through that same thread): hand work to another thread.
+  client's ops (their answers come through that same thread; such a call would wait out its
+  timeout): hand that work to another thread. A handler that raises ends the connection (the
+  client reconnects and rejoins); catch what you expect.
 - When the connection drops, it reconnects with backoff and `join`s every conversation it
   follows with `after_seq` = the last seq it delivered; the join's replay fills the gap. When
   the server cannot replay it (it restarted, or the task's log moved on) it reloads the
   conversation: a `Reloaded` event, then the followed task's end as the server kept it (`Done`
   `interrupted` when the task died with its server). Events held during a rejoin are
-  delivered after its answer, in `seq` order, none twice.
+  delivered after its answer, in `seq` order, none twice. A cluster's `Notice` `events_lost`
+  (§13) makes it rejoin the same way.
 - `on_approval(event) -> True | False | "always"` answers `tool` events of phase `approval`
   with the `approve` op, on a thread of its own (it may prompt a person). Without it, the
-  calls wait for another client (the page) to answer.
+  calls wait for another client (the page) to answer. An answer the connection lost on its way
+  is asked for again after the rejoin when the server still waits for that call (the join
+  replays the approval without its result).
 - An op answered `{ok: false}` raises `WorkspaceError(code, message)`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import queue
@@ -34,9 +38,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -44,13 +47,12 @@ from urllib.parse import urlencode
 
 import simple_websocket
 
-from core.events import Done, Error, Event, ToolEvent
+from core.events import Event, ToolEvent
 from workspace_client.connection import Connection, ConnectionRefused, Disconnected
-from workspace_client.events import Reloaded, done_from_wire, expand_deltas, parse_event
+from workspace_client.stream import Followed, Handler, Stream
 
 ApprovalAnswer = bool | Literal["always"]
 ApprovalCallback = Callable[[ToolEvent], ApprovalAnswer]
-Handler = Callable[[Event], None]
 FIRST_RETRY, LAST_RETRY = 0.1, 5.0  # seconds between reconnect attempts, doubling
 
 
@@ -68,20 +70,6 @@ class Started:
 
     conversation_id: str
     message_id: str
-
-
-@dataclass
-class _Followed:
-    """A conversation whose events this client receives (it sent to it or joined it)."""
-
-    conversation_id: str
-    last_seq: int = 0  # the newest seq delivered
-    buffering: bool = True  # keep events for `events()`
-    buffer: deque[Event] = field(default_factory=deque)
-    handlers: list[Handler] = field(default_factory=list)
-    task_open: bool = False  # a task began here and its top-level Done was not delivered
-    rejoining: bool = False  # hold events until the rejoin's answer has been dealt with
-    held: list[Event] = field(default_factory=list)
 
 
 class Client:
@@ -114,12 +102,8 @@ class Client:
         if batch_deltas:
             self._auth["batch_deltas"] = True
         self._on_approval = on_approval
-        self._followed: dict[str, _Followed] = {}
-        self._changed = threading.Condition(threading.RLock())  # the state above; deliveries
-        self._failure: BaseException | None = None
-        self._closing = False
-        self._global_handlers: list[Handler] = []
         self._approvals: queue.SimpleQueue[ToolEvent | None] = queue.SimpleQueue()
+        self._stream = Stream(self.call, self._approvals.put if on_approval else None)
         self._connected = threading.Event()
         self._connection = self._open()
         self._connected.set()
@@ -134,12 +118,12 @@ class Client:
         """`send_message` (§4.1): options `mode`, `approval`, `agent`, `skill`, `focus`,
         `parent_id`, `attachments`, `budget_override`. Its events are kept for `events()`."""
         if conversation_id is not None:
-            self._begin(conversation_id)
+            self._stream.begin(conversation_id)
         ack = self.call(
             "send_message", {"conversation_id": conversation_id, "text": text, **options}
         )
         started = Started(str(ack["conversation_id"]), str(ack["message_id"]))
-        self._begin(started.conversation_id)
+        self._stream.begin(started.conversation_id)
         return started
 
     def events(self, conversation_id: str) -> Iterator[Event]:
@@ -147,61 +131,23 @@ class Client:
         top-level `Done` of its task. A conversation this client neither sent to nor follows
         is joined first (from seq 0: its running or last task from the start). Raises
         `Disconnected` when the connection is lost for good."""
-        with self._changed:
-            followed = self._followed.get(conversation_id)
-        if followed is None:
-            followed = self.follow(conversation_id)
-        with self._changed:
-            followed.buffering = True
-        try:
-            while True:
-                with self._changed:
-                    while not followed.buffer:
-                        if self._failure is not None:
-                            raise self._failure
-                        if self._closing:
-                            raise Disconnected("the client was closed")
-                        self._changed.wait()
-                    event = followed.buffer.popleft()
-                yield event
-                if isinstance(event, Done) and event.depth is None:
-                    return
-        finally:
-            with self._changed:
-                followed.buffering = bool(followed.buffer)  # what came after: the next task's
+        return self._stream.events(conversation_id)
 
     def run(self, text: str, conversation_id: str | None = None, **options: Any) -> Iterator[Event]:
         """`send` then `events`: the task's events up to its `Done`."""
         started = self.send(text, conversation_id, **options)
         return self.events(started.conversation_id)
 
-    def follow(self, conversation_id: str, after_seq: int = 0) -> _Followed:
+    def follow(self, conversation_id: str, after_seq: int = 0) -> Followed:
         """`join` the conversation (its events from `after_seq` on, replayed then live) and
         rejoin it after every reconnect."""
-        with self._changed:
-            followed = self._followed.setdefault(conversation_id, _Followed(conversation_id))
-            followed.last_seq = max(followed.last_seq, after_seq)
-        self._rejoin(followed)
-        return followed
+        return self._stream.follow(conversation_id, after_seq)
 
     def subscribe(self, conversation_id: str | None, handler: Handler) -> Callable[[], None]:
         """Call `handler(event)` for each of the conversation's events (None: events outside
         conversations, `file_tree` and `conversation_update`), on the reader thread, in
         order. Joins the conversation when not followed yet. Returns the unsubscribe."""
-        if conversation_id is None:
-            with self._changed:
-                self._global_handlers.append(handler)
-            return lambda: self._remove(self._global_handlers, handler)
-        with self._changed:
-            followed = self._followed.get(conversation_id)
-            if followed is not None:
-                followed.handlers.append(handler)
-        if followed is None:
-            followed = _Followed(conversation_id, buffering=False, handlers=[handler])
-            with self._changed:
-                self._followed[conversation_id] = followed
-            self._rejoin(followed)
-        return lambda: self._remove(followed.handlers, handler)
+        return self._stream.subscribe(conversation_id, handler)
 
     def cancel(self, conversation_id: str) -> None:
         """Stop the conversation's task (`not_running` when none runs)."""
@@ -287,7 +233,7 @@ class Client:
     def call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
         """Any op of §4.1, waiting out a reconnect; its ack, or WorkspaceError."""
         if not self._connected.wait(self.reconnect_for):
-            raise self._failure or Disconnected(f"{op}: not connected")
+            raise self._stream.failure or Disconnected(f"{op}: not connected")
         ack = self._connection.call(op, {} if payload is None else payload, self.timeout)
         if not isinstance(ack, dict) or not ack.get("ok"):
             error = ack.get("error") if isinstance(ack, dict) else None
@@ -296,9 +242,7 @@ class Client:
         return ack
 
     def close(self) -> None:
-        with self._changed:
-            self._closing = True
-            self._changed.notify_all()
+        self._stream.close()
         self._approvals.put(None)
         self._connection.close()
 
@@ -317,28 +261,28 @@ class Client:
         return Connection(
             self.url,
             auth=self._auth,
-            on_event=self._on_wire,
+            on_event=self._stream.on_wire,
             on_close=self._on_close,
             timeout=self.timeout,
         )
 
     def _on_close(self) -> None:
         self._connected.clear()
-        if not self._closing:
+        if not self._stream.closing:
             threading.Thread(
                 target=self._reconnect, name="workspace-reconnect", daemon=True
             ).start()
 
     def _reconnect(self) -> None:
         delay, deadline = FIRST_RETRY, time.monotonic() + self.reconnect_for
-        while not self._closing:
+        while not self._stream.closing:
             try:
                 self._connection = self._open()
                 self._connected.set()
                 break
             except ConnectionRefused as exc:
                 if exc.code != "too_many_attempts":
-                    return self._fail(exc)
+                    return self._stream.fail(exc)
             except (
                 OSError,
                 TimeoutError,
@@ -346,110 +290,29 @@ class Client:
                 simple_websocket.ConnectionClosed,
             ) as exc:
                 if time.monotonic() >= deadline:
-                    return self._fail(Disconnected(f"cannot reconnect to {self.url}: {exc}"))
+                    return self._stream.fail(Disconnected(f"cannot reconnect to {self.url}: {exc}"))
             time.sleep(delay)  # a backoff between attempts, not a wait on a condition
             delay = min(delay * 2, LAST_RETRY)
-        with self._changed:
-            followed = list(self._followed.values())
-        for conversation in followed:
-            with contextlib.suppress(Disconnected, TimeoutError):  # the next reconnect retries
-                self._rejoin(conversation)
-
-    def _fail(self, failure: BaseException) -> None:
-        with self._changed:
-            self._failure = failure
-            self._changed.notify_all()
-
-    def _rejoin(self, followed: _Followed) -> None:
-        """`join` after the last seq delivered; events meanwhile are held, then delivered in
-        seq order after what the answer called for (a reload when the gap cannot be replayed)."""
-        with self._changed:
-            followed.rejoining = True
-            after = followed.last_seq
-        try:
-            ack = self.call(
-                "join", {"conversation_id": followed.conversation_id, "after_seq": after}
-            )
-            reload = ack["last_seq"] < after or ack["replays_after"] > after
-            conversation = self.get_conversation(followed.conversation_id) if reload else None
-        finally:
-            with self._changed:
-                followed.rejoining = False
-                held, followed.held = followed.held, []
-        with self._changed:
-            if conversation is not None:
-                followed.last_seq = int(ack["last_seq"])
-                for event in _reload_events(followed, conversation):
-                    self._deliver(followed, event)
-            for event in sorted(held, key=lambda e: e.seq or 0):
-                self._deliver(followed, event)
-
-    def _on_wire(self, name: str, payload: Any) -> None:
-        if name == "deltas" and isinstance(payload, dict):
-            events = expand_deltas(payload)
-        else:
-            events = [parse_event(name, payload)]
-        for event in events:
-            self._route(event)
-
-    def _route(self, event: Event) -> None:
-        cid = event.conversation_id
-        with self._changed:
-            if cid is None:
-                for handler in self._global_handlers:
-                    handler(event)
-                return
-            followed = self._followed.get(cid)
-            if followed is None:  # a conversation `send` started, before its ack came
-                followed = self._followed[cid] = _Followed(cid)
-            if followed.rejoining:
-                followed.held.append(event)
-                return
-            self._deliver(followed, event)
-
-    def _deliver(self, followed: _Followed, event: Event) -> None:
-        """Called with `_changed` held: the one place events reach iterators and handlers."""
-        if event.seq is not None:
-            if event.seq <= followed.last_seq:
-                return  # seen already (a replay overlapping what came live)
-            followed.last_seq = event.seq
-        top_done = isinstance(event, Done) and event.depth is None
-        followed.task_open = not top_done and (followed.task_open or event.seq is not None)
-        if followed.buffering:
-            followed.buffer.append(event)
-            self._changed.notify_all()
-        for handler in followed.handlers:
-            handler(event)
-        if (
-            self._on_approval is not None
-            and isinstance(event, ToolEvent)
-            and event.phase == "approval"
-        ):
-            self._approvals.put(event)
-
-    def _begin(self, conversation_id: str) -> None:
-        with self._changed:
-            followed = self._followed.setdefault(conversation_id, _Followed(conversation_id))
-            followed.buffering = True
-            followed.task_open = True
+        self._stream.rejoin_all()
 
     def _answer_approvals(self) -> None:
         assert self._on_approval is not None
         while (event := self._approvals.get()) is not None:
             answer = self._on_approval(event)
-            with contextlib.suppress(WorkspaceError, Disconnected, TimeoutError):
-                # not_waiting: another client answered first
-                assert event.conversation_id is not None
+            assert event.conversation_id is not None
+            try:
                 self.approve(
                     event.conversation_id,
                     event.call_id,
                     answer is not False,
                     always=answer == "always",
                 )
-
-    def _remove(self, handlers: list[Handler], handler: Handler) -> None:
-        with self._changed, contextlib.suppress(ValueError):
-            handlers.remove(handler)
+            except WorkspaceError:  # not_waiting: another client answered first
+                pass
+            except (Disconnected, TimeoutError):  # lost on its way, or not: the rejoin tells
+                self._stream.not_answered(event)
+                if self._connected.wait(self.reconnect_for):
+                    self._stream.rejoin_quietly(event.conversation_id)
 
     def _http(self, method: str, path: str, body: bytes | None = None) -> dict[str, Any]:
         request = urllib.request.Request(
@@ -468,27 +331,6 @@ class Client:
             error = answer.get("error") or {}
             raise WorkspaceError(str(error.get("code", "bad_answer")), str(error.get("message")))
         return _without_ok(answer)
-
-
-def _reload_events(followed: _Followed, conversation: dict[str, Any]) -> list[Event]:
-    """What a reload tells a follower: the records, then the followed task's end if it has one."""
-    cid = followed.conversation_id
-    running = bool(conversation.get("running"))
-    events: list[Event] = [
-        Reloaded(conversation_id=cid, messages=conversation["messages"], running=running)
-    ]
-    if running or not followed.task_open:
-        return events
-    newest = next((r for r in reversed(conversation["messages"]) if r["role"] == "user"), None)
-    ends = (conversation.get("conversation") or {}).get("meta", {}).get("task_ends") or {}
-    end = ends.get(newest["id"]) if newest is not None else None
-    if end is not None:
-        events.append(done_from_wire({**end, "conversation_id": cid}))
-    else:  # the server died before it could keep the task's end
-        message = "The server stopped while the task ran; its end was not recorded."
-        events.append(Error(code="interrupted", message=message, conversation_id=cid))
-        events.append(Done(reason="interrupted", conversation_id=cid))
-    return events
 
 
 def _without_ok(ack: dict[str, Any]) -> dict[str, Any]:
