@@ -34,7 +34,7 @@ def demo_banner(terminal: CliTerminal) -> str:
     """The line saying the demo model answers, with what to try; "" for a real model."""
     if terminal.services.provider.name != "demo":
         return ""
-    from model.demo import demo_suggestions
+    from model.demo_scripts import demo_suggestions
 
     head = terminal.printer.paint("DEMO", YELLOW, BOLD)
     return (

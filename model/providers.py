@@ -196,7 +196,7 @@ _IMAGE_MODELS: dict[str, re.Pattern[str]] = {
     "kimi": re.compile(r"vision|kimi-latest|kimi-k2\.5", re.I),
     "qwen": re.compile(r"-vl|qvq|omni", re.I),
     "siliconflow": re.compile(r"-vl|vl2|glm-4\.\dv", re.I),
-    "demo": re.compile(r"^scripted$"),  # reads an image's format and size (model/demo.py)
+    "demo": re.compile(r"^scripted$"),  # reads an image's format and size (model/demo_inputs.py)
 }
 
 

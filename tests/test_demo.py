@@ -14,7 +14,8 @@ import pytest
 
 from history.records import ChatMessage
 from model.completion import ContentDelta, ReasoningDelta, StreamEnd
-from model.demo import DEMO_DIR, DemoModel, load_scripts
+from model.demo import DemoModel
+from model.demo_scripts import DEMO_DIR, load_scripts
 from model.tool_calls import ToolCallArgs, ToolCallStarted
 from tests.demo_helpers import BUGGY, FIXED
 from tests.tty_helpers import clean_env

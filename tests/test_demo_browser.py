@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from model.demo import DEMO_DIR
+from model.demo_scripts import DEMO_DIR
 from tests.browser_helpers import patience
 from tests.web_helpers import TOKEN, ServerProcess
 

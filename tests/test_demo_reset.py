@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from model.demo import DEMO_DIR
+from model.demo_scripts import DEMO_DIR
 from tests.kit import SLOWNESS
 from tests.web_helpers import ServerProcess, connected
 

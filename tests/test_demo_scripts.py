@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from model.demo import DEMO_DIR
+from model.demo_scripts import DEMO_DIR
 from tests.demo_helpers import BUGGY, FIXED
 from tests.kit import SLOWNESS
 from tests.tty_helpers import clean_env

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from model.demo import DEMO_DIR
+from model.demo_scripts import DEMO_DIR
 from tests.browser_helpers import new_context
 from tests.demo_helpers import BUGGY
 from tests.kit import SLOWNESS

@@ -13,7 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
-from model.demo import DEMO_DIR
+from model.demo_scripts import DEMO_DIR
 from web.state import WebState
 
 SAMPLE = DEMO_DIR / "workspace"

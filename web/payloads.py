@@ -7,7 +7,7 @@ from typing import Any
 
 from core.spend import Totals, conversation_totals, today_totals
 from core.web_terminal import WebTerminal
-from model.demo import demo_suggestions
+from model.demo_scripts import demo_suggestions
 from modules.workspace.file_tree import file_tree
 from modules.workspace.folder import read_only_warning
 from utils.settings import Settings
