@@ -1,9 +1,11 @@
-"""Workspace changes (modules.workspace.file_watcher batches) as MCP notifications, in both of
-the protocol's eras:
+"""Workspace changes (modules.workspace.file_watcher batches) and skill changes as MCP
+notifications, in both of the protocol's eras:
 
 - handshake era (up to 2025-11-25): a client sends `resources/subscribe` for a URI and gets
   `notifications/resources/updated` on its connection; a client that listed or subscribed gets
-  `notifications/resources/list_changed` when files appear or disappear;
+  `notifications/resources/list_changed` when files appear or disappear; a client that listed
+  the prompts gets `notifications/prompts/list_changed` when a skill is added, removed or
+  edited. Over HTTP a connection is its `mcp-session-id`, forgotten when the session ends;
 - 2026-07-28: a client opens `subscriptions/listen` (the SDK's ListenHandler) and the same
   events reach it through the SDK's subscription bus.
 
@@ -23,6 +25,7 @@ from mcp.server.session import ServerSession
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
     ListenHandler,
+    PromptsListChanged,
     ResourcesListChanged,
     ResourceUpdated,
 )
@@ -37,11 +40,13 @@ SESSION_HEADER = "mcp-session-id"
 
 
 class _Connection:
-    """A handshake-era client: the session to notify through and the URIs it subscribed to."""
+    """A handshake-era client: the session to notify through, the URIs it subscribed to and
+    whether it listed the prompts."""
 
     def __init__(self, session: ServerSession) -> None:
         self.session = session
         self.uris: set[str] = set()
+        self.prompts = False
 
 
 class ResourceChanges:
@@ -80,6 +85,16 @@ class ResourceChanges:
     def unsubscribe(self, ctx: ServerRequestContext[Any], uri: str) -> None:
         self.seen(ctx).uris.discard(uri)
 
+    def prompts_listed(self, ctx: ServerRequestContext[Any]) -> None:
+        self.seen(ctx).prompts = True
+
+    def forget(self, session_id: str) -> None:
+        """The session ended (over HTTP: deleted by its client, idle too long, or failed)."""
+        connection = self._connections.pop(session_id, None)
+        if connection is not None:
+            fields = {"session": session_id[:8], "subscriptions": len(connection.uris)}
+            log.info("mcp session ended", extra={"fields": fields})
+
     # --- the watcher's batches ---------------------------------------------------------------
 
     def on_changes(self, changes: list[dict[str, Any]], refresh: list[dict[str, Any]]) -> None:
@@ -109,9 +124,23 @@ class ResourceChanges:
                         await connection.session.send_resource_updated(uri)
                 if listing:
                     await connection.session.send_resource_list_changed()
-            except Exception as exc:  # the connection ended: forget it
-                log.info("mcp connection gone", extra={"fields": {"error": repr(exc)[:200]}})
-                self._connections.pop(key, None)
+            except Exception as exc:
+                self._gone(key, exc)
+
+    async def prompts_changed(self) -> None:
+        """A skill was added, removed or edited (on the server's loop)."""
+        await self.bus.publish(PromptsListChanged())
+        for key, connection in list(self._connections.items()):
+            if connection.prompts:
+                try:
+                    await connection.session.send_prompt_list_changed()
+                except Exception as exc:
+                    self._gone(key, exc)
+
+    def _gone(self, key: str, exc: Exception) -> None:
+        """A send failed: the connection ended without the session's end being seen."""
+        log.info("mcp connection gone", extra={"fields": {"error": repr(exc)[:200]}})
+        self._connections.pop(key, None)
 
 
 def affected(

@@ -7,6 +7,8 @@ A prompt is what a user picks, so skills marked `disable-model-invocation` are o
 
 from __future__ import annotations
 
+import threading
+
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
@@ -18,9 +20,20 @@ REQUEST_ARGUMENT = "request"
 class SkillPrompts:
     def __init__(self, skills: SkillCatalog) -> None:
         self.skills = skills
+        self._lock = threading.Lock()
+        self._seen = skills.skills  # what was last listed or looked at
 
     def list(self) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=[_describe(s) for s in self.skills.skills.values()])
+        with self._lock:
+            self._seen = self.skills.skills
+            return types.ListPromptsResult(prompts=[_describe(s) for s in self._seen.values()])
+
+    def changed(self) -> bool:
+        """Whether a skill was added, removed or edited since the last list or look."""
+        with self._lock:
+            now = self.skills.skills
+            changed, self._seen = now != self._seen, now
+            return changed
 
     def get(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
         try:

@@ -52,6 +52,7 @@ LOOP_ONLY = frozenset(
     {"focus_file", "unfocus_file", "use_skill", "read_skill_file", "propose_edit"}
 )
 COMMAND_GRACE_SECONDS = 15.0
+SKILLS_POLL_SECONDS = 2.0  # how often the skill folders are looked at for the prompts' list
 
 
 def offered_tools(registry: ToolRegistry, settings: Settings) -> tuple[dict[str, Tool], list[str]]:
@@ -77,7 +78,8 @@ def offered_tools(registry: ToolRegistry, settings: Settings) -> tuple[dict[str,
 
 
 class _Server(Server[Any]):
-    """The SDK's server, telling handshake-era clients that the resource list changes."""
+    """The SDK's server, telling handshake-era clients that the resource and prompt lists
+    change."""
 
     def create_initialization_options(
         self,
@@ -86,7 +88,8 @@ class _Server(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(resources_changed=True),
+            notification_options
+            or NotificationOptions(resources_changed=True, prompts_changed=True),
             experimental_capabilities,
             extensions,
         )
@@ -158,6 +161,7 @@ class WorkspaceServer:
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
+        self.changes.prompts_listed(ctx)
         return await anyio.to_thread.run_sync(self.prompts.list)
 
     async def _get_prompt(
@@ -216,6 +220,14 @@ class WorkspaceServer:
         except TaskCancelled:
             return ToolResult(False, "Cancelled.")
 
+    async def watch_skills(self) -> None:
+        """Tell the clients when a skill is added, removed or edited, in any skill folder (the
+        shipped one, DATA_DIR's, the workspace's), looked at every SKILLS_POLL_SECONDS."""
+        while True:
+            await anyio.sleep(SKILLS_POLL_SECONDS)
+            if await anyio.to_thread.run_sync(self.prompts.changed):
+                await self.changes.prompts_changed()
+
     async def serve(self) -> None:
         """Serve stdio, the workspace watched for the resource notifications meanwhile."""
         from mcp.server.stdio import stdio_server
@@ -229,8 +241,10 @@ class WorkspaceServer:
         )
         watcher.start()
         try:
-            async with stdio_server() as (read, write):
+            async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
+                tasks.start_soon(self.watch_skills)
                 await self.server.run(read, write, self.server.create_initialization_options())
+                tasks.cancel_scope.cancel()
         finally:
             watcher.stop()
 

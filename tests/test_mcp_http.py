@@ -7,8 +7,8 @@ from __future__ import annotations
 import base64
 import json
 import warnings
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
@@ -20,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from tests.kit import wait_until
 from tests.web_helpers import TOKEN, ServerProcess, free_port
 
 pytestmark = [pytest.mark.e2e]
@@ -300,3 +301,205 @@ def test_the_right_token_with_a_raw_request_is_answered(server: ServerProcess) -
     )
     assert answer.status_code == 200, answer.text
     assert "mcp-session-id" in answer.headers
+
+
+SKILL_MD = "---\nname: {name}\ndescription: {description}\n---\n\nDo it well.\n"
+
+
+def write_skill(server: ServerProcess, name: str, description: str) -> None:
+    folder = server.workspace / ".agents" / "skills" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_text(SKILL_MD.format(name=name, description=description))
+
+
+def test_a_skill_added_or_edited_in_the_workspace_changes_the_prompts_handshake_era(
+    server: ServerProcess,
+) -> None:
+    changed: list[bool] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(getattr(message, "root", message), types.PromptListChangedNotification):
+            changed.append(True)
+
+    async def until_changed(count: int) -> None:
+        with anyio.fail_after(WAIT_SECONDS):
+            while len(changed) < count:
+                await anyio.sleep(0.05)
+
+    async def session() -> None:
+        async with connect(server, "legacy", message_handler=on_message) as client:
+            caps = client.server_capabilities.prompts
+            assert caps is not None and caps.list_changed
+            names = {prompt.name for prompt in (await client.list_prompts()).prompts}
+            assert "fresh-skill" not in names
+            write_skill(server, "fresh-skill", "A skill written while a client listens.")
+            await until_changed(1)
+            prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+            assert prompts["fresh-skill"].description == "A skill written while a client listens."
+            write_skill(server, "fresh-skill", "Edited.")
+            await until_changed(2)
+            prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+            assert prompts["fresh-skill"].description == "Edited."
+
+    anyio.run(session)
+
+
+def test_a_skill_removed_from_the_workspace_changes_the_prompts_on_listen(
+    server: ServerProcess,
+) -> None:
+    write_skill(server, "doomed-skill", "Removed while a client listens.")
+
+    async def session() -> None:
+        async with connect(server) as client:
+            with anyio.fail_after(WAIT_SECONDS):
+                while "doomed-skill" not in {
+                    p.name for p in (await client.list_prompts(cache_mode="bypass")).prompts
+                }:
+                    await anyio.sleep(0.1)
+            async with client.listen(prompts_list_changed=True) as subscription:
+                (server.workspace / ".agents" / "skills" / "doomed-skill" / "SKILL.md").unlink()
+                (server.workspace / ".agents" / "skills" / "doomed-skill").rmdir()
+                with anyio.fail_after(WAIT_SECONDS):
+                    async for event in subscription:
+                        assert type(event).__name__ == "PromptsListChanged"
+                        break
+            names = {p.name for p in (await client.list_prompts(cache_mode="bypass")).prompts}
+            assert "doomed-skill" not in names
+
+    anyio.run(session)
+
+
+class RawSession:
+    """An MCP session spoken with plain HTTP (2025-11-25), to see the SSE events themselves:
+    their ids, the priming events, a stream dropped and resumed."""
+
+    def __init__(self, server: ServerProcess) -> None:
+        self.url = endpoint(server)
+        self.http = httpx.Client(
+            headers={"Authorization": f"Bearer {TOKEN}", "Accept": ACCEPT}, timeout=WAIT_SECONDS
+        )
+        opened = self.http.post(self.url, json=INITIALIZE)
+        assert opened.status_code == 200, opened.text
+        self.http.headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+        self.http.headers["mcp-protocol-version"] = "2025-11-25"
+        self.id = opened.headers["mcp-session-id"]
+        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        self._next = 2
+
+    def post(self, message: dict[str, Any]) -> httpx.Response:
+        answer = self.http.post(self.url, json=message)
+        assert answer.status_code in (200, 202), answer.text
+        return answer
+
+    def request(self, method: str, params: dict[str, Any]) -> None:
+        self._next += 1
+        self.post({"jsonrpc": "2.0", "id": self._next, "method": method, "params": params})
+
+    @contextmanager
+    def stream(self, last_event_id: str | None = None) -> Iterator[Iterator[dict[str, str]]]:
+        """The standalone GET stream's events ({id, data, retry} as sent), resumed after
+        `last_event_id` when given."""
+        headers = {"Accept": "text/event-stream"}
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = last_event_id
+        with self.http.stream("GET", self.url, headers=headers) as answer:
+            assert answer.status_code == 200
+            yield sse_events(answer.iter_lines())
+
+    def close(self) -> None:
+        self.http.delete(self.url)
+        self.http.close()
+
+
+def sse_events(lines: Iterator[str]) -> Iterator[dict[str, str]]:
+    event: dict[str, str] = {}
+    for line in lines:
+        if not line:
+            if event:
+                yield event
+            event = {}
+        elif not line.startswith(":"):
+            field, _, value = line.partition(":")
+            event[field] = value.removeprefix(" ")
+
+
+def updated_uri(event: dict[str, str]) -> str | None:
+    data = json.loads(event["data"]) if event.get("data") else {}
+    if data.get("method") == "notifications/resources/updated":
+        return str(data["params"]["uri"])
+    return None
+
+
+def test_a_client_that_lost_its_stream_resumes_it_with_last_event_id(
+    server: ServerProcess,
+) -> None:
+    """Events are stored: the notification sent while the stream was down is replayed on the
+    reconnect (before the reconnect's priming event, which the live ones would follow)."""
+    for name in ("first.txt", "missed.txt"):
+        (server.workspace / name).write_text("0\n")
+    lost, witness = RawSession(server), RawSession(server)
+    try:
+        for session in (lost, witness):
+            for name in ("first.txt", "missed.txt"):
+                session.request("resources/subscribe", {"uri": f"workspace:///{name}"})
+        with lost.stream() as events:
+            (server.workspace / "first.txt").write_text("1\n")
+            first = next(e for e in events if updated_uri(e) == "workspace:///first.txt")
+        with witness.stream() as events:
+            (server.workspace / "missed.txt").write_text("1\n")
+            next(e for e in events if updated_uri(e) == "workspace:///missed.txt")
+        with lost.stream(last_event_id=first["id"]) as events:
+            replayed = next(events)
+            assert updated_uri(replayed) == "workspace:///missed.txt", replayed
+            assert int(replayed["id"]) > int(first["id"])
+            priming = next(events)
+            assert priming["data"] == "" and priming["retry"] == "2000"
+    finally:
+        lost.close()
+        witness.close()
+
+
+def test_another_sessions_event_id_replays_nothing(server: ServerProcess) -> None:
+    (server.workspace / "private.txt").write_text("0\n")
+    owner, other = RawSession(server), RawSession(server)
+    try:
+        owner.request("resources/subscribe", {"uri": "workspace:///private.txt"})
+        with owner.stream() as events:
+            (server.workspace / "private.txt").write_text("1\n")
+            seen = next(e for e in events if updated_uri(e))
+        (server.workspace / "private.txt").write_text("2\n")
+        answer = other.http.get(
+            other.url, headers={"Accept": "text/event-stream", "Last-Event-ID": seen["id"]}
+        )
+        assert answer.status_code == 200 and "private.txt" not in answer.text
+    finally:
+        owner.close()
+        other.close()
+
+
+def test_a_deleted_sessions_subscriptions_are_dropped(server: ServerProcess) -> None:
+    """The subscriptions of a session its client ended (DELETE) are forgotten at once, not at
+    the first notification that fails to reach it."""
+    (server.workspace / "watched.txt").write_text("0\n")
+    log = server.data_dir / "logs" / "agent.jsonl"
+    start = len(log.read_text())
+    ended, witness = RawSession(server), RawSession(server)
+    try:
+        for session in (ended, witness):
+            session.request("resources/subscribe", {"uri": "workspace:///watched.txt"})
+        ended.close()
+        wait_until(
+            lambda: any(
+                "mcp session ended" in line
+                and ended.id[:8] in line
+                and '"subscriptions": 1' in line
+                for line in log.read_text()[start:].splitlines()
+            ),
+            timeout=WAIT_SECONDS,
+        )
+        with witness.stream() as events:
+            (server.workspace / "watched.txt").write_text("1\n")
+            next(e for e in events if updated_uri(e) == "workspace:///watched.txt")
+        assert "mcp connection gone" not in log.read_text()[start:]
+    finally:
+        witness.close()
