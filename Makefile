@@ -15,7 +15,9 @@ $(BIN)/python:
 
 $(PY_STAMP): requirements.txt pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --disable-pip-version-check -q -r requirements.txt
-	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps -e .
+	# the project itself (workspace_client importable anywhere), as a path: setuptools' default
+	# editable finder is imported by every Python start in the venv (+15 ms each)
+	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps -e . --config-settings editable_mode=compat
 	touch $@
 
 $(JS_STAMP): package.json package-lock.json scripts/vendor.mjs
