@@ -38,6 +38,7 @@ def test_start_over_stops_the_task_and_leaves_the_page_consistent(demo_server, p
     page.locator('.tool-card[data-tool="run_command"][data-state="approval"]').wait_for()
     (workspace / "scratch.txt").write_text("mine\n")
     page.locator('.tree-entry[data-path="scratch.txt"]').wait_for()
+    page.locator(".conv-item").first.wait_for()  # the list follows the task's announcement
     assert page.locator(".conv-item").count() == 1
 
     page.click("[data-testid=demo-start-over]")
