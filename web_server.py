@@ -79,7 +79,8 @@ def create_app(
         )
 
     batcher = DeltaBatcher(
-        lambda name, payload, to: socketio.emit(name, payload, to=to),
+        # python-socketio's own emit: Flask-SocketIO's wrapper only sorts its keyword arguments
+        lambda name, payload, to: socketio.server.emit(name, payload, to=to, namespace="/"),
         socketio.sleep,
         socketio.start_background_task,
         in_room,

@@ -91,7 +91,7 @@ class MainTerminal:
 
     @property
     def conversation_id(self) -> str | None:
-        return self.conversation.id if self.conversation else None
+        return self.conversation.id if self.conversation is not None else None
 
     @property
     def running(self) -> bool:

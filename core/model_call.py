@@ -53,7 +53,7 @@ def stream_reply(
 ) -> Completion:
     """Stream the reply to `messages` into the task's events and record it.
 
-    `on_content` runs before each content delta is reported; `prompt_estimate` stands for the
+    `on_content` runs before the first content delta is reported; `prompt_estimate` stands for the
     prompt's tokens when the server sends no usage; `require` names the tool the reply must
     call. TaskCancelled and StreamInterrupted go through, after what had come is
     recorded.
@@ -108,8 +108,9 @@ def _consume(
 ) -> Completion:
     for item in stream:
         if isinstance(item, ContentDelta):
+            if not progress.content:  # the first text of the reply
+                on_content()
             progress.content.append(item.text)
-            on_content()
             task.report(Token(message_id, item.text))
         elif isinstance(item, ReasoningDelta):
             progress.reasoning.append(item.text)

@@ -41,7 +41,7 @@ class Timeline:
         sees it stamped, before anyone else does."""
         with self.lock:
             self.seq += 1
-            event.conversation_id = self.conversation.id if self.conversation else None
+            event.conversation_id = self.conversation.id if self.conversation is not None else None
             event.seq = self.seq
             if before_send is not None:
                 before_send(event)

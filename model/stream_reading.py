@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +43,7 @@ class CallState:
         )
 
 
-def read_chunk(data: str, state: CallState) -> Iterator[StreamItem]:
+def read_chunk(data: str, state: CallState) -> list[StreamItem]:
     """The deltas of one SSE `data:` payload, recorded in `state`; raises MalformedChunk for a
     chunk of another shape, the context error or ValueError for an error reported mid-stream."""
     try:
@@ -60,6 +59,37 @@ def read_chunk(data: str, state: CallState) -> Iterator[StreamItem]:
         if too_long is not None:
             raise too_long
         raise ValueError(f"the model API reported an error mid-stream: {message}")
+    text = _plain_text(chunk)
+    if text is not None and state.received:
+        state.content.append(text)
+        return [ContentDelta(text)]
+    return _items(chunk, data, state)
+
+
+PLAIN_DELTA = frozenset({"content", "role"})
+
+
+def _plain_text(chunk: dict[str, Any]) -> str | None:
+    """The text of a chunk that is one choice's text and nothing else (no usage, reasoning,
+    tool call or finish), as most of a reply's chunks are; None for any other chunk, which
+    `_items` reads field by field: this is what a delta costs most of the time."""
+    choices = chunk.get("choices")
+    if type(choices) is not list or len(choices) != 1 or chunk.get("usage") is not None:
+        return None
+    choice = choices[0]
+    if type(choice) is not dict or choice.get("finish_reason") is not None:
+        return None
+    delta = choice.get("delta")
+    if choice.get("usage") is not None or type(delta) is not dict:
+        return None
+    others = delta.keys() - PLAIN_DELTA  # DeepSeek sends `"reasoning_content": null` along
+    if others and any(delta[key] is not None for key in others):
+        return None
+    text = delta.get("content")
+    return text if type(text) is str and text else None
+
+
+def _items(chunk: dict[str, Any], data: str, state: CallState) -> list[StreamItem]:
     usage = _field(chunk, "usage", dict)
     items: list[StreamItem] = []
     for choice in _field(chunk, "choices", list) or []:
@@ -94,7 +124,7 @@ def read_chunk(data: str, state: CallState) -> Iterator[StreamItem]:
     if items and not state.received:
         state.received = True
         state.first_delta = time.monotonic()
-    yield from items
+    return items
 
 
 def _field(data: dict[str, Any], key: str, kind: type) -> Any:

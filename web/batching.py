@@ -33,6 +33,11 @@ Emit = Callable[[str, dict[str, Any], "str | list[str]"], None]  # (name, payloa
 Sleep = Callable[[float], None]
 
 
+def _head(wire: dict[str, Any]) -> dict[str, Any]:
+    """The fields a batch's deltas share (one batch per message and agent)."""
+    return {key: wire[key] for key in SAME_BATCH if key in wire}
+
+
 def batched_room(conversation_id: str) -> str:
     return conversation_id + BATCHED_SUFFIX
 
@@ -95,20 +100,19 @@ class DeltaBatcher:
         return room if room is not None else self._rooms.setdefault(cid, _Room())
 
     def _delta(self, cid: str, room: _Room, event: Event, wire: dict[str, Any]) -> None:
-        head = {key: wire[key] for key in SAME_BATCH if key in wire}
-        if room.texts and (room.kind != event.name or room.head != head):
+        if room.texts and (room.kind != event.name or room.head != _head(wire)):
             self._send_gathered(cid, room)
-        now = time.monotonic()
         if not room.texts and not self._wanted(batched_room(cid)):
             self._emit(event.name, wire, cid)
             return
+        now = time.monotonic()
         if not room.texts and now - room.last_sent >= WINDOW_SECONDS:
             room.last_sent = now  # a quiet room: the delta goes out as it is, to both rooms
             self._emit(event.name, wire, [cid, batched_room(cid)])
             return
         self._emit(event.name, wire, cid)
         if not room.texts:
-            room.kind, room.head, room.first_seq = event.name, head, event.seq or 0
+            room.kind, room.head, room.first_seq = event.name, _head(wire), event.seq or 0
         room.texts.append(wire["text"])
         if self._start is not None:
             start, self._start = self._start, None
