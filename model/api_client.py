@@ -18,9 +18,9 @@ from model.completion import StreamEnd, StreamItem
 from model.errors import ApiError, AuthError
 from model.prices import price_for
 from model.providers import PreparedMessages, ProviderConfig
+from model.sdk_warmup import SdkWarmup
 from model.sse_pump import ChunkPump
 from model.stream_reading import CallState, read_chunk
-from model.tls_context import TlsContext
 from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import Settings
 
@@ -48,7 +48,7 @@ class ApiClient:
         self._on_raw_delta = on_raw_delta
         self._prepare = PreparedMessages(config)
         self._sdk: openai.OpenAI | None = None  # built on the first call: see _client
-        self._tls = TlsContext(trust_env=settings.use_proxy) if config.configured else None
+        self._warmup = SdkWarmup(trust_env=settings.use_proxy) if config.configured else None
         self._sdk_lock = threading.Lock()
 
     def _client(self) -> openai.OpenAI:
@@ -80,7 +80,7 @@ class ApiClient:
             self._settings.request_timeout, connect=min(self._settings.request_timeout, 15.0)
         )
         http_client = openai.DefaultHttpxClient(
-            verify=self._tls.get() if self._tls is not None else True,
+            verify=self._warmup.tls_context() if self._warmup is not None else True,
             trust_env=self._settings.use_proxy,
             timeout=timeout,
         )

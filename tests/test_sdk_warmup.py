@@ -1,4 +1,4 @@
-"""model.tls_context: the model client's TLS context, made in a thread as httpx would make it."""
+"""model.sdk_warmup: the model client's TLS context, made in a thread as httpx would make it."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from model.tls_context import TlsContext
+from model.sdk_warmup import SdkWarmup
 
 
 def test_the_context_verifies_certificates_and_host_names() -> None:
-    made = TlsContext(trust_env=False).get()
+    made = SdkWarmup(trust_env=False).tls_context()
     assert isinstance(made, ssl.SSLContext)
     assert made.verify_mode == ssl.CERT_REQUIRED and made.check_hostname
     assert made.cert_store_stats()["x509_ca"] > 0  # the CA bundle is loaded
@@ -29,10 +29,10 @@ def test_with_trust_env_it_takes_ssl_cert_file(
         + b"-----END CERTIFICATE-----\n"
     )
     monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
-    made = TlsContext(trust_env=True).get()
+    made = SdkWarmup(trust_env=True).tls_context()
     assert isinstance(made, ssl.SSLContext)
     assert made.cert_store_stats()["x509_ca"] == 1
-    ignored = TlsContext(trust_env=False).get()
+    ignored = SdkWarmup(trust_env=False).tls_context()
     assert isinstance(ignored, ssl.SSLContext)
     assert ignored.cert_store_stats()["x509_ca"] > 1
 
@@ -43,4 +43,4 @@ def test_a_context_that_cannot_be_made_is_left_to_the_http_client(
     bad = tmp_path / "not-a-bundle.pem"
     bad.write_text("not a certificate")
     monkeypatch.setenv("SSL_CERT_FILE", str(bad))
-    assert TlsContext(trust_env=True).get() is True
+    assert SdkWarmup(trust_env=True).tls_context() is True
