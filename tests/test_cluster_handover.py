@@ -259,3 +259,24 @@ def tool_call(call_id: str, command: str) -> ToolCallRecord:
         "type": "function",
         "function": {"name": "run_command", "arguments": arguments},
     }
+
+
+def test_a_task_that_ends_as_it_is_reaped_is_not_taken_for_a_dead_one(redis: RedisServer) -> None:
+    """The reaper reads the running tasks, then finds no lease. The task may have ended in
+    between (its end removes its entry and its lease at once): then nothing is claimed, and no
+    lease is left behind to hold the next message off as busy. A dead process's task (its
+    entry still there, no lease) is taken over."""
+    reaper = RedisCluster(redis.url(7))
+    cid, lease = "c" * 32, f"agent:lease:{'c' * 32}"
+    read = json.dumps({"owner": "elsewhere", "message_id": "m1"})
+    try:
+        assert not reaper.claim_orphan(cid, read)  # ended since it was read
+        assert reaper._redis.get(lease) is None
+        reaper._redis.hset("agent:running", cid, json.dumps({"owner": "x", "message_id": "m2"}))
+        assert not reaper.claim_orphan(cid, read)  # another task runs there now
+        reaper._redis.hset("agent:running", cid, read)
+        assert reaper.claim_orphan(cid, read)  # its process died: no lease, the entry as read
+        assert reaper._redis.get(lease) == reaper.process_id
+    finally:
+        reaper._redis.delete(lease, "agent:running")
+        reaper.close()

@@ -67,6 +67,15 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 """
 
+# Take over a task whose process died: its `running` entry still as read, and no lease. A task
+# ending meanwhile removes both at once (_END), so an ended task is never taken for a dead one.
+_CLAIM_ORPHAN = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if redis.call('HGET', KEYS[2], ARGV[2]) ~= ARGV[3] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[4])
+return 1
+"""
+
 
 class RedisCluster:
     """A web process's view of the others: leases, replay logs and commands, over Redis."""
@@ -87,6 +96,7 @@ class RedisCluster:
         self._renew = self._redis.register_script(_RENEW)
         self._release = self._redis.register_script(_RELEASE)
         self._end = self._redis.register_script(_END)
+        self._claim_orphan = self._redis.register_script(_CLAIM_ORPHAN)
         self._held: dict[str, str] = {}  # conversation id -> message id of our running task
         self._leases = threading.Lock()  # held while renewing: no renewal outlives its end
         self._log = ReplayLog(self._redis, sleep)
@@ -290,12 +300,21 @@ class RedisCluster:
             )
             handler({"op": "cancel", "conversation_id": cid})
 
+    def claim_orphan(self, conversation_id: str, entry: str) -> bool:
+        """Take the lease of a task whose process died: only if its `running` entry is still
+        `entry` (as read) and no lease is held. Checked and claimed apart, a task ending in
+        between was taken for a dead one, and that lease (which no `running` entry names, so
+        no end releases it) held the next message off as busy until it expired."""
+        keys = [_lease(conversation_id), f"{PREFIX}running"]
+        args: list[str | int] = [self.process_id, conversation_id, entry, LEASE_SECONDS]
+        return bool(self._claim_orphan(keys=keys, args=args))
+
     def _reap(self, handler: Handler) -> None:
         for key, info in self._redis.hgetall(f"{PREFIX}running").items():
             cid, entry = _text(key), _json(info)
             if entry.get("owner") == self.process_id or self._redis.exists(_lease(cid)):
                 continue
-            if self.claim(cid):
+            if self.claim_orphan(cid, _text(info)):
                 log.warning(
                     "a task's process stopped answering; marking it interrupted",
                     extra={"fields": {"conversation_id": cid, "info": info}},
