@@ -11,6 +11,7 @@ of the same lower-case name):
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -229,13 +230,31 @@ def browser() -> Iterator[Any]:
         yield launched
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Keep each phase's report on the test item: `page` reads whether the test failed."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     """A blank page (1400×900) in a browser context of the test's own (its pages wait with
     room for a loaded machine, tests/browser_helpers.py `new_context`); its console errors and
-    uncaught exceptions collect in `page.console_errors`."""
+    uncaught exceptions collect in `page.console_errors`. When the test fails, what the page
+    showed (the conversation's text, the end of its console) is printed with the failure: a
+    failure seen only on a loaded CI machine then says what the page was doing."""
     context = new_context(browser, viewport={"width": 1400, "height": 900})
     page = context.new_page()
     page.console_errors = collect_errors(page)
+    console: list[str] = []
+    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
     yield page
+    report = getattr(request.node, "report_call", None)
+    if report is not None and report.failed:
+        with contextlib.suppress(Exception):
+            shown = page.evaluate("() => document.querySelector('main')?.innerText ?? ''")
+            print(f"--- the page at the failure ({page.url}):\n{shown[-3000:]}")
+        print("--- its console:\n" + "\n".join(console[-40:]))
     context.close()
