@@ -13,10 +13,10 @@ install: $(PY_STAMP) $(JS_STAMP)
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# The packages, then the project itself (workspace_client importable anywhere) as a plain path:
+# setuptools' default editable finder is imported by every Python start in the venv (+15 ms).
 $(PY_STAMP): requirements.txt pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --disable-pip-version-check -q -r requirements.txt
-	# the project itself (workspace_client importable anywhere), as a path: setuptools' default
-	# editable finder is imported by every Python start in the venv (+15 ms each)
 	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps -e . --config-settings editable_mode=compat
 	touch $@
 
