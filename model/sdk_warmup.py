@@ -19,9 +19,9 @@ class SdkWarmup:
 
     def __init__(self, *, trust_env: bool) -> None:
         self._made: ssl.SSLContext | None = None
-        self._thread = threading.Thread(
-            target=self._make, args=(trust_env,), name="sdk-warmup", daemon=True
-        )
+        # Not a daemon: a process that ends early (a bad argument) waits the few milliseconds it
+        # has left, where a daemon thread importing at interpreter shutdown can crash it.
+        self._thread = threading.Thread(target=self._make, args=(trust_env,), name="sdk-warmup")
         self._thread.start()
 
     def tls_context(self) -> ssl.SSLContext | bool:
