@@ -130,5 +130,6 @@ def open_page(
         page.wait_for_selector(selector, state="attached")
     yield page
     context.close()
-    assert [error for error in errors if tolerated is None or tolerated not in error] == []
+    unexpected = [error for error in errors if tolerated is None or tolerated not in error]
+    assert unexpected == [], unexpected
     assert fake.pending == 0, "a scripted reply was left unused"
