@@ -87,3 +87,15 @@ def _mcp_policy(tool: dict[str, Any]) -> str:
     if tool["read_only"]:
         return "read-only"
     return "asks in ask mode" if tool["asks"] else "allowed without asking"
+
+
+ALLOW_QUESTION = "Allow? [y]es / [n]o / [a]lways for this tool: "
+
+
+def no_terminal_to_ask(tool: str) -> tuple[str, str]:
+    """(what is printed, why the call was declined) for an approval with no terminal to ask."""
+    return (
+        f"{tool} needs approval but there is no terminal to ask: declined.\n",
+        f"{tool} needed approval and there was no terminal to ask (--approval auto runs such "
+        "calls)",
+    )

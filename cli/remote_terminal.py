@@ -12,6 +12,7 @@ import sys
 import threading
 from typing import Any, TextIO
 
+from cli.command_texts import ALLOW_QUESTION, no_terminal_to_ask
 from cli.history import pick_conversation
 from cli.painter import DIM, YELLOW
 from cli.printer import EventPrinter
@@ -166,17 +167,12 @@ class RemoteTerminal:
     def _ask(self, request: ToolEvent) -> None:
         """The local terminal's prompt; a page that answers first ends it."""
         if not self.stdin.isatty():
-            self.err.write(
-                f"{request.tool} needs approval but there is no terminal to ask: declined.\n"
-            )
-            self._decline(
-                request,
-                f"{request.tool} needed approval and there was no terminal "
-                "to ask (--approval auto runs such calls)",
-            )
+            said, why = no_terminal_to_ask(request.tool)
+            self.err.write(said)
+            self._decline(request, why)
             return
         self.err.write(self.printer.approval_text(request))
-        self.err.write("Allow? [y]es / [n]o / [a]lways for this tool: ")
+        self.err.write(ALLOW_QUESTION)
         self.err.flush()
         answer = self._answer(request.call_id)
         if answer is None:

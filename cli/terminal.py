@@ -7,6 +7,7 @@ import sys
 import threading
 from typing import Any, TextIO
 
+from cli.command_texts import ALLOW_QUESTION, no_terminal_to_ask
 from cli.painter import YELLOW
 from cli.printer import EventPrinter
 from cli.streams import json_line, use_color
@@ -132,17 +133,12 @@ class CliTerminal(MainTerminal):
     def _ask(self, request: ToolEvent) -> None:
         """Show what the call would do and ask; Ctrl-C or Ctrl-D at the prompt declines."""
         if not self.stdin.isatty():
-            self.err.write(
-                f"{request.tool} needs approval but there is no terminal to ask: declined.\n"
-            )
-            self._decline(
-                request,
-                f"{request.tool} needed approval and there was no terminal "
-                "to ask (--approval auto runs such calls)",
-            )
+            said, why = no_terminal_to_ask(request.tool)
+            self.err.write(said)
+            self._decline(request, why)
             return
         self.err.write(self.printer.approval_text(request))
-        self.err.write("Allow? [y]es / [n]o / [a]lways for this tool: ")
+        self.err.write(ALLOW_QUESTION)
         self.err.flush()
         try:
             answer = self.stdin.readline()
