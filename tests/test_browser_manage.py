@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser_helpers import AGENTS_LOADED, ARTIFACTS
+from tests.browser_helpers import AGENTS_LOADED, ARTIFACTS, send
 from tests.fake_llm import Call, Reply
 from tests.web_helpers import TOKEN
 
@@ -24,11 +24,6 @@ RECORD_LABELS = """() => {
 
 def status(tab, role: str) -> str:
     return tab.inner_text(f"#status-bar [data-role={role}]")
-
-
-def send(tab, text: str) -> None:
-    tab.fill("#message-input", text)
-    tab.press("#message-input", "Enter")
 
 
 def test_the_status_bar_tells_the_truth_and_what_a_task_kept_survives_reload(fresh_served, page):
@@ -139,6 +134,42 @@ def test_conversations_are_renamed_searched_deleted_and_run_in_every_tab(fresh_s
     page.wait_for_selector(".conv-item:has-text('Notes cleanup')", state="detached")
     other.wait_for_selector(".inline-notice:has-text('This conversation was deleted.')")
     assert other.locator(".conv-item").count() == 1
+    assert page.console_errors == []
+
+
+def test_a_message_sent_before_the_server_said_its_defaults_runs_with_them(fresh_served, page):
+    """The approval control starts at the page's placeholder ("ask") and takes the server's
+    default (here "auto") when get_status answers: a message sent before that answer carries no
+    approval, so the server's default applies, not the placeholder."""
+    server, fake, workspace = fresh_served
+    fake.script(
+        Reply(tool_calls=[Call("create_file", {"path": "early.txt", "content": "x"})]),
+        Reply(content="Made it."),
+    )
+    held = []
+
+    def hold_get_status_answers(route):
+        if route.request.method != "GET":
+            return route.continue_()
+        response = route.fetch()
+        if '"provider"' in response.text():
+            held.append((route, response))
+        else:
+            route.fulfill(response=response)
+
+    page.route_web_socket("**/socket.io/**", lambda socket: socket.close())  # polling only
+    page.route("**/socket.io/?*transport=polling*", hold_get_status_answers)
+    page.goto(f"{server.url}/?token={TOKEN}")
+    page.wait_for_function("() => document.querySelector('#approval-select').value === 'ask'")
+    send(page, "make a file")
+    page.wait_for_selector(".user-message:has-text('make a file')")
+    assert held, "get_status was answered before the message was sent"
+    assert status(page, "approval") != "auto"
+    for route, response in held:
+        route.fulfill(response=response)
+    page.wait_for_selector('.task-end[data-reason="complete"]')
+    assert (workspace / "early.txt").read_text() == "x"  # created, never asked
+    assert status(page, "approval") == "auto"
     assert page.console_errors == []
 
 

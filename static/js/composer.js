@@ -23,6 +23,7 @@ export class Composer {
     this.sendLabel = h("span", { text: "Send" });
     for (const node of [...els.send.childNodes]) if (node.nodeType === Node.TEXT_NODE && node.textContent.trim()) node.replaceWith(this.sendLabel);
     this.touched = { mode: false, approval: false };
+    this.defaultsKnown = false; // until get_status answers, the controls show the page's, not the server's, defaults
     this.agents = [];
     this.defaultAgent = null;
     this.wantedAgent = null;
@@ -62,6 +63,17 @@ export class Composer {
     return this.els.approval.value;
   }
 
+  /** Mode and approval for send_message: left out while they are neither chosen nor the server's (the server's
+   * own defaults then apply, not the page's placeholders).
+   * @returns {{mode?: string, approval?: string}} */
+  get choices() {
+    /** @type {{mode?: string, approval?: string}} */
+    const choices = {};
+    if (this.defaultsKnown || this.touched.mode) choices.mode = this.mode;
+    if (this.defaultsKnown || this.touched.approval) choices.approval = this.approval;
+    return choices;
+  }
+
   /** The agent picked for the next message (null until get_status listed the agents). */
   get agent() {
     return this.agents.length ? this.agentPicker.value : null;
@@ -69,6 +81,7 @@ export class Composer {
 
   /** Server defaults from get_status, unless the user already chose; the agents and skills there are. */
   setDefaults({ mode, approval, agent, agents, skills }) {
+    this.defaultsKnown = true;
     if (mode && !this.touched.mode) this.els.mode.checked = mode === "thinking";
     if (approval && !this.touched.approval && [...this.els.approval.options].some((o) => o.value === approval)) {
       this.els.approval.value = approval;

@@ -311,7 +311,8 @@ export class Session {
    * @returns {Promise<boolean>} */
   async send(text, { parentId, skill, typed, attachments, budgetOverride } = {}) {
     const cid = this.cid;
-    const payload = { conversation_id: cid, text, mode: this.composer.mode, approval: this.composer.approval };
+    /** @type {Record<string, unknown>} */
+    const payload = { conversation_id: cid, text, ...this.composer.choices };
     if (this.composer.agent) payload.agent = this.composer.agent;
     if (skill) payload.skill = skill;
     if (budgetOverride) payload.budget_override = budgetOverride;
