@@ -21,6 +21,7 @@ from typing import Any
 from engineio import Server as EngineServer
 
 from web.nodelay import connection_socket
+from web.send_batches import BatchedSends
 
 log = logging.getLogger(__name__)
 OTHER_PACKET_BYTES = 64  # an open packet's dict, a bare ping: small, not worth measuring
@@ -59,6 +60,12 @@ def counted_queue(base: type[Any], cap: ClientQueueCap) -> type[Any]:
             self.queued_bytes = 0
             self.asked = 0
             self.full = False  # past the cap: it takes nothing but the writer's end mark
+            self.before_wait: Callable[[], None] | None = None  # web.send_batches: a flush
+
+        def get(self, block: bool = True, timeout: float | None = None) -> Any:
+            if block and self.before_wait is not None:  # the writer's batch ends here
+                self.before_wait()
+            return super().get(block, timeout)
 
         def put(self, item: Any, *args: Any, **kwargs: Any) -> None:
             if self.full and item is not None:
@@ -117,9 +124,20 @@ class ClientQueueCap:
             self.eio.start_background_task(self._drop, held, queue.queued_bytes)
 
     def _websocket(self, handler: Callable[[Any], Any], server: EngineServer) -> Any:
-        """The async mode's WebSocket app for one connection, its socket noted by sid."""
-        app = self._websocket_class(handler, server)
-        sid = handler.__self__.sid  # type: ignore[attr-defined]  # Socket._websocket_handler
+        """The async mode's WebSocket app for one connection, its socket noted by sid; in
+        threading mode its writer's batches go out in one write each (web.send_batches)."""
+        engine_socket = handler.__self__  # type: ignore[attr-defined]  # Socket._websocket_handler
+        sid = engine_socket.sid
+        if self.eio.async_mode == "threading":
+
+            def batched(driver: Any) -> Any:
+                sends = BatchedSends(driver)
+                engine_socket.queue.before_wait = sends.flush
+                return handler(sends)
+
+            app = self._websocket_class(batched, server)
+        else:
+            app = self._websocket_class(handler, server)
 
         def run(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
             connection = connection_socket(environ)
