@@ -33,16 +33,8 @@ SIZED = (str, bytes, bytearray)  # a tuple: `str | bytes` would build a union at
 
 def packet_bytes(packet: Any) -> int:
     """What a queued packet will put on the wire, roughly (text counted in characters)."""
-    if packet is None:  # the writer's end mark
-        return 0
     data = packet.data
     return len(data) if isinstance(data, SIZED) else OTHER_PACKET_BYTES
-
-
-def is_answer(packet: Any) -> bool:
-    """An ack: a Socket.IO ACK or BINARY_ACK packet (types 3 and 6) in an Engine.IO message."""
-    data = getattr(packet, "data", None)
-    return isinstance(data, str) and data[:1] in ACK_TYPES
 
 
 def counted_queue(base: type[Any], cap: ClientQueueCap) -> type[Any]:
@@ -53,6 +45,8 @@ def counted_queue(base: type[Any], cap: ClientQueueCap) -> type[Any]:
     replay) is not held against the cap: `asked` counts it, and as the queue is FIFO the
     bytes that leave are taken off it first (so it never counts more than is left of it).
     """
+
+    local = cap.local
 
     class CountedQueue(base):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -67,26 +61,28 @@ def counted_queue(base: type[Any], cap: ClientQueueCap) -> type[Any]:
                 self.before_wait()
             return super().get(block, timeout)
 
-        def put(self, item: Any, *args: Any, **kwargs: Any) -> None:
-            if self.full and item is not None:
+        def _put(self, item: Any) -> None:  # under the queue's lock
+            if item is None:  # the writer's end mark
+                super()._put(item)
                 return
-            super().put(item, *args, **kwargs)
-            if self.queued_bytes - self.asked > cap.cap_bytes and not self.full:
+            if self.full:  # past the cap: dropped (a getter woken finds nothing and waits)
+                return
+            size = packet_bytes(item)
+            self.queued_bytes += size
+            data = item.data
+            if (type(data) is str and data[:1] in ACK_TYPES) or getattr(local, "replaying", False):
+                self.asked += size  # an ack, or a join's replay: asked for
+            super()._put(item)
+            if self.queued_bytes - self.asked > cap.cap_bytes:
                 self.full = True
                 cap.full(self)
 
-        def _put(self, item: Any) -> None:  # under the queue's lock
-            size = packet_bytes(item)
-            self.queued_bytes += size
-            if size and (is_answer(item) or cap.replaying()):
-                self.asked += size
-            super()._put(item)
-
         def _get(self) -> Any:
             item = super()._get()
-            size = packet_bytes(item)
-            self.queued_bytes -= size
-            self.asked = max(0, self.asked - size)
+            if item is not None:
+                size = packet_bytes(item)
+                self.queued_bytes -= size
+                self.asked = max(0, self.asked - size)
             return item
 
     return CountedQueue
@@ -99,7 +95,7 @@ class ClientQueueCap:
         """`sid_of(eio_sid)`: the client's Socket.IO sid, as the rest of the server names it."""
         self.eio, self.cap_bytes, self.sid_of = eio, cap_bytes, sid_of
         self._connections: dict[str, socket.socket] = {}  # by Engine.IO sid, while upgraded
-        self._local = threading.local()  # green under eventlet: per task
+        self.local = threading.local()  # `replaying`, per thread (green under eventlet: per task)
         modes = eio._async
         self._websocket_class = modes["websocket"]
         queue_class = counted_queue(modes["queue"], self)
@@ -108,14 +104,11 @@ class ClientQueueCap:
     @contextlib.contextmanager
     def replay(self) -> Iterator[None]:
         """What this task sends in the block is a `join`'s replay: asked for (counted_queue)."""
-        self._local.replaying = True
+        self.local.replaying = True
         try:
             yield
         finally:
-            self._local.replaying = False
-
-    def replaying(self) -> bool:
-        return bool(getattr(self._local, "replaying", False))
+            self.local.replaying = False
 
     def full(self, queue: Any) -> None:
         """Drop the client whose queue passed the cap (called once per queue)."""
