@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import functools
 import gc
 import logging
 import os
@@ -29,6 +30,7 @@ from web.hub import TerminalHub
 from web.manage import register_manage_handlers
 from web.mcp_ops import register_mcp_handlers
 from web.nodelay import NoDelay
+from web.packets import JsonPacket
 from web.routes import routes
 from web.state import AsyncMode, WebState
 from web.token_file import web_token
@@ -59,6 +61,7 @@ def create_app(
         **queue,
         cors_allowed_origins=origin_allowed,
         max_http_buffer_size=MAX_REQUEST_BYTES,
+        serializer=JsonPacket,
         ping_interval=10,
         ping_timeout=20,
     )
@@ -79,8 +82,9 @@ def create_app(
         )
 
     batcher = DeltaBatcher(
-        # python-socketio's own emit: Flask-SocketIO's wrapper only sorts its keyword arguments
-        lambda name, payload, to: socketio.server.emit(name, payload, to=to, namespace="/"),
+        # python-socketio's own emit (name, data, to): Flask-SocketIO's wrapper only sorts its
+        # keyword arguments
+        functools.partial(socketio.server.emit, namespace="/"),
         socketio.sleep,
         socketio.start_background_task,
         in_room,

@@ -45,14 +45,31 @@ class Event:
         return data
 
 
+def _delta_wire(delta: Token | Thinking) -> dict[str, Any]:
+    """Event.to_wire of a delta without its per-field loop: one goes out per model delta."""
+    data: dict[str, Any] = {}
+    if delta.conversation_id is not None:
+        data["conversation_id"] = delta.conversation_id
+    if delta.seq is not None:
+        data["seq"] = delta.seq
+    if delta.agent is not None:
+        data["agent"] = delta.agent
+    if delta.parent_call_id is not None:
+        data["parent_call_id"] = delta.parent_call_id
+    if delta.depth is not None:
+        data["depth"] = delta.depth
+    data["message_id"] = delta.message_id
+    data["text"] = delta.text
+    return data
+
+
 @dataclass
 class Token(Event):
     name: ClassVar[str] = "token"
     message_id: str
     text: str
 
-    def to_wire(self) -> dict[str, Any]:
-        return _delta_wire(self, self.message_id, self.text)
+    to_wire = _delta_wire
 
 
 @dataclass
@@ -61,25 +78,7 @@ class Thinking(Event):
     message_id: str
     text: str
 
-    def to_wire(self) -> dict[str, Any]:
-        return _delta_wire(self, self.message_id, self.text)
-
-
-def _delta_wire(event: Event, message_id: str, text: str) -> dict[str, Any]:
-    """Event.to_wire of a delta without its per-field checks: one goes out per model delta."""
-    data: dict[str, Any] = {}
-    for key, value in (
-        ("conversation_id", event.conversation_id),
-        ("seq", event.seq),
-        ("agent", event.agent),
-        ("parent_call_id", event.parent_call_id),
-        ("depth", event.depth),
-    ):
-        if value is not None:
-            data[key] = value
-    data["message_id"] = message_id
-    data["text"] = text
-    return data
+    to_wire = _delta_wire
 
 
 ToolPhase = Literal["start", "args", "end", "approval", "output", "result"]

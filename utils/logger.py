@@ -120,25 +120,27 @@ class DebugStreamLog:
         with self._writing:
             queued = [self._queued.popleft() for _ in range(len(self._queued))]
             if queued and not self._file.closed:
-                ids: dict[int, str] = {}  # a task's deltas share one context: its ids once
                 with contextlib.suppress(OSError):
-                    self._file.write("".join(self._line(*item, ids) for item in queued))
+                    self._file.write(self._lines(queued))
                     self._file.flush()
 
-    def _line(self, at: float, ctx: dict[str, Any], raw: str, ids: dict[int, str]) -> str:
-        # By hand with one string encoder: `json.dumps` of the dict costs three times as much.
-        if self._redact:  # a delta is short: even its first characters would be the reply
-            digest = {k: v for k, v in redact(raw).items() if k != "head"}
-            shown = json.dumps(digest)
-        else:
-            shown = _encode_string(raw)
-        named = ids.get(id(ctx))
-        if named is None:
-            named = ids[id(ctx)] = (
-                f'"conversation_id": {_encode_value(ctx.get("conversation_id"))}, '
-                f'"message_id": {_encode_value(ctx.get("message_id"))}'
-            )
-        return f'{{"t": {at:.3f}, {named}, "raw": {shown}}}\n'
+    def _lines(self, queued: list[tuple[float, dict[str, Any], str]]) -> str:
+        # By hand with one string encoder: `json.dumps` of a dict costs three times as much.
+        ids: dict[int, str] = {}  # a task's deltas share one context: its ids once
+        lines = []
+        for at, ctx, raw in queued:
+            if self._redact:  # a delta is short: even its first characters would be the reply
+                shown = json.dumps({k: v for k, v in redact(raw).items() if k != "head"})
+            else:
+                shown = _encode_string(raw)
+            named = ids.get(id(ctx))
+            if named is None:
+                named = ids[id(ctx)] = (
+                    f'"conversation_id": {_encode_value(ctx.get("conversation_id"))}, '
+                    f'"message_id": {_encode_value(ctx.get("message_id"))}'
+                )
+            lines.append(f'{{"t": {at:.3f}, {named}, "raw": {shown}}}\n')
+        return "".join(lines)
 
     def _flush_loop(self) -> None:
         while not self._closed:

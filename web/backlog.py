@@ -15,6 +15,7 @@ import contextlib
 import logging
 import socket
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,12 +30,6 @@ ACK_TYPES = ("3", "6")
 
 
 SIZED = (str, bytes, bytearray)  # a tuple: `str | bytes` would build a union at every call
-
-
-def packet_bytes(packet: Any) -> int:
-    """What a queued packet will put on the wire, roughly (text counted in characters)."""
-    data = packet.data
-    return len(data) if isinstance(data, SIZED) else OTHER_PACKET_BYTES
 
 
 def counted_queue(base: type[Any], cap: ClientQueueCap) -> type[Any]:
@@ -54,6 +49,7 @@ def counted_queue(base: type[Any], cap: ClientQueueCap) -> type[Any]:
             self.queued_bytes = 0
             self.asked = 0
             self.full = False  # past the cap: it takes nothing but the writer's end mark
+            self.sizes: deque[int] = deque()  # of the items held, in their order
             self.before_wait: Callable[[], None] | None = None  # web.send_batches: a flush
 
         def get(self, block: bool = True, timeout: float | None = None) -> Any:
@@ -63,27 +59,27 @@ def counted_queue(base: type[Any], cap: ClientQueueCap) -> type[Any]:
 
         def _put(self, item: Any) -> None:  # under the queue's lock
             if item is None:  # the writer's end mark
+                self.sizes.append(0)
                 super()._put(item)
                 return
             if self.full:  # past the cap: dropped (a getter woken finds nothing and waits)
                 return
-            size = packet_bytes(item)
+            data = item.data  # its size on the wire, roughly (text counted in characters):
+            size = len(data) if isinstance(data, SIZED) else OTHER_PACKET_BYTES
             self.queued_bytes += size
-            data = item.data
             if (type(data) is str and data[:1] in ACK_TYPES) or getattr(local, "replaying", False):
                 self.asked += size  # an ack, or a join's replay: asked for
+            self.sizes.append(size)
             super()._put(item)
             if self.queued_bytes - self.asked > cap.cap_bytes:
                 self.full = True
                 cap.full(self)
 
         def _get(self) -> Any:
-            item = super()._get()
-            if item is not None:
-                size = packet_bytes(item)
-                self.queued_bytes -= size
-                self.asked = max(0, self.asked - size)
-            return item
+            size = self.sizes.popleft()
+            self.queued_bytes -= size
+            self.asked = max(0, self.asked - size)
+            return super()._get()
 
     return CountedQueue
 

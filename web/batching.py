@@ -46,6 +46,7 @@ def batched_room(conversation_id: str) -> str:
 class _Room:
     """One conversation's batched room: what is gathered and when it last sent."""
 
+    name: str  # batched_room(conversation_id)
     lock: threading.Lock = field(default_factory=threading.Lock)
     kind: str = ""
     head: dict[str, Any] = field(default_factory=dict)  # the batch's shared fields
@@ -85,7 +86,7 @@ class DeltaBatcher:
                 self._delta(cid, room, event, wire)
                 return
             self._send_gathered(cid, room)
-            self._emit(event.name, wire, [cid, batched_room(cid)])
+            self._emit(event.name, wire, [cid, room.name])
         if event.name == "done" and event.depth is None:
             self._rooms.pop(cid, None)
 
@@ -97,18 +98,18 @@ class DeltaBatcher:
         # No lock to find it: a thread preempted while holding one would queue every stream
         # behind it. `get` and `setdefault` are each atomic; a race makes one _Room, kept.
         room = self._rooms.get(cid)
-        return room if room is not None else self._rooms.setdefault(cid, _Room())
+        return room if room is not None else self._rooms.setdefault(cid, _Room(batched_room(cid)))
 
     def _delta(self, cid: str, room: _Room, event: Event, wire: dict[str, Any]) -> None:
         if room.texts and (room.kind != event.name or room.head != _head(wire)):
             self._send_gathered(cid, room)
-        if not room.texts and not self._wanted(batched_room(cid)):
+        if not room.texts and not self._wanted(room.name):
             self._emit(event.name, wire, cid)
             return
         now = time.monotonic()
         if not room.texts and now - room.last_sent >= WINDOW_SECONDS:
             room.last_sent = now  # a quiet room: the delta goes out as it is, to both rooms
-            self._emit(event.name, wire, [cid, batched_room(cid)])
+            self._emit(event.name, wire, [cid, room.name])
             return
         self._emit(event.name, wire, cid)
         if not room.texts:
@@ -132,7 +133,7 @@ class DeltaBatcher:
         }
         room.texts = []
         room.last_sent = time.monotonic()
-        self._emit("deltas", payload, batched_room(cid))
+        self._emit("deltas", payload, room.name)
 
     def _flush_loop(self) -> None:
         while not self._closed:
