@@ -16,7 +16,7 @@ from socketio.packet import Packet
 SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-class JsonPacket(Packet):  # type: ignore[misc]  # python-socketio has no type hints
+class JsonPacket(Packet):
     """Given to the server as its `serializer` (python-socketio's documented hook)."""
 
     @classmethod
