@@ -67,14 +67,29 @@ def received(client_end: socket.socket, client: WSConnection) -> tuple[list[str]
 
 def test_before_the_first_wait_a_send_goes_out_at_once(pair: Any) -> None:
     driver, client_end, client = pair
-    sends = BatchedSends(driver)
+    sends = BatchedSends(driver, lambda: True)
     sends.send("3probe")  # the upgrade's answer: the client waits for it
     assert received(client_end, client)[0] == ["3probe"]
 
 
+def test_a_poll_waiting_during_the_upgrade_does_not_start_the_gathering(pair: Any) -> None:
+    driver, client_end, client = pair
+    upgraded = False
+    sends = BatchedSends(driver, lambda: upgraded)
+    sends.flush()  # a polling request's wait on the same queue, while the upgrade is probed
+    sends.send("3probe")
+    assert received(client_end, client)[0] == ["3probe"]  # at once: the client waits for it
+    upgraded = True
+    sends.flush()  # the writer's first wait
+    sends.send("gathered")
+    assert received(client_end, client) == ([], 0)
+    sends.flush()
+    assert received(client_end, client)[0] == ["gathered"]
+
+
 def test_a_batch_is_one_write_in_order_at_the_next_wait(pair: Any) -> None:
     driver, client_end, client = pair
-    sends = BatchedSends(driver)
+    sends = BatchedSends(driver, lambda: True)
     sends.flush()  # the writer's first wait on its queue
     batch = [f'42["token",{{"seq":{n}}}]' for n in range(200)]
     for message in batch:
@@ -88,7 +103,7 @@ def test_a_batch_is_one_write_in_order_at_the_next_wait(pair: Any) -> None:
 
 def test_close_writes_what_was_gathered_first(pair: Any) -> None:
     driver, client_end, client = pair
-    sends = BatchedSends(driver)
+    sends = BatchedSends(driver, lambda: True)
     sends.flush()
     sends.send("last")
     sends.close()
@@ -104,7 +119,7 @@ def test_the_answer_to_a_close_waits_for_a_batch_cut_by_a_full_socket(pair: Any)
     connection's reader answers the client's close meanwhile. Its frame must come after the
     whole batch, never between two of the batch's writes."""
     driver, client_end, client = pair
-    sends = BatchedSends(driver)
+    sends = BatchedSends(driver, lambda: True)
     sends.flush()
     batch = [secrets.token_urlsafe(3000) for _ in range(1000)]  # 3 MB deflated: past the buffers
     for message in batch:
@@ -137,7 +152,7 @@ def test_the_answer_to_a_close_waits_for_a_batch_cut_by_a_full_socket(pair: Any)
 
 def test_a_write_that_fails_makes_the_next_send_fail(pair: Any) -> None:
     driver, client_end, _ = pair
-    sends = BatchedSends(driver)
+    sends = BatchedSends(driver, lambda: True)
     sends.flush()
     sends.send("lost")
     client_end.close()

@@ -119,8 +119,11 @@ class ClientQueueCap:
         sid = engine_socket.sid
         if self.eio.async_mode == "threading":
 
+            def upgraded() -> bool:  # the writer runs from then on (not a poll's wait)
+                return bool(engine_socket.upgraded and not engine_socket.upgrading)
+
             def batched(driver: Any) -> Any:
-                sends = BatchedSends(driver)
+                sends = BatchedSends(driver, upgraded)
                 engine_socket.queue.before_wait = sends.flush
                 return handler(sends)
 
@@ -134,6 +137,13 @@ class ClientQueueCap:
                 self._connections[sid] = connection
             try:
                 return app(environ, start_response)
+            except OSError as exc:
+                if isinstance(exc, ConnectionError) or self.eio.async_mode != "threading":
+                    raise
+                # A send failed because the client closed the WebSocket (its upgrade's probe
+                # answer, say). Werkzeug writes a 500 response for any other error: into the
+                # WebSocket stream, which the browser reports as "Invalid frame header".
+                raise ConnectionError("the client closed the WebSocket") from exc
             finally:
                 self._connections.pop(sid, None)
 

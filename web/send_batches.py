@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from wsproto.events import BytesMessage, TextMessage
@@ -64,14 +65,17 @@ class BatchedSends:
     `close`; every other attribute is the driver's). `flush` is what the client's queue calls
     before its writer waits.
 
-    Sends before the writer's first wait (the polling-to-WebSocket upgrade's probe answer,
-    which the client must get before it goes on) are written at once."""
+    Sends before the upgrade is done (the probe's answer, which the client must get before it
+    goes on) are written at once."""
 
-    def __init__(self, driver: Any) -> None:
+    def __init__(self, driver: Any, upgraded: Callable[[], bool]) -> None:
+        """`upgraded()`: the engine.io socket's writer runs on this connection (before, while
+        the upgrade is probed, a poll's wait on the same queue must not start gathering)."""
         self._driver = driver  # engineio's SimpleWebSocketWSGI; `.ws`: simple_websocket.Server
         self._connection = driver.ws
         self._writes = SharedWrites(driver.ws.sock)
         driver.ws.sock = self._writes
+        self._upgraded = upgraded
         self._gathering = False  # from the writer's first wait on
 
     def send(self, message: str | bytes) -> None:
@@ -94,7 +98,8 @@ class BatchedSends:
         """Write what was gathered (the writer is about to wait on its queue); a failure
         makes the next `send` raise, which ends the writer."""
         with self._writes.lock:
-            self._gathering = True
+            if not self._gathering:
+                self._gathering = self._upgraded()
             self._writes.write()
 
     def wait(self) -> Any:

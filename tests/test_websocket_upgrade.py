@@ -1,0 +1,76 @@
+"""A polling client whose WebSocket upgrade is closed by the client before the server answers
+its probe (as a page refused by a restarted server does): the server must write nothing but
+WebSocket frames on that connection. An error escaping the upgrade made Werkzeug write an
+HTTP 500 response into the WebSocket stream, which Chromium reports as "Invalid frame header"."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import struct
+import urllib.request
+
+import pytest
+
+from tests.web_helpers import ServerProcess
+
+pytestmark = [pytest.mark.e2e]
+
+ASYNC_MODES = ["threading", "eventlet"]
+PATIENCE = 30.0
+
+
+def masked(opcode: int, payload: bytes) -> bytes:
+    """A client's frame (clients mask every frame)."""
+    mask = os.urandom(4)
+    body = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
+    return struct.pack("!BB", 0x80 | opcode, 0x80 | len(payload)) + mask + body
+
+
+def polling_sid(port: int) -> str:
+    url = f"http://127.0.0.1:{port}/socket.io/?EIO=4&transport=polling"
+    with urllib.request.urlopen(url, timeout=PATIENCE) as answer:
+        opened = answer.read().decode()
+    assert opened.startswith("0"), opened
+    return str(json.loads(opened[1:])["sid"])
+
+
+def test_an_upgrade_closed_before_the_probe_answer_gets_frames_only(
+    server: ServerProcess,
+) -> None:
+    sid = polling_sid(server.port)
+    key = base64.b64encode(os.urandom(16)).decode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE) as sock:
+        sock.sendall(
+            (
+                f"GET /socket.io/?EIO=4&transport=websocket&sid={sid} HTTP/1.1\r\n"
+                f"Host: 127.0.0.1:{server.port}\r\nUpgrade: websocket\r\n"
+                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                "Sec-WebSocket-Version: 13\r\n\r\n"
+            ).encode()
+        )
+        received = b""
+        while b"\r\n\r\n" not in received:
+            received += sock.recv(65536)
+        head, _, rest = received.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 101"), head
+        # The probe and the close in one write: the server reads both before it answers.
+        sock.sendall(masked(0x1, b"2probe") + masked(0x8, struct.pack("!H", 1000)))
+        while 0x8 not in opcodes_of(rest):  # the server answers the close
+            rest += sock.recv(65536)
+        sock.shutdown(socket.SHUT_WR)  # as a browser ends the connection after the close
+        while chunk := sock.recv(65536):
+            rest += chunk
+    assert b"HTTP/1.1" not in rest, rest
+    assert opcodes_of(rest)[-1] == 0x8
+
+
+def opcodes_of(data: bytes) -> list[int]:
+    """The opcodes of the server's frames in `data` (small, unmasked frames)."""
+    opcodes = []
+    while len(data) >= 2:
+        opcodes.append(data[0] & 0x0F)
+        data = data[2 + (data[1] & 0x7F) :]
+    return opcodes
