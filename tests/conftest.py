@@ -63,7 +63,7 @@ def clean_fake(fake: FakeLLM) -> Iterator[None]:
     fake.responder = None
     yield
     fake.responder = None
-    assert fake.pending == 0, "a scripted reply was not consumed"
+    assert fake.drop_script() == 0, "a scripted reply was not consumed"
 
 
 # --- the model's settings --------------------------------------------------------------

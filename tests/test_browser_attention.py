@@ -65,8 +65,8 @@ def test_title_and_notifications_say_when_the_agent_needs_you(page: Any, served:
         Reply(tool_calls=[Call("run_command", {"command": "echo from-a-hidden-tab"})]),
         Reply(content="Ran it."),
     )
+    page.evaluate("() => window.__setHidden(true)")  # before the approval can come, however slow
     send(page, "run it while I look away")
-    page.evaluate("() => window.__setHidden(true)")
     page.wait_for_function("() => document.title.startsWith('(!) Approval needed · ')")
     notices = page.evaluate("() => window.__notices")
     assert notices == [{"title": "Approval needed", "body": "run_command: echo from-a-hidden-tab"}]

@@ -93,6 +93,14 @@ class FakeLLM:
         """How many scripted responses are still queued."""
         return len(self._script)
 
+    def drop_script(self) -> int:
+        """Forget the queued responses (a failed test's, which would answer the next test's
+        calls); how many there were."""
+        with self._lock:
+            left = len(self._script)
+            self._script.clear()
+            return left
+
     def script(self, *responses: Response) -> None:
         """Queue responses; each chat request that passes validation consumes the next one."""
         with self._lock:
