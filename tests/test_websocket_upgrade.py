@@ -37,9 +37,15 @@ def polling_sid(port: int) -> str:
     return str(json.loads(opened[1:])["sid"])
 
 
-def test_an_upgrade_closed_before_the_probe_answer_gets_frames_only(
-    server: ServerProcess,
+CLOSE = masked(0x8, struct.pack("!H", 1000))
+
+
+@pytest.mark.parametrize("after_probe_answer", [False, True], ids=["with-the-probe", "after-it"])
+def test_an_upgrade_the_client_closes_gets_frames_only(
+    server: ServerProcess, after_probe_answer: bool
 ) -> None:
+    """Closed with the probe (the probe's answer fails), or right after the probe's answer
+    (engine.io reads the close where it waits for the upgrade packet)."""
     sid = polling_sid(server.port)
     key = base64.b64encode(os.urandom(16)).decode()
     with socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE) as sock:
@@ -56,8 +62,13 @@ def test_an_upgrade_closed_before_the_probe_answer_gets_frames_only(
             received += sock.recv(65536)
         head, _, rest = received.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 101"), head
-        # The probe and the close in one write: the server reads both before it answers.
-        sock.sendall(masked(0x1, b"2probe") + masked(0x8, struct.pack("!H", 1000)))
+        if after_probe_answer:
+            sock.sendall(masked(0x1, b"2probe"))
+            while b"3probe" not in rest:
+                rest += sock.recv(65536)
+            sock.sendall(CLOSE)
+        else:  # in one write: the server reads both before it answers
+            sock.sendall(masked(0x1, b"2probe") + CLOSE)
         while 0x8 not in opcodes_of(rest):  # the server answers the close
             rest += sock.recv(65536)
         sock.shutdown(socket.SHUT_WR)  # as a browser ends the connection after the close

@@ -117,7 +117,9 @@ class ClientQueueCap:
         threading mode its writer's batches go out in one write each (web.send_batches)."""
         engine_socket = handler.__self__  # type: ignore[attr-defined]  # Socket._websocket_handler
         sid = engine_socket.sid
-        if self.eio.async_mode == "threading":
+        if self.eio.async_mode != "threading":
+            app = self._websocket_class(handler, server)
+        else:
 
             def upgraded() -> bool:  # the writer runs from then on (not a poll's wait)
                 return bool(engine_socket.upgraded and not engine_socket.upgrading)
@@ -125,11 +127,20 @@ class ClientQueueCap:
             def batched(driver: Any) -> Any:
                 sends = BatchedSends(driver, upgraded)
                 engine_socket.queue.before_wait = sends.flush
-                return handler(sends)
+                try:
+                    return handler(sends)
+                except ConnectionError:
+                    raise
+                except Exception as exc:
+                    # Werkzeug answers an error with a 500 response, written after the 101 into
+                    # the WebSocket stream (the browser: "Invalid frame header"); it answers a
+                    # ConnectionError with nothing. A send the client's close made fail (the
+                    # upgrade probe's answer) ends here; any other error is logged.
+                    if not isinstance(exc, OSError):
+                        log.warning("a WebSocket ended on an error", exc_info=True)
+                    raise ConnectionError("the WebSocket ended") from exc
 
             app = self._websocket_class(batched, server)
-        else:
-            app = self._websocket_class(handler, server)
 
         def run(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
             connection = connection_socket(environ)
@@ -137,13 +148,6 @@ class ClientQueueCap:
                 self._connections[sid] = connection
             try:
                 return app(environ, start_response)
-            except OSError as exc:
-                if isinstance(exc, ConnectionError) or self.eio.async_mode != "threading":
-                    raise
-                # A send failed because the client closed the WebSocket (its upgrade's probe
-                # answer, say). Werkzeug writes a 500 response for any other error: into the
-                # WebSocket stream, which the browser reports as "Invalid frame header".
-                raise ConnectionError("the client closed the WebSocket") from exc
             finally:
                 self._connections.pop(sid, None)
 
