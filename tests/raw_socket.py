@@ -15,6 +15,48 @@ from typing import Any
 PONG_EVERY_SECONDS = 2.0  # well inside the server's 10 s ping interval
 
 
+def upgrade_request(port: int, query: str = "") -> bytes:
+    """The HTTP request that opens Engine.IO's WebSocket (`query`: more of it, `&sid=...`)."""
+    key = base64.b64encode(os.urandom(16)).decode()
+    return (
+        f"GET /socket.io/?EIO=4&transport=websocket{query} HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    ).encode()
+
+
+def client_frame(opcode: int, payload: bytes) -> bytes:
+    """One masked frame, as a client must send."""
+    mask, size = os.urandom(4), len(payload)
+    head = bytes([0x80 | opcode])
+    if size < 126:
+        head += bytes([0x80 | size])
+    elif size < 65536:
+        head += bytes([0x80 | 126]) + struct.pack(">H", size)
+    else:
+        head += bytes([0x80 | 127]) + struct.pack(">Q", size)
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def parse_frame(data: bytes) -> tuple[int, bytes, bytes] | None:
+    """(opcode, payload, what follows) of the server's frame at the start of `data`; None
+    while it has not all arrived."""
+    if len(data) < 2:
+        return None
+    opcode, length, at = data[0] & 0x0F, data[1] & 0x7F, 2
+    if length == 126:
+        if len(data) < 4:
+            return None
+        (length,), at = struct.unpack(">H", data[2:4]), 4
+    elif length == 127:
+        if len(data) < 10:
+            return None
+        (length,), at = struct.unpack(">Q", data[2:10]), 10
+    if len(data) < at + length:
+        return None
+    return opcode, data[at : at + length], data[at + length :]
+
+
 class RawSocketIO:
     """Engine.IO 4 over a WebSocket on `socket.socket`; `events()` parses what arrived."""
 
@@ -37,13 +79,7 @@ class RawSocketIO:
         self.sid = json.loads(connected[2:])["sid"]
 
     def _upgrade(self, port: int) -> None:
-        key = base64.b64encode(os.urandom(16)).decode()
-        request = (
-            "GET /socket.io/?EIO=4&transport=websocket HTTP/1.1\r\n"
-            f"Host: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        )
-        self.sock.sendall(request.encode())
+        self.sock.sendall(upgrade_request(port))
         while b"\r\n\r\n" not in self._buffer:
             self._fill()
         head, self._buffer = self._buffer.split(b"\r\n\r\n", 1)
@@ -77,37 +113,17 @@ class RawSocketIO:
             return text
 
     def _parse(self) -> tuple[int, bytes] | None:
-        data = self._buffer
-        if len(data) < 2:
+        frame = parse_frame(self._buffer)
+        if frame is None:
             return None
-        opcode, length, at = data[0] & 0x0F, data[1] & 0x7F, 2
-        if length == 126:
-            if len(data) < 4:
-                return None
-            (length,), at = struct.unpack(">H", data[2:4]), 4
-        elif length == 127:
-            if len(data) < 10:
-                return None
-            (length,), at = struct.unpack(">Q", data[2:10]), 10
-        if len(data) < at + length:
-            return None
-        self._buffer = data[at + length :]
-        return opcode, data[at : at + length]
+        opcode, payload, self._buffer = frame
+        return opcode, payload
 
     def send_text(self, text: str) -> None:
         """One masked text frame, as a client must send."""
-        payload, mask = text.encode(), os.urandom(4)
-        size = len(payload)
-        head = bytes([0x81])
-        if size < 126:
-            head += bytes([0x80 | size])
-        elif size < 65536:
-            head += bytes([0x80 | 126]) + struct.pack(">H", size)
-        else:
-            head += bytes([0x80 | 127]) + struct.pack(">Q", size)
-        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        frame = client_frame(0x1, text.encode())
         with self._send_lock:
-            self.sock.sendall(head + mask + masked)
+            self.sock.sendall(frame)
 
     def call(self, event: str, payload: dict[str, Any], ack_id: int = 1) -> Any:
         """Emit with an ack and read until it comes (events before it are kept in `frames`)."""

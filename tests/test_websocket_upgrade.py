@@ -5,28 +5,20 @@ HTTP 500 response into the WebSocket stream, which Chromium reports as "Invalid 
 
 from __future__ import annotations
 
-import base64
 import json
-import os
 import socket
 import struct
 import urllib.request
 
 import pytest
 
+from tests.raw_socket import client_frame, parse_frame, upgrade_request
 from tests.web_helpers import ServerProcess
 
 pytestmark = [pytest.mark.e2e]
 
 ASYNC_MODES = ["threading", "eventlet"]
 PATIENCE = 30.0
-
-
-def masked(opcode: int, payload: bytes) -> bytes:
-    """A client's frame (clients mask every frame)."""
-    mask = os.urandom(4)
-    body = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
-    return struct.pack("!BB", 0x80 | opcode, 0x80 | len(payload)) + mask + body
 
 
 def polling_sid(port: int) -> str:
@@ -37,7 +29,7 @@ def polling_sid(port: int) -> str:
     return str(json.loads(opened[1:])["sid"])
 
 
-CLOSE = masked(0x8, struct.pack("!H", 1000))
+CLOSE = client_frame(0x8, struct.pack("!H", 1000))
 
 
 @pytest.mark.parametrize("after_probe_answer", [False, True], ids=["with-the-probe", "after-it"])
@@ -47,28 +39,20 @@ def test_an_upgrade_the_client_closes_gets_frames_only(
     """Closed with the probe (the probe's answer fails), or right after the probe's answer
     (engine.io reads the close where it waits for the upgrade packet)."""
     sid = polling_sid(server.port)
-    key = base64.b64encode(os.urandom(16)).decode()
     with socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE) as sock:
-        sock.sendall(
-            (
-                f"GET /socket.io/?EIO=4&transport=websocket&sid={sid} HTTP/1.1\r\n"
-                f"Host: 127.0.0.1:{server.port}\r\nUpgrade: websocket\r\n"
-                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-                "Sec-WebSocket-Version: 13\r\n\r\n"
-            ).encode()
-        )
+        sock.sendall(upgrade_request(server.port, f"&sid={sid}"))
         received = b""
         while b"\r\n\r\n" not in received:
             received += sock.recv(65536)
         head, _, rest = received.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 101"), head
         if after_probe_answer:
-            sock.sendall(masked(0x1, b"2probe"))
+            sock.sendall(client_frame(0x1, b"2probe"))
             while b"3probe" not in rest:
                 rest += sock.recv(65536)
             sock.sendall(CLOSE)
         else:  # in one write: the server reads both before it answers
-            sock.sendall(masked(0x1, b"2probe") + CLOSE)
+            sock.sendall(client_frame(0x1, b"2probe") + CLOSE)
         while 0x8 not in opcodes_of(rest):  # the server answers the close
             rest += sock.recv(65536)
         sock.shutdown(socket.SHUT_WR)  # as a browser ends the connection after the close
@@ -79,9 +63,9 @@ def test_an_upgrade_the_client_closes_gets_frames_only(
 
 
 def opcodes_of(data: bytes) -> list[int]:
-    """The opcodes of the server's frames in `data` (small, unmasked frames)."""
+    """The opcodes of the server's frames in `data`."""
     opcodes = []
-    while len(data) >= 2:
-        opcodes.append(data[0] & 0x0F)
-        data = data[2 + (data[1] & 0x7F) :]
+    while (frame := parse_frame(data)) is not None:
+        opcode, _, data = frame
+        opcodes.append(opcode)
     return opcodes
