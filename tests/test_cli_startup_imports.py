@@ -13,12 +13,14 @@ from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import REPO, agent_argv, agent_env
 
 # What the web server, the MCP server and client, A2A, Docker, the file watcher, remote agents
-# and the demo bring: a -p task on a plain workspace uses none of them. (jinja2 and yaml are
-# not here: the shipped agents are YAML and the system prompt is a Jinja2 template.)
+# and the demo bring: a -p task on a plain workspace uses none of them; nor does a start with no
+# .env to read need dotenv. (jinja2 and yaml are not here: the shipped agents are YAML and the
+# system prompt is a Jinja2 template.)
 NOT_FOR_CLI_P = (
     "a2a",
     "a2a_server",
     "docker",
+    "dotenv",
     "engineio",
     "eventlet",
     "flask",
@@ -35,6 +37,7 @@ NOT_FOR_CLI_P = (
     "modules.sandbox.docker_runner",
     "modules.tools.remote_agents",
     "modules.workspace.file_watcher",
+    "pydantic_settings",
     "readline",
     "redis",
     "socketio",

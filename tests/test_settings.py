@@ -103,3 +103,56 @@ def test_settings_files_inside_the_workspace_are_refused(clean_folder: Path, cap
     assert main(["cli", "--workspace", ".", "-p", "hi"]) == 2
     assert "move them out" in capsys.readouterr().err
     assert load_settings(workspace=clean_folder / "inner").workspace.name == "inner"
+
+
+def test_names_match_in_any_case_and_a_provider_key_only_by_its_own_name(monkeypatch):
+    monkeypatch.setenv("agent_model", "lower-case")
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "dk")
+    monkeypatch.setenv("AGENT_MOONSHOT_API_KEY", "not-its-name")
+    settings = load_settings()
+    assert (settings.model, settings.deepseek_api_key) == ("lower-case", "dk")
+    assert settings.moonshot_api_key is None
+
+
+def test_a_section_field_in_dotenv_wins_over_its_json_and_config_yaml(clean_folder: Path):
+    (clean_folder / "config.yaml").write_text(
+        "docker:\n  image: yaml-image\n  memory: 9g\nlocal_sandbox:\n  tmp_mb: 32\n"
+    )
+    (clean_folder / ".env").write_text(
+        'AGENT_DOCKER={"memory": "1g", "cpus": 2}\nAGENT_DOCKER_CPUS=3\n'
+        'AGENT_LOCAL_SANDBOX_VISIBLE=["/opt/tools"]\n'
+    )
+    settings = load_settings()
+    assert (settings.docker.image, settings.docker.memory, settings.docker.cpus) == (
+        "yaml-image",
+        "1g",
+        3.0,
+    )
+    assert (settings.local_sandbox.tmp_mb, settings.local_sandbox.visible) == (32, ["/opt/tools"])
+
+
+def test_json_that_is_not_json_is_named_with_where_it_was_read(clean_folder: Path, monkeypatch):
+    monkeypatch.setenv("AGENT_LOCAL_SANDBOX_VISIBLE", "/opt/tools")
+    with pytest.raises(BadConfiguration, match=r"AGENT_LOCAL_SANDBOX_VISIBLE in the environment"):
+        load_settings()
+    monkeypatch.delenv("AGENT_LOCAL_SANDBOX_VISIBLE")
+    (clean_folder / ".env").write_text("AGENT_DOCKER=image=x\n")
+    with pytest.raises(BadConfiguration, match=r"AGENT_DOCKER in \.env is not JSON"):
+        load_settings()
+
+
+@pytest.mark.parametrize("text", ["- model\n", "just text\n"])
+def test_config_yaml_that_is_not_a_mapping_is_one_clear_line(clean_folder: Path, text, capsys):
+    (clean_folder / "config.yaml").write_text(text)
+    with pytest.raises(BadConfiguration, match="must map setting names to values"):
+        load_settings()
+    assert main(["cli", "-p", "hi"]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_an_empty_config_yaml_and_keys_not_ours_change_nothing(clean_folder: Path):
+    (clean_folder / "config.yaml").write_text("# nothing yet\n")
+    assert load_settings().model is None
+    (clean_folder / "config.yaml").write_text("editor: vim\nmodel: from-yaml\nAGENT_MODE: x\n")
+    settings = load_settings()
+    assert (settings.model, settings.mode) == ("from-yaml", "fast")

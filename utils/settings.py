@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    SettingsError,
-    YamlConfigSettingsSource,
-)
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from utils.budget import Budget
+from utils.setting_sources import BadConfiguration, VariableReader, merged, read_dotenv, read_yaml
 
 MIN_TOKEN_CHARS = 16
 PROGRAM_DIR = Path(__file__).resolve().parent.parent
@@ -27,28 +20,16 @@ Mode = Literal["fast", "thinking"]
 Approval = Literal["auto", "ask", "read-only"]
 SandboxKind = Literal["auto", "local", "docker"]
 
-
-def _own_variable(name: str) -> AliasChoices:
-    """A setting read from its provider's own variable (`DEEPSEEK_API_KEY`) rather than from
-    AGENT_<FIELD>; the plain name (`deepseek_api_key`) serves config.yaml and the code."""
-    return AliasChoices(name, name.lower())
-
-
-def _overlay_env(prefix: str, model: type[BaseModel], data: Any) -> Any:
-    """Let PREFIX<FIELD> environment variables win over config.yaml for a nested section."""
-    if not isinstance(data, dict):
-        return data
-    found = {
-        name: _env_value(os.environ[prefix + name.upper()])
-        for name in model.model_fields
-        if prefix + name.upper() in os.environ
-    }
-    return {**data, **found}
-
-
-def _env_value(raw: str) -> Any:
-    """A list setting comes as JSON (`["/opt/tools"]`); everything else as the text it is."""
-    return json.loads(raw) if raw.lstrip().startswith("[") else raw
+ENV_PREFIX = "AGENT_"
+# Settings read from their provider's own variable rather than from AGENT_<FIELD>.
+OWN_VARIABLES = {
+    "deepseek_api_key": "DEEPSEEK_API_KEY",
+    "moonshot_api_key": "MOONSHOT_API_KEY",
+    "dashscope_api_key": "DASHSCOPE_API_KEY",
+    "siliconflow_api_key": "SILICONFLOW_API_KEY",
+    "openai_api_key": "OPENAI_API_KEY",
+    "tavily_api_key": "TAVILY_API_KEY",
+}
 
 
 class DockerSettings(BaseModel):
@@ -69,11 +50,6 @@ class DockerSettings(BaseModel):
     python: str = Field("python", description="the image's Python, for run_python")
     tmp_size: str = Field("256m", description="size of the private tmpfs /tmp")
     file_size_mb: int = Field(1024, ge=1, description="largest file a command may write")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _environment_wins(cls, data: Any) -> Any:
-        return _overlay_env("AGENT_DOCKER_", cls, data)
 
 
 class LocalSandboxSettings(BaseModel):
@@ -98,11 +74,6 @@ class LocalSandboxSettings(BaseModel):
         description="host folders bubblewrap shows read-only besides /usr, /etc and Python's "
         "(a JSON list in AGENT_LOCAL_SANDBOX_VISIBLE)",
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _environment_wins(cls, data: Any) -> Any:
-        return _overlay_env("AGENT_LOCAL_SANDBOX_", cls, data)
 
 
 class RemoteAgent(BaseModel):
@@ -134,7 +105,7 @@ class PriceSetting(BaseModel):
     currency: str = Field("USD", pattern=r"^[A-Z]{3}$")
 
 
-class Settings(BaseSettings):
+class Settings(BaseModel):
     """Every setting the program reads, with its default.
 
     In the environment and `.env` a setting is AGENT_<FIELD> (or its provider's own variable),
@@ -142,12 +113,7 @@ class Settings(BaseSettings):
     servers set WORKSPACE) is none of ours. config.yaml takes the plain field names.
     """
 
-    model_config = SettingsConfigDict(
-        env_prefix="AGENT_",
-        env_file=".env",
-        env_file_encoding="utf-8",
-        extra="ignore",
-    )
+    model_config = ConfigDict(extra="ignore", validate_default=True)
 
     provider: Provider = "deepseek"
     base_url: str | None = None
@@ -156,14 +122,12 @@ class Settings(BaseSettings):
     thinking_model: str | None = None
     context_window: int | None = None
 
-    deepseek_api_key: str | None = Field(None, validation_alias=_own_variable("DEEPSEEK_API_KEY"))
-    moonshot_api_key: str | None = Field(None, validation_alias=_own_variable("MOONSHOT_API_KEY"))
-    dashscope_api_key: str | None = Field(None, validation_alias=_own_variable("DASHSCOPE_API_KEY"))
-    siliconflow_api_key: str | None = Field(
-        None, validation_alias=_own_variable("SILICONFLOW_API_KEY")
-    )
-    openai_api_key: str | None = Field(None, validation_alias=_own_variable("OPENAI_API_KEY"))
-    tavily_api_key: str | None = Field(None, validation_alias=_own_variable("TAVILY_API_KEY"))
+    deepseek_api_key: str | None = None
+    moonshot_api_key: str | None = None
+    dashscope_api_key: str | None = None
+    siliconflow_api_key: str | None = None
+    openai_api_key: str | None = None
+    tavily_api_key: str | None = None
 
     workspace: Path = Path("workspace")
     data_dir: Path = Path("data")
@@ -282,18 +246,6 @@ class Settings(BaseSettings):
             raise ValueError(f"remote agent names must be unique: {names}")
         return agents
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        yaml_settings = YamlConfigSettingsSource(settings_cls, yaml_file="config.yaml")
-        return init_settings, env_settings, dotenv_settings, yaml_settings
-
     def mcp_files(self) -> tuple[Path, Path]:
         """The user's MCP servers file and the workspace's (either may be missing)."""
         user = self.mcp_config.expanduser() if self.mcp_config else self.data_dir / "mcp.json"
@@ -315,37 +267,18 @@ class Settings(BaseSettings):
         return [v for v in values if v]
 
 
-SECRET_ENV_NAMES = (
-    "AGENT_API_KEY",
-    "AGENT_WEB_TOKEN",
-    "DEEPSEEK_API_KEY",
-    "MOONSHOT_API_KEY",
-    "DASHSCOPE_API_KEY",
-    "SILICONFLOW_API_KEY",
-    "OPENAI_API_KEY",
-    "TAVILY_API_KEY",
-)
-
-
-class BadConfiguration(ValueError):
-    """A source of settings that cannot be read: config.yaml that is not YAML, a list or a
-    section in the environment that is not JSON."""
-
-
 def load_settings(**overrides: Any) -> Settings:
-    """Build the settings once; command-line flags arrive as overrides."""
-    import yaml
-
-    clean = {k: v for k, v in overrides.items() if v is not None}
-    try:
-        settings = Settings(**clean)
-    except SettingsError as exc:
-        raise BadConfiguration(
-            f"{exc} ({exc.__cause__}); lists and sections are written as JSON there, e.g. "
-            """AGENT_ALLOWED_ORIGINS='["http://host:5000"]'"""
-        ) from exc
-    except yaml.YAMLError as exc:
-        raise BadConfiguration(f"config.yaml is not valid YAML: {exc}") from exc
+    """Build the settings once, from the current folder's `.env` and `config.yaml` and the
+    environment; command-line flags arrive as overrides and win over all."""
+    variables = VariableReader(Settings, prefix=ENV_PREFIX, own_variables=OWN_VARIABLES)
+    settings = Settings.model_validate(
+        merged(
+            {k: v for k, v in overrides.items() if v is not None},
+            variables.read(os.environ, "the environment"),
+            variables.read(read_dotenv(Path(".env")), ".env"),
+            read_yaml(Path("config.yaml"), Settings.model_fields),
+        )
+    )
     settings.workspace = settings.workspace.expanduser().resolve()
     settings.data_dir = settings.data_dir.expanduser().resolve()
     _refuse_code_in_workspace(settings.workspace)
