@@ -47,26 +47,28 @@ def test_proxy_variables_are_ignored_unless_asked(fake_llm: FakeLLM) -> None:
 # --- providers and message preparation ------------------------------------------------------
 
 
-def test_provider_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MOONSHOT_API_KEY", "own-key")
-    kimi = resolve_provider(make_settings(provider="kimi"))
+def test_provider_precedence() -> None:
+    kimi = resolve_provider(make_settings(provider="kimi", moonshot_api_key="own-key"))
     assert (kimi.base_url, kimi.model, kimi.thinking_model) == (
         "https://api.moonshot.ai/v1",
         "kimi-k2.6",
         "kimi-k2.6",
     )
     assert kimi.api_key == "own-key" and kimi.key_env == "MOONSHOT_API_KEY"
-    monkeypatch.setenv("AGENT_API_KEY", "agent-key")
-    monkeypatch.setenv("AGENT_MODEL", "kimi-k2.6")
-    monkeypatch.setenv("AGENT_CONTEXT_WINDOW", "5000")
-    overridden = resolve_provider(make_settings(provider="kimi"))
+    overridden = resolve_provider(
+        make_settings(
+            provider="kimi",
+            moonshot_api_key="own-key",
+            api_key="agent-key",
+            model="kimi-k2.6",
+            context_window=5000,
+        )
+    )
     assert (overridden.api_key, overridden.model, overridden.context_window) == (
         "agent-key",
         "kimi-k2.6",
         5000,
     )
-    for name in ("AGENT_API_KEY", "AGENT_MODEL", "AGENT_CONTEXT_WINDOW"):
-        monkeypatch.delenv(name)
     deepseek = resolve_provider(make_settings(provider="deepseek", api_key="k"))
     assert (deepseek.model, deepseek.thinking_model, deepseek.context_window) == (
         "deepseek-v4-flash",
