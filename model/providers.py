@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
 from history.records import ChatMessage, ContentPart, Role, ToolCallRecord
-from utils.settings import Settings
+from utils.settings import OWN_VARIABLES, Settings
 
 # How a provider switches thinking on and off for one request.
 #   thinking_type:   body field `thinking: {"type": "enabled" | "disabled"}` (DeepSeek V4)
@@ -94,13 +94,7 @@ PRESETS: dict[str, ProviderPreset] = {
 }
 
 # Settings attribute holding each provider key variable.
-_KEY_FIELDS = {
-    "DEEPSEEK_API_KEY": "deepseek_api_key",
-    "MOONSHOT_API_KEY": "moonshot_api_key",
-    "DASHSCOPE_API_KEY": "dashscope_api_key",
-    "SILICONFLOW_API_KEY": "siliconflow_api_key",
-    "OPENAI_API_KEY": "openai_api_key",
-}
+_KEY_FIELDS = {variable: field for field, variable in OWN_VARIABLES.items()}
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from pydantic import BaseModel
 
 
 class BadConfiguration(ValueError):
-    """A source of settings that cannot be read: config.yaml that is not YAML, a list or a
-    section in the environment that is not JSON."""
+    """A source of settings that cannot be read: config.yaml that is not a YAML mapping, a list
+    or a section in the environment or `.env` that is not JSON."""
 
 
 JSON_EXAMPLE = """AGENT_ALLOWED_ORIGINS='["http://host:5000"]'"""
