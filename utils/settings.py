@@ -193,6 +193,16 @@ class Settings(BaseModel):
         description="names of variables of the server's environment that commands also get "
         "(a JSON list in AGENT_COMMAND_ENV); a secret's value never passes",
     )
+    disk_floor_mb: int = Field(
+        512,
+        ge=0,
+        description="free space kept on the workspace's and the data folder's file systems: "
+        "a command is not started, or is stopped, when one has less than the larger of this "
+        "and disk_floor_percent (both 0: no floor)",
+    )
+    disk_floor_percent: float = Field(
+        1.0, ge=0, le=50, description="the same floor as a share of the file system's size"
+    )
     tool_timeout: float = Field(120.0, gt=0)
     output_limit_chars: int = Field(20_000, ge=1_000)
     request_timeout: float = Field(120.0, gt=0)
