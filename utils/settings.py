@@ -171,6 +171,11 @@ class Settings(BaseModel):
         False,
         description="also start the servers of the workspace's .mcp.json (run unsandboxed)",
     )
+    trust_workspace_agents: bool = Field(
+        False,
+        description="the workspace's .agents/ definitions may loosen the user's limits and "
+        "replace the user's skills",
+    )
     mcp_server_tools: list[str] = Field(
         default_factory=list,
         description="tools `main.py mcp` offers in `ask` mode besides the read-only ones",
