@@ -13,6 +13,7 @@ import pytest
 from a2a.client import Client, ClientConfig, create_client
 from a2a.compat.v0_3.types import AgentCard as AgentCardV03
 from a2a.types import (
+    AgentCard,
     CancelTaskRequest,
     GetTaskRequest,
     Message,
@@ -22,6 +23,7 @@ from a2a.types import (
     StreamResponse,
     TaskState,
 )
+from google.protobuf import json_format
 
 from tests.a2a_helpers import a2a_env, history
 from tests.fake_llm import FakeLLM, Reply
@@ -89,6 +91,10 @@ def test_the_card_is_public_and_describes_the_agents_and_the_bearer_scheme(
     answer = httpx.get(a2a(server) + ".well-known/agent-card.json")
     assert answer.status_code == 200
     card = answer.json()
+    json_format.Parse(answer.text, AgentCard(), ignore_unknown_fields=False)  # strictly 1.0
+    assert [list(scheme) for scheme in card["securitySchemes"].values()] == [
+        ["httpAuthSecurityScheme"]
+    ]
     assert {skill["id"] for skill in card["skills"]} >= AGENTS
     assert card["capabilities"]["streaming"] is True
     assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "bearer"
@@ -98,6 +104,8 @@ def test_the_card_is_public_and_describes_the_agents_and_the_bearer_scheme(
     ]
     assert interfaces == [(a2a(server), "JSONRPC", "1.0"), (a2a(server), "JSONRPC", "0.3")]
     assert TOKEN not in answer.text and str(server.workspace) not in answer.text
+    unchanged = {"If-None-Match": answer.headers["ETag"]}
+    assert httpx.get(answer.url, headers=unchanged).status_code == 304
 
 
 def test_a_1_0_client_picks_the_1_0_interface(server: ServerProcess, fake: FakeLLM) -> None:
@@ -283,12 +291,10 @@ def test_cancel_stops_the_running_loop_and_the_history_says_so(
     assert 0 < len(answer["content"]) < len("word " * 400)
 
 
-def test_a_0_3_client_finds_the_endpoint_on_the_card_and_its_methods_are_accepted(
+def test_a_0_3_client_finds_the_endpoint_on_the_0_3_card_and_its_methods_are_accepted(
     server: ServerProcess, fake: FakeLLM
 ) -> None:
-    card = AgentCardV03.model_validate(
-        httpx.get(a2a(server) + ".well-known/agent-card.json").json()
-    )
+    card = AgentCardV03.model_validate(httpx.get(a2a(server) + ".well-known/agent.json").json())
     assert (card.url, card.preferred_transport, card.protocol_version) == (
         a2a(server),
         "JSONRPC",
