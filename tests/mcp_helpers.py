@@ -33,7 +33,7 @@ def manager_for(tmp_path: Path, servers: dict[str, Any]) -> McpManager:
         trust_workspace=False,
     )
     (tmp_path / "ws").mkdir(exist_ok=True)
-    return McpManager(config, workspace=tmp_path / "ws", logs=tmp_path / "data" / "logs")
+    return McpManager(config, workspace=tmp_path / "ws", data_dir=tmp_path / "data")
 
 
 def wait_started(manager: McpManager) -> McpManager:

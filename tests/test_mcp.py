@@ -204,9 +204,9 @@ def test_no_orphan_when_this_process_is_killed(tmp_path):
     script = (
         "import sys, time; from pathlib import Path\n"
         "from modules.mcp.client import McpManager\nfrom modules.mcp.config import load_config\n"
-        f"c = load_config(Path({str(config)!r}), Path({str(tmp_path)!r}) / 'none.json', "
-        "trust_workspace=False)\n"
-        f"m = McpManager(c, workspace=Path({str(tmp_path)!r}), logs=Path({str(tmp_path)!r}))\n"
+        f"ws, data = Path({str(tmp_path / 'ws')!r}), Path({str(tmp_path / 'data')!r})\n"
+        f"c = load_config(Path({str(config)!r}), ws / '.mcp.json', trust_workspace=False)\n"
+        "m = McpManager(c, workspace=ws, data_dir=data)\n"
         "m.start()\nwhile m.servers['fx'].state == 'starting': time.sleep(0.05)\n"
         "print(len(m.tools()), flush=True); time.sleep(60)\n"
     )

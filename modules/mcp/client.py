@@ -16,6 +16,7 @@ from typing import Any
 
 from modules.mcp.config import McpConfig, load_config
 from modules.mcp.connection import CLOSE_TIMEOUT, McpServer
+from modules.mcp.launch import ServerFolders
 from modules.tools.registry import Tool
 from utils.async_loop import LoopThread, Pending, wait_real_event
 from utils.settings import Settings
@@ -31,11 +32,12 @@ class McpManager:
         config: McpConfig,
         *,
         workspace: Path,
-        logs: Path,
+        data_dir: Path,
         use_proxy: bool = False,
         user_file: Path | None = None,
     ) -> None:
-        self.workspace, self.logs, self.use_proxy = workspace, logs, use_proxy
+        self.workspace, self.logs, self.use_proxy = workspace, data_dir / "logs", use_proxy
+        self.folders = ServerFolders(workspace, data_dir)
         self.user_file = user_file  # the file the page may change (modules/mcp/user_file.py)
         self.problems = config.problems
         self.servers = {name: McpServer(server, self) for name, server in config.servers.items()}
@@ -118,6 +120,7 @@ class McpManager:
                 pending.wait(CLOSE_TIMEOUT + 1)
         self._loop.stop()
         self._loop = None
+        self.folders.close()
 
 
 def build_manager(settings: Settings) -> McpManager:
@@ -126,7 +129,7 @@ def build_manager(settings: Settings) -> McpManager:
     return McpManager(
         read_config(settings),
         workspace=settings.workspace,
-        logs=settings.data_dir / "logs",
+        data_dir=settings.data_dir,
         use_proxy=settings.use_proxy,
         user_file=user_file,
     )

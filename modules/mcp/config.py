@@ -1,6 +1,10 @@
 """MCP servers to connect to, read from `mcpServers` JSON files (the Claude Desktop / Cline
 format): the user's `DATA_DIR/mcp.json` (or AGENT_MCP_CONFIG) and, when trusted, the
-workspace's `.mcp.json`. A bad file or entry is reported with its file; the others load."""
+workspace's `.mcp.json`. A bad file or entry is reported with its file; the others load.
+
+A file in the workspace (the `.mcp.json`, or the user's own when it lies there) is the agent's
+to write: its servers start only under AGENT_MCP_TRUST_WORKSPACE. A server of another file may
+not run from the workspace (a `cwd` there)."""
 
 from __future__ import annotations
 
@@ -8,12 +12,13 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from modules.mcp.launch import within
 from utils.validation import describe_validation_error
 
 TOOL_NAME_LIMIT = 64  # what OpenAI-compatible APIs accept as a function name
@@ -90,10 +95,17 @@ class ServerConfig:
     source: str  # the file it came from
     entry: ServerEntry | None
     problem: str | None = None  # set when entry is None, or when it may not start
+    from_workspace: bool = False  # its file lies in the workspace (started only when trusted)
 
     @property
     def enabled(self) -> bool:
         return self.entry is not None and self.problem is None and not self.entry.disabled
+
+    def working_folder(self) -> Path | None:
+        """The folder the entry's `cwd` names (a relative one from its file's), if it names one."""
+        if self.entry is None or not self.entry.cwd:
+            return None
+        return (Path(self.source).parent / Path(self.entry.cwd).expanduser()).absolute()
 
 
 @dataclass
@@ -103,24 +115,18 @@ class McpConfig:
 
 
 def load_config(user_file: Path, workspace_file: Path, *, trust_workspace: bool) -> McpConfig:
-    """The servers of the workspace's file (listed but not started unless trusted), then of
-    the user's file, which wins on a name both define."""
+    """The servers of the workspace's file (`workspace_file`, in the workspace's top folder),
+    then of the user's file, which wins on a name both define. Those of a file in the workspace
+    are listed but not started unless trusted."""
     config = McpConfig()
-    untrusted = (
-        None
-        if trust_workspace
-        else (
-            f"not started: servers of the workspace's {workspace_file.name} run commands outside "
-            "the sandbox; set AGENT_MCP_TRUST_WORKSPACE=true to start them"
-        )
-    )
-    for path, problem in ((workspace_file, untrusted), (user_file, None)):
+    workspace = workspace_file.parent
+    for path in (workspace_file, user_file):
         if path.is_file():
-            _read_file(path, config, problem)
+            _read_file(path, config, workspace, trust_workspace)
     return config
 
 
-def _read_file(path: Path, config: McpConfig, problem: str | None) -> None:
+def _read_file(path: Path, config: McpConfig, workspace: Path, trust_workspace: bool) -> None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -130,11 +136,21 @@ def _read_file(path: Path, config: McpConfig, problem: str | None) -> None:
     if not isinstance(servers, dict):
         config.problems.append({"path": str(path), "message": "no `mcpServers` object"})
         return
+    from_workspace = within(path, workspace)
+    untrusted = (
+        f"not started: {path} lies in the workspace, which tasks can write, and its servers "
+        "run commands outside the sandbox; set AGENT_MCP_TRUST_WORKSPACE=true to start them"
+        if from_workspace and not trust_workspace
+        else None
+    )
     for name, raw in servers.items():
-        config.servers[name] = _server(name, str(path), raw, problem)
+        server = _server(name, str(path), raw, untrusted, from_workspace)
+        config.servers[name] = _kept_out_of(workspace, server)
 
 
-def _server(name: str, source: str, raw: Any, problem: str | None) -> ServerConfig:
+def _server(
+    name: str, source: str, raw: Any, problem: str | None, from_workspace: bool
+) -> ServerConfig:
     try:
         entry = ServerEntry.model_validate(expanded(raw))
     except ValidationError as exc:
@@ -143,7 +159,20 @@ def _server(name: str, source: str, raw: Any, problem: str | None) -> ServerConf
         )
     except KeyError as exc:
         return ServerConfig(name, source, None, f"{source}: {exc.args[0]}")
-    return ServerConfig(name, source, entry, problem)
+    return ServerConfig(name, source, entry, problem, from_workspace)
+
+
+def _kept_out_of(workspace: Path, server: ServerConfig) -> ServerConfig:
+    """The server, not started when its `cwd` lies in the workspace: npx, uvx, `python -m` and
+    a relative command would run what a task put there. A trusted workspace file's may."""
+    folder = server.working_folder()
+    if server.problem or server.from_workspace or folder is None or not within(folder, workspace):
+        return server
+    problem = (
+        f"not started: its cwd {folder} lies in the workspace, where a task could put the code "
+        "it runs; leave `cwd` out (it then runs in a folder of its own) or name one outside"
+    )
+    return replace(server, problem=problem)
 
 
 def expanded(value: Any) -> Any:

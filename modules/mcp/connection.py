@@ -12,20 +12,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import re
-import shutil
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from modules.mcp.config import ServerConfig, ServerEntry
+from modules.mcp.launch import (
+    LaunchRefused,
+    ServerFolders,
+    find_command,
+    guarded,
+    safe_name,
+    server_environment,
+    within,
+)
 from modules.mcp.tools import Listing, list_tools, output, registry_tools
 from modules.mcp.watch import watched
 from modules.results import ToolError, ToolOutput
-from modules.sandbox.environment import base_environment
 from modules.tools.registry import Tool
 from utils.async_loop import LoopThread, Pending
 from utils.cancel import CancelToken, TaskCancelled
@@ -43,20 +47,12 @@ ENDED = "the server closed the connection (it exited?)"
 
 State = Literal["disabled", "starting", "connected", "failed"]
 
-# Runs a stdio server with PR_SET_PDEATHSIG: the kernel kills it if this process dies without
-# closing it (a crash, SIGKILL). The SDK spawns children itself and takes no preexec hook.
-_ORPHAN_GUARD = (
-    "import ctypes,os,signal,sys\n"
-    "ctypes.CDLL(None).prctl(1,signal.SIGKILL)\n"
-    "os.getppid()==int(sys.argv[1]) or os._exit(1)\n"
-    "os.execvp(sys.argv[2],sys.argv[2:])\n"
-)
-
 
 class Host(Protocol):
     """What a server needs from the manager that holds it."""
 
-    workspace: Path  # a stdio server's working folder unless its entry names one
+    workspace: Path  # no stdio server runs from it (modules/mcp/launch.py)
+    folders: ServerFolders  # a stdio server's own folder, unless its entry names one
     logs: Path  # stdio servers' stderr goes to logs/mcp/NAME.txt
     use_proxy: bool
 
@@ -281,22 +277,16 @@ class McpServer:
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
 
-        entry = self.entry
-        env = base_environment() | entry.env
-        if shutil.which(entry.command or "", path=env.get("PATH")) is None:
-            raise FileNotFoundError(f"command not found: {entry.command}")
-        command, args = entry.command or "", list(entry.args)
-        if sys.platform.startswith("linux"):
-            command, args = (
-                sys.executable,
-                ["-I", "-S", "-c", _ORPHAN_GUARD, str(os.getpid()), command, *args],
-            )
-        cwd = Path(entry.cwd).expanduser() if entry.cwd else self._host.workspace
-        if not cwd.is_absolute():
-            cwd = Path(self.config.source).parent / cwd
+        entry, workspace = self.entry, self._host.workspace
+        folder = self.config.working_folder() or self._host.folders.folder(self.name)
+        env = server_environment(workspace, folder) | entry.env
+        command = find_command(entry.command or "", folder, env.get("PATH"))
+        if within(command, workspace) and not self.config.from_workspace:
+            raise LaunchRefused(f"its command {command} lies in the workspace, which tasks write")
+        command, args = guarded(command, list(entry.args))
         errlog = stack.enter_context(self._log_path().open("a", encoding="utf-8"))
         self._log_start = errlog.tell()
-        params = StdioServerParameters(command=command, args=args, env=env, cwd=cwd)
+        params = StdioServerParameters(command=command, args=args, env=env, cwd=folder)
         return stdio_client(params, errlog=errlog)
 
     async def retire(self) -> None:
@@ -319,7 +309,7 @@ class McpServer:
     def _log_path(self) -> Path:
         folder = self._host.logs / "mcp"
         folder.mkdir(parents=True, exist_ok=True)
-        return folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', self.name)[:100]}.txt"
+        return folder / f"{safe_name(self.name)}.txt"
 
     def _stderr_tail(self) -> str:
         """The last lines the server wrote to stderr in this run, as ` (stderr: …)`."""
