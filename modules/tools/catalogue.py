@@ -108,15 +108,17 @@ def update_memory(ctx: ToolContext, args: UpdateMemoryArgs) -> str:
 
 
 def build_registry() -> ToolRegistry:
-    """Every tool of docs/protocol.md §6, each with when it asks for approval in `ask` mode."""
+    """Every tool of docs/protocol.md §6, each with when it asks for approval in `ask` mode and
+    what it changes (a change to the program's own configuration asks in any mode)."""
     registry = ToolRegistry()
     registry.register(
         "create_file",
         file_tools.create_file,
         asks="on_overwrite",
         plan=file_tools.plan_create,
+        targets=file_tools.written_path,
     )
-    registry.register("create_folder", file_tools.create_folder)
+    registry.register("create_folder", file_tools.create_folder, targets=file_tools.written_path)
     registry.register("read_file", file_tools.read_file, read_only=True)
     registry.register("read_document", document_tool.read_document, read_only=True)
     registry.register(
@@ -124,14 +126,19 @@ def build_registry() -> ToolRegistry:
         file_tools.modify_file,
         asks="on_overwrite",
         plan=file_tools.plan_modify,
+        targets=file_tools.written_path,
     )
-    registry.register("delete_file", file_tools.delete_file, asks="always")
-    registry.register("rename_file", file_tools.rename_file, asks="always")
+    registry.register(
+        "delete_file", file_tools.delete_file, asks="always", targets=file_tools.removed_path
+    )
+    registry.register(
+        "rename_file", file_tools.rename_file, asks="always", targets=file_tools.moved_paths
+    )
     registry.register("propose_edit", propose_edit)
     registry.register("list_files", file_tools.list_files, read_only=True)
     registry.register("search_code", search_tools.search_code, read_only=True)
-    registry.register("run_python", command_tools.run_python, asks="always")
-    registry.register("run_command", command_tools.run_command, asks="always")
+    registry.register("run_python", command_tools.run_python, asks="always", runs_code=True)
+    registry.register("run_command", command_tools.run_command, asks="always", runs_code=True)
     registry.register("web_search", search_tools.web_search, read_only=True)
     registry.register("sql_query", sql_tool.sql_query, read_only=True)
     registry.register("focus_file", focus_file, read_only=True)

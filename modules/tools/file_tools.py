@@ -52,6 +52,27 @@ def _parent(rel: str) -> str:
     return rel.rpartition("/")[0]
 
 
+def written_path(
+    workspace: Workspace, args: CreateFileArgs | CreateFolderArgs | ModifyFileArgs
+) -> list[str]:
+    """The path create_file, modify_file or create_folder changes, links on its way followed."""
+    return [workspace.relative(workspace.resolve(args.path, for_write=True))]
+
+
+def removed_path(workspace: Workspace, args: DeleteFileArgs) -> list[str]:
+    """The path delete_file removes: a final link itself, not what it points to."""
+    return [_unfollowed(workspace, args.path)]
+
+
+def moved_paths(workspace: Workspace, args: RenameFileArgs) -> list[str]:
+    """Both ends of a rename_file: what goes, and where it lands."""
+    return [_unfollowed(workspace, args.old_path), _unfollowed(workspace, args.new_path)]
+
+
+def _unfollowed(workspace: Workspace, path: str) -> str:
+    return workspace.relative(workspace.resolve(path, for_write=True, follow_symlinks=False))
+
+
 class CreateFileArgs(BaseModel):
     path: str = Field(description="File path relative to the workspace, e.g. 'src/app.py'.")
     content: str = Field("", description="The complete text to write into the file.")

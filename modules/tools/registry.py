@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 
 ToolFunction = Callable[["ToolContext", Any], "str | ToolOutput"]
 WritePlanner = Callable[[Workspace, Any], PlannedWrite]
+# The workspace paths a call would change, named as the tool resolves them (raises ToolError
+# or OSError for a call that will fail).
+TargetFinder = Callable[[Workspace, Any], list[str]]
 # When a call waits for the user in `ask` mode: every time, only when it would lose content
 # that exists now (judged by the tool's planner), or never.
 Asks = Literal["always", "on_overwrite", "never"]
@@ -47,6 +50,8 @@ class Tool:
     read_only: bool
     asks: Asks = "never"
     plan: WritePlanner | None = None  # what a writing call would change, for approvals
+    targets: TargetFinder | None = None  # which paths a writing call changes, for approvals
+    runs_code: bool = False  # a command: what it changes is known only once it ran
     parameters: dict[str, Any] | None = None  # a JSON schema of its own (args: JsonArguments)
     summary: str | None = None  # its description, when not the function's docstring
     time_limit: float | None = None  # seconds a call may run, when not the tool timeout
@@ -59,6 +64,8 @@ class Tool:
             raise ValueError(f"tool {self.name}: a read-only tool never asks")
         if (self.asks == "on_overwrite") != (self.plan is not None):
             raise ValueError(f"tool {self.name}: asks='on_overwrite' goes with a write planner")
+        if self.read_only and (self.targets is not None or self.runs_code):
+            raise ValueError(f"tool {self.name}: a read-only tool changes nothing")
 
     @classmethod
     def typed(
@@ -69,6 +76,8 @@ class Tool:
         read_only: bool = False,
         asks: Asks = "never",
         plan: WritePlanner | None = None,
+        targets: TargetFinder | None = None,
+        runs_code: bool = False,
         summary: str | None = None,
         inline: bool = False,
     ) -> Tool:
@@ -79,7 +88,16 @@ class Tool:
         if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
             raise TypeError(f"tool {name}: second parameter must be a pydantic model")
         return cls(
-            name, function, args_model, read_only, asks, plan, summary=summary, inline=inline
+            name,
+            function,
+            args_model,
+            read_only,
+            asks,
+            plan,
+            targets,
+            runs_code,
+            summary=summary,
+            inline=inline,
         )
 
     @classmethod
@@ -101,11 +119,20 @@ class Tool:
             JsonArguments,
             read_only,
             asks,
-            None,
-            parameters,
-            description,
-            time_limit,
+            parameters=parameters,
+            summary=description,
+            time_limit=time_limit,
         )
+
+    def changed_paths(self, workspace: Workspace, args: Any) -> list[str]:
+        """The workspace paths this call would change, as far as the tool can say before it
+        runs; [] for a call that will fail."""
+        if self.targets is None:
+            return []
+        try:
+            return self.targets(workspace, args)
+        except (ToolError, OSError):
+            return []
 
     @property
     def description(self) -> str:
@@ -200,9 +227,20 @@ class ToolRegistry:
         read_only: bool = False,
         asks: Asks = "never",
         plan: WritePlanner | None = None,
+        targets: TargetFinder | None = None,
+        runs_code: bool = False,
     ) -> None:
-        """Offer `function` as `name`; a reading tool never asks, a writing one says when."""
-        self._tools[name] = Tool.typed(name, function, read_only=read_only, asks=asks, plan=plan)
+        """Offer `function` as `name`; a reading tool never asks, a writing one says when and
+        what it changes (`targets`; `runs_code`: known only once it ran)."""
+        self._tools[name] = Tool.typed(
+            name,
+            function,
+            read_only=read_only,
+            asks=asks,
+            plan=plan,
+            targets=targets,
+            runs_code=runs_code,
+        )
 
     def _all(self) -> dict[str, Tool]:
         if not self._sources:
