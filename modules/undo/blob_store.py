@@ -106,6 +106,24 @@ def scan(
     return found
 
 
+def scan_tops(fs: SafeRoot, tops: Collection[str], skip_names: Collection[str]) -> dict[str, Stat]:
+    """`scan` of a few paths alone: each of `tops` that exists (a final link not followed) with
+    its Stat, and everything under those that are folders."""
+    found: dict[str, Stat] = {}
+    for top in tops:
+        try:
+            st = fs.lstat(top)
+        except (OSError, ToolError):  # a folder on its way is not one, or leads outside
+            continue
+        info = None if st is None else Stat.of(st)
+        if info is None:
+            continue
+        found[top] = info
+        if info.kind == "dir":
+            found.update(scan(fs, skip_names, (), top=top))
+    return found
+
+
 class _Walk:
     """One descent from an open folder; folders past _MAX_DEPTH are left in `deeper`."""
 

@@ -34,7 +34,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from modules.undo.baseline import Baseline
-from modules.undo.blob_store import BLOB_LIMIT_BYTES, BlobStore, State, scan
+from modules.undo.blob_store import BLOB_LIMIT_BYTES, BlobStore, State, scan, scan_tops
 from modules.undo.conflicts import find_conflicts, overwritten, state_now, with_folders
 from modules.undo.index import FileIndex
 from modules.undo.keeper import Keeper, Snapshot
@@ -340,6 +340,37 @@ class UndoJournal:
             log.exception("the changes of a command could not be recorded for undo")
         finally:
             self._recording.release()
+
+    # --- what a hold of a few paths calls (see config_hold) --------------------------------
+
+    def keep_paths(self, tops: Collection[str]) -> Snapshot:
+        """Keep what the paths `tops` hold now (each a file, or a folder with all under it) and
+        scan nothing else; what the snapshot keeps stays until `release`."""
+        started = time.time_ns()
+        with self._lock:
+            stats = scan_tops(self.workspace, tops, SKIPPED_DIRS)
+            snap = self.keeper.snapshot_of(self.workspace, stats, started)
+            self._pending[id(snap)] = snap
+            return snap
+
+    def changed_paths(self, snap: Snapshot, tops: Collection[str]) -> list[str]:
+        """The paths under `tops` whose state differs from the one `snap` kept."""
+        with self._lock:
+            after = scan_tops(self.workspace, tops, SKIPPED_DIRS)
+            return self.keeper.changed(self.workspace, snap, after)
+
+    def put_back(self, snap: Snapshot, paths: Collection[str]) -> UndoResult:
+        """Put `paths` back as `snap` kept them, once the ended commands' changes are recorded
+        (a task's journal keeps the state before its command, so its undo still holds)."""
+        self.settle()
+        with self._lock:
+            entries = {rel: self.keeper.old_state(snap, rel) for rel in paths}
+            return Restore(self.workspace, self.blobs, entries).run("")
+
+    def release(self, snap: Snapshot) -> None:
+        """Let go of what `keep_paths` kept for `snap`."""
+        with self._lock:
+            self._pending.pop(id(snap), None)
 
     # --- manifests ------------------------------------------------------------------------
 

@@ -131,6 +131,22 @@ class Keeper:
         index.flush()
         return snap
 
+    def snapshot_of(self, fs: SafeRoot, stats: dict[str, Stat], started_ns: int) -> Snapshot:
+        """The Snapshot of the paths of `stats` alone (a part of the workspace), the rest of the
+        index left as it is; reads only the files the index lacks."""
+        self._check()
+        snap = Snapshot(stats)
+        by_folder: dict[str, list[str]] = {}
+        for rel, info in stats.items():
+            if info.kind == "dir":
+                continue
+            if info.kind == "file" and started_ns - info.mtime_ns < RACY_NS:
+                snap.racy.add(rel)
+            by_folder.setdefault(rel.rpartition("/")[0], []).append(rel)
+        self._keep_all(fs, snap, by_folder)
+        self.index.flush()
+        return snap
+
     def _keep_all(self, fs: SafeRoot, snap: Snapshot, by_folder: dict[str, list[str]]) -> None:
         """Keep the paths of each folder into `snap`, opening each folder once."""
         flushed = time.monotonic()

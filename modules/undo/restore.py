@@ -15,6 +15,7 @@ from modules.undo.blob_store import BlobStore, Stat, State, sha256_at
 from modules.workspace.paths import PathOutsideWorkspace, Workspace
 
 UndoAction = Literal["remove", "restore", "lost"]
+_OUTSIDE = "a folder on its way now leads outside the workspace"
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,8 @@ class Restore:
         for rel in reversed(self.order):
             self._guarded(rel, self._clear)
         for rel in self.order:
+            if self.skipped.get(rel) == _OUTSIDE:  # the link on its way may be cleared by now
+                del self.skipped[rel]
             if rel not in self.skipped:
                 self._guarded(rel, self._create)
         for rel in reversed(self.order):
@@ -154,12 +157,12 @@ class Restore:
         path = self.root / rel
         parent = os.path.realpath(path.parent)
         if parent != str(self.root) and not parent.startswith(f"{self.root}{os.sep}"):
-            self.skipped[rel] = "a folder on its way now leads outside the workspace"
+            self.skipped[rel] = _OUTSIDE
             return
         try:
             step(rel, state)
         except PathOutsideWorkspace:
-            self.skipped[rel] = "a folder on its way now leads outside the workspace"
+            self.skipped[rel] = _OUTSIDE
         except (OSError, ValueError, ToolError) as exc:
             self.skipped[rel] = f"could not be restored: {exc}"
 
