@@ -36,8 +36,9 @@ HELP = """\
 
 APPROVAL_MODES = ("auto", "ask", "read-only")
 APPROVAL_MEANING = {
-    "auto": "every tool runs without asking",
-    "ask": "asks before commands, deletions, renames and overwrites",
+    "auto": "every tool runs without asking, but changes to Workspace Agent's own configuration",
+    "ask": "asks before commands, deletions, renames, overwrites and changes to Workspace "
+    "Agent's own configuration",
     "read-only": "reading tools only",
 }
 
@@ -92,10 +93,12 @@ def _mcp_policy(tool: dict[str, Any]) -> str:
 ALLOW_QUESTION = "Allow? [y]es / [n]o / [a]lways for this tool: "
 
 
-def no_terminal_to_ask(tool: str) -> tuple[str, str]:
-    """(what is printed, why the call was declined) for an approval with no terminal to ask."""
+def no_terminal_to_ask(tool: str, warnings: list[str] | None = None) -> tuple[str, str]:
+    """(what is printed, why the call was declined) for an approval with no terminal to ask;
+    the approval's warnings are printed too (why a change to the configuration asks)."""
     return (
-        f"{tool} needs approval but there is no terminal to ask: declined.\n",
+        f"{tool} needs approval but there is no terminal to ask: declined.\n"
+        + "".join(f"warning: it {warning}\n" for warning in warnings or ()),
         f"{tool} needed approval and there was no terminal to ask (--approval auto runs such "
-        "calls)",
+        "calls, but those that change Workspace Agent's own configuration)",
     )

@@ -3,6 +3,7 @@ call waiting for approval asks (shared by the event printer and the approval pro
 
 from __future__ import annotations
 
+from core.approval import split_reasons
 from core.events import ToolEvent
 
 DIM, BOLD, RESET = "\033[2m", "\033[1m", "\033[0m"
@@ -27,8 +28,9 @@ class Painter:
 
     def approval_text(self, event: ToolEvent) -> str:
         """What a call waiting for approval shows: `NAME wants to change PATH:` and the diff in
-        colour, or `NAME wants to run:` and the command, then its warnings."""
-        preview = event.preview or ""
+        colour, or `NAME wants to run:` and the command, then its warnings; why it changes the
+        program's own configuration, when it does, comes first."""
+        reasons, preview = split_reasons(event.preview or "")
         path = diff_path(preview)
         if path is not None:
             head, body = f"{event.tool} wants to change {path}:", self.diff(preview)
@@ -36,10 +38,11 @@ class Painter:
             verb = VERBS.get(event.tool, "use")
             head = f"{event.tool} wants to {verb}:"
             body = "".join(f"  {line}\n" for line in preview.splitlines())
+        why = "".join(self.paint(line, YELLOW) + "\n" for line in reasons)
         warnings = "".join(
             self.paint(f"warning: it {w}", YELLOW) + "\n" for w in event.warnings or ()
         )
-        return self.paint(head, YELLOW, BOLD) + "\n" + body + warnings
+        return self.paint(head, YELLOW, BOLD) + "\n" + why + body + warnings
 
     def diff(self, diff: str) -> str:
         """A unified diff, added lines green and removed ones red (at most DIFF_PREVIEW_LINES)."""

@@ -167,7 +167,7 @@ class RemoteTerminal:
     def _ask(self, request: ToolEvent) -> None:
         """The local terminal's prompt; a page that answers first ends it."""
         if not self.stdin.isatty():
-            said, why = no_terminal_to_ask(request.tool)
+            said, why = no_terminal_to_ask(request.tool, request.warnings)
             self.err.write(said)
             self._decline(request, why)
             return

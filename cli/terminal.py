@@ -133,7 +133,7 @@ class CliTerminal(MainTerminal):
     def _ask(self, request: ToolEvent) -> None:
         """Show what the call would do and ask; Ctrl-C or Ctrl-D at the prompt declines."""
         if not self.stdin.isatty():
-            said, why = no_terminal_to_ask(request.tool)
+            said, why = no_terminal_to_ask(request.tool, request.warnings)
             self.err.write(said)
             self._decline(request, why)
             return

@@ -6,8 +6,9 @@ import re
 import stat
 import threading
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modules.results import PlannedWrite, ToolError
 from modules.tools.registry import Tool
@@ -16,6 +17,9 @@ from modules.workspace.text_files import unified_diff
 from utils.cancel import CancelToken
 from utils.settings import Approval
 from utils.text import cap_text
+
+if TYPE_CHECKING:
+    from modules.undo.config_hold import HeldChanges
 
 PREVIEW_LIMIT_CHARS = 20_000
 BLANK_LINES_WARNED = 3
@@ -26,6 +30,8 @@ DELETE_LINE_CHARS = 200
 DELETE_READ_BYTES = 256 * 1024
 FOLDER_ENTRIES_SHOWN = 20
 FOLDER_WALK_LIMIT = 5000
+CONFIG_SHOWN = 5  # reasons listed for a change to the program's own configuration
+CONFIG_NOTE = "Changes to Workspace Agent's own configuration always ask, even in auto mode"
 # C0 and C1 controls but newline and tab, and the format characters that draw nothing or
 # reorder text (zero-width, joiners, bidirectional marks and isolates, BOM, soft hyphen).
 _HIDDEN = re.compile(
@@ -58,8 +64,14 @@ class ApprovalGate:
         self._answers: dict[str, bool] = {}
         self.always_allowed: set[str] = set()
 
-    def needs_approval(self, mode: Approval, tool: Tool, plan: Plan | None) -> bool:
-        """Whether this call waits for the user, by the policy its tool was registered with."""
+    def needs_approval(
+        self, mode: Approval, tool: Tool, plan: Plan | None, *, config: bool = False
+    ) -> bool:
+        """Whether this call waits for the user: always when it changes the program's own
+        configuration (`config`), whatever was always allowed; else in `ask` mode, by the
+        policy its tool was registered with."""
+        if config:
+            return mode != "read-only"
         if mode != "ask" or tool.name in self.always_allowed:
             return False
         if tool.asks == "on_overwrite":
@@ -225,10 +237,13 @@ def human_size(size: int) -> str:
     return f"{scaled:,.1f} {unit}"
 
 
-def preview(arguments: dict[str, Any], plan: Plan | None) -> tuple[str, list[str]]:
+def preview(
+    arguments: dict[str, Any], plan: Plan | None, config: Sequence[str] = ()
+) -> tuple[str, list[str]]:
     """What the user is shown before approving (the command or code, a diff, what a deletion
     removes, else the arguments) with every control or invisible character as a visible
-    ⟨NAME⟩ mark, and warnings about what a reader could miss in it."""
+    ⟨NAME⟩ mark, and warnings about what a reader could miss in it; first, why the call
+    changes the program's own configuration (`config`: the reasons of ProtectedPaths)."""
     command = arguments.get("command") or arguments.get("code")
     if command:
         raw = str(command)
@@ -241,7 +256,36 @@ def preview(arguments: dict[str, Any], plan: Plan | None) -> tuple[str, list[str
         raw = cap_text(diff, PREVIEW_LIMIT_CHARS)
     else:
         raw = "\n".join(f"{key}: {value}" for key, value in arguments.items())
-    return made_visible(raw), hidden_parts(raw)
+    head = "".join(f"This changes {why}.\n" for why in config)
+    return made_visible(head + raw), config_warnings(config) + hidden_parts(raw)
+
+
+def held_preview(held: HeldChanges) -> tuple[str, list[str]]:
+    """What the user is shown of a command's changes to the program's own configuration,
+    held until they are approved: why they matter, then their diff."""
+    raw = cap_text(held.diff(), PREVIEW_LIMIT_CHARS)
+    head = "".join(f"This command changed {why}.\n" for why in held.reasons[:CONFIG_SHOWN])
+    if len(held.reasons) > CONFIG_SHOWN:
+        head += f"This command changed {len(held.reasons) - CONFIG_SHOWN} more paths there.\n"
+    head += "This stays only if you approve it; declining puts it back as it was.\n"
+    return made_visible(head + raw), config_warnings(held.reasons) + hidden_parts(raw)
+
+
+def split_reasons(shown: str) -> tuple[list[str], str]:
+    """A preview's first lines that say why it changes the program's own configuration (each
+    starts with "This "), and the rest: what `preview` and `held_preview` put together."""
+    lines = shown.split("\n")
+    count = next((n for n, line in enumerate(lines) if not line.startswith("This ")), len(lines))
+    return lines[:count], "\n".join(lines[count:])
+
+
+def config_warnings(reasons: Sequence[str]) -> list[str]:
+    """The warnings of a call that changes the program's own configuration, one per reason
+    (at most CONFIG_SHOWN), to be read after "This change" or "it"."""
+    warnings = [f"touches {made_visible(why)}. {CONFIG_NOTE}" for why in reasons[:CONFIG_SHOWN]]
+    if len(reasons) > CONFIG_SHOWN:
+        warnings.append(f"touches {len(reasons) - CONFIG_SHOWN} more paths of its configuration")
+    return warnings
 
 
 def made_visible(text: str) -> str:

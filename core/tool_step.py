@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
-from core.approval import ApprovalGate, planned_write, preview
+from core.approval import ApprovalGate, held_preview, planned_write, preview
 from core.events import FileTree, ToolEvent
 from core.interrupted_calls import INTERRUPTED_CALL
 from core.services import AgentServices
@@ -17,6 +18,8 @@ from modules.results import ToolError, ToolResult
 from modules.tools.focus import FocusFiles
 from modules.tools.registry import Tool
 from modules.tools.tool_context import ToolContext
+from modules.undo.config_hold import ConfigWatch
+from modules.workspace.protected import ProtectedPaths
 from utils.cancel import TaskCancelled, run_bounded
 
 CANCELLED_TOOL_OUTPUT = "Cancelled: the user stopped the task before this call finished."
@@ -37,6 +40,8 @@ class ToolStep:
         self.gate = gate
         self.status = status
         self.focus = focus
+        self.protected = ProtectedPaths.of(services.settings)
+        self.config = ConfigWatch(services.journal, self.protected)
 
     def run(self, task: Task, calls: list[ToolCall], tools: ToolSet) -> list[ToolResult]:
         """Run the calls in order, each result recorded before the next call starts."""
@@ -69,7 +74,25 @@ class ToolStep:
         if not self._approved(task, call, tool, args):
             declined = f"The user declined this {call.name} call. Do not retry it as is."
             return self._finish(task, call, ToolResult(False, declined))
+        if tool.runs_code:
+            return self._finish(task, call, self._run_watched(task, call, tool, args))
         return self._finish(task, call, self._execute(task, call, tool, args))
+
+    def _run_watched(self, task: Task, call: ToolCall, tool: Tool, args: Any) -> ToolResult:
+        """Run a command; what it changed in the program's own configuration stays only when
+        the user approves it (no answer, a decline or a stop put it back)."""
+        with self.config.around() as watch:
+            try:
+                result = self._execute(task, call, tool, args)
+                held = watch.changes()
+                approved = held is None or self._ask(task, call, *held_preview(held))
+            except TaskCancelled:  # nobody approved what it changed
+                if (held := watch.changes()) is not None:
+                    held.decide(approved=False)
+                raise
+            if held is None:
+                return result
+            return replace(result, output=result.output + held.decide(approved))
 
     def _execute(self, task: Task, call: ToolCall, tool: Tool, args: Any) -> ToolResult:
         """Run the call, giving up on it past its limit or a moment after a cancel."""
@@ -97,11 +120,16 @@ class ToolStep:
             live.clear()  # an abandoned call reports nothing more
 
     def _approved(self, task: Task, call: ToolCall, tool: Tool, args: Any) -> bool:
-        plan = planned_write(tool, args, self.services.workspace)
-        if not self.gate.needs_approval(task.approval, tool, plan):
+        workspace = self.services.workspace
+        plan = planned_write(tool, args, workspace)
+        config = self.protected.reasons(tool.changed_paths(workspace, args))
+        if not self.gate.needs_approval(task.approval, tool, plan, config=bool(config)):
             return True
+        return self._ask(task, call, *preview(args.model_dump(), plan, config))
+
+    def _ask(self, task: Task, call: ToolCall, shown: str, warnings: list[str]) -> bool:
+        """Show the call waiting for approval and wait for the answer; True when approved."""
         self.gate.open(call.id, call.name)
-        shown, warnings = preview(args.model_dump(), plan)
         task.report(
             ToolEvent(call.id, call.name, "approval", preview=shown, warnings=warnings or None)
         )

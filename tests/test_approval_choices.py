@@ -98,14 +98,15 @@ def test_cli_approval_shows_sets_and_revokes(
     cli, out, err = terminal
     run_command(cli, "/approval")
     assert out.getvalue() == (
-        "approval: ask (asks before commands, deletions, renames and "
-        "overwrites)\nalways allowed in this session: none\n"
+        "approval: ask (asks before commands, deletions, renames, overwrites and changes to "
+        "Workspace Agent's own configuration)\nalways allowed in this session: none\n"
     )
     cli.gate.always_allowed.update({"run_python", "delete_file"})
     run_command(cli, "/approval auto")
     shown = out.getvalue().splitlines()
     assert shown[2:] == [
-        "approval: auto (every tool runs without asking)",
+        "approval: auto (every tool runs without asking, but changes to Workspace Agent's own "
+        "configuration)",
         "always allowed in this session: delete_file, run_python",
         "/approval revoke NAME asks again before one",
     ]
