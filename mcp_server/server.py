@@ -16,6 +16,7 @@ import json
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -37,9 +38,12 @@ from modules.tools.focus import FocusFiles
 from modules.tools.memory import MemoryStore
 from modules.tools.registry import Tool, ToolRegistry
 from modules.tools.tool_context import ToolContext
+from modules.undo.config_hold import ConfigWatch
+from modules.undo.journal import UndoJournal
 from modules.workspace.annotations import AnnotationStore
 from modules.workspace.file_watcher import WorkspaceWatcher
 from modules.workspace.paths import Workspace
+from modules.workspace.protected import ProtectedPaths
 from utils.cancel import CancelToken, TaskCancelled, run_bounded
 from utils.logger import setup_logging
 from utils.settings import Settings
@@ -106,6 +110,8 @@ class WorkspaceServer:
         self.registry = build_registry()
         self.tools, self.warnings = offered_tools(self.registry, settings)
         self.workspace = Workspace(settings.workspace)
+        self.protected = ProtectedPaths.of(settings)
+        self.config = ConfigWatch(UndoJournal(settings.data_dir, self.workspace), self.protected)
         self.runner = build_runner(settings)
         self.memory = MemoryStore(settings.data_dir)
         self.annotations = AnnotationStore(settings.data_dir)
@@ -198,6 +204,21 @@ class WorkspaceServer:
         return _result(result.output, ok=result.ok)
 
     def _run(self, tool: Tool, args: Any, cancel: CancelToken) -> ToolResult:
+        """Run a call. Nobody can be asked here: a change to the program's own configuration is
+        refused, and a command's is put back."""
+        config = self.protected.reasons(tool.changed_paths(self.workspace, args))
+        if config:
+            return ToolResult(False, _not_asked(tool.name, config))
+        if not tool.runs_code:
+            return self._bounded(tool, args, cancel)
+        with self.config.around() as watch:
+            result = self._bounded(tool, args, cancel)
+            held = watch.changes()
+            if held is not None:
+                result = replace(result, output=result.output + held.decide(False, can_ask=False))
+            return result
+
+    def _bounded(self, tool: Tool, args: Any, cancel: CancelToken) -> ToolResult:
         settings = self.settings
         context = ToolContext(
             settings=settings,
@@ -266,6 +287,14 @@ def _describe(tool: Tool) -> types.Tool:
             read_only_hint=tool.read_only,
             destructive_hint=None if tool.read_only else tool.asks != "never",
         ),
+    )
+
+
+def _not_asked(tool: str, reasons: list[str]) -> str:
+    changes = "; ".join(reasons)
+    return (
+        f"{tool} was not run: it changes {changes}. Changes to Workspace Agent's own "
+        "configuration need its user's approval, which cannot be asked over MCP."
     )
 
 
