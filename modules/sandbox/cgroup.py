@@ -13,18 +13,20 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from modules.sandbox.cgroup_place import command_parent, hierarchies
 from modules.sandbox.runner import pid_alive
 
 log = logging.getLogger(__name__)
 
 CGROUP_PREFIX = "workspace-agent-"  # then the owning agent's pid and a random part
 EMPTY_WAIT_SECONDS = 1.0
+LIMIT_REACHED_MARGIN = 1024 * 1024  # a charge may fail this far below a v1 limit
 Limit = tuple[str, str, bool]  # file, value, whether the host may lack it
 
 
 @dataclass(frozen=True)
 class CgroupRoots:
-    """Writable cgroup folders where a command's cgroup can be made, per controller."""
+    """The writable cgroup folders a command's cgroups are made in, per controller."""
 
     pids: Path | None = None
     memory: Path | None = None
@@ -36,32 +38,26 @@ class CgroupRoots:
 
 
 def find_roots() -> CgroupRoots:
-    """The writable hierarchies that offer the pids and memory controllers (v1 or v2)."""
+    """Where commands' pids and memory cgroups are made (v1 or v2): under the server's own."""
     try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+        mountinfo = Path("/proc/self/mountinfo").read_text()
+        own = Path("/proc/self/cgroup").read_text()
     except OSError:
         return CgroupRoots()
-    pids = memory = None
+    places: dict[str, Path] = {}
     memory_v2 = False
-    for line in lines:
-        left, _, right = line.partition(" - ")
-        fstype, _, options = [*right.split(), "", "", ""][:3]
-        mountpoint = Path(left.split()[4])
-        if fstype not in ("cgroup", "cgroup2") or not os.access(mountpoint, os.W_OK):
+    for hierarchy in hierarchies(mountinfo, own):
+        wanted = [c for c in hierarchy.controllers if c not in places]
+        parent = command_parent(hierarchy) if wanted else None
+        if parent is None:
             continue
-        offered = options.split(",") if fstype == "cgroup" else _v2_delegated(mountpoint)
-        if pids is None and "pids" in offered:
-            pids = mountpoint
-        if memory is None and "memory" in offered:
-            memory, memory_v2 = mountpoint, fstype == "cgroup2"
-    return CgroupRoots(pids, memory, memory_v2)
-
-
-def _v2_delegated(mountpoint: Path) -> list[str]:
-    try:
-        return (mountpoint / "cgroup.subtree_control").read_text().split()
-    except OSError:
-        return []
+        for controller in wanted:
+            places[controller] = parent
+        memory_v2 = memory_v2 or ("memory" in wanted and hierarchy.v2)
+    if places:
+        fields = {name: str(folder) for name, folder in places.items()}
+        log.info("commands' cgroups are made here", extra={"fields": fields})
+    return CgroupRoots(places.get("pids"), places.get("memory"), memory_v2)
 
 
 class CommandCgroup:
@@ -92,23 +88,25 @@ class CommandCgroup:
     def procs_files(self) -> list[str]:
         return [str(folder / "cgroup.procs") for folder in self.folders]
 
-    def memory_bounded(self) -> bool:
+    def out_of_memory(self) -> tuple[int, bool]:
+        """How many of the command's processes the kernel killed for memory, and whether the
+        command reached its own limit (if not, a limit above it did it: the server's cgroup)."""
         memory = self.roots.memory
-        return memory is not None and any(f.parent == memory for f in self.folders)
-
-    def out_of_memory_kills(self) -> int:
-        """How many of the command's processes the kernel killed for its memory limit."""
-        memory = self.roots.memory
-        for folder in self.folders:
-            if folder.parent != memory:
-                continue
-            name = "memory.events" if self.roots.memory_v2 else "memory.oom_control"
-            with contextlib.suppress(OSError, ValueError):
-                for line in (folder / name).read_text().splitlines():
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(value)
-        return 0
+        folder = next((f for f in self.folders if f.parent == memory), None)
+        if folder is None:
+            return 0, False
+        if self.roots.memory_v2:
+            events = _counters(folder / "memory.events")
+            return events.get("oom_kill", 0), events.get("max", 0) > 0
+        kills = _counters(folder / "memory.oom_control").get("oom_kill", 0)
+        # v1's failcnt stays 0 where memsw is limited too; the peak nears the limit instead.
+        reached = any(
+            _number(folder / f"{prefix}.max_usage_in_bytes")
+            >= _number(folder / f"{prefix}.limit_in_bytes") - LIMIT_REACHED_MARGIN
+            for prefix in ("memory", "memory.memsw")
+            if (folder / f"{prefix}.limit_in_bytes").exists()
+        )
+        return kills, reached
 
     def members(self) -> list[int]:
         found: set[int] = set()
@@ -133,6 +131,24 @@ class CommandCgroup:
             except OSError as exc:
                 fields = {"path": str(folder), "error": str(exc)}
                 log.warning("could not remove a command's cgroup", extra={"fields": fields})
+
+
+def _counters(path: Path) -> dict[str, int]:
+    """A cgroup file of `name value` lines, as numbers ({} when it cannot be read)."""
+    counters = {}
+    with contextlib.suppress(OSError, ValueError):
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            counters[name] = int(value)
+    return counters
+
+
+def _number(path: Path) -> int:
+    """A cgroup file holding one number (0 when it cannot be read)."""
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return 0
 
 
 def _memory_limits(roots: CgroupRoots, memory_bytes: int) -> list[Limit]:

@@ -27,9 +27,16 @@ class AppliedLimits:
 
     def note(self) -> str:
         """What the command should be told about a limit it hit, or ""."""
-        kills = 0 if self.cgroup is None else self.cgroup.out_of_memory_kills()
+        kills, own_limit = (0, False) if self.cgroup is None else self.cgroup.out_of_memory()
         if not kills:
             return ""
+        if not own_limit:
+            return (
+                f"[{kills} process(es) of this command were killed for memory: the memory "
+                "limit set on this server's own cgroup (its service, container or pod), or "
+                f"the machine's memory, ran out before the sandbox's limit of {self.memory_mb} "
+                "MB. Use less memory at once, or ask the user to raise that limit]"
+            )
         return (
             f"[{kills} process(es) of this command were killed: together they went over the "
             f"sandbox's memory limit of {self.memory_mb} MB (its /tmp counts too)]"
