@@ -18,6 +18,8 @@ from typing import Any
 import docker
 from docker.errors import DockerException, ImageNotFound
 
+from modules.sandbox.disk_floor import DiskFloor
+from modules.sandbox.disk_watch import WATCHER
 from modules.sandbox.docker_pool import API_TIMEOUT_SECONDS, WORKDIR, ContainerPool, reap_orphans
 from modules.sandbox.environment import named_variables
 from modules.sandbox.output import OutputReader
@@ -135,7 +137,8 @@ class DockerRunner:
         self.user = container_user(settings.docker, settings.workspace)
         self.kind = "docker"
         self.python = settings.docker.python
-        self.isolation = self._describe()
+        self.disk_floor = DiskFloor(settings)
+        self.isolation = [*self._describe(), self.disk_floor.describe()]
         _warn_if_unwritable(settings)
         reap_orphans(client)
         self.pool.warm()
@@ -158,14 +161,17 @@ class DockerRunner:
     ) -> CommandResult:
         """Run `argv` in a container; output streamed and capped like the local runner."""
         cancel.raise_if_cancelled()
+        self.disk_floor.refuse_if_short()
         started = time.monotonic()
         container, exec_id, stream = self._start(argv, cwd, on_output)
         unregister = cancel.on_cancel(lambda: self._kill_soon(container))
+        watch = WATCHER.watch(self.disk_floor, lambda: self._kill_soon(container))
         exit_code, timed_out = None, False
         try:
             stream.send_stdin(stdin)
             exit_code, timed_out = self._wait(container, exec_id, stream, started + timeout, cancel)
         finally:
+            watch.close()
             unregister()
             stream.close()
             if exit_code is None or exit_code == 137:  # killed, maybe by the OOM killer
@@ -179,7 +185,8 @@ class DockerRunner:
         if cancel.cancelled:
             raise TaskCancelled()
         buffer = stream.output.buffer
-        return CommandResult(exit_code, buffer.text(), timed_out, buffer.omitted, duration_ms)
+        note = watch.shortage.stop_note() if watch.shortage is not None else ""
+        return CommandResult(exit_code, buffer.text(), timed_out, buffer.omitted, duration_ms, note)
 
     def _start(
         self, argv: list[str], cwd: Path, on_output: Callable[[str], None]

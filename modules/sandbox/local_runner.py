@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from modules.sandbox.confinement import Confinement, plain
+from modules.sandbox.disk_floor import DiskFloor, Shortage
+from modules.sandbox.disk_watch import WATCHER
 from modules.sandbox.environment import command_environment
 from modules.sandbox.output import OutputReader
 from modules.sandbox.resource_limits import ResourceLimits
@@ -105,10 +107,12 @@ class LocalRunner:
         self.settings = settings
         self.confinement = confinement or plain()
         self.limits = ResourceLimits(settings.local_sandbox)
+        self.disk_floor = DiskFloor(settings)
         self.kind = self.confinement.kind
         self.isolation = list(self.confinement.isolation)
         if self.confinement.refusal is None:
-            self.isolation += [*self.limits.describe(), environment_line(settings)]
+            self.isolation += [*self.limits.describe(), self.disk_floor.describe()]
+            self.isolation.append(environment_line(settings))
         self.python = sys.executable
 
     def close(self) -> None:
@@ -128,19 +132,13 @@ class LocalRunner:
         cancel.raise_if_cancelled()
         if self.confinement.refusal is not None:
             raise SandboxUnavailable(self.confinement.refusal)
+        self.disk_floor.refuse_if_short()
         started = time.monotonic()
         with self.limits.applied() as limits:
             proc = self._spawn(argv, cwd, stdin is not None, limits.preexec)
             run = _Run(proc, self.settings.output_limit_chars, on_output)
-            unregister = cancel.on_cancel(lambda: _signal_group(run.pgid, signal.SIGKILL))
-            try:
-                if stdin is not None:
-                    _feed_stdin(proc, stdin)
-                timed_out = self._wait(run, started + timeout)
-            finally:
-                unregister()
-                run.close()
-            note = limits.note()
+            timed_out, shortage = self._supervise(run, stdin, started + timeout, cancel)
+            note = shortage.stop_note() if shortage is not None else limits.note()
         duration_ms = int((time.monotonic() - started) * 1000)
         fields = {"argv0": argv[0], "sandbox": self.kind, "exit_code": proc.returncode,
                   "timed_out": timed_out, "duration_ms": duration_ms}  # fmt: skip
@@ -171,6 +169,27 @@ class LocalRunner:
         finally:
             if seccomp_fd is not None:
                 os.close(seccomp_fd)
+
+    def _supervise(
+        self, run: _Run, stdin: str | None, deadline: float, cancel: CancelToken
+    ) -> tuple[bool, Shortage | None]:
+        """Wait for the command, its whole group killed on cancel or at the disk floor;
+        whether time ran out, and the shortage that stopped it."""
+
+        def kill() -> None:
+            _signal_group(run.pgid, signal.SIGKILL)
+
+        unregister = cancel.on_cancel(kill)
+        watch = WATCHER.watch(self.disk_floor, kill)
+        try:
+            if stdin is not None:
+                _feed_stdin(run.proc, stdin)
+            timed_out = self._wait(run, deadline)
+        finally:
+            watch.close()
+            unregister()
+            run.close()
+        return timed_out, watch.shortage
 
     def _wait(self, run: _Run, deadline: float) -> bool:
         """Pump output until the command ends; True when it had to be stopped for time."""
