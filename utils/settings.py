@@ -206,7 +206,7 @@ class Settings(BaseModel):
         "and disk_floor_percent (both 0: no floor)",
     )
     disk_floor_percent: float = Field(
-        1.0, ge=0, le=50, description="the same floor as a share of the file system's size"
+        0.0, ge=0, le=50, description="the same floor as a share of the file system's size"
     )
     tool_timeout: float = Field(120.0, gt=0)
     output_limit_chars: int = Field(20_000, ge=1_000)
