@@ -92,10 +92,13 @@ class DiskFloor:
         """The isolation list's line."""
         if not self.active:
             return "disk: no floor (AGENT_DISK_FLOOR_MB and AGENT_DISK_FLOOR_PERCENT are 0)"
-        names = " and ".join(place.name for place in self.places)
+        names = " or ".join(place.name for place in self.places)
+        floors = [f"{self.floor_bytes // MB} MB"] if self.floor_bytes else []
+        floors += [f"{self.percent:g}% of its size"] if self.percent else []
+        larger = " (the larger)" if len(floors) == 2 else ""
         return (
             f"disk: a command is not started, and is stopped, when {names} has less than "
-            f"{self.floor_bytes // MB} MB or {self.percent:g}% of its size free (the larger)"
+            f"{' or '.join(floors)}{larger} free"
         )
 
     def floor_of(self, usage: Usage) -> int:
