@@ -3,12 +3,16 @@ tokens', a bare number) or money ('$0.50', '0.50 USD', '¥3', '3 CNY')."""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 TOKENS = "tokens"
+MAX_AMOUNT = 10**12  # the largest budget, in tokens or in money
+TOO_LARGE = "budget_too_large"  # the error type of a well-formed budget over MAX_AMOUNT
 _MULTIPLIERS = {"": 1, "k": 1_000, "m": 1_000_000}
 _NUMBER = r"(\d[\d_,]*(?:\.\d+)?)"
 _TOKEN_TEXT = re.compile(rf"^{_NUMBER}\s*([km]?)\s*(?:tokens?)?$", re.IGNORECASE)
@@ -23,7 +27,7 @@ SYNTAX = (
 
 class Budget(BaseModel):
     """A limit: so many tokens, or so much money in one currency (`unit`: "tokens" or an
-    ISO 4217 code)."""
+    ISO 4217 code); at most MAX_AMOUNT of either."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -36,15 +40,19 @@ class Budget(BaseModel):
         if isinstance(data, bool):
             raise ValueError(SYNTAX)
         if isinstance(data, int | float):
-            return {"amount": _tokens(float(data), str(data)), "unit": TOKENS}
+            huge = isinstance(data, int) and data.bit_length() > 4_000  # whose str() may fail
+            shown = "" if huge else str(data)
+            return {"amount": _tokens(data, shown), "unit": TOKENS}
         if isinstance(data, str):
             return parse_budget(data)
         return data
 
     @model_validator(mode="after")
-    def _whole_tokens(self) -> Budget:
+    def _in_range(self) -> Budget:
         if self.in_tokens:
             _tokens(self.amount, f"{self.amount:g} tokens")
+        else:
+            _at_most(self.amount, f"{self.amount:g} {self.unit}")
         return self
 
     @property
@@ -64,7 +72,7 @@ def parse_budget(text: str) -> dict[str, Any]:
         return {"amount": _money(signed.group(2), text), "unit": SIGNS[signed.group(1)]}
     if coded is not None:
         return {"amount": _money(coded.group(1), text), "unit": coded.group(2)}
-    raise ValueError(f"{plain!r} is not a budget: {SYNTAX}")
+    raise ValueError(f"{_shown(plain)} is not a budget: {SYNTAX}")
 
 
 def _number(text: str) -> float:
@@ -72,15 +80,33 @@ def _number(text: str) -> float:
 
 
 def _tokens(tokens: float, text: str) -> int:
+    _at_most(tokens, text)
     if tokens < 1 or tokens != int(tokens):
-        raise ValueError(
-            f"{text.strip()!r} is not a budget: tokens come whole, 1 or more ({SYNTAX})"
-        )
+        raise ValueError(f"{_shown(text)} is not a budget: tokens come whole, 1 or more ({SYNTAX})")
     return int(tokens)
 
 
 def _money(figure: str, text: str) -> float:
     amount = _number(figure)
+    _at_most(amount, text)
     if amount <= 0:
-        raise ValueError(f"{text.strip()!r} is not a budget: money above 0 ({SYNTAX})")
+        raise ValueError(f"{_shown(text)} is not a budget: money above 0 ({SYNTAX})")
     return amount
+
+
+def _at_most(amount: float, text: str) -> None:
+    """Refuse what is no number (NaN) or more than MAX_AMOUNT (infinity, 1e400, huge ints)."""
+    if isinstance(amount, float) and math.isnan(amount):
+        raise ValueError(f"{_shown(text)} is not a budget: not a number ({SYNTAX})")
+    if amount > MAX_AMOUNT:  # an int too long to turn into a float is compared as it is
+        raise PydanticCustomError(
+            TOO_LARGE,
+            "{text} is over the largest budget, {most}",
+            {"text": _shown(text) if text else "the number", "most": f"{MAX_AMOUNT:,}"},
+        )
+
+
+def _shown(text: str) -> str:
+    """The budget's text as a message quotes it: a long one cut."""
+    plain = text.strip()
+    return repr(plain if len(plain) <= 40 else plain[:40] + "…")

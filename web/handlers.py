@@ -24,6 +24,7 @@ from modules.results import FileChange, ToolError
 from modules.tools.proposals import ProposalError
 from modules.uploads.attachments import MAX_ATTACHMENTS
 from modules.workspace.file_tree import visible_changes
+from utils.budget import TOO_LARGE
 from utils.disk import DiskFull, disk_full, is_disk_full
 from utils.settings import Approval, Mode
 from utils.validation import describe_validation_error
@@ -111,6 +112,14 @@ def failure(code: str, message: str) -> dict[str, Any]:
     return {"ok": False, "error": {"code": code, "message": message}}
 
 
+def _refusal_code(error: ValidationError) -> str:
+    """`invalid` for a well-formed budget over the largest one (the server will not take it),
+    `bad_request` for anything malformed."""
+    if all(item["type"] == TOO_LARGE for item in error.errors()):
+        return "invalid"
+    return "bad_request"
+
+
 def acked(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, Any]]]:
     """Validate the payload, turn every failure into an `{ok: false}` ack, never crash."""
 
@@ -123,7 +132,7 @@ def acked(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, Any]]
                 data = args[0] if args and args[0] is not None else {}
                 return function(model.model_validate(data))
             except ValidationError as exc:
-                return failure("bad_request", describe_validation_error(exc))
+                return failure(_refusal_code(exc), describe_validation_error(exc))
             except ProposalError as exc:
                 return failure(exc.code, str(exc))
             except ToolError as exc:  # a path or a value a tool would refuse
