@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ import jinja2
 import pytest
 
 from utils.prompts import (
+    MAX_ROLE_CHARS,
     SYSTEM_TEMPLATE,
     PromptRenderer,
     code_fence,
@@ -73,3 +75,53 @@ def test_renderer_for_another_folder(tmp_path: Path) -> None:
     with pytest.raises(jinja2.UndefinedError):
         renderer.render("hello.j2")
     assert prompt_renderer(tmp_path) is prompt_renderer(tmp_path)
+
+
+# --- an agent's own template -------------------------------------------------------------------
+
+
+def test_a_plain_template_passes_and_renders() -> None:
+    renderer = prompt_renderer()
+    source = (
+        "Work in {{ workspace_root }}.\n{% if now > '2026' and not (now == 'x' or now in 'ab') %}"
+        "Late{% elif now != '' %}{{ 'Early' if now else 'never' }}{% else %}-{% endif %}"
+        "{{ ' at ' ~ now }}"
+    )
+    renderer.check_plain(source)
+    assert (
+        renderer.render_string(source, workspace_root="/w", now="2027")
+        == "Work in /w.\nLate at 2027"
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        ("{{ 'a' * 10**9 }}", "not arithmetic"),
+        ("{{ 'x'.ljust(10**9) }}", "not a call"),
+        ("{{ now.upper }}", "not an attribute"),
+        ("{{ now[0] }}", "not an item or slice"),
+        ("{{ now|center(9) }}", "not a filter"),
+        ("{% for c in now %}{% endfor %}", "not a for loop"),
+        ("{% set x = now %}", "not {% set %}"),
+        ("{% include 'system.md.j2' %}", "not an include"),
+        ("{% macro m() %}{% endmacro %}", "not a macro"),
+        ("{{ [now, now] }}", "not a list"),
+        ("{{ tree }}", "'tree' is not one of its variables (now, workspace_root)"),
+        ("{{ now }}" * 1000, "over 2,000 tokens"),
+        ("{{ " + "not " * 40 + "now }}", "nested over 32 levels"),
+        ("{{now" + "<now" * 600 + "}}", "over 1,000 parts"),
+        ("{{ " + "(" * 900 + "now" + ")" * 900 + " }}", "nested too deeply"),
+        ("{% if now %}", "Unexpected end of template"),
+    ],
+)
+def test_a_template_that_is_more_than_plain_is_refused_unrendered(source: str, said: str) -> None:
+    with pytest.raises(jinja2.TemplateError, match=re.escape(said)):
+        prompt_renderer().check_plain(source)
+
+
+def test_a_rendered_role_past_its_limit_is_a_clear_error() -> None:
+    role = "{{ workspace_root }}" * 100  # a short template, a long root
+    with pytest.raises(jinja2.TemplateError, match="system prompt does not render: it renders to"):
+        _render(role=role, workspace_root="/" + "w" * (MAX_ROLE_CHARS // 100))
+    assert _render(role=role).count("/home/me/project") > 100

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-from jinja2 import FileSystemLoader, StrictUndefined
+from jinja2 import FileSystemLoader, StrictUndefined, Template, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from utils.plain_templates import check_plain
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates" / "prompts"
 SYSTEM_TEMPLATE = "system.md.j2"
+ROLE_VARIABLES = ("workspace_root", "now")  # what an agent's own template is given
+MAX_ROLE_CHARS = 256_000  # an agent's rendered template; more is an error
+_COMPILED = 32  # agents' templates kept compiled
 _BACKTICK_RUN = re.compile(r"`{3,}")
 
 
@@ -29,20 +35,40 @@ class PromptRenderer:
             trim_blocks=True,
             lstrip_blocks=True,
         )
+        self._compiled = functools.lru_cache(maxsize=_COMPILED)(self._compile)
 
     def render(self, template_name: str, **variables: Any) -> str:
         """Render one template with exactly the given variables."""
         return self._env.get_template(template_name).render(**variables)
 
     def render_string(self, source: str, **variables: Any) -> str:
-        """Render a template given as text (an agent's system prompt)."""
-        return self._env.from_string(source).render(**variables)
+        """Render a template given as text (an agent's system prompt); TemplateError when its
+        output passes MAX_ROLE_CHARS."""
+        return _at_most(self._compiled(source).generate(**variables), MAX_ROLE_CHARS)
+
+    def check_plain(self, source: str, variables: Collection[str] = ROLE_VARIABLES) -> None:
+        """Refuse (TemplateError) a template that is more than text, `variables` and conditions
+        on them (utils/plain_templates.py); check before it is ever compiled."""
+        check_plain(self._env, source, variables)
+
+    def _compile(self, source: str) -> Template:
+        return self._env.from_string(source)
 
 
 @functools.lru_cache(maxsize=8)
 def prompt_renderer(template_dir: Path = TEMPLATE_DIR) -> PromptRenderer:
     """A renderer for `template_dir`, built once (templates are cached by Jinja2)."""
     return PromptRenderer(template_dir)
+
+
+def _at_most(chunks: Iterator[str], limit: int) -> str:
+    parts, size = [], 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            raise TemplateError(f"it renders to over {limit:,} characters")
+        parts.append(chunk)
+    return "".join(parts)
 
 
 def code_fence(text: str) -> str:
@@ -82,7 +108,10 @@ def render_system_prompt(
     skills, workspace tree, memories, focus files and the time."""
     renderer = prompt_renderer()
     if role:
-        role = renderer.render_string(role, workspace_root=workspace_root, now=now).strip()
+        try:
+            role = renderer.render_string(role, workspace_root=workspace_root, now=now).strip()
+        except TemplateError as exc:
+            raise TemplateError(f"the agent's system prompt does not render: {exc}") from None
     return renderer.render(
         SYSTEM_TEMPLATE,
         role=role or "",
