@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.agent_specs import SHIPPED_AGENTS, AgentCatalog, AgentSpec, load_agents
+from core.agent_loader import load_agents
+from core.agent_specs import SHIPPED_AGENTS, AgentCatalog, AgentSpec
 from history.records import ChatMessage
 from history.store import ConversationStore
 from model.api_client import ApiClient, OnWait
@@ -149,12 +150,11 @@ def build_services(settings: Settings) -> AgentServices:
     provider = resolve_provider(settings)
     workspace = Workspace(settings.workspace)
     journal = UndoJournal(settings.data_dir, workspace)
-    agent_folders = [
-        SHIPPED_AGENTS,
-        settings.data_dir / "agents",
-        settings.workspace / ".agents" / "agents",
-    ]
-    agents = load_agents(agent_folders)
+    agents = load_agents(
+        [SHIPPED_AGENTS, settings.data_dir / "agents"],
+        settings.workspace,
+        None if settings.trust_workspace_agents else settings,
+    )
     for problem in agents.problems:
         log.warning(
             "an agent definition did not load",

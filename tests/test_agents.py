@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from core.agent_specs import load_agents
+from core.agent_loader import load_agents
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import TerminalRecorder, fake_settings
@@ -40,8 +40,8 @@ def terminal_for(
     mode: str = "fast",
     **settings: Any,
 ) -> TerminalRecorder:
-    """A recording terminal on `agent`, with agent files written to the workspace first."""
-    folder = tmp_path / "ws" / ".agents" / "agents"
+    """A recording terminal on `agent`, with agent files written to the user's folder first."""
+    folder = tmp_path / "data" / "agents"
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in (files or {}).items():
         (folder / name).write_text(text)

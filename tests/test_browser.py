@@ -23,13 +23,15 @@ GREET_SKILL = "---\nname: greet\ndescription: Greets the user.\n---\nSay hello l
 
 @pytest.fixture
 def served_agents(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[tuple[ServerProcess, FakeLLM]]:
-    """A server whose workspace defines a plan_execute agent and skills (read at start-up)."""
+    """A server whose workspace defines a plan_execute agent and skills (read at start-up),
+    trusted to (a workspace's agent may not otherwise work in a mode of more model calls)."""
     files = {
         ".agents/agents/planner.yaml": PLANNER,
         ".agents/skills/greet/SKILL.md": GREET_SKILL,
         ".agents/skills/grumpy/SKILL.md": "no front matter\n",
     }
-    with serving(tmp_path, fake_llm, {}, files) as server:
+    trusted = {"AGENT_TRUST_WORKSPACE_AGENTS": "true"}
+    with serving(tmp_path, fake_llm, trusted, files) as server:
         yield server, fake_llm
 
 

@@ -259,8 +259,8 @@ AGENT_FILES = {
 }
 
 
-def _write_agents(workspace: Path) -> None:
-    folder = workspace / ".agents" / "agents"
+def _write_agents(data: Path) -> None:
+    folder = data / "agents"  # the user's: from the workspace, plan_execute would not load
     folder.mkdir(parents=True)
     for name, text in AGENT_FILES.items():
         (folder / name).write_text(text)
@@ -296,8 +296,8 @@ def _delegation_script() -> list[Reply]:
 
 
 def test_plan_and_sub_agent_events_say_whose_they_are(fake_llm: FakeLLM, dirs: tuple[Path, Path]):
-    workspace, _ = dirs
-    _write_agents(workspace)
+    workspace, data = dirs
+    _write_agents(data)
     fake_llm.script(*_plan_script())
     result = run_cli(fake_llm, dirs, "-p", "look, then write", "--agent", "planner", "--json")
     assert result.returncode == 0, result.stderr
@@ -349,8 +349,7 @@ def test_plan_and_sub_agent_events_say_whose_they_are(fake_llm: FakeLLM, dirs: t
 def test_text_mode_prints_the_plan_and_indents_sub_agents(
     fake_llm: FakeLLM, dirs: tuple[Path, Path]
 ):
-    workspace, _ = dirs
-    _write_agents(workspace)
+    _write_agents(dirs[1])
     fake_llm.script(*_plan_script())
     result = run_cli(fake_llm, dirs, "-p", "look, then write", "--agent", "planner")
     assert result.returncode == 0, result.stderr

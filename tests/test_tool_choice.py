@@ -22,7 +22,7 @@ def forced(name: str) -> dict[str, Any]:
 
 
 def planner(fake: FakeLLM, tmp_path: Path, **settings: Any) -> TerminalRecorder:
-    folder = tmp_path / "ws" / ".agents" / "agents"
+    folder = tmp_path / "data" / "agents"  # the user's own: plan_execute is theirs to allow
     folder.mkdir(parents=True)
     (folder / "planner.yaml").write_text(PLANNER)
     return TerminalRecorder(
