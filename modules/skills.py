@@ -6,7 +6,9 @@ small budget; the body comes with `use_skill` or when the user invokes one (`/sk
 `read_skill_file` reads the skill's other files, never outside its folder. Found in the shipped
 `skills/`, `DATA_DIR/skills/` and the workspace's `.agents/skills/`, a later folder's skill
 replacing an earlier one of the same name; a malformed skill is listed as broken, never loaded.
-Skills are untrusted input: only their name and description reach the system prompt.
+Skills are untrusted input: only their name and description reach the system prompt, and
+nothing in one (`allowed-tools` included) grants a tool or an approval. Where the folders are and
+how a skill's files are reached: modules/skill_folders.py.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import yaml
 
 from history.records import ChatMessage
 from modules.results import ToolError
-from modules.workspace.safe_fs import PathOutsideWorkspace, SafeRoot
+from modules.skill_folders import WORKSPACE_SKILLS, SkillFolder, SkillPlace
+from modules.workspace.safe_fs import PathOutsideWorkspace
 from utils.settings import PROGRAM_DIR, Settings
 from utils.yaml_text import safe_load
 
@@ -38,25 +41,38 @@ _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)^---[ \t]*(?:\n|\Z)", re.DOTALL |
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 _NAMES_ONLY_CHARS = 1_500
 SNIFF_BYTES = 8192
+TAKEN = (
+    "a skill of this name is the user's or a shipped one; the workspace's may not replace it "
+    "(AGENT_TRUST_WORKSPACE_AGENTS=true allows it)"
+)
 
 
-def skill_folders(settings: Settings) -> list[Path]:
-    """Where skills are found, a later folder's replacing an earlier one's of the same name."""
-    return [SHIPPED_SKILLS, settings.data_dir / "skills", settings.workspace / ".agents" / "skills"]
+def skill_folders(settings: Settings) -> list[SkillFolder]:
+    """Where skills are found, a later folder's replacing an earlier one's of the same name (the
+    workspace's only when the user trusts its agents)."""
+    return [
+        SkillFolder(SHIPPED_SKILLS),
+        SkillFolder(settings.data_dir / "skills"),
+        SkillFolder(Path(WORKSPACE_SKILLS), settings.workspace, settings.trust_workspace_agents),
+    ]
 
 
 @dataclass(frozen=True)
 class Skill:
     name: str
     description: str  # one line: whitespace runs and control characters made single spaces
-    folder: Path
+    place: SkillPlace
     body: str  # at most MAX_BODY_LINES lines; `cut_lines` more were left out
     user_only: bool  # `disable-model-invocation`: only the user may invoke it
     license: str | None = None
     compatibility: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
-    allowed_tools: tuple[str, ...] = ()  # parsed and shown, not enforced (experimental)
+    allowed_tools: tuple[str, ...] = ()  # parsed, never enforced nor granting anything
     cut_lines: int = 0
+
+    @property
+    def folder(self) -> Path:
+        return self.place.folder
 
 
 @dataclass(frozen=True)
@@ -72,8 +88,8 @@ class BrokenSkill:
 class SkillCatalog:
     """The skills of some folders; read again whenever a folder or a SKILL.md changed."""
 
-    def __init__(self, folders: list[Path]) -> None:
-        self.folders = folders
+    def __init__(self, folders: list[SkillFolder] | list[Path]) -> None:
+        self.folders = [f if isinstance(f, SkillFolder) else SkillFolder(f) for f in folders]
         self._lock = threading.Lock()
         self._seen: tuple[Any, ...] | None = None
         self._loaded: tuple[dict[str, Skill], list[BrokenSkill]] = ({}, [])
@@ -90,45 +106,45 @@ class SkillCatalog:
         return self._loaded[1]
 
     def reload(self) -> None:
-        """Read every skill folder again; a later folder's skill replaces an earlier one."""
+        """Read every skill folder again; a later folder's skill replaces an earlier one, but
+        an untrusted folder's (the workspace's) never takes the name of an earlier one."""
         with self._lock:
-            self._seen = self._signature()
+            places, problems = self._places()
+            self._seen = self._signature(places)
             found: dict[str, Skill | BrokenSkill] = {}
-            for folder in self._skill_folders():
+            refused = [BrokenSkill(str(folder), problem) for folder, problem in problems]
+            for place in places:
+                name = place.folder.name
+                if not place.trusted and name in found:
+                    refused.append(BrokenSkill(str(place.folder), TAKEN))
+                    continue
                 try:
-                    found[folder.name] = load_skill(folder)
+                    found[name] = load_skill(place)
                 except ValueError as exc:
-                    found[folder.name] = BrokenSkill(str(folder), str(exc))
+                    found[name] = BrokenSkill(str(place.folder), str(exc))
             skills = {n: s for n, s in sorted(found.items()) if isinstance(s, Skill)}
             broken = [s for _, s in sorted(found.items()) if isinstance(s, BrokenSkill)]
-            self._loaded = (skills, broken)
+            self._loaded = (skills, broken + refused)
 
     def _refresh(self) -> None:
-        if self._signature() != self._seen:
+        if self._signature(self._places()[0]) != self._seen:
             self.reload()
 
-    def _skill_folders(self) -> list[Path]:
-        found = []
-        for root in self.folders:
-            try:
-                entries = sorted(root.iterdir())
-            except OSError:
-                continue
-            found += [
-                p for p in entries if not p.name.startswith(".") and (p.is_dir() or p.is_symlink())
-            ]
-        return found
+    def _places(self) -> tuple[list[SkillPlace], list[tuple[Path, str]]]:
+        """Every skill folder of every folder, in order, and the folders' own problems."""
+        places: list[SkillPlace] = []
+        problems: list[tuple[Path, str]] = []
+        for folder in self.folders:
+            found, problem = folder.places()
+            places += found
+            if problem is not None:
+                problems.append((folder.shown, problem))
+        return places, problems
 
-    def _signature(self) -> tuple[Any, ...]:
+    @staticmethod
+    def _signature(places: list[SkillPlace]) -> tuple[Any, ...]:
         """What changes when a skill is added, removed or edited: names, kinds and times."""
-        marks: list[Any] = []
-        for folder in self._skill_folders():
-            try:
-                info = (folder / SKILL_FILE).stat()
-                marks.append((str(folder), info.st_mtime_ns, info.st_size, info.st_ino))
-            except OSError:
-                marks.append((str(folder), folder.is_symlink()))
-        return tuple(marks)
+        return tuple(place.mark(SKILL_FILE) for place in places)
 
     def require(self, name: str) -> Skill:
         """The named skill (user-only ones too); KeyError names the ones there are."""
@@ -204,12 +220,12 @@ def _names_only(names: list[str]) -> str:
 # --- loading --------------------------------------------------------------------------------
 
 
-def load_skill(folder: Path) -> Skill:
-    """The skill in `folder`; ValueError says what is wrong with it."""
-    if folder.is_symlink():
+def load_skill(place: SkillPlace) -> Skill:
+    """The skill in `place`; ValueError says what is wrong with it."""
+    if place.link:
         raise ValueError("the skill's folder is a symbolic link; skills must be real folders")
-    meta, body = _split(_read_skill_md(folder))
-    name = _check_name(meta.get("name"), folder.name)
+    meta, body = _split(_read_skill_md(place))
+    name = _check_name(meta.get("name"), place.folder.name)
     description = meta.get("description")
     if not isinstance(description, str) or not description.strip():
         raise ValueError("description is missing: say what the skill does and when to use it")
@@ -219,7 +235,7 @@ def load_skill(folder: Path) -> Skill:
     return Skill(
         name=name,
         description=" ".join(_CONTROL.sub(" ", description).split()),
-        folder=folder,
+        place=place,
         body="\n".join(lines[:MAX_BODY_LINES]),
         user_only=_optional(meta, "disable-model-invocation", bool) or False,
         license=_optional(meta, "license", str),
@@ -230,9 +246,10 @@ def load_skill(folder: Path) -> Skill:
     )
 
 
-def _read_skill_md(folder: Path) -> str:
+def _read_skill_md(place: SkillPlace) -> str:
+    root, rel = place.reach(SKILL_FILE)
     try:
-        with SafeRoot(folder).open_regular(SKILL_FILE) as (handle, info):
+        with root.open_regular(rel, SKILL_FILE) as (handle, info):
             if info.st_size > MAX_FILE_BYTES:
                 raise ValueError(
                     f"{SKILL_FILE} is {info.st_size:,} bytes, over the "
@@ -242,7 +259,7 @@ def _read_skill_md(folder: Path) -> str:
     except FileNotFoundError:
         raise ValueError(f"the folder has no {SKILL_FILE}") from None
     except PathOutsideWorkspace:
-        raise ValueError(f"{SKILL_FILE} is a symbolic link out of the skill's folder") from None
+        raise ValueError(f"{SKILL_FILE} is a symbolic link out of {place.boundary}") from None
     except (OSError, ToolError) as exc:
         raise ValueError(f"{SKILL_FILE} cannot be read: {exc}") from None
     if len(data) > MAX_FILE_BYTES:
@@ -323,11 +340,11 @@ def _check_allowed_tools(meta: dict[str, Any]) -> tuple[str, ...]:
 
 def skill_files(skill: Skill) -> list[str]:
     """The skill's files besides SKILL.md: its own, then one level inside scripts/ etc."""
-    root = SafeRoot(skill.folder)
     found: list[str] = []
     for sub in ("", *RESOURCE_FOLDERS):
+        root, rel = skill.place.reach(sub or ".")
         try:
-            entries = root.list_dir(sub or ".")
+            entries = root.list_dir(rel)
         except (OSError, ToolError):
             continue
         for entry, info in sorted(entries):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from modules.skill_folders import WORKSPACE_SKILLS, SkillFolder
 from modules.skills import MAX_BODY_LINES, MAX_FILE_BYTES, SHIPPED_SKILLS, SkillCatalog
 from modules.tools.catalogue import build_registry
 from modules.tools.tool_context import ToolContext
@@ -122,6 +123,25 @@ def test_a_workspace_skill_says_where_its_scripts_run(tmp_path: Path) -> None:
     ctx.skills = SkillCatalog([ctx.workspace.root / ".agents/skills"])
     output = call(ctx, "use_skill", name="local").output
     assert "run_command" in output and "python3 .agents/skills/local/scripts/NAME.py" in output
+
+
+def test_a_workspace_skills_files_are_read_within_the_workspace(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    ws = ctx.workspace.root
+    folder = add_skill(ws / ".agents/skills", "local", skill_md("local"))
+    (folder / "references").mkdir()
+    (tmp_path / "secret.txt").write_text("top secret")
+    (ws / "notes.md").write_text("shared notes")
+    (folder / "references" / "out.md").symlink_to(tmp_path / "secret.txt")
+    (folder / "references" / "notes.md").symlink_to("../../../../notes.md")
+    ctx.skills = SkillCatalog([SkillFolder(Path(WORKSPACE_SKILLS), ws, trusted=False)])
+    out = call(ctx, "read_skill_file", name="local", path="references/out.md")
+    assert not out.ok and "outside the workspace" in out.output and "secret" not in out.output
+    assert (
+        "shared notes"
+        in call(ctx, "read_skill_file", name="local", path="references/notes.md").output
+    )
+    assert "references/notes.md" in call(ctx, "use_skill", name="local").output
 
 
 # --- the shipped skills -----------------------------------------------------------------

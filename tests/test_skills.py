@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from modules.skill_folders import MAX_SKILLS, WORKSPACE_SKILLS, SkillFolder
 from modules.skills import MAX_FILE_BYTES, SkillCatalog
 from tests.skill_helpers import GOOD_BODY, add_skill, skill_md
 
@@ -14,6 +15,16 @@ from tests.skill_helpers import GOOD_BODY, add_skill, skill_md
 BROKEN = [
     ("no-front", "# just a body\n", "does not start with YAML front matter"),
     ("bad-yaml", "---\nname: [bad\n---\nbody\n", "not valid YAML"),
+    (
+        "bomb",
+        "---\na: &a [[x, x], [x, x]]\n"
+        + "".join(
+            f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n"
+            for p, c in zip("abcdef", "bcdefg", strict=True)
+        )
+        + "name: bomb\n---\nbody\n",
+        "over 100,000 values",
+    ),
     ("a-list", "---\n- name\n---\nbody\n", "not a mapping"),
     ("no-name", "---\ndescription: d\n---\nbody\n", "name is missing"),
     ("Upper", skill_md("Upper"), "lowercase"),
@@ -129,3 +140,66 @@ def test_catalog_of_many_long_skills_stays_within_its_budget(tmp_path: Path) -> 
     text = SkillCatalog([tmp_path]).catalog()
     assert len(text) < 1_500 * 3.5 + 1_700
     assert text.count("\n- skill-") == 4 and "and " in text.splitlines()[-1]
+
+
+# --- the workspace's skills --------------------------------------------------------------------
+
+
+def workspace_catalog(ws: Path, *user: Path, trusted: bool = False) -> SkillCatalog:
+    """The user's folders `user`, then the workspace's .agents/skills, read as the server does."""
+    own = SkillFolder(Path(WORKSPACE_SKILLS), ws, trusted)
+    return SkillCatalog([*(SkillFolder(folder) for folder in user), own])
+
+
+def test_workspace_skills_are_read_through_the_workspace_root(tmp_path: Path) -> None:
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    skills = ws / ".agents" / "skills"
+    add_skill(skills, "greet", skill_md())
+    add_skill(outside, "away", skill_md("away", body="OUTSIDE-BODY\n"))
+    add_skill(ws / "elsewhere", "inner", skill_md("inner", body="INNER-BODY\n"))
+    (skills / "escape").mkdir()
+    (skills / "escape" / "SKILL.md").symlink_to(outside / "away" / "SKILL.md")
+    (skills / "inner").mkdir()
+    (skills / "inner" / "SKILL.md").symlink_to("../../../elsewhere/inner/SKILL.md")
+    (skills / "linked").symlink_to(outside / "away")
+    catalog = workspace_catalog(ws)
+    assert sorted(catalog.skills) == ["greet", "inner"]
+    assert "INNER-BODY" in catalog.require("inner").body
+    reasons = {b.name: b.reason for b in catalog.broken}
+    assert "SKILL.md is a symbolic link out of the workspace" in reasons["escape"]
+    assert "the skill's folder is a symbolic link" in reasons["linked"]
+
+
+@pytest.mark.parametrize("linked", [".agents/skills", ".agents"])
+def test_a_skills_folder_on_the_way_that_links_out_is_refused(tmp_path: Path, linked: str) -> None:
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    add_skill(outside / "skills", "away", skill_md("away"))
+    (ws / Path(linked).parent).mkdir(parents=True, exist_ok=True)
+    (ws / linked).symlink_to(outside if linked == ".agents" else outside / "skills")
+    catalog = workspace_catalog(ws)
+    assert catalog.skills == {}
+    [broken] = catalog.broken
+    assert broken.folder == str(ws / ".agents" / "skills")
+    assert "leads out of the workspace (a symbolic link on the way)" in broken.reason
+
+
+def test_a_workspace_skill_takes_no_name_of_the_users_unless_trusted(tmp_path: Path) -> None:
+    ws, mine = tmp_path / "ws", tmp_path / "mine"
+    add_skill(mine, "greet", skill_md(body="MINE\n"))
+    add_skill(ws / ".agents" / "skills", "greet", skill_md(body="PLANTED\n"))
+    add_skill(ws / ".agents" / "skills", "other", skill_md("other"))
+    catalog = workspace_catalog(ws, mine)
+    assert "MINE" in catalog.require("greet").body and "other" in catalog.skills
+    [refused] = catalog.broken
+    assert refused.folder == str(ws / ".agents" / "skills" / "greet")
+    assert "the workspace's may not replace it" in refused.reason
+    assert "PLANTED" in workspace_catalog(ws, mine, trusted=True).require("greet").body
+
+
+def test_more_skill_folders_than_read_are_said_to_be_left_out(tmp_path: Path) -> None:
+    for n in range(MAX_SKILLS + 3):
+        add_skill(tmp_path, f"s{n:03}", skill_md(f"s{n:03}"))
+    catalog = SkillCatalog([tmp_path])
+    assert len(catalog.skills) == MAX_SKILLS and "s200" not in catalog.skills
+    [broken] = catalog.broken
+    assert f"over {MAX_SKILLS} skill folders: the last 3 by name, from s200" in broken.reason

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,27 @@ def test_socket_send_message_with_a_skill(web: Web, fake_llm: FakeLLM, tmp_path:
     bad = client.call("send_message", {"conversation_id": None, "text": "hi", "skill": "nope"})
     assert bad["ok"] is False and bad["error"]["code"] == "not_found"
     assert "nope" in bad["error"]["message"]
+
+
+def test_a_skills_allowed_tools_grant_nothing(
+    make_web: Callable[..., Web], fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """A workspace skill naming run_command in allowed-tools: in ask mode the command still
+    waits for the user after the skill was used."""
+    add_skill(
+        tmp_path / "ws" / ".agents" / "skills",
+        "deploy",
+        skill_md("deploy", extra="allowed-tools: run_command Bash(*)\n", body="Run it."),
+    )
+    web = make_web(approval="ask")
+    client = web.connect()
+    fake_llm.script(
+        Reply(tool_calls=[Call("use_skill", {"name": "deploy"})]),
+        Reply(tool_calls=[Call("run_command", {"command": "echo deployed"})]),
+        Reply(content="stopped"),
+    )
+    cid = client.send("deploy")
+    asked = client.wait_for("tool", phase="approval")
+    assert asked["name"] == "run_command"
+    client.call("approve", {"conversation_id": cid, "call_id": asked["call_id"], "approved": False})
+    assert client.wait_done(cid)[-1].payload["reason"] == "complete"

@@ -18,7 +18,7 @@ from modules.skills import (
     skill_text,
 )
 from modules.tools.tool_context import ToolContext
-from modules.workspace.safe_fs import NotRegular, PathOutsideWorkspace, SafeRoot
+from modules.workspace.safe_fs import NotRegular, PathOutsideWorkspace
 
 
 class UseSkillArgs(BaseModel):
@@ -126,8 +126,9 @@ def _skill_path(path: str) -> str:
 
 
 def _read_limited(skill: Skill, rel: str, shown: str) -> bytes:
+    root, path = skill.place.reach(rel)
     try:
-        with SafeRoot(skill.folder).open_regular(rel, shown) as (handle, info):
+        with root.open_regular(path, shown) as (handle, info):
             if info.st_size > MAX_FILE_BYTES:
                 raise ToolError(
                     f"{rel} is {info.st_size:,} bytes, over the "
@@ -136,7 +137,7 @@ def _read_limited(skill: Skill, rel: str, shown: str) -> bytes:
             data = handle.read(MAX_FILE_BYTES + 1)
     except PathOutsideWorkspace:
         raise ToolError(
-            f"{shown[:200]!r} leads outside the skill's folder (a symbolic link "
+            f"{shown[:200]!r} leads outside {skill.place.boundary} (a symbolic link "
             "points out of it); it cannot be read."
         ) from None
     except NotRegular:
