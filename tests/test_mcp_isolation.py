@@ -257,7 +257,7 @@ def test_a_server_runs_in_a_private_folder_of_its_own_outside_the_workspace(
     with started(tmp_path, {"fx": stdio_entry(tag)}):
         [pid] = running(tag)
         kept = Path(os.readlink(f"/proc/{pid}/cwd"))
-    assert kept == tmp_path / "data" / "mcp-servers" / "fx"  # kept for its next start
+    assert kept == (tmp_path / "data" / "mcp-servers" / "fx").resolve()  # kept for next time
     assert stat.S_IMODE(kept.stat().st_mode) == 0o700
 
     # the data folder inside the workspace: a temporary folder elsewhere, removed at the end
@@ -265,7 +265,7 @@ def test_a_server_runs_in_a_private_folder_of_its_own_outside_the_workspace(
         [pid] = running(tag)
         temporary = Path(os.readlink(f"/proc/{pid}/cwd"))
         assert stat.S_IMODE(temporary.stat().st_mode) == 0o700
-    assert not temporary.is_relative_to(workspace) and not temporary.exists()
+    assert not temporary.is_relative_to(workspace.resolve()) and not temporary.exists()
     assert not (workspace / "data" / "mcp-servers").exists()
 
 
