@@ -4,6 +4,7 @@
 import { h, icon } from "./dom.js";
 
 /** @typedef {{name: string, description?: string, mode?: string, agents?: string[]}} AgentSummary */
+/** @typedef {{path: string, message: string}} AgentProblem a definition that did not load, and why */
 
 /** What kind of agent it is, in a word, and what that means.
  * @param {AgentSummary} agent */
@@ -46,14 +47,20 @@ export class AgentPicker {
     return !this.list.hidden;
   }
 
-  /** The agents there are, and the one to show as chosen (one the list lacks shows as not found).
+  /** The agents there are, and the one to show as chosen (one the list lacks shows as not found); after them the
+   * definitions that did not load, each with why (none can be picked).
    * @param {AgentSummary[]} agents
-   * @param {string | null} value */
-  set(agents, value) {
+   * @param {string | null} value
+   * @param {AgentProblem[]} [problems] */
+  set(agents, value, problems = []) {
     this.agents = agents;
     this.value = value;
     const missing = value && !agents.some((agent) => agent.name === value) ? [{ name: value, missing: true }] : [];
-    this.list.replaceChildren(...[...agents, ...missing].map((agent, position) => this.#option(agent, position)));
+    const listed = [...agents, ...missing];
+    this.list.replaceChildren(
+      ...listed.map((agent, position) => this.#option(agent, position)),
+      ...problems.map((problem, n) => this.#problem(problem, listed.length + n)),
+    );
     this.root.hidden = !agents.length;
     this.root.dataset.value = value ?? "";
     const chosen = agents.find((agent) => agent.name === value);
@@ -128,6 +135,22 @@ export class AgentPicker {
     }
     event.preventDefault();
     event.stopPropagation();
+  }
+
+  /** @param {AgentProblem} problem
+   * @param {number} position */
+  #problem(problem, position) {
+    return h(
+      "li",
+      {
+        id: `agent-option-${position}`, class: "agent-option problem", role: "option", "aria-selected": "false",
+        "aria-disabled": "true", "data-testid": "agent-problem",
+      },
+      h("span", { class: "agent-option-head" },
+        h("span", { class: "agent-option-name", text: problem.path.split("/").pop() || problem.path }),
+        h("span", { class: "agent-kind", text: "not loaded" })),
+      h("span", { class: "agent-option-description", text: problem.message }),
+    );
   }
 
   /** @param {AgentSummary & {missing?: boolean}} agent

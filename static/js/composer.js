@@ -25,6 +25,7 @@ export class Composer {
     this.touched = { mode: false, approval: false };
     this.defaultsKnown = false; // until get_status answers, the controls show the page's, not the server's, defaults
     this.agents = [];
+    this.agentProblems = []; // definitions that did not load, with why
     this.defaultAgent = null;
     this.wantedAgent = null;
     this.skills = [];
@@ -80,7 +81,7 @@ export class Composer {
   }
 
   /** Server defaults from get_status, unless the user already chose; the agents and skills there are. */
-  setDefaults({ mode, approval, agent, agents, skills }) {
+  setDefaults({ mode, approval, agent, agents, agent_problems, skills }) {
     this.defaultsKnown = true;
     if (mode && !this.touched.mode) this.els.mode.checked = mode === "thinking";
     if (approval && !this.touched.approval && [...this.els.approval.options].some((o) => o.value === approval)) {
@@ -89,6 +90,7 @@ export class Composer {
     this.#updateModeLabel();
     if (Array.isArray(agents)) {
       this.agents = agents;
+      this.agentProblems = Array.isArray(agent_problems) ? agent_problems : [];
       this.defaultAgent = agent ?? null;
       this.#fillAgents();
     }
@@ -103,7 +105,8 @@ export class Composer {
   }
 
   #fillAgents() {
-    this.agentPicker.set(this.agents, this.wantedAgent ?? this.defaultAgent ?? this.agents[0]?.name ?? null);
+    const value = this.wantedAgent ?? this.defaultAgent ?? this.agents[0]?.name ?? null;
+    this.agentPicker.set(this.agents, value, this.agentProblems);
   }
 
   /** `/skill NAME message`: the message is sent with that skill (get_status's skills; broken ones listed, not picked). */
