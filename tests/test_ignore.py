@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,10 @@ import pytest
 
 from modules.tools.tool_context import ToolContext
 from modules.undo.journal import UndoJournal
+from modules.workspace import ignore as ignore_module
 from modules.workspace.file_tree import describe_tree, file_tree
 from modules.workspace.file_watcher import WorkspaceWatcher
-from modules.workspace.ignore import SKIPPED_DIRS, WorkspaceIgnore
+from modules.workspace.ignore import MAX_GITIGNORE_BYTES, SKIPPED_DIRS, WorkspaceIgnore
 from tests.helpers import call
 from tests.kit import wait_until
 
@@ -253,3 +255,50 @@ def test_the_live_tree_skips_gitignored_and_built_in_folders(ctx: ToolContext) -
 
 def _changed(batches: list[list[dict[str, Any]]], path: str) -> bool:
     return any(c["path"] == path for batch in batches for c in batch)
+
+
+# --- a hostile .gitignore: the server reads what a task wrote ------------------------------
+
+
+def test_a_backtracking_pattern_matches_at_once(tmp_path: Path):
+    """`*a` twenty times then `b` took hours against a 60-letter name with the regex of
+    each star free to backtrack, the server's every thread stopped meanwhile (the GIL)."""
+    (tmp_path / ".gitignore").write_text("*a" * 20 + "b\n" + "**/x" * 30 + "/y\n")
+    ignore = WorkspaceIgnore(tmp_path)
+    started = time.monotonic()
+    assert not ignore.hides("a" * 60, F)
+    assert ignore.hides("a" * 60 + "b", F)
+    assert not ignore.hides("/".join(["x"] * 500), F)
+    assert time.monotonic() - started < 1
+
+
+def test_a_gitignore_over_the_size_limit_is_not_read(tmp_path: Path):
+    filler = "# filler\n" * (MAX_GITIGNORE_BYTES // 9 + 1)
+    (tmp_path / ".gitignore").write_text("*.log\n" + filler)
+    assert not WorkspaceIgnore(tmp_path).hides("a.log", F)
+    (tmp_path / ".gitignore").write_text("*.log\n" + filler[: MAX_GITIGNORE_BYTES - 100])
+    assert WorkspaceIgnore(tmp_path).hides("a.log", F)
+
+
+def test_a_gitignore_that_is_a_pipe_or_a_link_out_is_not_read(tmp_path: Path):
+    root, outside = tmp_path / "ws", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / ".gitignore").write_text("*.log\n")
+    os.mkfifo(root / ".gitignore")  # opened to read, it would wait for a writer forever
+    (root / "sub").symlink_to(outside)
+    ignore = WorkspaceIgnore(root)
+    assert not ignore.hides("a.log", F)
+    assert not ignore.hides("sub/a.log", F)
+    assert not ignore.folder("sub").hides("a.log", F)
+
+
+def test_a_listing_past_its_time_for_gitignore_files_leaves_out_the_built_in_names_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    (tmp_path / ".gitignore").write_text("*.log\n")
+    assert WorkspaceIgnore(tmp_path).hides("a.log", F)
+    monkeypatch.setattr(ignore_module, "LISTING_SECONDS", 0.0)
+    late = WorkspaceIgnore(tmp_path)
+    assert not late.hides("a.log", F)
+    assert late.hides("node_modules", D) and late.folder("").hides("x.swp", F)

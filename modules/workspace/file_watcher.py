@@ -74,6 +74,7 @@ class _Batcher:
             time.sleep(wait)
             with self._lock:
                 changes, refresh = self._batch.take()
+            self.hidden = WorkspaceIgnore(self.root)  # its time for .gitignore files is a batch's
             wait = BURST_SECONDS if refresh else BATCH_SECONDS
             if changes or refresh:
                 line = {"changes": changes, **({"refresh": refresh} if refresh else {})}

@@ -4,16 +4,27 @@ Two sources: built-in names (folders tools regenerate, git's own folder, editor 
 temp files) and the workspace's `.gitignore` files, read with git's rules. Paths are
 workspace-relative POSIX strings; the root is "". Undo skips only the built-in folders
 (`SKIPPED_DIRS`): it must put back gitignored build outputs a command deleted.
+
+Tasks write the .gitignore files and the server reads them (docs/protocol.md §14): each is read
+through the workspace's fd walk (a regular file, never through a link out, never a pipe), and
+its patterns match in time bounded by the lengths (_translate, MAX_GITIGNORE_BYTES).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import re
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from modules.results import ToolError
+from modules.workspace.safe_fs import SafeRoot
+
+log = logging.getLogger(__name__)
 
 SKIPPED_DIRS = frozenset(
     {
@@ -30,6 +41,12 @@ SKIPPED_DIRS = frozenset(
     }
 )
 GITIGNORE = ".gitignore"
+MAX_GITIGNORE_BYTES = 32 * 1024  # a larger .gitignore is not read (git skips one over 100 MB)
+# Matching an entry takes time in proportion to its path's length times the length of the
+# patterns that apply: a deep folder under large hostile patterns could take seconds each. So
+# one listing spends at most this long on its .gitignore files (reading and matching them);
+# past it, the listing goes on leaving out the built-in names alone.
+LISTING_SECONDS = 2.0
 _VIM_WRITE_TEST = "4913"
 
 
@@ -46,17 +63,43 @@ def is_skipped_name(name: str) -> bool:
 
 @dataclass(frozen=True)
 class _Pattern:
-    """One .gitignore line, its glob translated to a regular expression."""
+    """One .gitignore line: its glob as the source of a regular expression, and how it applies."""
 
-    regex: re.Pattern[str]
+    source: str
     negated: bool
     dir_only: bool
     anchored: bool  # matched against the path from the .gitignore's folder, else the name
 
-    def matches(self, rel: str, name: str, is_dir: bool) -> bool:
-        if self.dir_only and not is_dir:
-            return False
-        return self.regex.fullmatch(rel if self.anchored else name) is not None
+
+class _FileRules:
+    """The patterns of one .gitignore. Each kind of them (anchored or not, folders only or not)
+    is one regular expression whose alternatives come last pattern first, so the alternative
+    that matches is the last pattern of that kind that does: a call or two per entry, whatever
+    the number of patterns."""
+
+    def __init__(self, patterns: list[_Pattern]) -> None:
+        kinds: dict[tuple[bool, bool], list[tuple[int, _Pattern]]] = {}
+        for index, pattern in enumerate(patterns):
+            kinds.setdefault((pattern.anchored, pattern.dir_only), []).append((index, pattern))
+        self._checks: list[tuple[re.Pattern[str], bool, bool, list[tuple[int, bool]]]] = []
+        for (anchored, dir_only), found in kinds.items():
+            found.reverse()
+            regex = re.compile("|".join(f"({p.source})" for _, p in found), re.DOTALL)
+            self._checks.append((regex, anchored, dir_only, [(i, p.negated) for i, p in found]))
+
+    def decides(self, rel: str, name: str, is_dir: bool) -> bool | None:
+        """Whether the last pattern matching the entry hides it (a negated one shows it); None
+        when no pattern matches."""
+        last, hidden = -1, None
+        for regex, anchored, dir_only, order in self._checks:
+            if dir_only and not is_dir:
+                continue
+            match = regex.fullmatch(rel if anchored else name)
+            if match is not None and match.lastindex is not None:
+                index, negated = order[match.lastindex - 1]
+                if index > last:
+                    last, hidden = index, not negated
+        return hidden
 
 
 def _parse_line(line: str) -> _Pattern | None:
@@ -72,8 +115,7 @@ def _parse_line(line: str) -> _Pattern | None:
     line = line.removeprefix("/")
     if not line:
         return None
-    regex = re.compile(_translate(line), re.DOTALL)
-    return _Pattern(regex, negated, dir_only, anchored)
+    return _Pattern(_translate(line), negated, dir_only, anchored)
 
 
 def _trim_trailing_spaces(line: str) -> str:
@@ -83,8 +125,58 @@ def _trim_trailing_spaces(line: str) -> str:
     return line[:end]
 
 
+# Tokens of a glob besides the regex of one character (which never matches '/' but for "/"):
+_STAR = "*"  # any run of characters within one name
+_DIRS = "**/"  # any number of whole folders, none included
+_REST = "**"  # a final `/**`: everything inside
+
+
 def _translate(glob: str) -> str:
-    """A regular expression for a gitignore glob; `*`, `?` and `[...]` never match '/'."""
+    """A regular expression for a gitignore glob that takes time in proportion to the path's
+    length times the pattern's, never exponential (`*a*a*a*a*b` could take hours).
+
+    Python's engine backtracks, so each `*` between two others, and each `**/` between two
+    others, is an atomic group finding its next part at the leftmost place: for parts of a
+    fixed length, as the parts between stars are, the leftmost place is right whenever any is.
+    """
+    tokens = _tokens(glob)
+    rest = bool(tokens) and tokens[-1] == _REST
+    if rest:
+        tokens.pop()
+    chunks = _split(tokens, _DIRS)
+    regex = _folders(chunks[0])
+    for middle in chunks[1:-1]:
+        regex += f"(?>(?:.*?/)??{_folders(middle)})"
+    if len(chunks) > 1:
+        regex += f"(?:.*/)?{_folders(chunks[-1])}"
+    return regex + (".*" if rest else "")
+
+
+def _folders(tokens: list[str]) -> str:
+    return "/".join(_name(part) for part in _split(tokens, "/"))
+
+
+def _name(tokens: list[str]) -> str:
+    """The regex of the glob of one name (no '/'): the parts between its stars."""
+    parts = ["".join(part) for part in _split(tokens, _STAR)]
+    if len(parts) == 1:
+        return parts[0]
+    middle = "".join(f"(?>[^/]*?{part})" for part in parts[1:-1])
+    return f"{parts[0]}{middle}[^/]*{parts[-1]}"
+
+
+def _split(tokens: list[str], separator: str) -> list[list[str]]:
+    parts: list[list[str]] = [[]]
+    for token in tokens:
+        if token == separator:
+            parts.append([])
+        else:
+            parts[-1].append(token)
+    return parts
+
+
+def _tokens(glob: str) -> list[str]:
+    """The glob as _STAR, _DIRS, _REST and the regex of each character it matches."""
     out: list[str] = []
     i, n = 0, len(glob)
     while i < n:
@@ -95,10 +187,10 @@ def _translate(glob: str) -> str:
                 end += 1
             whole_part = (i == 0 or glob[i - 1] == "/") and (end == n or glob[end] == "/")
             if end - i >= 2 and whole_part:
-                out.append(".*" if end == n else "(?:.*/)?")  # `/**` at the end, or `**/`
+                out.append(_REST if end == n else _DIRS)  # `/**` at the end, or `**/`
                 end += end < n
             else:
-                out.append("[^/]*")
+                out.append(_STAR)
             i = end
         elif char == "?":
             out.append("[^/]")
@@ -112,11 +204,12 @@ def _translate(glob: str) -> str:
         else:
             out.append(re.escape(char))
             i += 1
-    return "".join(out)
+    return out
 
 
 def _char_class(glob: str, start: int) -> tuple[str, int]:
-    """The regex of the `[...]` at `start` and the index after it; a lone '[' is literal."""
+    """The regex of the `[...]` at `start` and the index after it; a lone '[' is literal. As in
+    git, a class never matches '/'."""
     i, n = start + 1, len(glob)
     negated = i < n and glob[i] in "!^"
     i += negated
@@ -136,58 +229,110 @@ def _char_class(glob: str, start: int) -> tuple[str, int]:
         is_range = body[k] == "-" and items and k + 1 < len(body)
         items.append("-" if is_range else re.escape(body[k]))
         k += 1
-    return "[" + ("^/" if negated else "") + "".join(items) + "]", i + 1
+    if negated:
+        return "[^/" + "".join(items) + "]", i + 1
+    return "(?!/)[" + "".join(items) + "]", i + 1
 
 
-@functools.lru_cache(maxsize=512)
-def _load(path: str, mtime_ns: int, size: int) -> tuple[_Pattern, ...]:
-    """The patterns of one .gitignore; the stat in the key makes an edit take effect."""
+@functools.lru_cache(maxsize=64)  # compiled, a hostile 32 KiB file takes a few MB
+def _load(root: str, rel: str, mtime_ns: int, size: int, ino: int) -> _FileRules | None:
+    """The patterns of the .gitignore `rel` of `root`, read through the workspace's fd walk
+    (never a link, a pipe or a file outside); the stat in the key makes an edit take effect.
+    A file over MAX_GITIGNORE_BYTES is not read (as git skips one over 100 MB)."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return ()
+        with SafeRoot(Path(root)).open_regular(rel, follow=False) as (handle, _):
+            data = handle.read(MAX_GITIGNORE_BYTES + 1)
+    except (OSError, ToolError):
+        return None
+    if len(data) > MAX_GITIGNORE_BYTES:
+        log.warning("%s is over %d bytes: it is not read", rel, MAX_GITIGNORE_BYTES)
+        return None
     text = data.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
-    return tuple(p for line in text.split("\n") if (p := _parse_line(line)) is not None)
+    patterns = [p for line in text.split("\n") if (p := _parse_line(line)) is not None]
+    return _FileRules(patterns) if patterns else None
+
+
+class _Clock:
+    """What one listing has left of LISTING_SECONDS for its .gitignore files."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.left = LISTING_SECONDS
+
+    @property
+    def out(self) -> bool:
+        return self.left <= 0
+
+    def charge(self, started: float) -> None:
+        """Count the time since `started`, a perf_counter() reading."""
+        if self.out:
+            return
+        self.left -= time.perf_counter() - started
+        if self.out:
+            log.warning(
+                "the .gitignore files of %s took over %g s in one listing: the rest of it "
+                "leaves out only the built-in names",
+                self.root,
+                LISTING_SECONDS,
+            )
 
 
 class FolderRules:
     """The rules in force inside one visible folder: built-in names and .gitignore patterns."""
 
-    def __init__(self, rel_dir: str, rules: tuple[tuple[int, _Pattern], ...]) -> None:
+    def __init__(
+        self, rel_dir: str, rules: tuple[tuple[int, _FileRules], ...], clock: _Clock
+    ) -> None:
         self.rel_dir = rel_dir
-        self.rules = rules  # (where the .gitignore's folder ends in a path, pattern), in order
+        self.rules = rules  # (where its folder ends in a path, a .gitignore's), outermost first
+        self.clock = clock
 
     def hides(self, name: str, is_dir: bool) -> bool:
         """True if the entry `name` of this folder is left out of listings."""
         if is_skipped_name(name):
             return True
-        if not self.rules or (name == GITIGNORE and not is_dir):
+        if not self.rules or (name == GITIGNORE and not is_dir) or self.clock.out:
             return False
+        started = time.perf_counter()
         rel = f"{self.rel_dir}/{name}" if self.rel_dir else name
-        for cut, pattern in reversed(self.rules):  # the last matching pattern decides
-            if pattern.matches(rel[cut:], name, is_dir):
-                return not pattern.negated
-        return False
+        try:
+            for cut, rules in reversed(self.rules):  # a deeper .gitignore's patterns come later
+                hidden = rules.decides(rel[cut:], name, is_dir)
+                if hidden is not None:
+                    return hidden
+            return False
+        finally:
+            self.clock.charge(started)
 
 
 class WorkspaceIgnore:
-    """What listings leave out of the workspace at `root`; cheap to build, safe to keep."""
+    """What listings leave out of the workspace at `root`; cheap to build, one per listing: it
+    has LISTING_SECONDS for the .gitignore files, and `folder` remembers the rules of each
+    folder it was asked about (a walk asks about each folder once, and a deep folder's rules
+    come from its parent's); `hides` looks at the .gitignore files afresh each time."""
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
+        self._clock = _Clock(self.root)
+        self._folders: dict[str, FolderRules] = {}
 
     def folder(self, rel_dir: str) -> FolderRules:
         """The rules for the entries of `rel_dir`, assuming the folder itself is shown."""
-        rules = self._rules_in("", ())
-        for part in _parts(rel_dir):
-            rules = self._enter(rules, part)
+        rel_dir = "/".join(_parts(rel_dir))
+        rules = self._folders.get(rel_dir)
+        if rules is None:
+            if rel_dir:
+                parent, _, name = rel_dir.rpartition("/")
+                rules = self._enter(self.folder(parent), name)
+            else:
+                rules = self._rules_in("", None)
+            self._folders[rel_dir] = rules
         return rules
 
     def hides(self, rel: str, is_dir: bool) -> bool:
         """True if `rel` is left out of listings, itself or through a folder on its way."""
         *folders, name = _parts(rel) or [""]
-        rules = self._rules_in("", ())
+        rules = self._rules_in("", None)
         for folder in folders:
             if rules.hides(folder, True):
                 return True
@@ -196,20 +341,25 @@ class WorkspaceIgnore:
 
     def _enter(self, parent: FolderRules, name: str) -> FolderRules:
         rel_dir = f"{parent.rel_dir}/{name}" if parent.rel_dir else name
-        return self._rules_in(rel_dir, parent.rules)
+        return self._rules_in(rel_dir, parent)
 
-    def _rules_in(self, rel_dir: str, inherited: tuple[tuple[int, _Pattern], ...]) -> FolderRules:
-        """`inherited` plus the patterns of the folder's own .gitignore, if it has one."""
+    def _rules_in(self, rel_dir: str, parent: FolderRules | None) -> FolderRules:
+        """The parent's rules plus the patterns of the folder's own .gitignore, if it has one."""
+        rules = parent.rules if parent is not None else ()
         path = os.path.join(self.root, rel_dir, GITIGNORE)
         try:
             info = os.lstat(path)
         except OSError:
-            return FolderRules(rel_dir, inherited)
-        if not stat.S_ISREG(info.st_mode):  # git does not follow a symlinked .gitignore
-            return FolderRules(rel_dir, inherited)
-        cut = len(rel_dir) + 1 if rel_dir else 0
-        own = tuple((cut, p) for p in _load(path, info.st_mtime_ns, info.st_size))
-        return FolderRules(rel_dir, inherited + own)
+            info = None
+        # git does not follow a symlinked .gitignore
+        if info is not None and stat.S_ISREG(info.st_mode) and not self._clock.out:
+            started = time.perf_counter()
+            rel = f"{rel_dir}/{GITIGNORE}" if rel_dir else GITIGNORE
+            own = _load(str(self.root), rel, info.st_mtime_ns, info.st_size, info.st_ino)
+            self._clock.charge(started)
+            if own is not None:
+                rules = (*rules, (len(rel_dir) + 1 if rel_dir else 0, own))
+        return FolderRules(rel_dir, rules, self._clock)
 
 
 def _parts(rel: str) -> list[str]:
