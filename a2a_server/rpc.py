@@ -2,7 +2,8 @@
 
 The SDK parses params leniently (unknown fields ignored), which also turns an unknown enum
 name into the zero value: `ListTasks` with a misspelt `status` would answer every task.
-Such a request is answered with invalid params (-32602) instead.
+Such a request is answered with invalid params (-32602) instead. A body nested too deeply for
+Python's JSON decoder is answered with a parse error (-32700); it was a 500.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from a2a.server.jsonrpc_models import JSONParseError
 from a2a.server.request_handlers import RequestHandler
 from a2a.server.request_handlers.response_helpers import build_error_response
 from a2a.server.routes import create_jsonrpc_routes
@@ -38,6 +40,9 @@ def _checked(dispatch: Endpoint) -> Endpoint:
             body = await request.json()  # kept by the request for the dispatcher's own read
         except ValueError:
             body = None  # not JSON: the dispatcher answers with a parse error
+        except RecursionError:  # the SDK's own read would fail alike, and answer internal error
+            too_deep = JSONParseError(message="the JSON is nested too deeply")
+            return JSONResponse(build_error_response(None, too_deep))
         problem = params_problem(body)
         if problem is None:
             return await dispatch(request)

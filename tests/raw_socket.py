@@ -127,7 +127,11 @@ class RawSocketIO:
 
     def call(self, event: str, payload: dict[str, Any], ack_id: int = 1) -> Any:
         """Emit with an ack and read until it comes (events before it are kept in `frames`)."""
-        self.send_text(f"42{ack_id}" + json.dumps([event, payload]))
+        return self.call_text(json.dumps([event, payload]), ack_id)
+
+    def call_text(self, data: str, ack_id: int = 1) -> Any:
+        """`call` with the event's data given as JSON text, `["name", payload]`."""
+        self.send_text(f"42{ack_id}" + data)
         while True:
             frame = self._read_frame()
             assert frame is not None, "the connection ended before the ack"

@@ -29,6 +29,7 @@ from utils.disk import DiskFull, disk_full, is_disk_full
 from utils.settings import Approval, Mode
 from utils.validation import describe_validation_error
 from web.answers_first import AnswersFirst
+from web.packets import TooDeep
 from web.payloads import conversation_payload, conversations_payload, status_payload, tree_payload
 from web.state import WebState
 
@@ -130,6 +131,8 @@ def acked(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, Any]]
                 if len(args) > 1:
                     return failure("bad_request", "send one payload object")
                 data = args[0] if args and args[0] is not None else {}
+                if isinstance(data, TooDeep):
+                    return failure("bad_request", TooDeep.message)
                 return function(model.model_validate(data))
             except ValidationError as exc:
                 return failure(_refusal_code(exc), describe_validation_error(exc))
