@@ -67,8 +67,15 @@ def _offered_v2(mountpoint: Path, own: Path | None) -> frozenset[str]:
     controllers when the server is in the root (or cannot be found), else those its cgroup
     was given."""
     place = mountpoint if own is None else _place_of(own)
-    name = "cgroup.subtree_control" if place == mountpoint else "cgroup.controllers"
+    name = "cgroup.subtree_control" if _is_root(place) else "cgroup.controllers"
     return frozenset(_read_words(place / name) & {*CONTROLLERS})
+
+
+def _is_root(folder: Path) -> bool:
+    """Whether `folder` is v2's real root, which alone may hold processes and give children
+    controllers (a cgroup namespace's root, a container's, may not): it has no
+    cgroup.events."""
+    return not (folder / "cgroup.events").exists()
 
 
 def _folder(mountpoint: Path, root: str, path: str | None) -> Path | None:
@@ -118,7 +125,7 @@ def _nested_refusal(hierarchy: Hierarchy) -> str | None:
     wanted = {*hierarchy.controllers}
     if wanted <= _read_words(place / "cgroup.subtree_control"):
         return None
-    if place == hierarchy.mountpoint:
+    if _is_root(place):
         return "the server runs in the hierarchy's root, which does not delegate the controllers"
     return _move_into_leaf(place, wanted)
 
