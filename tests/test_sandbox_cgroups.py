@@ -251,3 +251,33 @@ def test_v2_the_server_moves_into_a_leaf_of_its_cgroup_with_its_children(tmp_pat
         if leaf.exists():
             leaf.rmdir()
         place.rmdir()
+
+
+FIND_ROOTS = f"""
+import logging, sys
+sys.path.insert(0, {str(REPO)!r})
+logging.basicConfig(level=logging.WARNING, format="%(message)s %(fields)s")
+from modules.sandbox.cgroup import find_roots
+print(find_roots().memory)
+"""
+
+
+def test_where_the_servers_own_cgroup_is_not_writable_the_root_is_used_and_logged() -> None:
+    """The server's memory cgroup made read-only (a read-only bind mount over it, in a mount
+    namespace of the test's own): commands' cgroups go to the hierarchy's root, as before,
+    and the log says why."""
+    roots = find_roots()
+    if roots.memory is None or roots.memory_v2:
+        pytest.skip("no writable cgroup v1 memory hierarchy here")
+    mountpoint = next(p for p in [roots.memory, *roots.memory.parents] if p.is_mount())
+    if roots.memory == mountpoint:
+        pytest.skip("this process's memory cgroup is its hierarchy's root")
+    own = shlex.quote(str(roots.memory))
+    shell = f'mount --bind -o ro {own} {own} && exec "$@"'
+    argv = ["unshare", "-m", "sh", "-c", shell, "sh", sys.executable, "-c", FIND_ROOTS]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    if "mount" in done.stderr and done.returncode != 0:
+        pytest.skip(f"cannot make a read-only bind mount here: {done.stderr.strip()}")
+    assert done.stdout.strip() == str(mountpoint), done
+    assert "are not nested in the server's own" in done.stderr, done.stderr
+    assert f"the server's own cgroup {roots.memory} is not writable" in done.stderr
