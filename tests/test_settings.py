@@ -93,9 +93,12 @@ def test_a_workspace_holding_the_program_or_its_python_is_refused(clean_folder: 
     assert "holds this program" in capsys.readouterr().err
 
 
-def test_settings_files_inside_the_workspace_are_refused(clean_folder: Path, capsys):
+def test_settings_files_inside_the_workspace_are_refused(
+    clean_folder: Path, capsys, monkeypatch: pytest.MonkeyPatch
+):
     """Started from inside the workspace, a command could write the .env or config.yaml the
     next start reads (say, to trust the workspace's MCP servers)."""
+    monkeypatch.setenv("AGENT_DATA_DIR", str(clean_folder.parent / f"{clean_folder.name}-data"))
     assert load_settings(workspace=clean_folder).workspace == clean_folder.resolve()
     (clean_folder / ".env").write_text("AGENT_MCP_TRUST_WORKSPACE=true\n")
     with pytest.raises(BadConfiguration, match=r"\.env in .* lie in the workspace"):
@@ -103,6 +106,32 @@ def test_settings_files_inside_the_workspace_are_refused(clean_folder: Path, cap
     assert main(["cli", "--workspace", ".", "-p", "hi"]) == 2
     assert "move them out" in capsys.readouterr().err
     assert load_settings(workspace=clean_folder / "inner").workspace.name == "inner"
+
+
+def test_a_settings_file_linked_into_the_workspace_is_refused(clean_folder: Path):
+    workspace = clean_folder / "ws"
+    workspace.mkdir()
+    (workspace / "planted.yaml").write_text("mcp_trust_workspace: true\n")
+    (clean_folder / "config.yaml").symlink_to(workspace / "planted.yaml")
+    with pytest.raises(BadConfiguration, match=r"config\.yaml in .* lie in the workspace"):
+        load_settings(workspace=workspace)
+
+
+def test_a_data_folder_or_mcp_file_in_the_workspace_is_refused(clean_folder: Path, capsys):
+    """A command could write what the server trusts as the user's: DATA_DIR/mcp.json (its
+    servers start unsandboxed), DATA_DIR/agents and skills, the token, the history."""
+    workspace = clean_folder / "ws"
+    workspace.mkdir()
+    with pytest.raises(BadConfiguration, match=r"the data folder .*/ws/data lies in the workspace"):
+        load_settings(workspace=workspace, data_dir=workspace / "data")
+    with pytest.raises(BadConfiguration, match=r"the MCP servers file .* lies in the workspace"):
+        load_settings(workspace=workspace, mcp_config=workspace / "servers.json")
+    with pytest.raises(BadConfiguration, match=r"the data folder .* lies in the workspace"):
+        load_settings(workspace=clean_folder)  # from inside it: ./data is the default
+    assert main(["mcp", "--workspace", "ws", "--data-dir", "ws/.agent"]) == 2
+    assert "give --data-dir or AGENT_DATA_DIR a place outside it" in capsys.readouterr().err
+    settings = load_settings(workspace=workspace, mcp_config=clean_folder / "servers.json")
+    assert settings.data_dir == clean_folder / "data"
 
 
 def test_names_match_in_any_case_and_a_provider_key_only_by_its_own_name(monkeypatch):

@@ -296,13 +296,16 @@ def load_settings(**overrides: Any) -> Settings:
     )
     settings.workspace = settings.workspace.expanduser().resolve()
     settings.data_dir = settings.data_dir.expanduser().resolve()
-    _refuse_code_in_workspace(settings.workspace)
+    _refuse_code_in_workspace(settings)
     return settings
 
 
-def _refuse_code_in_workspace(workspace: Path) -> None:
-    """Commands write the workspace: it may hold neither the code the server runs nor the
-    settings files it reads at start, or one command would outlive its sandbox."""
+def _refuse_code_in_workspace(settings: Settings) -> None:
+    """Commands write the workspace: it may hold neither the code the server runs, nor the
+    settings files it reads at start, nor what it trusts as the user's own (the data folder:
+    MCP servers, agents, skills, the token, the history), or one command would outlive its
+    sandbox (docs/protocol.md §14)."""
+    workspace = settings.workspace
     for what, path in (
         ("this program", PROGRAM_DIR),
         ("the Python it runs on", Path(sys.prefix).resolve()),
@@ -313,9 +316,24 @@ def _refuse_code_in_workspace(workspace: Path) -> None:
                 f"the workspace {workspace} holds {what} ({path}), which commands could then "
                 "change: choose a folder that does not contain it"
             )
+    mcp_file = settings.mcp_files()[0].resolve()
+    for what, path, how in (
+        ("the data folder", settings.data_dir, "--data-dir or AGENT_DATA_DIR"),
+        ("the MCP servers file", mcp_file, "AGENT_MCP_CONFIG"),
+    ):
+        if path.is_relative_to(workspace):
+            raise BadConfiguration(
+                f"{what} {path} lies in the workspace {workspace}, where commands could "
+                f"rewrite what the server trusts as yours: give {how} a place outside it"
+            )
     cwd = Path.cwd().resolve()
-    read_here = [name for name in (".env", "config.yaml") if (cwd / name).is_file()]
-    if read_here and cwd.is_relative_to(workspace):
+    read_here = [
+        name
+        for name in (".env", "config.yaml")
+        if (cwd / name).is_file()
+        and (cwd.is_relative_to(workspace) or (cwd / name).resolve().is_relative_to(workspace))
+    ]
+    if read_here:
         raise BadConfiguration(
             f"{' and '.join(read_here)} in {cwd} lie in the workspace, where commands could "
             "rewrite the server's settings: move them out and start from another folder"
