@@ -40,7 +40,7 @@ class ToolStep:
         self.gate = gate
         self.status = status
         self.focus = focus
-        self.protected = ProtectedPaths.of(services.settings)
+        self.protected = ProtectedPaths(services.workspace.root)
         self.config = ConfigWatch(services.journal, self.protected)
 
     def run(self, task: Task, calls: list[ToolCall], tools: ToolSet) -> list[ToolResult]:

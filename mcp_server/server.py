@@ -110,7 +110,7 @@ class WorkspaceServer:
         self.registry = build_registry()
         self.tools, self.warnings = offered_tools(self.registry, settings)
         self.workspace = Workspace(settings.workspace)
-        self.protected = ProtectedPaths.of(settings)
+        self.protected = ProtectedPaths(self.workspace.root)
         self.config = ConfigWatch(UndoJournal(settings.data_dir, self.workspace), self.protected)
         self.runner = build_runner(settings)
         self.memory = MemoryStore(settings.data_dir)

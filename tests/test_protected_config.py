@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import anyio
 from mcp import Client
@@ -15,24 +14,18 @@ from mcp import Client
 from modules.undo.config_hold import ConfigWatch
 from modules.undo.journal import UndoJournal
 from modules.workspace.paths import Workspace
-from modules.workspace.protected import ProtectedPaths
+from modules.workspace.protected import WORKSPACE_CONFIG, ConfigPath, ProtectedPaths
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import state
 from tests.kit import payloads
 from tests.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
 from tests.test_mcp_server import serve, text
 from tests.web_helpers import connected, serving
-from utils.settings import Settings
 
 AGENT = ".agents/agents/general.yaml"
 WRITES = (
     f"printf 'name: evil\\n' > {AGENT} && printf '{{}}\\n' > .mcp.json && echo kept > notes.txt"
 )
-
-
-def settings_for(tmp_path: Path, **overrides: Any) -> Settings:
-    (tmp_path / "ws").mkdir(exist_ok=True)
-    return Settings(workspace=tmp_path / "ws", data_dir=tmp_path / "data", **overrides)
 
 
 def with_agent(tmp_path: Path) -> Path:
@@ -47,7 +40,7 @@ def with_agent(tmp_path: Path) -> Path:
 
 
 def test_the_workspace_configuration_and_what_is_not_part_of_it(tmp_path: Path):
-    protected = ProtectedPaths.of(settings_for(tmp_path))
+    protected = ProtectedPaths(tmp_path / "ws")
     assert protected.tops() == [".agents", ".mcp.json"]
     assert protected.reason(AGENT) == (
         f"{AGENT}, which Workspace Agent reads as an agent definition or its prompt file: it "
@@ -63,29 +56,23 @@ def test_the_workspace_configuration_and_what_is_not_part_of_it(tmp_path: Path):
         assert protected.reason(rel) is None, rel
 
 
-def test_the_users_configuration_counts_when_it_lies_inside_the_workspace(tmp_path: Path):
+def test_an_entry_added_to_the_list_is_all_a_new_kind_needs(tmp_path: Path):
     ws = tmp_path / "ws"
-    protected = ProtectedPaths.of(Settings(workspace=ws, data_dir=ws / "state" / "data"))
-    assert protected.tops() == [
-        ".agents",
-        ".mcp.json",
-        "state/data/agents",
-        "state/data/skills",
-        "state/data/mcp.json",
-    ]
-    assert protected.reason("state") == (
-        "state, which holds state/data/agents, read by Workspace Agent as an agent definition "
-        "or its prompt file: it can change what the agent is told and may do"
-    )
-    assert protected.reason("state/data/conversations/c1/messages.jsonl") is None
-    named = ProtectedPaths.of(
-        Settings(workspace=ws, data_dir=tmp_path / "data", mcp_config=ws / "servers.json")
-    )
-    assert named.tops() == [".agents", ".mcp.json", "servers.json"]
-    assert named.reason("servers.json") == (
-        "servers.json, which Workspace Agent reads as the user's MCP servers: with "
-        "AGENT_MCP_TRUST_WORKSPACE on, the servers it names are started outside the sandbox"
-    )
+    (ws / ".git/hooks").mkdir(parents=True)
+    hooks = ConfigPath(".git/hooks", "a git hook", "git runs it")
+    protected = ProtectedPaths(ws, (*WORKSPACE_CONFIG, hooks))
+    assert protected.tops() == [".agents", ".mcp.json", ".git/hooks"]
+    assert protected.reason(".git") == (
+        ".git, which holds .git/hooks, read by Workspace Agent as a git hook: git runs it"
+    )  # deleting or renaming the folder that holds an entry counts too
+    assert protected.reason(".git/config") is None
+    # a command's change there is held, though the undo journal's own scans skip .git
+    with watch_for(tmp_path, protected).around() as watch:
+        bash(ws, "printf '#!/bin/sh\\necho evil\\n' > .git/hooks/pre-commit")
+        held = watch.changes()
+        assert held is not None and held.paths == [".git/hooks/pre-commit"]
+        held.decide(False)
+    assert list((ws / ".git/hooks").iterdir()) == []
 
 
 def test_another_case_counts_only_where_it_names_the_same_entry(tmp_path: Path):
@@ -95,7 +82,7 @@ def test_another_case_counts_only_where_it_names_the_same_entry(tmp_path: Path):
     os.link(ws / ".mcp.json", ws / ".MCP.json")  # one file, two spellings: as on a casefold fs
     (ws / ".agents").mkdir()
     (ws / ".AGENTS").mkdir()  # two folders: Linux tells the spellings apart
-    protected = ProtectedPaths.of(settings_for(tmp_path))
+    protected = ProtectedPaths(tmp_path / "ws")
     why = protected.reason(".MCP.json")
     assert why is not None and why.startswith(".mcp.json, which Workspace Agent reads as")
     assert protected.reason(".AGENTS/agents/x.yaml") is None
@@ -104,10 +91,10 @@ def test_another_case_counts_only_where_it_names_the_same_entry(tmp_path: Path):
 # --- the hold, on real files ---------------------------------------------------------------
 
 
-def watch_for(tmp_path: Path) -> ConfigWatch:
-    settings = settings_for(tmp_path)
-    journal = UndoJournal(settings.data_dir, Workspace(settings.workspace))
-    return ConfigWatch(journal, ProtectedPaths.of(settings))
+def watch_for(tmp_path: Path, protected: ProtectedPaths | None = None) -> ConfigWatch:
+    (tmp_path / "ws").mkdir(exist_ok=True)
+    journal = UndoJournal(tmp_path / "data", Workspace(tmp_path / "ws"))
+    return ConfigWatch(journal, protected or ProtectedPaths(tmp_path / "ws"))
 
 
 def bash(ws: Path, command: str) -> None:

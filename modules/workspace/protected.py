@@ -1,11 +1,11 @@
 """The workspace paths Workspace Agent reads as its own configuration, and why each matters.
 
 Code outside the sandbox reads them: agent definitions and their prompt files
-(`.agents/agents/`), skills (`.agents/skills/`), the workspace's MCP servers (`.mcp.json`, started
-unsandboxed under AGENT_MCP_TRUST_WORKSPACE) and, when the data folder or the user's MCP file
-lies inside the workspace, the user's own agents, skills and MCP servers there (that MCP file is
-then trusted only as the workspace's is). A change to one asks the user even in `auto` mode
-(core/tool_step.py); a command's is held until approved (modules/undo/config_hold.py).
+(`.agents/agents/`), skills (`.agents/skills/`) and the workspace's MCP servers (`.mcp.json`,
+started unsandboxed under AGENT_MCP_TRUST_WORKSPACE). (The data folder and the user's MCP file
+may not lie in the workspace: the start is refused, utils/settings.py.) A change to one asks the
+user even in `auto` mode (core/tool_step.py); a command's is held until approved
+(modules/undo/config_hold.py).
 
 `.gitignore` is not listed: it decides only what the tree, `list_files`, the MCP resources and
 the archive show, never what runs or what the agent is told, and the undo journal's scans (and
@@ -21,8 +21,6 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-from utils.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -57,24 +55,8 @@ class ProtectedPaths:
     """Which workspace paths are Workspace Agent's own configuration, and why."""
 
     def __init__(self, root: Path, entries: Sequence[ConfigPath] = WORKSPACE_CONFIG) -> None:
-        self.root = root
+        self.root = Path(os.path.realpath(root))
         self.entries = tuple(entries)
-
-    @classmethod
-    def of(cls, settings: Settings) -> ProtectedPaths:
-        """The workspace's own entries, and the user's configuration where it lies inside it."""
-        root = Path(os.path.realpath(settings.workspace))
-        user = (
-            (settings.data_dir / "agents", _AGENT, _AGENT_EFFECT),
-            (settings.data_dir / "skills", _SKILL, _SKILL_EFFECT),
-            (settings.mcp_files()[0], "the user's MCP servers", _MCP_EFFECT),
-        )
-        inside = [
-            ConfigPath(rel, what, effect)
-            for path, what, effect in user
-            if (rel := _inside(root, path)) is not None
-        ]
-        return cls(root, (*WORKSPACE_CONFIG, *inside))
 
     def tops(self) -> list[str]:
         """The entries no other entry holds: what a command's changes are looked for in."""
@@ -120,11 +102,3 @@ class ProtectedPaths:
 def _within(rel: str, top: str) -> bool:
     """Whether `rel` is `top` or lies under it ("" holds everything)."""
     return top == "" or rel == top or rel.startswith(f"{top}/")
-
-
-def _inside(root: Path, path: Path) -> str | None:
-    """The workspace-relative spelling of `path` when it lies inside the workspace `root`."""
-    real = Path(os.path.realpath(path.expanduser()))
-    if real == root or not real.is_relative_to(root):
-        return None
-    return real.relative_to(root).as_posix()
