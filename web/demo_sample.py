@@ -11,13 +11,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 from pathlib import Path
 
 from model.demo_scripts import DEMO_DIR
+from modules.results import ToolError
+from modules.workspace.safe_fs import SafeRoot
 from web.state import WebState
 
 SAMPLE = DEMO_DIR / "workspace"
 RECORD = "demo-sample.json"
+MAX_FILE_BYTES = 64 * 1024  # the sample's files are a few KB
 
 
 class DemoSample:
@@ -53,15 +57,28 @@ class DemoSample:
 
 
 def _files(root: Path, limit: int = 100) -> dict[str, bytes] | None:
-    """Every regular file under `root` with its bytes; None past `limit` files or for anything
-    else (a link, a special file), which no copy of the sample holds."""
+    """Every regular file under `root` with its bytes; None past `limit` entries, for a file
+    over MAX_FILE_BYTES, or for anything else (a link, a special file): no copy of the sample
+    holds them. The workspace is read through its fd walk, as what tasks wrote."""
+    fs = SafeRoot(root)
     found: dict[str, bytes] = {}
-    for folder, _, names in os.walk(root):
-        for name in names:
-            path = Path(folder, name)
-            if path.is_symlink() or not path.is_file() or len(found) >= limit:
-                return None
-            found[path.relative_to(root).as_posix()] = path.read_bytes()
+    folders, seen = [""], 0
+    try:
+        while folders:
+            folder = folders.pop()
+            for name, info in fs.list_dir(folder):
+                rel = f"{folder}/{name}" if folder else name
+                seen += 1
+                if seen > limit:
+                    return None
+                if stat.S_ISDIR(info.st_mode):
+                    folders.append(rel)
+                elif stat.S_ISREG(info.st_mode) and info.st_size <= MAX_FILE_BYTES:
+                    found[rel] = fs.read_bytes(rel, MAX_FILE_BYTES + 1)
+                else:
+                    return None
+    except (OSError, ToolError):  # changed while read: not the sample as it was
+        return None
     return found
 
 

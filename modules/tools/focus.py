@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 
 from modules.results import ToolError
@@ -9,6 +10,7 @@ from modules.workspace.paths import Workspace
 from utils.text import cap_text
 
 FOCUS_CHARS_PER_FILE = 20_000
+_WINDOW_BYTES = 4 * FOCUS_CHARS_PER_FILE  # UTF-8 takes at most 4 bytes a character
 
 
 def _under(key: str, path: str) -> bool:
@@ -74,13 +76,30 @@ class FocusFiles:
         for path in self.paths():
             try:
                 rel = workspace.relative(workspace.resolve(path))
-                data = workspace.read_bytes(rel)
+                text = _capped_text(workspace, rel)
             except (ToolError, OSError):
                 self._paths.remove(path)
                 continue
-            if b"\x00" in data[:8192]:
-                text = "(binary file; content not shown)"
-            else:
-                text = cap_text(data.decode("utf-8", errors="replace"), FOCUS_CHARS_PER_FILE)
             result.append((path, text))
         return result
+
+
+def _capped_text(workspace: Workspace, rel: str) -> str:
+    """The head and tail of a file's text within FOCUS_CHARS_PER_FILE characters. At most two
+    windows of _WINDOW_BYTES are read, however large the file (a command can make it 1 GB, or
+    sparse and larger, and the server reads it before every model call)."""
+    with workspace.open_regular(rel) as (handle, info):
+        if info.st_size <= 2 * _WINDOW_BYTES:
+            data, tail = handle.read(2 * _WINDOW_BYTES), b""
+        else:
+            data = os.pread(handle.fileno(), _WINDOW_BYTES, 0)
+            tail = os.pread(handle.fileno(), _WINDOW_BYTES, info.st_size - _WINDOW_BYTES)
+    if b"\x00" in data[:8192]:
+        return "(binary file; content not shown)"
+    if not tail:
+        return cap_text(data.decode("utf-8", errors="replace"), FOCUS_CHARS_PER_FILE)
+    keep = FOCUS_CHARS_PER_FILE * 2 // 3
+    head_text = data.decode("utf-8", errors="replace")[:keep]
+    tail_text = tail.decode("utf-8", errors="replace")[keep - FOCUS_CHARS_PER_FILE :]
+    cut = info.st_size - len(head_text.encode()) - len(tail_text.encode())
+    return f"{head_text}\n… [{cut:,} bytes omitted] …\n{tail_text}"

@@ -1,0 +1,117 @@
+"""What code outside the sandbox does with what a task wrote in the workspace (docs/protocol.md
+§14), through the real server: a hostile file never stops it, never makes it read gigabytes,
+and the data folder never lies where a task could write it."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.fake_llm import Call, FakeLLM, Reply
+from tests.web_helpers import (
+    REPO,
+    EventClient,
+    ServerProcess,
+    agent_argv,
+    agent_env,
+    connected,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake"), pytest.mark.timeout(180)]
+
+BACKTRACKING = "*a" * 25 + "b"  # with a free-backtracking regex: hours against a long name
+LONG_NAME = "a" * 80
+WORKSPACE_FILES = {".gitignore": BACKTRACKING + "\n*.log\n", LONG_NAME: "x", "app.log": "x"}
+GROWN_MB = 900  # sparse: no disk, but the bytes a whole read would bring into memory
+PEAK_GROWTH_MB = 300  # what reading a focused file may add to the server's peak memory, at most
+
+
+def peak_mb(pid: int) -> float:
+    """The process's peak resident memory so far (VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM line")
+
+
+def test_a_backtracking_gitignore_leaves_the_tree_and_the_server_answering(
+    server: ServerProcess, client: EventClient
+) -> None:
+    answer: dict = {}
+    tree = threading.Thread(target=lambda: answer.update(client.call("get_file_tree", {}, 30)))
+    tree.start()
+    with connected(server.url) as other:  # while the tree is built, another client is served
+        assert other.call("get_status", {}, 10)["ok"]
+    tree.join(30)
+    assert answer.get("ok"), answer
+    shown = {child["path"] for child in answer["tree"]["children"]}
+    assert LONG_NAME in shown and "app.log" not in shown  # the patterns still apply
+
+
+def test_a_focused_file_grown_past_the_memory_is_read_in_part(
+    server: ServerProcess, fake: FakeLLM, client: EventClient
+) -> None:
+    """The focused file's content goes with every model call; a command made it 900 MB."""
+    (server.workspace / "notes.txt").write_text("head-marker\n" + "words " * 2000)
+    grow = f"truncate -s {GROWN_MB}M notes.txt && printf tail-marker >> notes.txt"
+    fake.script(
+        Reply(tool_calls=[Call("focus_file", {"path": "notes.txt"})]),
+        Reply(tool_calls=[Call("run_command", {"command": grow})]),
+        Reply(content="done"),
+    )
+    assert server.pid is not None
+    before = peak_mb(server.pid)
+    cid = client.start("keep notes.txt in view")
+    events = client.wait_done(cid, timeout=60)
+    assert events[-1].payload["reason"] == "complete", events[-1].payload
+    assert (server.workspace / "notes.txt").stat().st_size > GROWN_MB * 2**20
+    growth = peak_mb(server.pid) - before
+    assert growth < PEAK_GROWTH_MB, f"the server's peak memory grew by {growth:.0f} MB"
+    sent = str(fake.chat_requests[-1].messages)
+    assert "head-marker" in sent and "tail-marker" in sent and "bytes omitted" in sent
+
+
+def test_the_data_folder_in_the_workspace_refuses_the_start(tmp_path: Path, fake: FakeLLM) -> None:
+    """There a command could write DATA_DIR/mcp.json, whose servers start unsandboxed."""
+    workspace = tmp_path / "ws"
+    (workspace / "data").mkdir(parents=True)
+    (workspace / "data" / "mcp.json").write_text('{"mcpServers": {"x": {"command": "touch"}}}')
+    done = subprocess.run(
+        agent_argv("web", workspace, workspace / "data", "--port", "1"),
+        env=agent_env(fake.base_url, fake.api_key),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "the data folder" in done.stderr and "lies in the workspace" in done.stderr
+    assert "Workspace Agent:" not in done.stdout
+
+
+def test_the_demo_start_reads_no_large_workspace_file(tmp_path: Path, fake: FakeLLM) -> None:
+    """The demo's first start compares the workspace with its sample, file by file: a task's
+    900 MB file (or a pipe) there was read whole (or waited on) before the server listened."""
+    peaks = []
+    for name, planted in (("empty", False), ("planted", True)):
+        workspace = tmp_path / name / "ws"
+        workspace.mkdir(parents=True)
+        if planted:
+            with (workspace / "big.bin").open("wb") as big:
+                big.truncate(GROWN_MB * 2**20)
+        demo = {"AGENT_PROVIDER": "demo", "AGENT_DEMO_PACE": "0"}
+        process = ServerProcess(
+            workspace,
+            tmp_path / name / "data",
+            base_url=fake.base_url,
+            api_key=fake.api_key,
+            env=demo,
+        )
+        with process:
+            assert process.pid is not None
+            peaks.append(peak_mb(process.pid))
+    growth = peaks[1] - peaks[0]
+    assert growth < PEAK_GROWTH_MB, f"the planted file added {growth:.0f} MB to the start's peak"
