@@ -3,8 +3,8 @@
 The user's folders (the shipped `agents/`, `DATA_DIR/agents/`) are read by their paths; the
 workspace's `.agents/agents/` only through the workspace root (modules/workspace/safe_fs.py), so
 a symbolic link anywhere on the way, the folders included, never leads out of the workspace.
-Either way only regular files are read (a pipe never blocks the start), each refused by its size
-before it is parsed.
+Either way only regular files are read (a pipe never blocks the start), each refused by its size,
+and by the folder's total, before it is parsed.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from modules.results import ToolError
 from modules.workspace.safe_fs import PathOutsideWorkspace, SafeRoot
 
 MAX_FILE_BYTES = 128 * 1024  # a definition, or a prompt file beside it
+MAX_FOLDER_BYTES = 512 * 1024  # all those read of one folder: each costs its parse at start
 SUFFIXES = (".yaml", ".yml", ".json")
 WORKSPACE_AGENTS = ".agents/agents"
 
@@ -27,13 +28,14 @@ class AgentFileError(ValueError):
     """A definition file that cannot be read or does not validate."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class AgentFolder:
     """A folder of definitions: the user's own (`within` None), or one inside the workspace
-    `within`, `path` then being relative to it."""
+    `within`, `path` then being relative to it. At most MAX_FOLDER_BYTES of it are read."""
 
     path: Path
     within: Path | None = None
+    spent: int = 0  # bytes read of it so far
 
     @property
     def shown(self) -> Path:
@@ -78,28 +80,34 @@ class AgentFolder:
     def _read(self, name: str) -> bytes:
         if self.within is not None:
             with SafeRoot(self.within).open_regular(f"{self.path}/{name}", name) as (handle, info):
-                return _limited(name, handle.fileno(), info)
+                return self._take(name, handle.fileno(), info)
         fd = os.open(self.path / name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise OSError(errno.EINVAL, "not a regular file")
-            return _limited(name, fd, info)
+            return self._take(name, fd, info)
         finally:
             os.close(fd)
 
-
-def _limited(name: str, fd: int, info: os.stat_result) -> bytes:
-    if info.st_size > MAX_FILE_BYTES:
-        raise AgentFileError(
-            f"{name} is {info.st_size:,} bytes, over the {MAX_FILE_BYTES:,} byte limit"
-        )
-    data = b""
-    while len(data) <= MAX_FILE_BYTES:
-        more = os.read(fd, MAX_FILE_BYTES + 1 - len(data))
-        if not more:
-            break
-        data += more
-    if len(data) > MAX_FILE_BYTES:
-        raise AgentFileError(f"{name} grew over the {MAX_FILE_BYTES:,} byte limit while read")
-    return data
+    def _take(self, name: str, fd: int, info: os.stat_result) -> bytes:
+        """The file's bytes, once its size and the folder's are found within their limits."""
+        if info.st_size > MAX_FILE_BYTES:
+            raise AgentFileError(
+                f"{name} is {info.st_size:,} bytes, over the {MAX_FILE_BYTES:,} byte limit"
+            )
+        if self.spent + info.st_size > MAX_FOLDER_BYTES:
+            raise AgentFileError(
+                f"{name} is not read: with it, the folder's files would pass "
+                f"{MAX_FOLDER_BYTES:,} bytes together"
+            )
+        data = b""
+        while len(data) <= MAX_FILE_BYTES:
+            more = os.read(fd, MAX_FILE_BYTES + 1 - len(data))
+            if not more:
+                break
+            data += more
+        if len(data) > MAX_FILE_BYTES:
+            raise AgentFileError(f"{name} grew over the {MAX_FILE_BYTES:,} byte limit while read")
+        self.spent += len(data)
+        return data

@@ -27,7 +27,8 @@ from utils.settings import Settings
 from utils.validation import describe_validation_error
 from utils.yaml_text import compose, safe_load
 
-MAX_DEFINITIONS = 200  # files read of one folder
+MAX_DEFINITIONS = 100  # files read of one folder
+MAX_VALUES = 5_000  # of a YAML definition: its lists hold at most 200 names
 TRUST = "AGENT_TRUST_WORKSPACE_AGENTS=true allows it"
 _PROMPT_FILE = re.compile(r"^[\w.-]+\.(md|j2|jinja|txt)$")
 
@@ -88,7 +89,7 @@ def _definitions(
 def _load(folder: AgentFolder, name: str, *, plain: bool) -> AgentSpec:
     text = folder.read(name)
     try:
-        data = json.loads(text) if name.endswith(".json") else safe_load(text)
+        data = json.loads(text) if name.endswith(".json") else safe_load(text, MAX_VALUES)
     except (ValueError, RecursionError, yaml.YAMLError) as exc:
         raise AgentFileError(f"{name}: cannot be read: {' '.join(str(exc).split())}") from None
     if not isinstance(data, dict):

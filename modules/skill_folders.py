@@ -20,7 +20,7 @@ from modules.results import ToolError
 from modules.workspace.safe_fs import PathOutsideWorkspace, SafeRoot
 
 WORKSPACE_SKILLS = ".agents/skills"
-MAX_SKILLS = 200
+MAX_SKILLS = 100
 
 
 @dataclass(frozen=True)

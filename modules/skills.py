@@ -32,6 +32,7 @@ from utils.yaml_text import safe_load
 SHIPPED_SKILLS = PROGRAM_DIR / "skills"
 SKILL_FILE = "SKILL.md"
 MAX_FILE_BYTES = 256 * 1024  # a bigger SKILL.md is broken; read_skill_file refuses bigger files
+MAX_FRONT_MATTER = 8 * 1024  # characters of YAML: read again whenever a SKILL.md changes
 MAX_BODY_LINES = 500  # a longer body is cut, with a note saying how to read the rest
 CATALOG_TOKENS = 1_500  # the system prompt's list of skills, estimated as characters / 3.5
 CHARS_PER_TOKEN = 3.5
@@ -93,6 +94,7 @@ class SkillCatalog:
         self._lock = threading.Lock()
         self._seen: tuple[Any, ...] | None = None
         self._loaded: tuple[dict[str, Skill], list[BrokenSkill]] = ({}, [])
+        self._read: dict[Any, Skill | BrokenSkill] = {}  # by the mark of its SKILL.md
         self.reload()
 
     @property
@@ -106,22 +108,21 @@ class SkillCatalog:
         return self._loaded[1]
 
     def reload(self) -> None:
-        """Read every skill folder again; a later folder's skill replaces an earlier one, but
-        an untrusted folder's (the workspace's) never takes the name of an earlier one."""
+        """Read every skill folder again, but a SKILL.md unchanged since it was last read is not
+        read again; a later folder's skill replaces an earlier one, but an untrusted folder's
+        (the workspace's) never takes the name of an earlier one."""
         with self._lock:
             places, problems = self._places()
             self._seen = self._signature(places)
+            read_before, self._read = self._read, {}
             found: dict[str, Skill | BrokenSkill] = {}
             refused = [BrokenSkill(str(folder), problem) for folder, problem in problems]
-            for place in places:
+            for place, mark in zip(places, self._seen, strict=True):
                 name = place.folder.name
                 if not place.trusted and name in found:
                     refused.append(BrokenSkill(str(place.folder), TAKEN))
                     continue
-                try:
-                    found[name] = load_skill(place)
-                except ValueError as exc:
-                    found[name] = BrokenSkill(str(place.folder), str(exc))
+                found[name] = self._read[mark] = read_before.get(mark) or _load_or_broken(place)
             skills = {n: s for n, s in sorted(found.items()) if isinstance(s, Skill)}
             broken = [s for _, s in sorted(found.items()) if isinstance(s, BrokenSkill)]
             self._loaded = (skills, broken + refused)
@@ -220,6 +221,13 @@ def _names_only(names: list[str]) -> str:
 # --- loading --------------------------------------------------------------------------------
 
 
+def _load_or_broken(place: SkillPlace) -> Skill | BrokenSkill:
+    try:
+        return load_skill(place)
+    except ValueError as exc:
+        return BrokenSkill(str(place.folder), str(exc))
+
+
 def load_skill(place: SkillPlace) -> Skill:
     """The skill in `place`; ValueError says what is wrong with it."""
     if place.link:
@@ -275,6 +283,10 @@ def _split(text: str) -> tuple[dict[str, Any], str]:
     match = _FRONT_MATTER.match(text)
     if match is None:
         raise ValueError(f"{SKILL_FILE} does not start with YAML front matter between '---' lines")
+    if len(match.group(1)) > MAX_FRONT_MATTER:
+        raise ValueError(
+            f"its front matter is {len(match.group(1)):,} characters, over {MAX_FRONT_MATTER:,}"
+        )
     try:
         meta = safe_load(match.group(1))
     except yaml.YAMLError as exc:

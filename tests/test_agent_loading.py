@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from core.agent_files import MAX_FILE_BYTES
-from core.agent_loader import MAX_DEFINITIONS, load_agents
+from core.agent_files import MAX_FILE_BYTES, MAX_FOLDER_BYTES
+from core.agent_loader import MAX_DEFINITIONS, MAX_VALUES, load_agents
 from core.agent_specs import SHIPPED_AGENTS, AgentCatalog
 from utils.settings import Settings
 
@@ -75,7 +75,8 @@ LAUGHS = "".join(
 @pytest.mark.parametrize(
     ("text", "said"),
     [
-        (LAUGHS + "name: zz\ndescription: *i\n", "over 100,000 values"),
+        (LAUGHS + "name: zz\ndescription: *i\n", f"over {MAX_VALUES:,} values"),
+        ("name: zz\ndescription: d\ntools: [" + "x, " * 9_000 + "]\n", f"over {MAX_VALUES:,}"),
         ("a: &a [1, *a]\nname: zz\ndescription: d\n", "refers to the value it is part of"),
         ("name: zz\ndescription: d\ntools: " + "[" * 600 + "]" * 600 + "\n", "nests over 64"),
         ("name: zz\ndescription: d\ntools: " + "[" * 5000 + "]" * 5000 + "\n", "cannot be read"),
@@ -171,12 +172,29 @@ def test_a_pipe_in_a_folder_never_blocks_the_load(tmp_path: Path) -> None:
 
 def test_more_files_than_read_are_said_to_be_left_out(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    planted(ws, {f"a{n:03}.yaml": f"name: a{n:03}\ndescription: d\n" for n in range(205)})
+    count = MAX_DEFINITIONS + 5
+    planted(ws, {f"a{n:03}.yaml": f"name: a{n:03}\ndescription: d\n" for n in range(count)})
     catalog = load(ws)
-    assert "a199" in catalog.agents and "a200" not in catalog.agents
+    last, first_left = f"a{MAX_DEFINITIONS - 1:03}", f"a{MAX_DEFINITIONS:03}"
+    assert last in catalog.agents and first_left not in catalog.agents
     assert (
-        f"over {MAX_DEFINITIONS} definition files: the last 5 by name, from a200.yaml"
+        f"over {MAX_DEFINITIONS} definition files: the last 5 by name, from {first_left}"
         in (problems(catalog)["agents"])
+    )
+
+
+def test_the_files_of_a_folder_are_read_up_to_a_total(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    filler = "# " + "x" * (MAX_FILE_BYTES - 100) + "\n"
+    count = MAX_FOLDER_BYTES // MAX_FILE_BYTES + 2
+    planted(ws, {f"a{n}.yaml": f"name: a{n}\ndescription: d\n{filler}" for n in range(count)})
+    catalog = load(ws)
+    read = MAX_FOLDER_BYTES // len(filler)
+    assert {f"a{n}" for n in range(read)} <= set(catalog.agents)
+    assert f"a{count - 1}" not in catalog.agents
+    assert (
+        f"the folder's files would pass {MAX_FOLDER_BYTES:,} bytes"
+        in (problems(catalog)[f"a{count - 1}.yaml"])
     )
 
 

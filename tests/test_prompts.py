@@ -9,6 +9,7 @@ from typing import Any
 import jinja2
 import pytest
 
+from utils.plain_templates import MAX_NODES, MAX_TOKENS
 from utils.prompts import (
     MAX_ROLE_CHARS,
     SYSTEM_TEMPLATE,
@@ -108,10 +109,10 @@ def test_a_plain_template_passes_and_renders() -> None:
         ("{% macro m() %}{% endmacro %}", "not a macro"),
         ("{{ [now, now] }}", "not a list"),
         ("{{ tree }}", "'tree' is not one of its variables (now, workspace_root)"),
-        ("{{ now }}" * 1000, "over 2,000 tokens"),
+        ("{{ now }}" * MAX_TOKENS, f"over {MAX_TOKENS:,} tokens"),
         ("{{ " + "not " * 40 + "now }}", "nested over 32 levels"),
-        ("{{now" + "<now" * 600 + "}}", "over 1,000 parts"),
-        ("{{ " + "(" * 900 + "now" + ")" * 900 + " }}", "nested too deeply"),
+        ("{{now" + "<now" * MAX_NODES + "}}", f"over {MAX_NODES:,} parts"),
+        ("{{" + "(" * 400 + "now" + ")" * 400 + "}}", "nested too deeply"),
         ("{% if now %}", "Unexpected end of template"),
     ],
 )

@@ -15,6 +15,7 @@ from tests.skill_helpers import GOOD_BODY, add_skill, skill_md
 BROKEN = [
     ("no-front", "# just a body\n", "does not start with YAML front matter"),
     ("bad-yaml", "---\nname: [bad\n---\nbody\n", "not valid YAML"),
+    ("big-front", "---\nname: big-front\nx: " + "y" * 9000 + "\n---\nbody\n", "over 8,192"),
     (
         "bomb",
         "---\na: &a [[x, x], [x, x]]\n"
@@ -135,9 +136,10 @@ def test_catalog_order_user_only_hidden_and_budget(tmp_path: Path) -> None:
 
 
 def test_catalog_of_many_long_skills_stays_within_its_budget(tmp_path: Path) -> None:
-    for i in range(200):
-        add_skill(tmp_path, f"skill-{i:03}", skill_md(f"skill-{i:03}", description="d" * 1000))
-    text = SkillCatalog([tmp_path]).catalog()
+    for i in range(200):  # in two folders: at most MAX_SKILLS of one are read
+        folder = tmp_path / ("a" if i < MAX_SKILLS else "b")
+        add_skill(folder, f"skill-{i:03}", skill_md(f"skill-{i:03}", description="d" * 1000))
+    text = SkillCatalog([tmp_path / "a", tmp_path / "b"]).catalog()
     assert len(text) < 1_500 * 3.5 + 1_700
     assert text.count("\n- skill-") == 4 and "and " in text.splitlines()[-1]
 
@@ -200,6 +202,20 @@ def test_more_skill_folders_than_read_are_said_to_be_left_out(tmp_path: Path) ->
     for n in range(MAX_SKILLS + 3):
         add_skill(tmp_path, f"s{n:03}", skill_md(f"s{n:03}"))
     catalog = SkillCatalog([tmp_path])
-    assert len(catalog.skills) == MAX_SKILLS and "s200" not in catalog.skills
+    first_left = f"s{MAX_SKILLS:03}"
+    assert len(catalog.skills) == MAX_SKILLS and first_left not in catalog.skills
     [broken] = catalog.broken
-    assert f"over {MAX_SKILLS} skill folders: the last 3 by name, from s200" in broken.reason
+    assert (
+        f"over {MAX_SKILLS} skill folders: the last 3 by name, from {first_left}" in broken.reason
+    )
+
+
+def test_a_change_reads_again_only_the_skill_that_changed(tmp_path: Path) -> None:
+    for name in ("alpha", "beta"):
+        add_skill(tmp_path, name, skill_md(name))
+    catalog = SkillCatalog([tmp_path])
+    before = catalog.skills
+    (tmp_path / "beta" / "SKILL.md").write_text(skill_md("beta", description="Changed."))
+    after = catalog.skills
+    assert after["alpha"] is before["alpha"]  # the same object: its file was not read again
+    assert after["beta"].description == "Changed."

@@ -17,8 +17,8 @@ from collections.abc import Collection
 
 from jinja2 import Environment, TemplateError, nodes
 
-MAX_TOKENS = 2_000
-MAX_NODES = 1_000
+MAX_TOKENS = 1_000
+MAX_NODES = 300
 MAX_DEPTH = 32
 SHAPE = (
     "text, variables, constants, `~`, comparisons, `and`/`or`/`not`, `x if c else y` and "

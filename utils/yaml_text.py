@@ -18,15 +18,15 @@ MAX_VALUES = 100_000  # values of one document, aliases counted as what they sta
 MAX_DEPTH = 64
 
 
-def safe_load(text: str | IO[str]) -> Any:
+def safe_load(text: str | IO[str], max_values: int = MAX_VALUES) -> Any:
     """`yaml.safe_load`: plain data only, never an object of a Python class; a document over
-    MAX_VALUES values or MAX_DEPTH levels is a yaml.YAMLError."""
+    `max_values` values or MAX_DEPTH levels is a yaml.YAMLError."""
     loader = _SAFE_LOADER(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
-        _measure(node)
+        _measure(node, max_values)
         return loader.construct_document(node)
     finally:
         loader.dispose()
@@ -38,10 +38,15 @@ def compose(text: str) -> yaml.Node | None:
     return yaml.compose(text, Loader=_SAFE_LOADER)
 
 
-def _measure(root: yaml.Node) -> None:
+def _measure(root: yaml.Node, max_values: int) -> None:
     """Refuse a document too large once its aliases are expanded, too deep, or circular.
 
-    Each node is visited once (shared ones are remembered), children before their parent."""
+    Each node is visited once (shared ones are remembered), children before their parent; one
+    with more distinct nodes than `max_values` is refused as soon as that many were seen."""
+    too_many = yaml.YAMLError(
+        f"the document holds over {max_values:,} values once its aliases are expanded; it is "
+        "refused"
+    )
     size: dict[int, int] = {}
     depth: dict[int, int] = {}
     path: set[int] = set()  # the nodes being measured: reaching one again is a cycle
@@ -54,16 +59,15 @@ def _measure(root: yaml.Node) -> None:
             size[key] = 1 + sum(size[id(kid)] for kid in kids)
             depth[key] = 1 + max((depth[id(kid)] for kid in kids), default=0)
             path.discard(key)
-            if size[key] > MAX_VALUES:
-                raise yaml.YAMLError(
-                    f"the document holds over {MAX_VALUES:,} values once its aliases are "
-                    "expanded; it is refused"
-                )
+            if size[key] > max_values:
+                raise too_many
             if depth[key] > MAX_DEPTH:
                 raise yaml.YAMLError(f"the document nests over {MAX_DEPTH} levels; it is refused")
         elif key in path:
             raise yaml.YAMLError("an alias refers to the value it is part of; it is refused")
         elif key not in size:
+            if len(size) + len(path) >= max_values:
+                raise too_many
             path.add(key)
             todo.append((node, True))
             todo.extend((kid, False) for kid in _children(node) if id(kid) not in size)
