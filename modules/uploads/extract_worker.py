@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import io
 import json
-import resource
 import sys
 import zipfile
 from collections.abc import Iterable, Iterator
 from datetime import date, datetime, time
 from itertools import zip_longest
 from typing import Any
+
+from utils.workers import limit_self
 
 MAX_SHEET_ROWS = 5_000
 MAX_CELL_CHARS = 500
@@ -275,15 +276,9 @@ def parse(kind: str, data: bytes, max_chars: int) -> dict[str, Any]:
     return {"kind": kind, "text": out.text(), "truncated": truncated, **found}
 
 
-def _limit(memory_bytes: int, cpu_seconds: int) -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
 def main(argv: list[str]) -> int:
     kind, max_chars, memory, cpu = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
-    _limit(memory, cpu)
+    limit_self(memory, cpu)
     data = sys.stdin.buffer.read()
     try:
         answer: dict[str, Any] = {"ok": True, "result": parse(kind, data, max_chars)}

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +22,7 @@ from modules.uploads.file_types import (
     identify,
     image_mime,
 )
-from utils.settings import PROGRAM_DIR
+from utils.workers import run_worker
 
 STORED_CHARS = 2_000_000  # the most text kept of one file; the model is shown a part of it
 _OUTPUT_SLACK = 64 * 1024
@@ -99,50 +96,14 @@ def extract(name: str, data: bytes, limits: Limits) -> Extracted:
 
 
 def _run_worker(kind: Kind, data: bytes, limits: Limits, label: str) -> Extracted:
-    argv = [
-        sys.executable,
-        "-m",
-        "modules.uploads.extract_worker",
-        kind,
-        str(STORED_CHARS),
-        str(limits.memory_bytes),
-        str(max(1, int(limits.seconds) + 1)),
-    ]
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "LANG": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONHASHSEED": "0",
-    }
-    # A timer kills the child rather than communicate(timeout=): under eventlet the green
-    # subprocess raises a TimeoutExpired class that `subprocess.TimeoutExpired` is not.
-    child = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=PROGRAM_DIR,
-        env=env,
-    )
-    overdue = threading.Event()
-
-    def kill() -> None:
-        overdue.set()
-        child.kill()
-
-    timer = threading.Timer(limits.seconds, kill)
-    timer.start()
-    try:
-        stdout, stderr = child.communicate(data)
-    finally:
-        timer.cancel()
-    if overdue.is_set():
+    args = [kind, str(STORED_CHARS), str(limits.memory_bytes), str(max(1, int(limits.seconds) + 1))]
+    done = run_worker("modules.uploads.extract_worker", args, data, limits.seconds)
+    if done.overdue:
         raise ExtractionError(
             f"Reading {label} took longer than {limits.seconds:g} s and was stopped; the file was "
             "refused.",
             "timeout",
         )
-    done = subprocess.CompletedProcess(argv, child.returncode, stdout, stderr)
     if len(done.stdout) > STORED_CHARS * 4 + _OUTPUT_SLACK:
         raise ExtractionError(f"Reading {label} produced too much output.", "corrupt")
     try:

@@ -1,0 +1,74 @@
+"""A Python module run as a child process over data that may be hostile (an uploaded document,
+a database a task wrote): the child bounds its own memory and CPU time (`limit_self`) before it
+touches the data, the parent its wall time; the child's environment holds no key or token."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import threading
+from collections.abc import Collection
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How a worker ended: its exit code (negative: a signal), what it wrote, and whether the
+    parent killed it for taking too long."""
+
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    overdue: bool
+
+
+def run_worker(
+    module: str,
+    args: list[str],
+    data: bytes,
+    seconds: float,
+    *,
+    pass_fds: Collection[int] = (),
+) -> Finished:
+    """Run `python -m module *args` with `data` on its stdin; killed after `seconds`."""
+    from utils.settings import PROGRAM_DIR  # not at the top: workers import limit_self
+
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+    }
+    # A timer kills the child rather than communicate(timeout=): under eventlet the green
+    # subprocess raises a TimeoutExpired class that `subprocess.TimeoutExpired` is not.
+    child = subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=PROGRAM_DIR,
+        env=env,
+        pass_fds=tuple(pass_fds),
+    )
+    overdue = threading.Event()
+
+    def kill() -> None:
+        overdue.set()
+        child.kill()
+
+    timer = threading.Timer(seconds, kill)
+    timer.start()
+    try:
+        stdout, stderr = child.communicate(data)
+    finally:
+        timer.cancel()
+    return Finished(child.returncode, stdout, stderr, overdue.is_set())
+
+
+def limit_self(memory_bytes: int, cpu_seconds: int) -> None:
+    """In the worker, first thing: its address space, CPU time and no core dump."""
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
