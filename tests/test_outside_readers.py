@@ -4,6 +4,7 @@ and the data folder never lies where a task could write it."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import threading
 from pathlib import Path
@@ -115,3 +116,24 @@ def test_the_demo_start_reads_no_large_workspace_file(tmp_path: Path, fake: Fake
             peaks.append(peak_mb(process.pid))
     growth = peaks[1] - peaks[0]
     assert growth < PEAK_GROWTH_MB, f"the planted file added {growth:.0f} MB to the start's peak"
+
+
+def test_a_database_query_made_to_hurt_runs_outside_the_server(
+    server: ServerProcess, fake: FakeLLM, client: EventClient
+) -> None:
+    """sql_query opens a database a task may have written: SQLite ran in the server process,
+    where one value of a planted view took 800 MB (and its repr four times that)."""
+    with sqlite3.connect(server.workspace / "shop.db") as db:
+        db.execute("CREATE VIEW totals AS SELECT zeroblob(400000000) AS total")
+    fake.script(
+        Reply(tool_calls=[Call("sql_query", {"path": "shop.db", "query": "SELECT * FROM totals"})]),
+        Reply(content="done"),
+    )
+    assert server.pid is not None
+    before = peak_mb(server.pid)
+    cid = client.start("sum the sales")
+    events = client.wait_done(cid, timeout=60)
+    [result] = [e.payload for e in events if e.name == "tool" and e.payload["phase"] == "result"]
+    assert not result["ok"] and "string or blob too big" in result["output"], result
+    growth = peak_mb(server.pid) - before
+    assert growth < PEAK_GROWTH_MB, f"the server's peak memory grew by {growth:.0f} MB"

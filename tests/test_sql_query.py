@@ -70,3 +70,42 @@ def test_other_files_and_paths_outside_are_refused(ctx: ToolContext, tmp_path: P
     (ctx.workspace.root / "link.db").symlink_to(outside)
     result = call(ctx, "sql_query", path="link.db", query="SELECT 1")
     assert not result.ok and "outside the workspace" in result.output
+
+
+# --- a database or a query made to hurt: the query runs in a child with its own limits ------
+
+
+def test_a_value_past_the_limit_is_an_error_and_the_server_keeps_its_memory(
+    ctx: ToolContext,
+) -> None:
+    before = peak_mb()
+    result = call(ctx, "sql_query", path="shop.db", query="SELECT zeroblob(400000000)")
+    assert not result.ok and "string or blob too big" in result.output, result.output
+    assert peak_mb() - before < 50  # in this process it took 800 MB
+
+
+def test_a_planted_view_and_a_memory_hoard_stay_within_the_child(ctx: ToolContext) -> None:
+    with sqlite3.connect(ctx.workspace.root / "shop.db") as db:
+        db.execute("CREATE VIEW big AS SELECT zeroblob(300000000) AS z")
+    result = call(ctx, "sql_query", path="shop.db", query="SELECT * FROM big")
+    assert not result.ok and "string or blob too big" in result.output, result.output
+    hoard = (  # every distinct 100 KB value kept in memory: past the child's 512 MB
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000) "
+        "SELECT count(DISTINCT zeroblob(100000) || randomblob(16)) FROM c"
+    )
+    result = call(ctx, "sql_query", path="shop.db", query=hoard)
+    assert not result.ok, result.output
+    assert "512 MB of memory" in result.output, result.output
+
+
+def test_a_long_value_is_cut_before_it_is_shown(ctx: ToolContext) -> None:
+    result = call(ctx, "sql_query", path="shop.db", query="SELECT randomblob(20000000) AS b")
+    assert result.ok, result.output
+    line = result.output.splitlines()[2]
+    assert line.startswith("b'") and line.endswith("…") and len(line) <= 200
+
+
+def peak_mb() -> float:
+    """This process's peak resident memory so far (VmHWM), in MB."""
+    status = Path("/proc/self/status").read_text()
+    return int(status.split("VmHWM:")[1].split()[0]) / 1024

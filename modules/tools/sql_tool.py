@@ -1,24 +1,23 @@
-"""The `sql_query` tool: read-only SQL over an SQLite file in the workspace, rows capped."""
+"""The `sql_query` tool: read-only SQL over an SQLite file in the workspace, rows capped.
+
+The database is what a task may have written, and SQLite runs in whatever process opens it: a
+crafted file or query (`SELECT zeroblob(400000000)`) took the server 800 MB. So the query runs
+in a child (modules/tools/sql_worker.py) with its own memory and CPU limits, on the file this
+process opened through the workspace's fd walk."""
 
 from __future__ import annotations
-
-import sqlite3
-import time
 
 from pydantic import BaseModel, Field
 
 from modules.results import ToolError
+from modules.tools.sql_worker import QUERY_SECONDS
 from modules.tools.tool_context import ToolContext
+from utils.workers import run_worker
 
 ROW_CAP = 1000
-CELL_CHARS = 200
-QUERY_SECONDS = 10.0
-_READING = {
-    sqlite3.SQLITE_SELECT,
-    sqlite3.SQLITE_READ,
-    sqlite3.SQLITE_FUNCTION,
-    sqlite3.SQLITE_RECURSIVE,
-}
+MEMORY_BYTES = 512 * 1024 * 1024
+_WALL_SLACK = 5.0  # the child's start, and the query's last stretch to its progress check
+_OUTPUT_BYTES = 8 * 1024 * 1024
 
 
 class SqlQueryArgs(BaseModel):
@@ -37,41 +36,27 @@ def sql_query(ctx: ToolContext, args: SqlQueryArgs) -> str:
     with ctx.workspace.open_regular(rel, args.path) as (handle, _):
         if handle.read(16) != b"SQLite format 3\x00":
             raise ToolError(f"{rel} is not an SQLite database.")
-        # The open file itself, reached through /proc: no name is resolved again.
-        uri = f"file:/proc/self/fd/{handle.fileno()}?mode=ro&immutable=1"
-        connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
-        try:
-            return _run(connection, args, rel)
-        finally:
-            connection.close()
+        fd = handle.fileno()
+        cpu = str(int(QUERY_SECONDS) + 2)
+        done = run_worker(
+            "modules.tools.sql_worker",
+            [str(fd), str(args.max_rows), str(MEMORY_BYTES), cpu],
+            args.query.encode("utf-8", "replace"),
+            QUERY_SECONDS + _WALL_SLACK,
+            pass_fds=(fd,),
+        )
+    text = done.stdout[:_OUTPUT_BYTES].decode("utf-8", "replace")
+    if done.overdue or done.returncode < 0 or b"MemoryError" in done.stderr:
+        raise ToolError(
+            f"The query on {rel} was stopped: it needed more than {QUERY_SECONDS:g} s or "
+            f"{MEMORY_BYTES // 2**20} MB of memory."
+        )
+    if done.returncode != 0 or text.startswith("error: "):
+        why = text.removeprefix("error: ") or _last_line(done.stderr)
+        raise ToolError(f"SQL error in {rel}: {why}")
+    return text
 
 
-def _run(connection: sqlite3.Connection, args: SqlQueryArgs, rel: str) -> str:
-    deadline = time.monotonic() + QUERY_SECONDS
-    connection.set_authorizer(
-        lambda action, *_: sqlite3.SQLITE_OK if action in _READING else sqlite3.SQLITE_DENY
-    )
-    connection.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
-    try:
-        cursor = connection.execute(args.query)
-        rows = cursor.fetchmany(args.max_rows + 1)
-    except sqlite3.Error as exc:
-        if "interrupted" in str(exc):
-            raise ToolError(f"The query ran past {QUERY_SECONDS:g} s and was stopped.") from None
-        hint = " Only SELECT statements are allowed." if "not authorized" in str(exc) else ""
-        raise ToolError(f"SQL error in {rel}: {exc}.{hint}") from None
-    columns = [d[0] for d in cursor.description or ()]
-    if not columns:
-        return "The statement returned nothing."
-    more = len(rows) > args.max_rows
-    rows = rows[: args.max_rows]
-    lines = [" | ".join(columns), " | ".join("---" for _ in columns)]
-    lines += [" | ".join(_cell(value) for value in row) for row in rows]
-    tail = f"{len(rows)} rows" + (f" (stopped at max_rows={args.max_rows})" if more else "")
-    return "\n".join([*lines, tail])
-
-
-def _cell(value: object) -> str:
-    text = "NULL" if value is None else str(value)
-    text = text.replace("\n", " ").replace("|", "\\|")
-    return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…"
+def _last_line(stderr: bytes) -> str:
+    lines = stderr.decode("utf-8", "replace").strip().splitlines()
+    return lines[-1][:300] if lines else "the query's process ended without an answer"
