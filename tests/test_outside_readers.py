@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from modules.tools.tool_context import ToolContext
+from modules.undo.journal import UndoJournal
 from tests.fake_llm import Call, FakeLLM, Reply
+from tests.helpers import call
 from tests.web_helpers import (
     REPO,
     EventClient,
@@ -137,3 +140,18 @@ def test_a_database_query_made_to_hurt_runs_outside_the_server(
     assert not result["ok"] and "string or blob too big" in result["output"], result
     growth = peak_mb(server.pid) - before
     assert growth < PEAK_GROWTH_MB, f"the server's peak memory grew by {growth:.0f} MB"
+
+
+def test_sparse_files_a_command_made_are_not_copied_for_undo(ctx: ToolContext, tmp_path: Path):
+    """Undo copies what a command may change before it runs; 20 files of 40 MB made with
+    `truncate` take 84 KB of the workspace's disk, and took 801 MB of the data folder's."""
+    journal = UndoJournal(tmp_path / "data", ctx.workspace)
+    make = "for i in $(seq 20); do truncate -s 40M f$i; printf $i >> f$i; done"
+    for task, command in (("task-1", make), ("task-2", "rm f1")):
+        ctx.journal = journal.task("conv-1", task)
+        assert call(ctx, "run_command", command=command).ok  # the second snapshot meets them
+        ctx.journal.finish()
+    kept = sum(p.stat().st_blocks * 512 for p in (tmp_path / "data").rglob("*") if p.is_file())
+    assert kept < 10 * 2**20, f"the data folder holds {kept / 2**20:.0f} MB"
+    undone = journal.undo("conv-1")
+    assert any("f1 is a sparse file" in line for line in undone.skipped), undone
