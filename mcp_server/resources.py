@@ -24,7 +24,7 @@ from modules.workspace.paths import Workspace
 
 SCHEME = "workspace"
 PAGE_SIZE = 200
-MAX_LISTED = 20_000  # files walked for one listing; a bigger workspace is listed in part
+MAX_LISTED = 20_000  # files, and folders, walked for one listing; a bigger one is listed in part
 MAX_READ_BYTES = 512 * 1024  # base64 grows a blob by a third: within the SDK's 1 MiB event
 RESOURCE_NOT_FOUND = -32002  # the code the MCP specification gives a missing resource
 
@@ -67,12 +67,15 @@ class WorkspaceResources:
         )
 
     def _files(self) -> list[tuple[str, int]]:
-        """(path, size) of every shown regular file, breadth-first up to MAX_LISTED, sorted."""
+        """(path, size) of every shown regular file, breadth-first up to MAX_LISTED files in
+        as many folders, sorted."""
         ignore = WorkspaceIgnore(self.workspace.root)
         found: list[tuple[str, int]] = []
         folders: deque[str] = deque([""])
-        while folders and len(found) < MAX_LISTED:
+        walked = 0
+        while folders and len(found) < MAX_LISTED and walked < MAX_LISTED:
             rel_dir = folders.popleft()
+            walked += 1
             for name, is_dir in scan_dir(self.workspace, ignore, rel_dir):
                 rel = f"{rel_dir}/{name}" if rel_dir else name
                 if rel in self.hidden:

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from mcp_server import resources
 from modules.tools.tool_context import ToolContext
 from modules.undo.journal import UndoJournal
+from modules.workspace.paths import Workspace
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import call
 from tests.web_helpers import (
@@ -155,3 +157,28 @@ def test_sparse_files_a_command_made_are_not_copied_for_undo(ctx: ToolContext, t
     assert kept < 10 * 2**20, f"the data folder holds {kept / 2**20:.0f} MB"
     undone = journal.undo("conv-1")
     assert any("f1 is a sparse file" in line for line in undone.skipped), undone
+
+
+def test_search_code_stops_by_itself_and_says_so(ctx: ToolContext):
+    """A call given up on past the tool time limit went on walking in its thread, however large
+    the workspace: the search now ends itself within half that limit."""
+    (ctx.workspace.root / "a.txt").write_text("needle\n")
+    assert call(ctx, "search_code", query="needle").output == "a.txt:1: needle"
+    ctx.settings = ctx.settings.model_copy(update={"tool_timeout": 1e-6})
+    result = call(ctx, "search_code", query="needle")
+    assert result.ok and "stopped after" in result.output and "not every file" in result.output
+
+
+def test_mcp_resources_walk_a_bounded_number_of_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """resources/list counted only files: a workspace of a million empty folders was walked
+    whole at every listing."""
+    monkeypatch.setattr(resources, "MAX_LISTED", 50)
+    workspace = Workspace(tmp_path / "ws")
+    for n in range(51):
+        (workspace.root / f"d{n:02}").mkdir(parents=True)
+    (workspace.root / "d50" / "last.txt").write_text("x")
+    (workspace.root / "d00" / "first.txt").write_text("x")
+    listed = [r.uri for r in resources.WorkspaceResources(workspace, []).page(None).resources]
+    assert listed == ["workspace:///d00/first.txt"]

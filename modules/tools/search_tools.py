@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import stat
+import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -25,11 +26,11 @@ class SearchCodeArgs(BaseModel):
     max_results: int = Field(50, ge=1, le=500, description="Most matching lines to return.")
 
 
-def _text_files(fs: SafeRoot) -> Iterator[str]:
-    """Workspace paths of the shown regular files, breadth-first."""
+def _text_files(fs: SafeRoot, stop: Callable[[], bool]) -> Iterator[str]:
+    """Workspace paths of the shown regular files, breadth-first, until `stop()` says so."""
     ignore = WorkspaceIgnore(fs.root)
     queue = deque([""])
-    while queue:
+    while queue and not stop():
         rel_dir = queue.popleft()
         rules = ignore.folder(rel_dir)
         try:
@@ -75,7 +76,13 @@ def search_code(ctx: ToolContext, args: SearchCodeArgs) -> str:
     """
     needle = args.query.lower()
     hits: list[str] = []
-    for rel in _text_files(ctx.workspace):
+    seconds = ctx.settings.tool_timeout / 2  # the answer so far arrives before it is given up on
+    deadline = time.monotonic() + seconds
+
+    def stop() -> bool:
+        return time.monotonic() > deadline or ctx.cancel.cancelled
+
+    for rel in _text_files(ctx.workspace, stop):
         for number, line in _matches(ctx.workspace, rel, needle):
             if len(hits) == args.max_results:
                 hits.append(
@@ -84,6 +91,8 @@ def search_code(ctx: ToolContext, args: SearchCodeArgs) -> str:
                 return "\n".join(hits)
             shown = line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + "…"
             hits.append(f"{rel}:{number}: {shown}")
+    if stop():
+        hits.append(f"… stopped after {seconds:g} s: not every file was searched.")
     if not hits:
         return f"No matches for {args.query!r}."
     return "\n".join(hits)
