@@ -4,6 +4,8 @@ and the data folder never lies where a task could write it."""
 
 from __future__ import annotations
 
+import ast
+import re
 import sqlite3
 import subprocess
 import threading
@@ -12,8 +14,11 @@ from pathlib import Path
 import pytest
 
 from mcp_server import resources
+from modules.tools import file_tools, focus, search_tools, sql_tool, sql_worker
 from modules.tools.tool_context import ToolContext
+from modules.undo import blob_store
 from modules.undo.journal import UndoJournal
+from modules.workspace import ignore
 from modules.workspace.paths import Workspace
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import call
@@ -25,6 +30,7 @@ from tests.web_helpers import (
     agent_env,
     connected,
 )
+from web import demo_sample
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake"), pytest.mark.timeout(180)]
 
@@ -182,3 +188,110 @@ def test_mcp_resources_walk_a_bounded_number_of_folders(
     (workspace.root / "d00" / "first.txt").write_text("x")
     listed = [r.uri for r in resources.WorkspaceResources(workspace, []).page(None).resources]
     assert listed == ["workspace:///d00/first.txt"]
+
+
+# --- the inventory (docs/protocol.md §14) stays true to the code ---------------------------
+
+SECTION = "## 14. What runs outside the sandbox"
+# The workspace's access layer: a module that imports one of these and calls one of READS on
+# what it reaches reads the workspace, from outside the sandbox.
+ACCESS = {
+    "modules.workspace.safe_fs",
+    "modules.workspace.paths",
+    "modules.workspace.ignore",
+    "modules.workspace.file_tree",
+    "modules.workspace.archive",
+    "modules.workspace.text_files",
+    "modules.undo.blob_store",
+}
+READS = {
+    "open_regular",
+    "read_bytes",
+    "read_text",
+    "list_dir",
+    "parent_of",
+    "readlink",
+    "lstat",
+    "scan",
+    "scan_dir",
+    "file_tree",
+    "describe_tree",
+    "zip_stream",
+    "sha256_at",
+    "store_at",
+    "WorkspaceIgnore",
+    "SafeRoot",
+}
+NOT_READERS = {
+    "modules/workspace/safe_fs.py": "the walk itself, which every reader goes through",
+    "modules/undo/manifests.py": "reads the undo journals in the data folder",
+}
+SKIPPED = {".venv", "tests", "node_modules", "bench", "scripts", "deploy", "static", "templates"}
+
+
+def inventory() -> str:
+    text = (REPO / "docs" / "protocol.md").read_text(encoding="utf-8")
+    start = text.index(SECTION)
+    end = text.find("\n## ", start + len(SECTION))
+    return text[start : None if end == -1 else end]
+
+
+def named_modules() -> set[str]:
+    return set(re.findall(r"`([\w/]+\.py)`", inventory()))
+
+
+def workspace_readers() -> set[str]:
+    """The modules that read the workspace through its access layer."""
+    found = set()
+    for path in REPO.rglob("*.py"):
+        rel = path.relative_to(REPO)
+        if rel.parts[0] in SKIPPED or "site-packages" in rel.parts:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module = ".".join(rel.with_suffix("").parts)
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        called = {_called(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        if (module in ACCESS or imported & ACCESS) and called & READS:
+            found.add(rel.as_posix())
+    return found
+
+
+def _called(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def test_every_module_the_inventory_names_exists() -> None:
+    named = named_modules()
+    assert len(named) > 30
+    assert not [m for m in named if not (REPO / m).is_file()]
+
+
+def test_every_module_reading_the_workspace_has_a_row() -> None:
+    readers = workspace_readers()
+    assert {"modules/workspace/ignore.py", "modules/tools/focus.py", "web/routes.py"} <= readers
+    missing = readers - named_modules() - NOT_READERS.keys()
+    assert not missing, f"name these in docs/protocol.md §14, with what bounds them: {missing}"
+
+
+@pytest.mark.parametrize(
+    ("said", "holds"),
+    [
+        ("not over 32 KiB", ignore.MAX_GITIGNORE_BYTES == 32 * 1024),
+        ("at most 2 s on `.gitignore` files", ignore.LISTING_SECONDS == 2),
+        ("two windows of 80 KB", 4 * focus.FOCUS_CHARS_PER_FILE == 80_000),
+        ("(512 MB, 12 s of CPU", sql_tool.MEMORY_BYTES == 512 * 2**20),
+        ("the query stopped at 10 s)", sql_worker.QUERY_SECONDS == 10),
+        ("values of at most 32 MB", sql_worker.MAX_VALUE_BYTES == 32 * 2**20),
+        ("1,000,000 characters", sql_worker.MAX_OUTPUT_CHARS == 1_000_000),
+        ("at most 20,000 files in at most 20,000 folders", resources.MAX_LISTED == 20_000),
+        ("no file over 64 KB read", demo_sample.MAX_FILE_BYTES == 64 * 1024),
+        ("regular files of at most 50 MB", blob_store.BLOB_LIMIT_BYTES == 50 * 2**20),
+        ("`list_files` 500 entries", file_tools.LIST_LIMIT == 500),
+        ("files over 1 MB", search_tools.SEARCH_FILE_LIMIT_BYTES == 1_000_000),
+    ],
+)
+def test_the_bounds_the_inventory_states_are_the_code_s(said: str, holds: bool) -> None:
+    assert said in inventory()
+    assert holds, f"the code no longer does what §14 says: {said!r}"
