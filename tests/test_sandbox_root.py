@@ -186,8 +186,15 @@ def test_a_prompt_template_written_by_a_command_cannot_reach_the_server(
     with (
         ServerProcess(workspace, data, base_url=fake.base_url, api_key=fake.api_key) as first,
         connected(first.url) as sio,
-    ):
-        assert run(sio, fake, plant)["ok"]
+    ):  # a command's change to an agent file is held until the user approves it: they do
+        fake.script(
+            Reply(tool_calls=[Call("run_command", {"command": plant})]), Reply(content="ok")
+        )
+        cid = sio.start("run it")
+        held = sio.wait_for("tool", phase="approval", name="run_command")
+        approval = {"conversation_id": cid, "call_id": held["call_id"], "approved": True}
+        assert sio.call("approve", approval)["ok"]
+        sio.wait_done(cid, TASK_SECONDS)
     assert (workspace / ".agents/agents/general.json").exists()
     with ServerProcess(workspace, data, base_url=fake.base_url, api_key=fake.api_key) as second:
         fake.script(Reply(content="hello"))
