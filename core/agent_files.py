@@ -21,7 +21,6 @@ from modules.workspace.safe_fs import PathOutsideWorkspace, SafeRoot
 MAX_FILE_BYTES = 128 * 1024  # a definition, or a prompt file beside it
 MAX_FOLDER_BYTES = 512 * 1024  # all those read of one folder: each costs its parse at start
 SUFFIXES = (".yaml", ".yml", ".json")
-WORKSPACE_AGENTS = ".agents/agents"
 
 
 class AgentFileError(ValueError):

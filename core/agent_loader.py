@@ -20,11 +20,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from core.agent_files import WORKSPACE_AGENTS, AgentFileError, AgentFolder
+from core.agent_files import AgentFileError, AgentFolder
 from core.agent_limits import loosened, reaches_further
 from core.agent_specs import DEFAULT_AGENT, PLAIN_PROMPT, AgentCatalog, AgentProblem, AgentSpec
 from utils.settings import Settings
 from utils.validation import describe_validation_error
+from utils.workspace_config import AGENT_DEFINITIONS
 from utils.yaml_text import compose, safe_load
 
 MAX_DEFINITIONS = 100  # files read of one folder
@@ -46,7 +47,7 @@ def load_agents(
     trusted = dict(catalog.agents)
     planted: dict[str, str] = {}  # the workspace's agents in the catalogue, by name: their file
     if workspace is not None:
-        own = AgentFolder(Path(WORKSPACE_AGENTS), workspace)
+        own = AgentFolder(Path(AGENT_DEFINITIONS), workspace)
         for spec, path in _definitions(own, catalog.problems, plain=True):
             found = [] if limits is None else _loosened(spec, trusted, limits)
             if found:

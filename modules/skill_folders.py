@@ -19,7 +19,6 @@ from pathlib import Path
 from modules.results import ToolError
 from modules.workspace.safe_fs import PathOutsideWorkspace, SafeRoot
 
-WORKSPACE_SKILLS = ".agents/skills"
 MAX_SKILLS = 100
 
 

@@ -24,9 +24,10 @@ import yaml
 
 from history.records import ChatMessage
 from modules.results import ToolError
-from modules.skill_folders import WORKSPACE_SKILLS, SkillFolder, SkillPlace
+from modules.skill_folders import SkillFolder, SkillPlace
 from modules.workspace.safe_fs import PathOutsideWorkspace
 from utils.settings import PROGRAM_DIR, Settings
+from utils.workspace_config import SKILLS
 from utils.yaml_text import safe_load
 
 SHIPPED_SKILLS = PROGRAM_DIR / "skills"
@@ -54,7 +55,7 @@ def skill_folders(settings: Settings) -> list[SkillFolder]:
     return [
         SkillFolder(SHIPPED_SKILLS),
         SkillFolder(settings.data_dir / "skills"),
-        SkillFolder(Path(WORKSPACE_SKILLS), settings.workspace, settings.trust_workspace_agents),
+        SkillFolder(Path(SKILLS), settings.workspace, settings.trust_workspace_agents),
     ]
 
 

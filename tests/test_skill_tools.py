@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from modules.skill_folders import WORKSPACE_SKILLS, SkillFolder
+from modules.skill_folders import SkillFolder
 from modules.skills import MAX_BODY_LINES, MAX_FILE_BYTES, SHIPPED_SKILLS, SkillCatalog
 from modules.tools.catalogue import build_registry
 from modules.tools.tool_context import ToolContext
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import call, make_ctx, make_terminal
 from tests.skill_helpers import add_skill, skill_md
+from utils.workspace_config import SKILLS
 
 # --- the tools --------------------------------------------------------------------------
 
@@ -134,7 +135,7 @@ def test_a_workspace_skills_files_are_read_within_the_workspace(tmp_path: Path) 
     (ws / "notes.md").write_text("shared notes")
     (folder / "references" / "out.md").symlink_to(tmp_path / "secret.txt")
     (folder / "references" / "notes.md").symlink_to("../../../../notes.md")
-    ctx.skills = SkillCatalog([SkillFolder(Path(WORKSPACE_SKILLS), ws, trusted=False)])
+    ctx.skills = SkillCatalog([SkillFolder(Path(SKILLS), ws, trusted=False)])
     out = call(ctx, "read_skill_file", name="local", path="references/out.md")
     assert not out.ok and "outside the workspace" in out.output and "secret" not in out.output
     assert (

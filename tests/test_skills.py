@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from modules.skill_folders import MAX_SKILLS, WORKSPACE_SKILLS, SkillFolder
+from modules.skill_folders import MAX_SKILLS, SkillFolder
 from modules.skills import MAX_FILE_BYTES, SkillCatalog
 from tests.skill_helpers import GOOD_BODY, add_skill, skill_md
+from utils.workspace_config import SKILLS
 
 # --- loading and validation -------------------------------------------------------------
 
@@ -149,7 +150,7 @@ def test_catalog_of_many_long_skills_stays_within_its_budget(tmp_path: Path) -> 
 
 def workspace_catalog(ws: Path, *user: Path, trusted: bool = False) -> SkillCatalog:
     """The user's folders `user`, then the workspace's .agents/skills, read as the server does."""
-    own = SkillFolder(Path(WORKSPACE_SKILLS), ws, trusted)
+    own = SkillFolder(Path(SKILLS), ws, trusted)
     return SkillCatalog([*(SkillFolder(folder) for folder in user), own])
 
 

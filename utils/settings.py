@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from utils.budget import Budget
 from utils.setting_sources import BadConfiguration, VariableReader, merged, read_dotenv, read_yaml
+from utils.workspace_config import MCP_FILE
 
 MIN_TOKEN_CHARS = 16
 PROGRAM_DIR = Path(__file__).resolve().parent.parent
@@ -264,7 +265,7 @@ class Settings(BaseModel):
     def mcp_files(self) -> tuple[Path, Path]:
         """The user's MCP servers file and the workspace's (either may be missing)."""
         user = self.mcp_config.expanduser() if self.mcp_config else self.data_dir / "mcp.json"
-        return user, self.workspace / ".mcp.json"
+        return user, self.workspace / MCP_FILE
 
     def secrets(self) -> list[str]:
         """Values that must never reach a tool's environment or a log."""

@@ -22,6 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from utils.workspace_config import AGENT_DEFINITIONS, AGENTS_FOLDER, MCP_FILE, SKILLS
+
 
 @dataclass(frozen=True)
 class ConfigPath:
@@ -44,10 +46,10 @@ _MCP_EFFECT = (
 # all a new one needs: the file tools then ask before changing it, and a command's changes to it
 # are held (their scan reaches an entry inside a folder the undo journal skips, such as `.git`).
 WORKSPACE_CONFIG: tuple[ConfigPath, ...] = (
-    ConfigPath(".agents/agents", _AGENT, _AGENT_EFFECT),
-    ConfigPath(".agents/skills", _SKILL, _SKILL_EFFECT),
-    ConfigPath(".agents", "the folder of its agent definitions and skills", _AGENT_EFFECT),
-    ConfigPath(".mcp.json", "the workspace's MCP servers", _MCP_EFFECT),
+    ConfigPath(AGENT_DEFINITIONS, _AGENT, _AGENT_EFFECT),
+    ConfigPath(SKILLS, _SKILL, _SKILL_EFFECT),
+    ConfigPath(AGENTS_FOLDER, "the folder of its agent definitions and skills", _AGENT_EFFECT),
+    ConfigPath(MCP_FILE, "the workspace's MCP servers", _MCP_EFFECT),
 )
 
 
