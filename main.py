@@ -28,7 +28,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--approval",
             choices=["auto", "ask", "read-only"],
-            help="run every tool / ask before commands and overwrites / read only",
+            help="run tools without asking (changes to .agents/ and .mcp.json still ask) / "
+            "ask before commands and overwrites / read only",
         )
         p.add_argument("--agent", help="the agent new conversations use (default: general)")
 

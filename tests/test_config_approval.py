@@ -5,8 +5,10 @@ approved), on the real server process and the fake model; `cli -p` without a ter
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import pytest
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import state
 from tests.kit import Received, payloads
-from tests.web_helpers import EventClient, ServerProcess, agent_argv, agent_env
+from tests.web_helpers import TOKEN, EventClient, ServerProcess, agent_argv, agent_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
 
@@ -214,6 +216,15 @@ def test_ordinary_writes_in_auto_mode_still_run_unasked(
     assert payloads(events, "tool", phase="approval") == []
     assert all(result["ok"] for result in results(events))
     assert (ws / "out.txt").read_text() == "hi\n"  # touching a definition changed nothing in it
+
+
+def test_the_pages_auto_choice_says_configuration_changes_still_ask(server: ServerProcess):
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())  # the token's cookie
+    with opener.open(f"{server.url}/?token={TOKEN}", timeout=30) as response:
+        page = response.read().decode()
+    [auto] = re.findall(r'<option value="auto"[^>]*>[^<]*</option>', page)
+    assert "config changes ask" in auto and "run every tool" not in auto, auto
+    assert ".agents/" in auto and ".mcp.json" in auto  # its title names what still asks
 
 
 # --- commands ----------------------------------------------------------------------------
