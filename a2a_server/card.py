@@ -37,14 +37,19 @@ LEGACY_CARD_PATH = "/.well-known/agent.json"
 CARD_PATHS = (AGENT_CARD_WELL_KNOWN_PATH, LEGACY_CARD_PATH)
 
 
-def agent_card(agents: AgentCatalog, default_agent: str, url: str) -> AgentCard:
+def agent_card(
+    agents: AgentCatalog, default_agent: str, url: str, *, trust_workspace: bool = False
+) -> AgentCard:
     """The public card: our agents as skills, the JSON-RPC interface as 1.0 and as 0.3, bearer
-    auth. It names no path, model, provider or token."""
+    auth. It names no path, model, provider or token, and, unless the user trusts the
+    workspace's agents, none of theirs: anyone reaching the port reads it, and a task wrote
+    them (they still run when a message names one)."""
+    listed = agents.summaries() if trust_workspace else agents.trusted_summaries()
     skills = [
         AgentSkill(
             id=spec["name"], name=spec["name"], description=spec["description"], tags=[spec["mode"]]
         )
-        for spec in agents.summaries()
+        for spec in listed
     ]
     description = (
         "An LLM agent working in one workspace folder: it reads, writes and runs things there "

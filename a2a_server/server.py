@@ -26,7 +26,12 @@ MAX_REQUEST_BYTES = 1024 * 1024
 def build_app(state: WebState, *, host: str, url: str) -> Asgi:
     """The Starlette app: the cards, the JSON-RPC endpoint at `/`, behind the AccessGuard."""
     settings = state.settings
-    card = agent_card(state.services.agents, settings.default_agent, url)
+    card = agent_card(
+        state.services.agents,
+        settings.default_agent,
+        url,
+        trust_workspace=settings.trust_workspace_agents,
+    )
     executor = ConversationExecutor(state, WebWorld(state))
     handler = DefaultRequestHandler(
         agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card

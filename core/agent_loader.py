@@ -44,7 +44,7 @@ def load_agents(
     for folder in folders:
         for spec, _ in _definitions(AgentFolder(folder), catalog.problems, plain=False):
             catalog.agents[spec.name] = spec
-    trusted = dict(catalog.agents)
+    trusted = catalog.trusted = dict(catalog.agents)
     planted: dict[str, str] = {}  # the workspace's agents in the catalogue, by name: their file
     if workspace is not None:
         own = AgentFolder(Path(AGENT_DEFINITIONS), workspace)

@@ -87,6 +87,8 @@ class AgentCatalog:
 
     agents: dict[str, AgentSpec] = field(default_factory=dict)
     problems: list[AgentProblem] = field(default_factory=list)
+    # The shipped and the user's own definitions (DATA_DIR/agents), before the workspace's.
+    trusted: dict[str, AgentSpec] = field(default_factory=dict)
 
     def get(self, name: str | None) -> AgentSpec:
         """The named agent (default: `general`); KeyError names the ones there are."""
@@ -98,7 +100,20 @@ class AgentCatalog:
 
     def summaries(self) -> list[dict[str, Any]]:
         """Name, description, mode and sub-agents of each agent, by name."""
-        return [
-            {"name": a.name, "description": a.description, "mode": a.mode, "agents": a.agents}
-            for a in sorted(self.agents.values(), key=lambda a: a.name)
-        ]
+        return [_summary(a) for a in sorted(self.agents.values(), key=lambda a: a.name)]
+
+    def trusted_summaries(self) -> list[dict[str, Any]]:
+        """`summaries` of the shipped and the user's agents alone, each as its own file says
+        (a workspace definition taking one's name changes nothing here): what a task wrote
+        never shows."""
+        kept = sorted(name for name in self.agents if name in self.trusted)
+        return [_summary(self.trusted[name]) for name in kept]
+
+
+def _summary(agent: AgentSpec) -> dict[str, Any]:
+    return {
+        "name": agent.name,
+        "description": agent.description,
+        "mode": agent.mode,
+        "agents": agent.agents,
+    }

@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,6 +26,9 @@ from a2a.types import (
 )
 from google.protobuf import json_format
 
+from a2a_server.card import CARD_PATHS, agent_card
+from core.agent_loader import load_agents
+from core.agent_specs import SHIPPED_AGENTS
 from tests.a2a_helpers import a2a_env, history
 from tests.fake_llm import FakeLLM, Reply
 from tests.helpers import session_from
@@ -36,6 +40,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
 
 ANSWER = "Four, as it has always been."
 AGENTS = {"general", "research", "coder", "data", "supervisor"}
+PLANTED = "name: planted\ndescription: PLANTED-DESCRIPTION\nsystem_prompt: PLANTED-PROMPT\n"
+# A task wrote these: an agent of its own, and the general agent described anew.
+WORKSPACE_FILES = {
+    ".agents/agents/planted.yaml": PLANTED,
+    ".agents/agents/general.yaml": "name: general\ndescription: REWRITTEN-GENERAL\n",
+}
 ASYNC_MODES = ["threading", "eventlet"]
 
 
@@ -106,6 +116,38 @@ def test_the_card_is_public_and_describes_the_agents_and_the_bearer_scheme(
     assert TOKEN not in answer.text and str(server.workspace) not in answer.text
     unchanged = {"If-None-Match": answer.headers["ETag"]}
     assert httpx.get(answer.url, headers=unchanged).status_code == 304
+
+
+def test_the_public_cards_show_no_text_a_task_wrote_and_its_agent_still_runs(
+    server: ServerProcess, fake: FakeLLM
+) -> None:
+    for path in CARD_PATHS:
+        card = httpx.get(a2a(server) + path.lstrip("/")).json()
+        assert {skill["id"] for skill in card["skills"]} >= AGENTS, path
+        shown = json.dumps(card)
+        assert "planted" not in shown and "PLANTED" not in shown, path
+        assert "REWRITTEN" not in shown, path  # the general agent as the shipped file says
+    fake.script(Reply(content=ANSWER))
+    request = user_message("Who are you?")
+    request.message.metadata.update({"agent": "planted"})
+
+    async def run() -> Any:
+        async with sdk_client(a2a(server), streaming=False) as sdk:
+            return (await collect(sdk, request))[-1].task
+
+    task = asyncio.run(run())
+    assert TaskState.Name(task.status.state) == "TASK_STATE_COMPLETED"
+    assert "PLANTED-PROMPT" in str(fake.chat_requests[-1].messages)  # named, it still runs
+
+
+def test_a_trusted_workspaces_agents_are_on_the_card(tmp_path: Path) -> None:
+    (tmp_path / ".agents" / "agents").mkdir(parents=True)
+    (tmp_path / ".agents" / "agents" / "planted.yaml").write_text(PLANTED)
+    catalog = load_agents([SHIPPED_AGENTS], tmp_path)
+    assert "planted" in catalog.agents
+    for trust, listed in ((False, False), (True, True)):
+        card = agent_card(catalog, "general", "http://127.0.0.1:1/", trust_workspace=trust)
+        assert ("planted" in {skill.id for skill in card.skills}) is listed, trust
 
 
 def test_a_1_0_client_picks_the_1_0_interface(server: ServerProcess, fake: FakeLLM) -> None:
