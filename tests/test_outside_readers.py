@@ -30,6 +30,7 @@ from tests.web_helpers import (
     agent_env,
     connected,
 )
+from utils import setting_sources
 from web import demo_sample
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake"), pytest.mark.timeout(180)]
@@ -289,6 +290,7 @@ def test_every_module_reading_the_workspace_has_a_row() -> None:
         ("no file over 64 KB read", demo_sample.MAX_FILE_BYTES == 64 * 1024),
         ("regular files of at most 50 MB", blob_store.BLOB_LIMIT_BYTES == 50 * 2**20),
         ("`list_files` 500 entries", file_tools.LIST_LIMIT == 500),
+        ("of at most 256 KB (a larger one", setting_sources.SETTINGS_FILE_BYTES == 256 * 1024),
         ("files over 1 MB", search_tools.SEARCH_FILE_LIMIT_BYTES == 1_000_000),
     ],
 )

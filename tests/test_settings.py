@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from main import main
+from utils.setting_sources import SETTINGS_FILE_BYTES
 from utils.settings import BadConfiguration, load_settings
 
 
@@ -106,6 +109,45 @@ def test_settings_files_inside_the_workspace_are_refused(
     assert main(["cli", "--workspace", ".", "-p", "hi"]) == 2
     assert "move them out" in capsys.readouterr().err
     assert load_settings(workspace=clean_folder / "inner").workspace.name == "inner"
+
+
+def test_a_huge_planted_env_is_refused_before_it_is_read(clean_folder: Path):
+    """Started in the workspace, a task could have left a `.env` of any size (or a pipe) there:
+    the start is refused by where it lies, not after reading it whole (256 MB took 10 s and
+    600 MB of memory)."""
+    with (clean_folder / ".env").open("wb") as planted:
+        planted.truncate(256 * 2**20)  # sparse: no disk, but the bytes a read brings in
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}
+    env["AGENT_DATA_DIR"] = str(clean_folder.parent / f"{clean_folder.name}-data")
+    main_py = Path(__file__).resolve().parent.parent / "main.py"
+    argv = [sys.executable, str(main_py), "cli", "--workspace", ".", "-p", "hi"]
+    errors = clean_folder.parent / "stderr.txt"
+    with errors.open("w") as stderr:
+        child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+    timer = threading.Timer(60, child.kill)  # wait4 has no timeout of its own
+    timer.start()
+    try:
+        _, status, usage = os.wait4(child.pid, 0)  # its own peak memory, not other children's
+    finally:
+        timer.cancel()
+    err = errors.read_text()
+    assert os.waitstatus_to_exitcode(status) == 2 and "lie in the workspace" in err, err
+    assert usage.ru_maxrss < 200 * 1024, f"the refused start's peak: {usage.ru_maxrss} KB"
+
+    (clean_folder / ".env").unlink()
+    os.mkfifo(clean_folder / ".env")  # no reader would ever end its read
+    with pytest.raises(BadConfiguration, match=r"\.env in .* lie in the workspace"):
+        load_settings(workspace=clean_folder)
+
+
+def test_settings_files_are_read_as_small_regular_files_only(clean_folder: Path):
+    (clean_folder / "config.yaml").write_text("model: m\n" + "#" * SETTINGS_FILE_BYTES)
+    with pytest.raises(BadConfiguration, match=r"config\.yaml is over 256 KB.*not read"):
+        load_settings()
+    (clean_folder / "config.yaml").unlink()
+    os.mkfifo(clean_folder / "config.yaml")  # opened without blocking, and left alone
+    os.mkfifo(clean_folder / ".env")
+    assert load_settings(workspace=clean_folder.parent / "ws").model is None
 
 
 def test_a_settings_file_linked_into_the_workspace_is_refused(clean_folder: Path):

@@ -5,7 +5,10 @@ that is not JSON, YAML that is not YAML) is refused here."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import stat
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, TypeGuard, get_origin
@@ -18,6 +21,7 @@ class BadConfiguration(ValueError):
     or a section in the environment or `.env` that is not JSON."""
 
 
+SETTINGS_FILE_BYTES = 256 * 1024  # a .env or config.yaml; far more than settings take
 JSON_EXAMPLE = """AGENT_ALLOWED_ORIGINS='["http://host:5000"]'"""
 
 
@@ -102,27 +106,54 @@ def _is_json(annotation: Any) -> bool:
     return get_origin(annotation) in (list, dict) or _is_model(annotation)
 
 
+def read_settings_file(path: Path) -> io.StringIO | None:
+    """The text of a settings file, named as `path` (None when there is no regular file
+    there): opened without blocking, and refused unread past SETTINGS_FILE_BYTES."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise BadConfiguration(f"{path} cannot be read: {exc.strerror}") from exc
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = handle.read(SETTINGS_FILE_BYTES + 1)
+    if len(data) > SETTINGS_FILE_BYTES:
+        raise BadConfiguration(
+            f"{path} is over {SETTINGS_FILE_BYTES // 1024} KB, more than any settings file "
+            "needs: it was not read"
+        )
+    try:
+        text = io.StringIO(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BadConfiguration(f"{path} is not UTF-8 text ({exc})") from exc
+    text.name = path.name  # type: ignore[misc]  # yaml marks where it breaks with the name
+    return text
+
+
 def read_dotenv(path: Path) -> dict[str, str | None]:
     """The variables of a `.env` file (none when there is none)."""
-    if not path.is_file():
+    text = read_settings_file(path)
+    if text is None:
         return {}
     from dotenv import dotenv_values  # only when there is a .env to read
 
-    return dict(dotenv_values(path, encoding="utf-8"))
+    return dict(dotenv_values(stream=text))
 
 
 def read_yaml(path: Path, fields: Collection[str]) -> dict[str, Any]:
     """The settings of a config.yaml (none when there is none): its keys are the field names;
     other keys are not ours and are left alone."""
-    if not path.is_file():
+    text = read_settings_file(path)
+    if text is None:
         return {}
     import yaml
 
     from utils.yaml_text import safe_load
 
     try:
-        with path.open(encoding="utf-8") as stream:  # its name marks where YAML breaks
-            data = safe_load(stream)
+        data = safe_load(text)
     except yaml.YAMLError as exc:
         raise BadConfiguration(f"{path.name} is not valid YAML: {exc}") from exc
     if data is None:

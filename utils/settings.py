@@ -287,10 +287,17 @@ def load_settings(**overrides: Any) -> Settings:
     """Build the settings once, from the current folder's `.env` and `config.yaml` and the
     environment; command-line flags arrive as overrides and win over all."""
     variables = VariableReader(Settings, prefix=ENV_PREFIX, own_variables=OWN_VARIABLES)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    environment = variables.read(os.environ, "the environment")
+    # Where the files lie is checked before they are read (a task could have made one huge),
+    # against the workspace the flags, the environment or the default name; and again once
+    # the files said their own.
+    named = merged(given, environment).get("workspace", Settings.model_fields["workspace"].default)
+    _refuse_settings_files_in(Path(named).expanduser().resolve())
     settings = Settings.model_validate(
         merged(
-            {k: v for k, v in overrides.items() if v is not None},
-            variables.read(os.environ, "the environment"),
+            given,
+            environment,
             variables.read(read_dotenv(Path(".env")), ".env"),
             read_yaml(Path("config.yaml"), Settings.model_fields),
         )
@@ -327,11 +334,17 @@ def _refuse_code_in_workspace(settings: Settings) -> None:
                 f"{what} {path} lies in the workspace {workspace}, where commands could "
                 f"rewrite what the server trusts as yours: give {how} a place outside it"
             )
+    _refuse_settings_files_in(workspace)
+
+
+def _refuse_settings_files_in(workspace: Path) -> None:
+    """The `.env` and `config.yaml` read at start may not lie in the workspace (nor be links
+    into it): a command could write the settings of the next start there."""
     cwd = Path.cwd().resolve()
     read_here = [
         name
         for name in (".env", "config.yaml")
-        if (cwd / name).is_file()
+        if os.path.lexists(cwd / name)
         and (cwd.is_relative_to(workspace) or (cwd / name).resolve().is_relative_to(workspace))
     ]
     if read_here:
