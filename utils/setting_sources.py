@@ -128,7 +128,7 @@ def read_settings_file(path: Path) -> io.StringIO | None:
         text = io.StringIO(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise BadConfiguration(f"{path} is not UTF-8 text ({exc})") from exc
-    text.name = path.name  # type: ignore[misc]  # yaml marks where it breaks with the name
+    text.name = path.name  # yaml marks where it breaks with the name
     return text
 
 
