@@ -58,16 +58,14 @@ def plant(path: Path, marker: Path) -> Path:
 
 
 @contextlib.contextmanager
-def started(
-    tmp_path: Path, servers: dict[str, Any], data_dir: Path | None = None
-) -> Iterator[McpManager]:
+def started(tmp_path: Path, servers: dict[str, Any]) -> Iterator[McpManager]:
     """A manager on the user's file holding `servers`, each started (or failed) before use."""
     config = load_config(
         write_config(tmp_path / "user" / "mcp.json", servers),
         tmp_path / "ws" / ".mcp.json",
         trust_workspace=False,
     )
-    manager = McpManager(config, workspace=tmp_path / "ws", data_dir=data_dir or tmp_path / "data")
+    manager = McpManager(config, workspace=tmp_path / "ws", data_dir=tmp_path / "data")
     manager.start()
     try:
         yield wait_started(manager)
@@ -260,24 +258,16 @@ def test_a_server_runs_in_a_private_folder_of_its_own_outside_the_workspace(
     assert kept == (tmp_path / "data" / "mcp-servers" / "fx").resolve()  # kept for next time
     assert stat.S_IMODE(kept.stat().st_mode) == 0o700
 
-    # the data folder inside the workspace: a temporary folder elsewhere, removed at the end
-    with started(tmp_path, {"fx": stdio_entry(tag)}, data_dir=workspace / "data"):
-        [pid] = running(tag)
-        temporary = Path(os.readlink(f"/proc/{pid}/cwd"))
-        assert stat.S_IMODE(temporary.stat().st_mode) == 0o700
-    assert not temporary.is_relative_to(workspace.resolve()) and not temporary.exists()
-    assert not (workspace / "data" / "mcp-servers").exists()
-
 
 def test_an_entry_the_workspace_controls_starts_only_when_trusted(
     tmp_path: Path, workspace: Path
 ) -> None:
-    # the user's file inside the workspace (a data folder there): the agent can write it
-    inside = write_config(workspace / "data" / "mcp.json", {"a": {"command": "x"}})
-    untrusted = load_config(inside, workspace / ".mcp.json", trust_workspace=False).servers["a"]
+    planted = write_config(workspace / ".mcp.json", {"a": {"command": "x"}})
+    user = write_config(tmp_path / "mcp.json", {})
+    untrusted = load_config(user, planted, trust_workspace=False).servers["a"]
     assert untrusted.problem is not None and not untrusted.enabled
-    assert str(inside) in untrusted.problem and "AGENT_MCP_TRUST_WORKSPACE" in untrusted.problem
-    assert load_config(inside, workspace / ".mcp.json", trust_workspace=True).servers["a"].enabled
+    assert str(planted) in untrusted.problem and "AGENT_MCP_TRUST_WORKSPACE" in untrusted.problem
+    assert load_config(user, planted, trust_workspace=True).servers["a"].enabled
 
     # the user's own file naming a cwd in the workspace, however spelled: not started
     (tmp_path / "link").symlink_to(workspace)
@@ -300,21 +290,6 @@ def test_an_entry_the_workspace_controls_starts_only_when_trusted(
     write_config(workspace / ".mcp.json", {"project": {"command": "x", "cwd": "."}})
     trusted = load_config(user, workspace / ".mcp.json", trust_workspace=True)
     assert trusted.servers["project"].enabled
-
-
-@pytest.mark.e2e
-def test_a_server_added_from_the_page_to_a_users_file_in_the_workspace_is_not_started(
-    tmp_path: Path, workspace: Path, fake_llm: FakeLLM
-) -> None:
-    tag = f"mcp-{uuid.uuid4().hex[:8]}"
-    data = workspace / ".agent-data"  # the data folder, and so the user's file, in the workspace
-    server = ServerProcess(workspace, data, base_url=fake_llm.base_url, api_key=fake_llm.api_key)
-    with server, connected(server.url) as client:
-        ack = client.call("mcp_add_server", {"name": "fx", **stdio_entry(tag)})
-        assert ack["ok"], ack
-        added = mcp_status(client)["fx"]
-    assert added["state"] == "disabled" and "AGENT_MCP_TRUST_WORKSPACE" in added["error"]
-    assert running(tag) == []
 
 
 def test_the_orphan_guard_imports_nothing_from_its_folder_or_pythonpath(

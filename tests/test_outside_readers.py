@@ -5,6 +5,7 @@ and the data folder never lies where a task could write it."""
 from __future__ import annotations
 
 import ast
+import json
 import re
 import sqlite3
 import subprocess
@@ -87,22 +88,36 @@ def test_a_focused_file_grown_past_the_memory_is_read_in_part(
     assert "head-marker" in sent and "tail-marker" in sent and "bytes omitted" in sent
 
 
-def test_the_data_folder_in_the_workspace_refuses_the_start(tmp_path: Path, fake: FakeLLM) -> None:
-    """There a command could write DATA_DIR/mcp.json, whose servers start unsandboxed."""
+@pytest.mark.parametrize(
+    "front",
+    [["web", "--port", "1"], ["web", "--port", "1", "--async-mode", "eventlet"], ["cli"],
+     ["cli", "-p", "hi"], ["mcp"]],
+    ids=["web", "web-eventlet", "cli", "cli-p", "mcp"],
+)  # fmt: skip
+def test_the_data_folder_in_the_workspace_refuses_every_start(
+    tmp_path: Path, fake: FakeLLM, front: list[str]
+) -> None:
+    """There a command could write DATA_DIR/mcp.json, whose servers start unsandboxed: every
+    front (the A2A and MCP-over-HTTP servers start inside `web`) is refused before it starts
+    anything, so nothing past the start need handle a data folder in the workspace."""
     workspace = tmp_path / "ws"
     (workspace / "data").mkdir(parents=True)
-    (workspace / "data" / "mcp.json").write_text('{"mcpServers": {"x": {"command": "touch"}}}')
+    touched = tmp_path / "server-ran"
+    servers = {"x": {"command": "touch", "args": [str(touched)]}}
+    (workspace / "data" / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
     done = subprocess.run(
-        agent_argv("web", workspace, workspace / "data", "--port", "1"),
-        env=agent_env(fake.base_url, fake.api_key),
+        agent_argv(front[0], workspace, workspace / "data", *front[1:]),
+        env=agent_env(fake.base_url, fake.api_key, AGENT_A2A="true", AGENT_MCP_HTTP="true"),
         cwd=REPO,
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert done.returncode == 2, done.stderr
     assert "the data folder" in done.stderr and "lies in the workspace" in done.stderr
-    assert "Workspace Agent:" not in done.stdout
+    assert "Workspace Agent:" not in done.stdout and not touched.exists()
+    assert fake.chat_requests == []
 
 
 def test_the_demo_start_reads_no_large_workspace_file(tmp_path: Path, fake: FakeLLM) -> None:

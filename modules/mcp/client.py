@@ -37,7 +37,7 @@ class McpManager:
         user_file: Path | None = None,
     ) -> None:
         self.workspace, self.logs, self.use_proxy = workspace, data_dir / "logs", use_proxy
-        self.folders = ServerFolders(workspace, data_dir)
+        self.folders = ServerFolders(data_dir)
         self.user_file = user_file  # the file the page may change (modules/mcp/user_file.py)
         self.problems = config.problems
         self.servers = {name: McpServer(server, self) for name, server in config.servers.items()}
@@ -120,7 +120,6 @@ class McpManager:
                 pending.wait(CLOSE_TIMEOUT + 1)
         self._loop.stop()
         self._loop = None
-        self.folders.close()
 
 
 def build_manager(settings: Settings) -> McpManager:

@@ -2,9 +2,9 @@
 format): the user's `DATA_DIR/mcp.json` (or AGENT_MCP_CONFIG) and, when trusted, the
 workspace's `.mcp.json`. A bad file or entry is reported with its file; the others load.
 
-A file in the workspace (the `.mcp.json`, or the user's own when it lies there) is the agent's
-to write: its servers start only under AGENT_MCP_TRUST_WORKSPACE. A server of another file may
-not run from the workspace (a `cwd` there)."""
+The workspace's `.mcp.json` is the agent's to write: its servers start only under
+AGENT_MCP_TRUST_WORKSPACE. A server of the user's file (which the start refuses to find in the
+workspace, utils/settings.py) may not run from the workspace (a `cwd` there)."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ class ServerConfig:
     source: str  # the file it came from
     entry: ServerEntry | None
     problem: str | None = None  # set when entry is None, or when it may not start
-    from_workspace: bool = False  # its file lies in the workspace (started only when trusted)
+    from_workspace: bool = False  # from the workspace's .mcp.json (started only when trusted)
 
     @property
     def enabled(self) -> bool:
@@ -115,18 +115,27 @@ class McpConfig:
 
 
 def load_config(user_file: Path, workspace_file: Path, *, trust_workspace: bool) -> McpConfig:
-    """The servers of the workspace's file (`workspace_file`, in the workspace's top folder),
-    then of the user's file, which wins on a name both define. Those of a file in the workspace
-    are listed but not started unless trusted."""
+    """The servers of the workspace's `.mcp.json` (`workspace_file`, in the workspace's top
+    folder), then of the user's file, which wins on a name both define. The workspace's are
+    listed but not started unless trusted."""
     config = McpConfig()
     workspace = workspace_file.parent
-    for path in (workspace_file, user_file):
-        if path.is_file():
-            _read_file(path, config, workspace, trust_workspace)
+    untrusted = (
+        f"not started: {workspace_file} lies in the workspace, which tasks can write, and its "
+        "servers run commands outside the sandbox; set AGENT_MCP_TRUST_WORKSPACE=true to start "
+        "them"
+    )
+    if workspace_file.is_file():
+        problem = None if trust_workspace else untrusted
+        _read_file(workspace_file, config, workspace, problem, from_workspace=True)
+    if user_file.is_file():
+        _read_file(user_file, config, workspace, None, from_workspace=False)
     return config
 
 
-def _read_file(path: Path, config: McpConfig, workspace: Path, trust_workspace: bool) -> None:
+def _read_file(
+    path: Path, config: McpConfig, workspace: Path, problem: str | None, *, from_workspace: bool
+) -> None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -136,15 +145,8 @@ def _read_file(path: Path, config: McpConfig, workspace: Path, trust_workspace: 
     if not isinstance(servers, dict):
         config.problems.append({"path": str(path), "message": "no `mcpServers` object"})
         return
-    from_workspace = within(path, workspace)
-    untrusted = (
-        f"not started: {path} lies in the workspace, which tasks can write, and its servers "
-        "run commands outside the sandbox; set AGENT_MCP_TRUST_WORKSPACE=true to start them"
-        if from_workspace and not trust_workspace
-        else None
-    )
     for name, raw in servers.items():
-        server = _server(name, str(path), raw, untrusted, from_workspace)
+        server = _server(name, str(path), raw, problem, from_workspace)
         config.servers[name] = _kept_out_of(workspace, server)
 
 

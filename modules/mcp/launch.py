@@ -14,13 +14,12 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from modules.sandbox.environment import base_environment
 
-FOLDERS = "mcp-servers"  # DATA_DIR/mcp-servers/NAME, when the data folder is outside the workspace
+FOLDERS = "mcp-servers"  # DATA_DIR/mcp-servers/NAME
 PRIVATE = 0o700
 
 # Runs a stdio server with PR_SET_PDEATHSIG: the kernel kills it if this process dies without
@@ -53,38 +52,24 @@ def safe_name(name: str) -> str:
 
 
 class ServerFolders:
-    """Each stdio server's own folder, mode 0700: DATA_DIR/mcp-servers/NAME when the data
-    folder lies outside the workspace (kept: a server may keep files there), else one under a
-    private temporary folder made for this process and removed by `close`."""
+    """Each stdio server's own folder, DATA_DIR/mcp-servers/NAME, mode 0700, kept (a server
+    may keep files there). The data folder never lies in the workspace: the start refuses it
+    (utils/settings.py)."""
 
-    def __init__(self, workspace: Path, data_dir: Path) -> None:
-        self.workspace = Path(os.path.realpath(workspace))
-        self._root = None if within(data_dir, self.workspace) else data_dir.absolute() / FOLDERS
-        self._temporary: Path | None = None  # made at the first start that needs it
+    def __init__(self, data_dir: Path) -> None:
+        self.root = data_dir.absolute() / FOLDERS
+
+    def path(self, name: str) -> Path:
+        """Where the server's folder is (it may not be made yet)."""
+        return self.root / safe_name(name)
 
     def folder(self, name: str) -> Path:
         """The server's folder, made if missing (on the manager's loop thread)."""
-        root = self._root or self._temporary or self._make_temporary()
-        root.mkdir(mode=PRIVATE, parents=True, exist_ok=True)
-        folder = root / safe_name(name)
+        self.root.mkdir(mode=PRIVATE, parents=True, exist_ok=True)
+        folder = self.path(name)
         folder.mkdir(mode=PRIVATE, exist_ok=True)
         os.chmod(folder, PRIVATE)
         return folder
-
-    def _make_temporary(self) -> Path:
-        if within(tempfile.gettempdir(), self.workspace):
-            raise LaunchRefused(
-                f"no folder outside the workspace to run it in: the data folder and the "
-                f"temporary folder ({tempfile.gettempdir()}) both lie in the workspace"
-            )
-        self._temporary = Path(tempfile.mkdtemp(prefix="workspace-agent-mcp-"))
-        return self._temporary
-
-    def close(self) -> None:
-        """Remove the temporary folder, if one was made."""
-        if self._temporary is not None:
-            shutil.rmtree(self._temporary, ignore_errors=True)
-            self._temporary = None
 
 
 def server_environment(
