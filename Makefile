@@ -4,21 +4,38 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 PY_STAMP := $(VENV)/.requirements.stamp
+LOCK := requirements.lock
 JS_STAMP := static/vendor/.stamp
 
-.PHONY: install run cli demo test test-live lint bench system-test-deps mcp-conformance
+.PHONY: install lock lock-upgrade run cli demo test test-live lint bench system-test-deps mcp-conformance
 
 install: $(PY_STAMP) $(JS_STAMP)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# The packages, then the project itself (workspace_client importable anywhere) as a plain path:
-# setuptools' default editable finder is imported by every Python start in the venv (+15 ms).
-$(PY_STAMP): requirements.txt pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --disable-pip-version-check -q -r requirements.txt
-	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps -e . --config-settings editable_mode=compat
+# The packages exactly as the lock has them (each file checked against its hash), then the
+# project itself (workspace_client importable anywhere), built by the lock's setuptools, as a
+# plain path: setuptools' default editable finder is imported by every Python start (+15 ms).
+$(PY_STAMP): $(LOCK) pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --disable-pip-version-check -q --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation -e . --config-settings editable_mode=compat
 	touch $@
+
+# The lock: what requirements.txt asks for, resolved on PyPI itself (never on other indexes
+# pip may be set to use on a machine) for every platform from Python 3.11 on, each package at
+# one version with the hashes of all its files. `make lock` keeps the versions that still fit
+# and resolves what changed; `make lock-upgrade` takes the newest each range allows. Both need
+# the network; uv comes from the lock. tests/test_lock.py fails while the two files disagree.
+LOCK_COMMAND = $(BIN)/uv pip compile requirements.txt --output-file $(LOCK) --universal \
+	--python-version 3.11 --generate-hashes --no-config --index-url https://pypi.org/simple \
+	--custom-compile-command "make lock" --quiet
+
+lock: $(PY_STAMP)
+	$(LOCK_COMMAND)
+
+lock-upgrade: $(PY_STAMP)
+	$(LOCK_COMMAND) --upgrade
 
 $(JS_STAMP): package.json package-lock.json scripts/vendor.mjs
 	@command -v npm >/dev/null || { echo "npm is needed for the browser assets: apt-get install npm"; exit 1; }
