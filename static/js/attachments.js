@@ -1,3 +1,4 @@
+// @ts-check
 // Files for the next message: the attach button, drag-and-drop and paste; each one uploads at once
 // (POST /api/upload, with a progress bar) and shows as a chip until the message goes.
 import { formatBytes, h, icon } from "./dom.js";

@@ -1,3 +1,4 @@
+// @ts-check
 // The message input: Enter sends, Shift+Enter adds a line, Esc stops; mode, approval and agent controls,
 // and the command menu (`/`): `/skill NAME message`, `/agent NAME` and the page's other commands.
 import { h, icon } from "./dom.js";
@@ -209,7 +210,9 @@ export class Composer {
     if (!this.tray?.hasFiles && this.menu.runTyped(text)) return;
     this.menu.close();
     this.els.input.value = "";
-    const [message, options] = skill ? [skill.text, { skill: skill.skill, typed: text }] : [text, {}];
+    const message = skill ? skill.text : text;
+    /** @type {import("./session.js").SendOptions} */
+    const options = skill ? { skill: skill.skill, typed: text } : {};
     const attachments = this.tray?.take() ?? [];
     if (attachments.length) options.attachments = attachments;
     if (this.running || this.sending || this.queue.length) {

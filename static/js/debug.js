@@ -1,3 +1,4 @@
+// @ts-check
 // Debug page: tails the model stream log and the agent log, polling once a second. A line opens to show
 // its whole record with JSON held in strings laid out; a conversation is picked from a list; a trace id
 // follows one task: its agent records, and the model stream of its conversation while it ran.

@@ -1,3 +1,4 @@
+// @ts-check
 // The demo banner: says that a scripted model answers (AGENT_PROVIDER=demo), offers its tasks,
 // and "Start over" (demo_reset: the sample workspace back, the demo's conversations gone).
 import { choose } from "./dialog.js";

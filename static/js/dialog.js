@@ -1,3 +1,4 @@
+// @ts-check
 // A modal question with a few answers (a native <dialog>): confirmations before deleting or undoing.
 import { h } from "./dom.js";
 

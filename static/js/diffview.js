@@ -1,3 +1,4 @@
+// @ts-check
 // Unified diffs: coloured inline view, side-by-side view, and a box that switches between them.
 import { h } from "./dom.js";
 

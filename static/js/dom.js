@@ -1,3 +1,4 @@
+// @ts-check
 // Small DOM and formatting helpers shared by the page modules.
 
 /** Build an element: h("button", {class: "btn", onclick: fn, "data-x": 1}, "text", child). */

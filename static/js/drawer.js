@@ -1,3 +1,4 @@
+// @ts-check
 // On narrow screens the sidebar is a drawer: a toggle opens it; a tap outside, Esc or a choice made in it
 // (a conversation, a file, "New conversation") closes it. On wide screens it is always there.
 const NARROW = "(max-width: 760px)";

@@ -1,3 +1,4 @@
+// @ts-check
 // After a task that failed, was stopped or reached its step limit: Retry (the last message sent again, as a
 // new version of it: the same place in the tree, like editing it unchanged) and Continue ("continue"); after
 // a budget stopped it, also Continue with that budget raised for that one task.

@@ -1,3 +1,4 @@
+// @ts-check
 // The conversation tree (docs/protocol.md §5 message records): paths, siblings and branch leaves.
 
 /** Index a conversation's records; the last record is the newest leaf. */

@@ -1,9 +1,14 @@
+// @ts-check
 // Markdown rendering (marked + DOMPurify + highlight.js), incremental so that streaming stays smooth.
 import { Lexer, Marked } from "../vendor/marked/marked.esm.js";
 import DOMPurify from "../vendor/dompurify/purify.es.js";
 import hljs from "../vendor/highlight/highlight.min.js";
 import { copyText, h, icon } from "./dom.js";
 import { LEXER_OPTIONS, lexAside } from "./mdlex.js";
+
+/** @typedef {import("./mdlex.js").MdToken} MdToken */
+/** @typedef {import("./mdlex.js").LinkDef} LinkDef */
+/** @typedef {import("./mdlex.js").TokenList} TokenList */
 
 const EXTENSION_LANGUAGES = {
   py: "python", pyi: "python", js: "javascript", mjs: "javascript", cjs: "javascript",
@@ -277,7 +282,8 @@ export class MarkdownView {
   set(text) {
     this.generation += 1;
     const source = normalise(text);
-    this.#adopt(source, md.lexer(source));
+    const tokens = /** @type {TokenList} */ (md.lexer(source));
+    this.#adopt(source, tokens, tokens.links);
     this.#draw(Infinity);
   }
 
@@ -289,8 +295,7 @@ export class MarkdownView {
     const lexed = await lexAside(source);
     if (run !== this.generation) return;
     lexed.tokens.forEach((token, index) => keys.set(token, lexed.keys[index]));
-    lexed.tokens.links = lexed.links;
-    this.#adopt(source, lexed.tokens);
+    this.#adopt(source, lexed.tokens, lexed.links);
     let placed = false; // a container taken out of the page (another conversation shown) stops
     await inSlices((deadline) => {
       if (this.el.isConnected) placed = true;
@@ -305,22 +310,26 @@ export class MarkdownView {
     const source = normalise(text);
     if (!source.startsWith(this.source.slice(0, this.closedEnd))) return void this.set(text);
     const lexer = new Lexer(md.defaults);
-    Object.assign(lexer.tokens.links, this.closedLinks);
+    const { links } = /** @type {TokenList} */ (lexer.tokens); // the lexer's, filled as it lexes
+    Object.assign(links, this.closedLinks);
     const tokens = lexer.lex(source.slice(this.closedEnd));
     // A new (or growing) reference definition can change any block before it; so could a lexer
     // gone astray.
-    const linksChanged = JSON.stringify(lexer.tokens.links) !== JSON.stringify(this.links);
+    const linksChanged = JSON.stringify(links) !== JSON.stringify(this.links);
     if (linksChanged || this.closedEnd + rawLength(tokens) !== source.length) return void this.set(text);
     this.source = source;
-    this.links = { ...lexer.tokens.links };
+    this.links = { ...links };
     this.#split(tokens, this.closedEnd);
     return this.#draw(deadline, true);
   }
 
-  /** Takes the tokens of a whole text: all to be shown again (or kept where they are the same). */
-  #adopt(source, tokens) {
+  /** Takes the tokens of a whole text: all to be shown again (or kept where they are the same).
+   * @param {string} source
+   * @param {MdToken[]} tokens
+   * @param {Record<string, LinkDef>} links the reference definitions of the text */
+  #adopt(source, tokens, links) {
     this.source = source;
-    this.links = { ...tokens.links };
+    this.links = { ...links };
     this.closedLinks = Object.create(null);
     this.rendered = 0;
     this.queue = [];

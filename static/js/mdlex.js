@@ -1,15 +1,28 @@
+// @ts-check
 // Lexing Markdown as markdown.js renders it. lexAside() has whole long texts lexed off the page's
 // main thread, by this same module run as a worker.
 import { Marked } from "../vendor/marked/marked.esm.js";
 
 export const LEXER_OPTIONS = { gfm: true };
 
+// marked is vendored as plain JavaScript: what its lexer gives, as this page uses it.
+/** A top-level token: its type, its raw text, and the fields of its type (marked's `Token`).
+ * @typedef {{type: string, raw: string} & Record<string, any>} MdToken */
+/** A reference definition, `[tag]: href "title"`.
+ * @typedef {{href: string, title?: string | null}} LinkDef */
+/** The tokens of a text and the reference definitions it holds, by tag (marked's `TokensList`).
+ * @typedef {MdToken[] & {links: Record<string, LinkDef>}} TokenList */
+/** What lexWhole gives: the tokens, each one's key, the links.
+ * @typedef {{tokens: MdToken[], keys: string[], links: Record<string, LinkDef>}} Lexed */
+
 const marked = new Marked(LEXER_OPTIONS);
 
 /** A text's top-level tokens, each one's key (its JSON: a block is rendered again only when its
- * key changes) and the reference links it defines. */
+ * key changes) and the reference links it defines.
+ * @param {string} source
+ * @returns {Lexed} */
 export function lexWhole(source) {
-  const tokens = marked.lexer(source);
+  const tokens = /** @type {TokenList} */ (marked.lexer(source));
   return { tokens, keys: tokens.map((token) => JSON.stringify(token)), links: { ...tokens.links } };
 }
 
@@ -50,6 +63,8 @@ function startLexer() {
   }
 }
 
-if (typeof WorkerGlobalScope !== "undefined" && globalThis instanceof WorkerGlobalScope) {
+// The page's types know no worker (lib "DOM"): the scope is looked up by name.
+const workerScope = /** @type {{WorkerGlobalScope?: Function}} */ (globalThis).WorkerGlobalScope;
+if (workerScope && globalThis instanceof workerScope) {
   globalThis.onmessage = ({ data }) => globalThis.postMessage({ id: data.id, ...lexWhole(data.source) });
 }

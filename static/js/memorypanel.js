@@ -1,3 +1,4 @@
+// @ts-check
 // The memory the agent keeps across turns (the CLI's /memory): view and edit the main memory, shared by every
 // conversation, and the open conversation's own, in a dialog.
 import { h } from "./dom.js";

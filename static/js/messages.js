@@ -1,3 +1,4 @@
+// @ts-check
 // The message elements of a conversation: user bubbles (edit, branches) and streaming assistant answers.
 import { formatBytes, h, icon } from "./dom.js";
 import { MarkdownView } from "./markdown.js";
@@ -17,6 +18,14 @@ function branchNav(position, total, onGo, disabled) {
 
 /** Shared by user and assistant messages: record id, parent and branch switcher. */
 class MessageBase {
+  constructor() {
+    // Made by each kind of message (declared here for the type checker).
+    /** @type {HTMLElement} */
+    this.el;
+    /** @type {HTMLElement} where the branch switcher goes */
+    this.navSlot;
+  }
+
   get messageId() {
     return this.el.dataset.messageId ?? null;
   }
@@ -41,7 +50,9 @@ class MessageBase {
 }
 
 export class UserMessage extends MessageBase {
-  /** onEdit(message, newText) is called when an edit is submitted. */
+  /** onEdit(message, newText) is called when an edit is submitted.
+   * @param {string} text
+   * @param {{onEdit?: (message: UserMessage, text: string) => void}} [hooks] */
   constructor(text, { onEdit } = {}) {
     super();
     this.text = text;

@@ -1,3 +1,4 @@
+// @ts-check
 // Read-only file preview panel (GET /api/file), highlighted by extension.
 import { debounce, formatBytes, h, icon } from "./dom.js";
 import { highlight, languageForPath, MarkdownView } from "./markdown.js";

@@ -1,3 +1,4 @@
+// @ts-check
 // A proposed edit (propose_edit): its diff, and Apply / Discard while it is pending.
 import { h, icon } from "./dom.js";
 import { DiffView } from "./diffview.js";
@@ -28,6 +29,8 @@ export class ProposalBox {
       this.footer,
       this.error,
     );
+    /** @type {((state: string, ack: object) => void) | null} told once the user applied or discarded it */
+    this.onDecided = null;
     this.setState(state);
   }
 

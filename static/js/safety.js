@@ -1,3 +1,4 @@
+// @ts-check
 // Safe execution in the conversation: Apply / Discard on proposed edits, "Undo this task" after tasks, and
 // the tools the user allowed "always", each revocable.
 import { h, icon } from "./dom.js";
@@ -15,11 +16,23 @@ function pathList(label, paths) {
   return h("span", { class: "undo-paths" }, `${label}: `, paths.map((path) => h("code", { text: path })));
 }
 
+/**
+ * What an Undo row does: undo the task (the ack), ask first (null: cancelled; else the paths to overwrite),
+ * say it was undone.
+ * @typedef {object} UndoHooks
+ * @property {(messageId: string, overwrite: string[]) => Promise<any>} undo
+ * @property {((messageId: string) => Promise<{overwrite: string[]} | null>) | undefined} confirm
+ * @property {() => void} undone
+ */
+
 /** The "Undo this task" button at the end of a task, and what it restored. */
 class UndoRow {
-  constructor(messageId, onUndo, undone) {
+  /** @param {string} messageId
+   * @param {UndoHooks} hooks
+   * @param {boolean} undone */
+  constructor(messageId, hooks, undone) {
     this.messageId = messageId;
-    this.onUndo = onUndo;
+    this.hooks = hooks;
     this.button = h("button", { type: "button", class: "btn btn-sm undo-button", "data-testid": "undo-task", title: "Put back every file this task created, changed, renamed or deleted", onclick: () => this.#run() }, icon("undo"), "Undo this task");
     this.notice = h("div", { class: "undo-notice", role: "status", "data-testid": "undo-notice", hidden: true });
     this.el = h("div", { class: "task-undo", "data-message-id": messageId }, this.button, this.notice);
@@ -32,11 +45,11 @@ class UndoRow {
   }
 
   async #run() {
-    const chosen = this.confirm ? await this.confirm(this.messageId) : { overwrite: [] };
+    const chosen = this.hooks.confirm ? await this.hooks.confirm(this.messageId) : { overwrite: [] };
     if (!chosen) return;
     this.button.disabled = true;
     this.notice.hidden = true;
-    const ack = await this.onUndo(this.messageId, chosen.overwrite);
+    const ack = await this.hooks.undo(this.messageId, chosen.overwrite);
     this.notice.hidden = false;
     if (!ack?.ok) {
       this.button.disabled = false;
@@ -56,7 +69,7 @@ class UndoRow {
     kept?.setAttribute("data-testid", "undo-kept");
     const parts = restored || gone || skipped || kept ? [gone, restored, skipped, kept] : [h("span", { text: ack.message || "Nothing to undo." })];
     this.notice.replaceChildren(...parts.filter(Boolean));
-    if (!conflicts.length) this.onUndone?.();
+    if (!conflicts.length) this.hooks.undone();
   }
 }
 
@@ -142,9 +155,11 @@ export class SafetyView {
       if (!id || (last && !this.chat.editable)) return;
       if (!this.undoable.has(id) && !this.changed.has(view) && !this.undone.has(id)) return;
       if (this.chat.root.querySelector(`.task-undo[data-message-id="${CSS.escape(id)}"]`)) return;
-      const row = new UndoRow(id, (mid, overwrite) => this.handlers.onUndo(mid, overwrite), this.undone.has(id));
-      row.onUndone = () => this.undone.add(id);
-      row.confirm = this.handlers.confirmUndo; // lists what the undo will remove, restore and leave, and asks
+      const row = new UndoRow(id, {
+        undo: (mid, overwrite) => this.handlers.onUndo(mid, overwrite),
+        confirm: this.handlers.confirmUndo, // lists what the undo will remove, restore and leave, and asks
+        undone: () => this.undone.add(id),
+      }, this.undone.has(id));
       this.chat.root.insertBefore(row.el, users[position + 1]?.el ?? null);
     });
   }

@@ -21,6 +21,12 @@ import { askUndoTask } from "./undoprompts.js";
  * @property {import("./composer.js").Composer} composer
  * @property {(cid: string | null) => void} onOpen
  */
+/**
+ * How a message is sent (all optional): parentId its parent (a branch; null: at the root), skill the skill it runs
+ * with, typed what the user typed (put back on failure), attachments the files sent with it, budgetOverride
+ * send_message's budget_override (a higher limit for this task only).
+ * @typedef {{parentId?: string | null, skill?: string, typed?: string, attachments?: Array<{path: string}>, budgetOverride?: object}} SendOptions
+ */
 
 const LIST_EDITS_TIMEOUT_MS = 5000;
 
@@ -307,7 +313,7 @@ export class Session {
    * skill; typed: what the user typed, put back on failure; budgetOverride: send_message's budget_override, a
    * higher limit for this task only). Resolves to ok.
    * @param {string} text
-   * @param {{parentId?: string | null, skill?: string, typed?: string, attachments?: Array<{path: string}>, budgetOverride?: object}} [options]
+   * @param {SendOptions} [options]
    * @returns {Promise<boolean>} */
   async send(text, { parentId, skill, typed, attachments, budgetOverride } = {}) {
     const cid = this.cid;

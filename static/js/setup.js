@@ -1,3 +1,4 @@
+// @ts-check
 // The "no API key" panel: which variable to set for which provider, or how to use a local server.
 import { h, icon } from "./dom.js";
 

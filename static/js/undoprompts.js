@@ -1,3 +1,4 @@
+// @ts-check
 // The questions asked before undoing, from the server's undo_preview: before "Undo this task", and before
 // an edit leaves on another branch tasks that changed files (undo those changes first, or keep them). Files
 // changed since their task (conflicts) stay as they are unless the user chooses to overwrite them.
