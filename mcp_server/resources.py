@@ -1,7 +1,7 @@
 """The workspace's files as MCP resources: `workspace:///PATH`, PATH relative to the workspace
-with each segment percent-encoded. What the file tree hides (modules.workspace.ignore) and the
-data folder are neither listed nor read; every open goes through SafeRoot, so no URI reaches
-outside the workspace, whatever it spells.
+with each segment percent-encoded. What the file tree hides (modules.workspace.ignore) is
+neither listed nor read; every open goes through SafeRoot, so no URI reaches outside the
+workspace, whatever it spells.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import bisect
 import mimetypes
 import stat
 from collections import deque
-from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 import mcp_types as types
@@ -36,17 +35,8 @@ def uri_for(rel: str) -> str:
 class WorkspaceResources:
     """List and read the workspace's files; `rel_of` maps a URI back to a path or refuses it."""
 
-    def __init__(self, workspace: Workspace, hidden_folders: list[Path]) -> None:
+    def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
-        inside = (self._inside(folder) for folder in hidden_folders)
-        self.hidden = {rel for rel in inside if rel is not None}
-
-    def _inside(self, folder: Path) -> str | None:
-        try:
-            rel = folder.resolve().relative_to(self.workspace.root).as_posix()
-        except (ValueError, OSError):
-            return None
-        return None if rel == "." else rel
 
     def page(self, cursor: str | None) -> types.ListResourcesResult:
         """One page of files in path order; the cursor is the last path of the page before."""
@@ -78,8 +68,6 @@ class WorkspaceResources:
             walked += 1
             for name, is_dir in scan_dir(self.workspace, ignore, rel_dir):
                 rel = f"{rel_dir}/{name}" if rel_dir else name
-                if rel in self.hidden:
-                    continue
                 if is_dir:
                     folders.append(rel)
                     continue
@@ -101,10 +89,7 @@ class WorkspaceResources:
         segments = rel.split("/")
         if not rel or any(s in ("", ".", "..") for s in segments) or "\x00" in rel:
             raise MCPError(RESOURCE_NOT_FOUND, f"not a file path in the workspace: {uri!r}")
-        shown = WorkspaceIgnore(self.workspace.root)
-        if shown.hides(rel, False) or any(
-            rel == folder or rel.startswith(folder + "/") for folder in self.hidden
-        ):
+        if WorkspaceIgnore(self.workspace.root).hides(rel, False):
             raise MCPError(RESOURCE_NOT_FOUND, f"no resource {uri!r}: the workspace hides it")
         return rel
 

@@ -115,7 +115,7 @@ class WorkspaceServer:
         self.runner = build_runner(settings)
         self.memory = MemoryStore(settings.data_dir)
         self.annotations = AnnotationStore(settings.data_dir)
-        self.resources = WorkspaceResources(self.workspace, [settings.data_dir])
+        self.resources = WorkspaceResources(self.workspace)
         self.prompts = SkillPrompts(SkillCatalog(skill_folders(settings)))
         self.changes = ResourceChanges()
         self.server = _Server(
@@ -256,7 +256,6 @@ class WorkspaceServer:
         self.changes.attach(asyncio.get_running_loop())
         watcher = WorkspaceWatcher(
             self.settings.workspace.resolve(),
-            ignore=[self.settings.data_dir.resolve()],
             on_changes=self.changes.on_changes,
             start_background_task=_daemon_thread,
         )

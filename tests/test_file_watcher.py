@@ -15,12 +15,12 @@ from tests.kit import wait_until
 class WatcherRun:
     """A WorkspaceWatcher on a temporary folder, its batches collected."""
 
-    def __init__(self, root: Path, ignore: list[Path]) -> None:
+    def __init__(self, root: Path) -> None:
         self.batches: list[list[dict[str, Any]]] = []
         self.refreshed: list[dict[str, Any]] = []
         self.reader: threading.Thread | None = None
         self.watcher = WorkspaceWatcher(
-            root, ignore=ignore, on_changes=self._batch, start_background_task=self._start
+            root, on_changes=self._batch, start_background_task=self._start
         )
         self.watcher.start()
         assert self.watcher.ready.wait(10), "the watcher child never became ready"
@@ -49,13 +49,12 @@ class WatcherRun:
 
 
 def test_watcher_reports_changes_and_skips_noise(tmp_path: Path):
-    root, data = tmp_path / "ws", tmp_path / "ws" / "data"
-    data.mkdir(parents=True)
-    run = WatcherRun(root, [data])
+    root = tmp_path / "ws"
+    root.mkdir()
+    run = WatcherRun(root)
     try:
         (root / ".git").mkdir()
         (root / ".git" / "index").write_text("x")
-        (data / "log.jsonl").write_text("x")
         (root / "notes.txt.swp").write_text("x")
         (root / "sub").mkdir()
         (root / "sub" / "a.txt").write_text("a")
@@ -64,7 +63,7 @@ def test_watcher_reports_changes_and_skips_noise(tmp_path: Path):
         moved = run.wait_for("sub/b.txt")  # the move came after the noise, so did its change
         assert moved["event"] == "moved" and moved["path"] == "sub/a.txt"
         paths = {c["path"] for c in run.changes()}
-        assert not any(p.startswith((".git", "data")) or p.endswith(".swp") for p in paths)
+        assert not any(p.startswith(".git") or p.endswith(".swp") for p in paths)
         assert {"event": "created", "path": "sub", "is_dir": True} in run.changes()
     finally:
         run.watcher.stop()
@@ -73,7 +72,7 @@ def test_watcher_reports_changes_and_skips_noise(tmp_path: Path):
 def test_watcher_batches_name_each_path_once_and_fold_a_burst(tmp_path: Path):
     root = tmp_path / "ws"
     (root / "quiet").mkdir(parents=True)
-    run = WatcherRun(root, [])
+    run = WatcherRun(root)
     try:
         flapping = root / "quiet" / "flap.txt"
         flapping.write_text("1")

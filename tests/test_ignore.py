@@ -238,7 +238,6 @@ def test_the_live_tree_skips_gitignored_and_built_in_folders(ctx: ToolContext) -
     batches: list[list[dict[str, Any]]] = []
     watcher = WorkspaceWatcher(
         root,
-        ignore=[],
         on_changes=lambda changes, _refresh: batches.append(changes),
         start_background_task=lambda target: threading.Thread(target=target, daemon=True).start(),
     )

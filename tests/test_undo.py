@@ -268,16 +268,6 @@ def test_old_journals_and_their_blobs_are_collected(tmp_path: Path) -> None:
     assert (ctx.workspace.root / "f.txt").read_text() == "content 2"
 
 
-def test_a_data_dir_inside_the_workspace_is_not_journaled(tmp_path: Path) -> None:
-    ctx = make_ctx(tmp_path)
-    journal = UndoJournal(ctx.workspace.root / ".agent-data", ctx.workspace)
-    ctx.journal = journal.task("conv-1", "t")
-    (ctx.workspace.root / "a.txt").write_text("a")
-    ok(ctx, "run_command", command="echo b > a.txt")
-    ctx.journal.finish()
-    assert journal.undo("conv-1").restored == ["a.txt"]
-
-
 def test_a_snapshot_of_a_few_thousand_unchanged_files_finds_no_change(tmp_path: Path) -> None:
     shm = Path("/dev/shm")  # creating thousands of files on a busy disk is slow in itself
     base = Path(tempfile.mkdtemp(dir=shm if shm.is_dir() else tmp_path))

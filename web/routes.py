@@ -285,11 +285,8 @@ def archive() -> Response:
 def _zip_response(rel: str) -> Response:
     state = _state()
     workspace = state.services.workspace
-    skip: frozenset[str] = frozenset()
-    if state.settings.data_dir.is_relative_to(workspace.root):
-        skip = frozenset({workspace.relative(state.settings.data_dir)})
     name = (rel.rsplit("/", 1)[-1] if rel else workspace.root.name) or "workspace"
-    response = Response(zip_stream(workspace, rel, skip=skip), mimetype="application/zip")
+    response = Response(zip_stream(workspace, rel), mimetype="application/zip")
     response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(name)}.zip"
     return response
 

@@ -89,7 +89,6 @@ class WebState:
 
         self.watcher = WorkspaceWatcher(
             self.services.workspace.root,
-            ignore=[self.settings.data_dir],
             on_changes=broadcast,
             start_background_task=self.socketio.start_background_task,
         )

@@ -79,9 +79,7 @@ def lost(reason: str) -> State:
     return {"kind": "lost", "reason": reason}
 
 
-def scan(
-    fs: SafeRoot, skip_names: Collection[str], skip_paths: Collection[str], top: str = ""
-) -> dict[str, Stat]:
+def scan(fs: SafeRoot, skip_names: Collection[str], top: str = "") -> dict[str, Stat]:
     """Every path under the folder `top` of `fs` (workspace POSIX paths) with its Stat.
 
     Symlinks are listed, never followed; sockets, fifos and devices are left out. `top` is
@@ -90,8 +88,6 @@ def scan(
     """
     found: dict[str, Stat] = {}
     pending = [top]
-    root = f"{fs.root}/"
-    skip_rel = {p[len(root) :] for p in skip_paths if p.startswith(root)}
     while pending:
         folder = pending.pop()
         try:
@@ -99,7 +95,7 @@ def scan(
                 fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
         except (OSError, ToolError):
             continue
-        walk = _Walk(skip_names, skip_rel, found)
+        walk = _Walk(skip_names, found)
         with no_gc():
             walk.folder(fd, f"{folder}/" if folder else "", 0)
         pending += walk.deeper
@@ -120,18 +116,15 @@ def scan_tops(fs: SafeRoot, tops: Collection[str], skip_names: Collection[str]) 
             continue
         found[top] = info
         if info.kind == "dir":
-            found.update(scan(fs, skip_names, (), top=top))
+            found.update(scan(fs, skip_names, top=top))
     return found
 
 
 class _Walk:
     """One descent from an open folder; folders past _MAX_DEPTH are left in `deeper`."""
 
-    def __init__(
-        self, skip_names: Collection[str], skip_paths: Collection[str], found: dict[str, Stat]
-    ) -> None:
+    def __init__(self, skip_names: Collection[str], found: dict[str, Stat]) -> None:
         self.skip_names = skip_names
-        self.skip_paths = skip_paths
         self.found = found
         self.deeper: list[str] = []
 
@@ -154,9 +147,8 @@ class _Walk:
                         )
                     elif kind == ifdir:
                         name = entry.name
-                        rel = prefix + name
-                        if name not in self.skip_names and rel not in self.skip_paths:
-                            found[rel] = new(Stat, (0, 0, 0, 0, mode))
+                        if name not in self.skip_names:
+                            found[prefix + name] = new(Stat, (0, 0, 0, 0, mode))
                             folders.append(name)
             for name in folders:
                 self._below(fd, prefix, name, depth)

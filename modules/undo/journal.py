@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import sys
 import threading
 import time
@@ -115,7 +114,6 @@ class UndoJournal:
         self.keeper = Keeper(self.blobs, index)
         self.manifests = Manifests(self.root / "tasks")
         self.keep_tasks = keep_tasks
-        self._skip_paths = frozenset({os.path.realpath(data_dir)})
         self._lock = threading.RLock()
         self._pending: dict[int, Snapshot] = {}
         # Held from a command's end until its changes are recorded (a plain Lock: the
@@ -252,7 +250,7 @@ class UndoJournal:
         def fill(entries: dict[str, State]) -> None:
             tree = [source]
             if kind_of(ws, source) == "dir":
-                tree += sorted(scan(ws, (), (), top=source))
+                tree += sorted(scan(ws, (), top=source))
             for rel in tree:
                 if rel not in entries:
                     entries[rel] = self.keeper.state_of(ws, rel)
@@ -301,13 +299,13 @@ class UndoJournal:
 
     def _scan_and_keep(self) -> Snapshot:
         started = time.time_ns()
-        stats = scan(self.workspace, SKIPPED_DIRS, self._skip_paths)
+        stats = scan(self.workspace, SKIPPED_DIRS)
         return self.keeper.snapshot(self.workspace, stats, started)
 
     def _record_since(self, journal: TaskJournal, snap: Snapshot) -> list[str]:
         with self._lock:
             try:
-                after = scan(self.workspace, SKIPPED_DIRS, self._skip_paths)
+                after = scan(self.workspace, SKIPPED_DIRS)
                 changed = self.keeper.changed(self.workspace, snap, after)
 
                 def fill(entries: dict[str, State]) -> None:

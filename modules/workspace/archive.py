@@ -49,15 +49,13 @@ class _Sink:
         return data
 
 
-def zip_stream(
-    workspace: Workspace, folder: str = "", *, skip: frozenset[str] = frozenset()
-) -> Iterator[bytes]:
+def zip_stream(workspace: Workspace, folder: str = "") -> Iterator[bytes]:
     """The zip of `folder` ("" for the whole workspace) in pieces; entries are named from the
-    folder's own name. `skip`: workspace paths left out with all inside them."""
+    folder's own name."""
     top = folder.rsplit("/", 1)[-1] if folder else workspace.root.name
     sink = _Sink()
     with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as archive:
-        for rel in _shown_files(workspace, folder, skip):
+        for rel in _shown_files(workspace, folder):
             name = f"{top}/{rel[len(folder) :].lstrip('/')}"
             yield from _add(archive, workspace, rel, name, sink)
     yield sink.take()
@@ -80,15 +78,13 @@ def _add(
     yield sink.take()
 
 
-def _shown_files(workspace: Workspace, folder: str, skip: frozenset[str]) -> Iterator[str]:
+def _shown_files(workspace: Workspace, folder: str) -> Iterator[str]:
     ignore = WorkspaceIgnore(workspace.root)
     pending = [folder]
     while pending:
         rel_dir = pending.pop()
         for name, is_dir in scan_dir(workspace, ignore, rel_dir):
             rel = f"{rel_dir}/{name}" if rel_dir else name
-            if rel in skip:
-                continue
             if is_dir:
                 pending.append(rel)
             else:

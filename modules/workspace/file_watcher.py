@@ -37,18 +37,15 @@ class _Batcher:
     Changes to what the file tree does not show (modules.workspace.ignore) are dropped.
     """
 
-    def __init__(self, root: Path, ignore: list[Path]) -> None:
-        self.root, self.ignore = root, ignore
+    def __init__(self, root: Path) -> None:
+        self.root = root
         self.hidden = WorkspaceIgnore(root)
         self._lock = threading.Lock()
         self._batch = ChangeBatch()
 
     def relative(self, path: str, is_dir: bool) -> str | None:
-        candidate = Path(path)
-        if any(candidate == i or i in candidate.parents for i in self.ignore):
-            return None
         try:
-            rel = candidate.relative_to(self.root).as_posix()
+            rel = Path(path).relative_to(self.root).as_posix()
         except ValueError:
             return None
         return None if rel == "." or self.hidden.hides(rel, is_dir) else rel
@@ -82,11 +79,11 @@ class _Batcher:
                 sys.stdout.flush()
 
 
-def _watch(root: Path, ignore: list[Path]) -> None:
+def _watch(root: Path) -> None:
     from watchdog.events import FileSystemEvent, FileSystemEventHandler
     from watchdog.observers import Observer
 
-    batcher = _Batcher(root, ignore)
+    batcher = _Batcher(root)
     kinds = {"created": "created", "modified": "modified", "deleted": "deleted", "moved": "moved"}
 
     class Handler(FileSystemEventHandler):
@@ -124,11 +121,10 @@ class WorkspaceWatcher:
         self,
         root: Path,
         *,
-        ignore: list[Path],
         on_changes: Callable[[list[dict[str, Any]], list[dict[str, Any]]], None],
         start_background_task: Callable[..., Any],
     ) -> None:
-        self.root, self.ignore, self.on_changes = root, ignore, on_changes
+        self.root, self.on_changes = root, on_changes
         self._start_task = start_background_task
         self._process: subprocess.Popen[bytes] | None = None
         self._stopping = False
@@ -137,8 +133,6 @@ class WorkspaceWatcher:
     def start(self) -> None:
         """Start the child process and the background task that reads it."""
         argv = [sys.executable, "-m", "modules.workspace.file_watcher", str(self.root)]
-        for path in self.ignore:
-            argv += ["--ignore", str(path)]
         self._process = subprocess.Popen(
             argv,
             cwd=PROGRAM_DIR,
@@ -192,9 +186,8 @@ class WorkspaceWatcher:
 def _main() -> None:
     parser = argparse.ArgumentParser(description="Report workspace changes as JSON lines.")
     parser.add_argument("root")
-    parser.add_argument("--ignore", action="append", default=[])
     args = parser.parse_args()
-    _watch(Path(args.root).resolve(), [Path(p).resolve() for p in args.ignore])
+    _watch(Path(args.root).resolve())
 
 
 if __name__ == "__main__":
