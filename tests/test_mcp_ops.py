@@ -5,6 +5,7 @@ on, restarted and removed; what the page may not change is refused and left as i
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -158,3 +159,37 @@ def test_what_the_page_may_not_change_is_refused_and_left_as_it_was(
             )
             restart = client.call("mcp_restart_server", {"name": "theirs"})
             assert restart["error"]["code"] == "invalid"
+
+
+def test_a_command_is_checked_where_its_start_would_find_it(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """The check of a server the page adds and its start agree: a command found only on a
+    PATH entry in the workspace, named by its path there, or relative, is refused
+    `invalid` (the first was accepted, then never started); one on the servers' PATH is added."""
+    planted = "planted-mcp-tool"
+    tool = tmp_path / "ws" / "bin" / planted
+    path = f"{tool.parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+    files = {f"bin/{planted}": "#!/bin/sh\nexit 1\n", "here.sh": "#!/bin/sh\nexit 1\n"}
+    with (
+        serving(tmp_path, fake_llm, {"PATH": path}, files) as server,
+        connected(server.url) as client,
+    ):
+        for program in (tool, tmp_path / "ws" / "here.sh"):
+            program.chmod(0o755)
+        on_path = client.call("mcp_add_server", {"name": "a", "command": planted})
+        assert on_path["error"]["code"] == "invalid", on_path
+        assert f"command not found: {planted}" in on_path["error"]["message"]
+        assert str(tool.parent) not in on_path["error"]["message"]  # not on the servers' PATH
+        named = client.call("mcp_add_server", {"name": "b", "command": str(tool)})
+        assert named["error"]["code"] == "invalid" and "lies in the workspace" in str(named)
+        relative = client.call("mcp_add_server", {"name": "c", "command": "./here.sh"})
+        assert relative["error"]["code"] == "invalid", relative
+        assert not (tmp_path / "data" / "mcp.json").exists()
+
+        python = Path(sys.executable).name  # a name on the servers' PATH, as users type it
+        added = client.call("mcp_add_server", {"name": "d", "command": python})
+        assert added["ok"], added
+        assert json.loads((tmp_path / "data" / "mcp.json").read_text())["mcpServers"]["d"] == {
+            "command": python
+        }

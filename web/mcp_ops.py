@@ -3,7 +3,6 @@ change to the user's MCP file, never to the workspace's), restart one (docs/prot
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from types import ModuleType
 from typing import Annotated, Any, Literal
@@ -11,7 +10,6 @@ from typing import Annotated, Any, Literal
 from flask_socketio import SocketIO
 from pydantic import BaseModel, Field, StringConstraints, model_validator
 
-from modules.sandbox.environment import base_environment
 from web.handlers import acked, failure
 from web.state import WebState
 
@@ -109,11 +107,27 @@ def register_mcp_handlers(socketio: SocketIO, state: WebState) -> None:
         if services.mcp and msg.name in services.mcp.servers:
             source = services.mcp.servers[msg.name].config.source
             return failure("conflict", f"an MCP server named {msg.name} exists ({source})")
-        if msg.command is not None:
-            path = (base_environment() | msg.env).get("PATH")
-            if shutil.which(msg.command, path=path) is None:
-                return failure("invalid", f"command not found: {msg.command} (PATH: {path})")
+        if msg.command is not None and (refused := _launch_refusal(msg)) is not None:
+            return failure("invalid", refused)
         return changed(lambda edit: edit.add_server(user_file, msg.name, msg.entry()))
+
+    def _launch_refusal(msg: AddServer) -> str | None:
+        """Why the server's command would not start, found as its start finds it: on the
+        servers' PATH (no workspace folder on it), a relative one from its own folder."""
+        from modules.mcp.launch import (
+            LaunchRefused,
+            ServerFolders,
+            find_command,
+            server_environment,
+        )
+
+        folder = ServerFolders(settings.data_dir).path(msg.name)
+        env = server_environment(settings.workspace, folder) | msg.env
+        try:
+            find_command(msg.command or "", folder, env, settings.workspace)
+        except (FileNotFoundError, LaunchRefused) as exc:
+            return str(exc)
+        return None
 
     @socketio.on("mcp_set_enabled")
     @acked(SetEnabled)

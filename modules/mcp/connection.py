@@ -19,13 +19,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from modules.mcp.config import ServerConfig, ServerEntry
 from modules.mcp.launch import (
-    LaunchRefused,
     ServerFolders,
     find_command,
     guarded,
     safe_name,
     server_environment,
-    within,
 )
 from modules.mcp.tools import Listing, list_tools, output, registry_tools
 from modules.mcp.watch import watched
@@ -280,9 +278,8 @@ class McpServer:
         entry, workspace = self.entry, self._host.workspace
         folder = self.config.working_folder() or self._host.folders.folder(self.name)
         env = server_environment(workspace, folder) | entry.env
-        command = find_command(entry.command or "", folder, env.get("PATH"))
-        if within(command, workspace) and not self.config.from_workspace:
-            raise LaunchRefused(f"its command {command} lies in the workspace, which tasks write")
+        trusted = self.config.from_workspace
+        command = find_command(entry.command or "", folder, env, workspace, trusted=trusted)
         command, args = guarded(command, list(entry.args))
         errlog = stack.enter_context(self._log_path().open("a", encoding="utf-8"))
         self._log_start = errlog.tell()

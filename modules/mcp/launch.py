@@ -92,12 +92,19 @@ def server_environment(
     return env
 
 
-def find_command(command: str, folder: Path, path: str | None) -> str:
+def find_command(
+    command: str, folder: Path, env: Mapping[str, str], workspace: Path, *, trusted: bool = False
+) -> str:
     """The program a stdio entry names: a path (relative ones from the server's folder, never
-    the workspace) or a name looked up on `path`."""
+    the workspace) or a name looked up on `env`'s PATH; FileNotFoundError when there is none,
+    LaunchRefused when it lies in the workspace (unless the entry is a trusted workspace file's).
+    The page's check of a server it adds and the start both ask this."""
+    path = env.get("PATH")
     found = shutil.which(str(folder / command) if os.sep in command else command, path=path)
     if found is None:
-        raise FileNotFoundError(f"command not found: {command}")
+        raise FileNotFoundError(f"command not found: {command} (PATH: {path})")
+    if within(found, workspace) and not trusted:
+        raise LaunchRefused(f"its command {found} lies in the workspace, which tasks write")
     return found
 
 
