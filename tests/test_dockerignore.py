@@ -25,7 +25,7 @@ LEGACY_BUILDER = {"DOCKER_BUILDKIT": "0"}  # the CLI has no buildx here; both ho
 # Read by the server from its program folder (Flask's templates and static, PROGRAM_DIR's
 # agents, skills and demo), besides every Python package but the tests.
 DATA_FOLDERS = ("agents", "demo", "skills", "static", "templates")
-TOP_FILES = ("main.py", "web_server.py", "requirements.txt")
+TOP_FILES = ("main.py", "web_server.py", "requirements.txt", "requirements.lock")
 PLANTED = (
     ".env",
     ".env.local",
@@ -183,7 +183,7 @@ def test_nothing_but_what_the_server_reads(context: set[str]) -> None:
 
 def test_the_dockerfile_copies_what_the_context_holds(context: set[str]) -> None:
     sources = dockerfile_sources()
-    assert {"requirements.txt", "package.json", "scripts/vendor.mjs", "static", "."} <= set(sources)
+    assert {"requirements.lock", "package.json", "scripts/vendor.mjs", "static", "."} <= set(sources)
     for source in sources:
         prefix = "" if source == "." else source.rstrip("/") + "/"
         assert source in context or any(name.startswith(prefix) for name in context), source
