@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from mcp_server import resources
+from modules.mcp import config as mcp_config
 from modules.tools import file_tools, focus, search_tools, sql_tool, sql_worker
 from modules.tools.tool_context import ToolContext
 from modules.undo import blob_store
@@ -144,6 +145,39 @@ def test_the_demo_start_reads_no_large_workspace_file(tmp_path: Path, fake: Fake
             peaks.append(peak_mb(process.pid))
     growth = peaks[1] - peaks[0]
     assert growth < PEAK_GROWTH_MB, f"the planted file added {growth:.0f} MB to the start's peak"
+
+
+def test_the_workspaces_mcp_file_is_read_small_and_only_from_the_workspace(
+    server: ServerProcess, client: EventClient, tmp_path: Path
+) -> None:
+    """The workspace's .mcp.json is read at every start and every change of the MCP servers,
+    trusted or not: a task's 900 MB one was read whole each time (the bytes, then the text),
+    and one linked out of the workspace lent the servers of the file it named."""
+    planted = server.workspace / ".mcp.json"
+    with planted.open("wb") as big:
+        big.truncate(GROWN_MB * 2**20)
+    assert server.pid is not None
+    before = peak_mb(server.pid)
+    try:
+        added = client.call("mcp_add_server", {"name": "remote", "url": "http://127.0.0.1:9/"})
+        assert added["ok"], added  # the change reads both files again
+        [problem] = added["mcp"]["problems"]
+        assert problem["path"] == str(planted) and "over 256 KB" in problem["message"]
+        growth = peak_mb(server.pid) - before
+        assert growth < PEAK_GROWTH_MB, f"the server's peak memory grew by {growth:.0f} MB"
+
+        elsewhere = tmp_path / "elsewhere.json"
+        elsewhere.write_text(json.dumps({"mcpServers": {"lent": {"command": "true"}}}))
+        planted.unlink()
+        planted.symlink_to(elsewhere)
+        again = client.call("mcp_set_enabled", {"name": "remote", "enabled": False})
+        assert again["ok"], again
+        [problem] = again["mcp"]["problems"]
+        assert "outside the workspace" in problem["message"], problem
+        assert "lent" not in {s["name"] for s in again["mcp"]["servers"]}
+    finally:
+        planted.unlink()
+        assert client.call("mcp_remove_server", {"name": "remote"})["ok"]
 
 
 def test_a_database_query_made_to_hurt_runs_outside_the_server(
@@ -307,6 +341,7 @@ def test_every_module_reading_the_workspace_has_a_row() -> None:
         ("regular files of at most 50 MB", blob_store.BLOB_LIMIT_BYTES == 50 * 2**20),
         ("`list_files` 500 entries", file_tools.LIST_LIMIT == 500),
         ("of at most 256 KB (a larger one", setting_sources.SETTINGS_FILE_BYTES == 256 * 1024),
+        ("a regular file of at most 256 KB (at", mcp_config.WORKSPACE_FILE_BYTES == 256 * 1024),
         ("files over 1 MB", search_tools.SEARCH_FILE_LIMIT_BYTES == 1_000_000),
     ],
 )

@@ -19,8 +19,11 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from modules.mcp.launch import within
+from modules.results import ToolError
+from modules.workspace.safe_fs import SafeRoot
 from utils.validation import describe_validation_error
 
+WORKSPACE_FILE_BYTES = 256 * 1024  # the workspace's .mcp.json; far more than servers take
 TOOL_NAME_LIMIT = 64  # what OpenAI-compatible APIs accept as a function name
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -125,20 +128,53 @@ def load_config(user_file: Path, workspace_file: Path, *, trust_workspace: bool)
         "servers run commands outside the sandbox; set AGENT_MCP_TRUST_WORKSPACE=true to start "
         "them"
     )
-    if workspace_file.is_file():
+    text = _workspace_text(workspace_file, config)
+    if text is not None:
         problem = None if trust_workspace else untrusted
-        _read_file(workspace_file, config, workspace, problem, from_workspace=True)
+        _read_file(workspace_file, text, config, workspace, problem, from_workspace=True)
     if user_file.is_file():
-        _read_file(user_file, config, workspace, None, from_workspace=False)
+        try:
+            text = user_file.read_bytes()
+        except OSError as exc:
+            config.problems.append({"path": str(user_file), "message": f"cannot read it: {exc}"})
+        else:
+            _read_file(user_file, text, config, workspace, None, from_workspace=False)
     return config
 
 
+def _workspace_text(path: Path, config: McpConfig) -> bytes | None:
+    """The workspace's `.mcp.json` (None when there is none): a task may have written it, so it
+    is read through the workspace's own walk, only as a regular file, never blocking, and not
+    past WORKSPACE_FILE_BYTES."""
+    try:
+        workspace = SafeRoot(path.parent)
+        info = workspace.lstat(path.name, follow=True)
+        if info is None:
+            return None
+        with workspace.open_regular(path.name, str(path)) as (handle, _):
+            text = handle.read(WORKSPACE_FILE_BYTES + 1)
+    except (OSError, ToolError) as exc:
+        config.problems.append({"path": str(path), "message": f"cannot read it: {exc}"})
+        return None
+    if len(text) > WORKSPACE_FILE_BYTES:
+        too_large = f"not read: it is over {WORKSPACE_FILE_BYTES // 1024} KB"
+        config.problems.append({"path": str(path), "message": too_large})
+        return None
+    return text
+
+
 def _read_file(
-    path: Path, config: McpConfig, workspace: Path, problem: str | None, *, from_workspace: bool
+    path: Path,
+    text: bytes,
+    config: McpConfig,
+    workspace: Path,
+    problem: str | None,
+    *,
+    from_workspace: bool,
 ) -> None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         config.problems.append({"path": str(path), "message": f"cannot read it: {exc}"})
         return
     servers = data.get("mcpServers") if isinstance(data, dict) else None
