@@ -218,6 +218,26 @@ def test_ordinary_writes_in_auto_mode_still_run_unasked(
     assert (ws / "out.txt").read_text() == "hi\n"  # touching a definition changed nothing in it
 
 
+def test_a_preview_of_difflibs_worst_case_comes_at_once(
+    fake: FakeLLM, client: EventClient, ws: Path
+):
+    """Every other line of 20,000 changed: difflib took a minute to make the preview, in the
+    task's thread, before the user was even asked."""
+    old = "".join(f"line {i}\n" for i in range(20_000))
+    new = "".join(f"line {i}\n" if i % 2 else f"changed {i}\n" for i in range(20_000))
+    (ws / "big.txt").write_text(old)
+    fake.script(
+        Reply(tool_calls=[Call("create_file", {"path": "big.txt", "content": new})]),
+        Reply(content="Done."),
+    )
+    cid = client.start("rewrite big.txt", approval="ask")
+    asked = client.wait_for("tool", timeout=20, phase="approval", name="create_file")
+    assert asked["preview"].split("\n")[2].startswith("@@ -1,20000 +1,20000 @@ too long")
+    answer(client, cid, asked, False)
+    client.wait_done(cid)
+    assert (ws / "big.txt").read_text() == old
+
+
 def test_the_pages_auto_choice_says_configuration_changes_still_ask(server: ServerProcess):
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())  # the token's cookie
     with opener.open(f"{server.url}/?token={TOKEN}", timeout=30) as response:
