@@ -1,7 +1,7 @@
 // @ts-check
-// Lexing Markdown as markdown.js renders it. lexAside() has whole long texts lexed off the page's
-// main thread, by this same module run as a worker.
-import { Marked } from "../vendor/marked/marked.esm.js";
+// Lexing Markdown as markdown.js renders it: a whole text (lexText), a streamed one (streamLexer); lexAside()
+// has whole long texts lexed off the page's main thread, by this same module run as a worker.
+import { Lexer, Marked } from "../vendor/marked/marked.esm.js";
 
 export const LEXER_OPTIONS = { gfm: true };
 
@@ -22,8 +22,23 @@ const marked = new Marked(LEXER_OPTIONS);
  * @param {string} source
  * @returns {Lexed} */
 export function lexWhole(source) {
-  const tokens = /** @type {TokenList} */ (marked.lexer(source));
+  const tokens = lexText(source);
   return { tokens, keys: tokens.map((token) => JSON.stringify(token)), links: { ...tokens.links } };
+}
+
+/** A text's tokens, lexed here.
+ * @param {string} source
+ * @returns {TokenList} */
+export function lexText(source) {
+  return /** @type {TokenList} */ (marked.lexer(source));
+}
+
+/** A lexer for one streamed text: lex(source) gives its tokens; links are the reference definitions it uses,
+ * which may be given before it lexes (those of the blocks already closed), and which it adds to.
+ * @returns {{links: Record<string, LinkDef>, lex: (source: string) => MdToken[]}} */
+export function streamLexer() {
+  const lexer = new Lexer(marked.defaults);
+  return { links: /** @type {TokenList} */ (lexer.tokens).links, lex: (source) => lexer.lex(source) };
 }
 
 let lexer = null; // the worker lexing long texts; false where none can run

@@ -1,7 +1,8 @@
 // @ts-check
 // Read-only file preview panel (GET /api/file), highlighted by extension.
 import { debounce, formatBytes, h, icon } from "./dom.js";
-import { highlight, languageForPath, MarkdownView } from "./markdown.js";
+import { highlight, languageForPath } from "./codehighlight.js";
+import { MarkdownView } from "./markdown.js";
 
 const MARKDOWN = /\.(md|markdown|mdx)$/i;
 const IMAGE = /\.(png|jpe?g|gif|webp|svg)$/i;

@@ -2,7 +2,7 @@
 // One card per tool call: live arguments, approval, live output, result.
 import { isDiff, renderDiff } from "./diffview.js";
 import { formatDuration, h, icon } from "./dom.js";
-import { highlight, languageForPath } from "./markdown.js";
+import { highlight, languageForPath } from "./codehighlight.js";
 import { linkPaths, openPath } from "./preview.js";
 
 const LIVE_OUTPUT_LIMIT = 100_000;
