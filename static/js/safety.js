@@ -3,9 +3,7 @@
 // the tools the user allowed "always", each revocable.
 import { h, icon } from "./dom.js";
 import { ProposalBox } from "./proposal.js";
-
-// Commands may change nothing: their task's Undo appears once the server lists it as undoable.
-const CHANGING_TOOLS = new Set(["create_file", "create_folder", "modify_file", "rename_file", "delete_file"]);
+import { toolKind } from "./tools.js";
 
 function follows(earlier, later) {
   return Boolean(earlier.compareDocumentPosition(later) & Node.DOCUMENT_POSITION_FOLLOWING);
@@ -141,7 +139,7 @@ export class SafetyView {
     for (const card of cards) {
       if (!card.el.isConnected || !follows(user.el, card.el)) continue;
       const applied = card.el.querySelector('.proposal[data-state="applied"]');
-      if (applied || (CHANGING_TOOLS.has(card.name) && card.state === "ok")) this.changed.add(user);
+      if (applied || (toolKind(card.name).changesFiles && card.state === "ok")) this.changed.add(user);
     }
     this.place();
   }
