@@ -3,6 +3,8 @@ headless Chromium: it ends showing what is on disk, and says when the tree is ca
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.browser_helpers import Served, open_page
+from tests.helpers import live_command_lines
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -75,3 +78,23 @@ def test_a_capped_tree_says_so_until_it_is_whole_again(page: Any, served: Served
     # The tree may be reloaded while rm still runs: the rest of the deletion follows as changes.
     page.wait_for_selector(f'{TREE_ROWS}[data-path="churn"]', state="detached")
     assert shown(page) == on_disk(workspace)
+
+
+STOPPED = "[data-testid=tree-stopped]"
+
+
+def test_the_tree_says_when_it_no_longer_follows_changes(page: Any, served: Served) -> None:
+    """Last in this module: it ends the server's watcher."""
+    server, _, _ = served
+    assert server.pid is not None and page.locator(STOPPED).count() == 0
+    [watcher] = [
+        pid
+        for pid, argv in live_command_lines(server.pid).items()
+        if "modules.workspace.file_watcher" in argv
+    ]
+    os.kill(watcher, signal.SIGKILL)
+    page.wait_for_selector(STOPPED)
+    assert "Live file-tree updates stopped" in page.inner_text(STOPPED)
+    page.reload()
+    page.wait_for_selector(f'{TREE_ROWS}[data-path="keep"]')
+    page.wait_for_selector(STOPPED)  # a tree loaded later says so too

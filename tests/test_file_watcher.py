@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from modules.workspace.change_batch import FOLD_ABOVE
-from modules.workspace.file_watcher import WorkspaceWatcher
+from modules.workspace.file_watcher import MEMORY_BYTES, WorkspaceWatcher
+from tests.fake_llm import FakeLLM
+from tests.helpers import live_command_lines
 from tests.kit import wait_until
+from tests.web_helpers import REPO, connected, serving
 
 
 class WatcherRun:
@@ -96,3 +107,68 @@ def test_watcher_batches_name_each_path_once_and_fold_a_burst(tmp_path: Path):
     seen = len(run.batches)
     (root / "after-stop.txt").write_text("x")
     assert len(run.batches) == seen
+
+
+def test_the_page_learns_that_live_tree_updates_stopped(tmp_path: Path, fake_llm: FakeLLM):
+    """The watcher child has a memory limit; when it dies (that limit, a crash), every client
+    is told live updates stopped, and a tree asked for later says so: the tree went still and
+    nobody knew."""
+    with serving(tmp_path, fake_llm, {}, {}) as server, connected(server.url) as client:
+        assert server.pid is not None
+        [watcher] = [
+            pid
+            for pid, argv in live_command_lines(server.pid).items()
+            if "modules.workspace.file_watcher" in argv
+        ]
+        limit = f"Max address space         {MEMORY_BYTES}"  # set by the child first thing
+        wait_until(lambda: limit in Path(f"/proc/{watcher}/limits").read_text(), 20, limit)
+        assert client.named("notice") == []
+        os.kill(watcher, signal.SIGKILL)
+        notice = client.wait_for("notice", timeout=20, code="live_tree_stopped")
+        assert "Live file-tree updates stopped" in notice["message"]
+        assert "exit code -9" in notice["message"] and "conversation_id" not in notice
+        with connected(server.url) as later:
+            tree = later.call("get_file_tree", {})
+        assert tree["ok"] and tree["live_stopped"] == notice["message"]  # the server goes on
+
+
+UNSHARE = shutil.which("unshare")
+
+
+def _user_namespaces() -> bool:
+    if UNSHARE is None:
+        return False
+    done = subprocess.run([UNSHARE, "--user", "--map-root-user", "true"], capture_output=True)
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(not _user_namespaces(), reason="unshare cannot make a user namespace here")
+def test_the_child_ends_saying_so_when_inotify_watches_run_out(tmp_path: Path):
+    """watchdog leaves a folder it could not watch unsaid (its changes were silently lost):
+    the child, in a user namespace of its own with 5 inotify watches, says why and ends."""
+    root = tmp_path / "ws"
+    (root / "a").mkdir(parents=True)
+    script = (
+        "echo 5 > /proc/sys/user/max_inotify_watches && "
+        f'exec "$0" -m modules.workspace.file_watcher {root}'
+    )
+    child = subprocess.Popen(
+        [UNSHARE or "unshare", "--user", "--map-root-user", "sh", "-c", script, sys.executable],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert json.loads(child.stdout.readline()) == {"ready": True}
+        for index in range(10):  # more folders than watches are left
+            (root / f"folder{index}").mkdir()
+        lines = [json.loads(line) for line in child.stdout]  # until it ends
+        assert child.wait(20) == 1
+    finally:
+        child.kill()
+        child.wait()
+    [stopped] = [line["stopped"] for line in lines if "stopped" in line]
+    assert "inotify watches ran out" in stopped and "inotify watch limit reached" in stopped
+    assert "max_user_watches" in stopped

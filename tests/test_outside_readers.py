@@ -20,7 +20,7 @@ from modules.tools import file_tools, focus, search_tools, sql_tool, sql_worker
 from modules.tools.tool_context import ToolContext
 from modules.undo import blob_store
 from modules.undo.journal import UndoJournal
-from modules.workspace import ignore, text_files
+from modules.workspace import file_watcher, ignore, text_files
 from modules.workspace.paths import Workspace
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import call
@@ -341,6 +341,7 @@ def test_every_module_reading_the_workspace_has_a_row() -> None:
         ("regular files of at most 50 MB", blob_store.BLOB_LIMIT_BYTES == 50 * 2**20),
         ("`list_files` 500 entries", file_tools.LIST_LIMIT == 500),
         ("compare at most 1,000,000 pairs of lines", text_files.DIFF_PAIRS == 1_000_000),
+        ("1 GB of address space; if it dies", file_watcher.MEMORY_BYTES == 2**30),
         ("of at most 256 KB (a larger one", setting_sources.SETTINGS_FILE_BYTES == 256 * 1024),
         ("a regular file of at most 256 KB (at", mcp_config.WORKSPACE_FILE_BYTES == 256 * 1024),
         ("files over 1 MB", search_tools.SEARCH_FILE_LIMIT_BYTES == 1_000_000),

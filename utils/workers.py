@@ -67,8 +67,10 @@ def run_worker(
     return Finished(child.returncode, stdout, stderr, overdue.is_set())
 
 
-def limit_self(memory_bytes: int, cpu_seconds: int) -> None:
-    """In the worker, first thing: its address space, CPU time and no core dump."""
+def limit_self(memory_bytes: int, cpu_seconds: int | None) -> None:
+    """In the worker, first thing: its address space, CPU time (None: a child that lives as
+    long as the server, such as the file watcher, has none) and no core dump."""
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+    if cpu_seconds is not None:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

@@ -88,9 +88,11 @@ def _settings_of(terminal: WebTerminal) -> dict[str, Any]:
 
 
 def tree_payload(state: WebState) -> dict[str, Any]:
-    """The `get_file_tree` answer, also served at /api/tree."""
-    services = state.services
-    return {"ok": True, "tree": file_tree(services.workspace, services.annotations)}
+    """The `get_file_tree` answer, also served at /api/tree; once the watcher ended, with why
+    this tree will not follow changes."""
+    services, stopped = state.services, state.tree_stopped
+    tree = file_tree(services.workspace, services.annotations)
+    return {"ok": True, "tree": tree, **({"live_stopped": stopped} if stopped else {})}
 
 
 def status_payload(state: WebState, conversation_id: str | None = None) -> dict[str, Any]:

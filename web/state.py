@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from flask_socketio import SocketIO
 
-from core.events import Event, FileTree
+from core.events import Event, FileTree, Notice
 from core.services import AgentServices
 from modules.results import FileChange, FolderRefresh
 from modules.workspace.file_watcher import WorkspaceWatcher
@@ -19,6 +19,7 @@ from web.batching import batched_room
 from web.hub import TerminalHub
 
 AsyncMode = Literal["threading", "eventlet"]
+TREE_STOPPED = "live_tree_stopped"  # the notice that live file-tree updates stopped
 
 
 class EventTaps:
@@ -54,6 +55,7 @@ class WebState:
     token: str
     async_mode: AsyncMode
     watcher: WorkspaceWatcher | None = None
+    tree_stopped: str | None = None  # why live file-tree updates stopped (the watcher ended)
     token_note: str | None = None  # said at start: the stored token was replaced or exposed
     stopping: bool = False
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
@@ -87,9 +89,19 @@ class WebState:
                 listener(changes, refresh)
             self.socketio.sleep(0)
 
+        def stopped(why: str) -> None:
+            self.tree_stopped = (
+                f"Live file-tree updates stopped: the workspace watcher ended ({why}). The file "
+                "tree no longer follows changes; reload the page to see them."
+            )
+            notice = Notice(code=TREE_STOPPED, message=self.tree_stopped)
+            # this process's clients: another process's watcher may still be running
+            self.socketio.emit(notice.name, notice.to_wire(), ignore_queue=True)
+
         self.watcher = WorkspaceWatcher(
             self.services.workspace.root,
             on_changes=broadcast,
             start_background_task=self.socketio.start_background_task,
+            on_stopped=stopped,
         )
         self.watcher.start()

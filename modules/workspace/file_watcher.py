@@ -2,12 +2,17 @@
 
 The observer runs in its own process because eventlet's monkey patching breaks watchdog's
 threads; the parent only reads lines from a pipe, which works the same under both async modes.
+The child has MEMORY_BYTES of address space (it holds a watch per folder of a workspace tasks
+write). It ends, saying why in a last `{"stopped": REASON}` line, when a folder cannot be
+watched for want of inotify watches (watchdog leaves that unsaid below the root) or its
+observer stops; the parent then tells `on_stopped`, as it does when the child dies.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -22,11 +27,14 @@ from typing import Any
 from modules.workspace.change_batch import ChangeBatch
 from modules.workspace.ignore import WorkspaceIgnore
 from utils.settings import PROGRAM_DIR
+from utils.workers import limit_self
 
 log = logging.getLogger(__name__)
 
 BATCH_SECONDS = 0.1
 BURST_SECONDS = 1.0  # after a batch that had folders folded: a burst is going on
+MEMORY_BYTES = 1024 * 1024 * 1024  # ~400 MB of threads and the interpreter, 600 B a folder
+_OUT_OF_WATCHES = (errno.ENOSPC, errno.EMFILE, errno.ENOMEM)
 
 
 class _Batcher:
@@ -65,23 +73,61 @@ class _Batcher:
         with self._lock:
             self._batch.add(kind, path, is_dir, dest_path)
 
-    def flush_forever(self) -> None:
+    def flush_forever(self, stopped: Callable[[], str | None]) -> str:
+        """Write each batch until `stopped` gives a reason; that reason, after the last one."""
         wait = BATCH_SECONDS
         while True:
             time.sleep(wait)
+            reason = stopped()
             with self._lock:
                 changes, refresh = self._batch.take()
             self.hidden = WorkspaceIgnore(self.root)  # its time for .gitignore files is a batch's
             wait = BURST_SECONDS if refresh else BATCH_SECONDS
             if changes or refresh:
                 line = {"changes": changes, **({"refresh": refresh} if refresh else {})}
-                sys.stdout.write(json.dumps(line) + "\n")
-                sys.stdout.flush()
+                _write(line)
+            if reason is not None:
+                return reason
+
+
+def _write(line: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
 
 
 def _watch(root: Path) -> None:
     from watchdog.events import FileSystemEvent, FileSystemEventHandler
-    from watchdog.observers import Observer
+    from watchdog.observers.api import BaseObserver
+    from watchdog.observers.inotify import InotifyEmitter
+    from watchdog.observers.inotify_c import InotifyFD, Mask, WatchCallback, WatchDescriptor
+
+    class Watches(InotifyFD):
+        """watchdog's inotify instance, remembering why a folder could not be watched when
+        watches ran out (watchdog goes on without it)."""
+
+        ran_out: str | None = None
+
+        def add_callback(
+            self, path: bytes, mask: Mask, callback: WatchCallback, id_: Any
+        ) -> WatchDescriptor:
+            try:
+                return super().add_callback(path, mask, callback, id_)
+            except OSError as exc:
+                if exc.errno in _OUT_OF_WATCHES and self.ran_out is None:
+                    self.ran_out = f"{os.fsdecode(path)} could not be watched: {exc.strerror}"
+                raise
+
+    class Observer(BaseObserver):
+        """watchdog's InotifyObserver on our inotify instance."""
+
+        def __init__(self, watches: Watches) -> None:
+            super().__init__(InotifyEmitter, inotify_fd=watches)
+            self.watches = watches
+
+        def on_thread_stop(self) -> None:
+            super().on_thread_stop()
+            self.watches.stop()
+            self.watches.join()
 
     batcher = _Batcher(root)
     kinds = {"created": "created", "modified": "modified", "deleted": "deleted", "moved": "moved"}
@@ -99,13 +145,27 @@ def _watch(root: Path) -> None:
                 event.is_directory,
             )
 
-    observer = Observer()
+    watches = Watches()
+    watches.start()
+    observer = Observer(watches)
     observer.schedule(Handler(), str(root), recursive=True)
-    observer.start()
-    sys.stdout.write(json.dumps({"ready": True}) + "\n")
-    sys.stdout.flush()
+    try:
+        observer.start()
+    except OSError as exc:
+        _write({"stopped": f"{root} could not be watched: {exc.strerror}"})
+        os._exit(1)
+    _write({"ready": True})
     threading.Thread(target=_exit_with_parent, daemon=True).start()
-    batcher.flush_forever()
+
+    def stopped() -> str | None:
+        if watches.ran_out is not None:
+            return f"inotify watches ran out ({watches.ran_out}); raise fs.inotify.max_user_watches"
+        if not observer.is_alive() or not all(e.is_alive() for e in observer.emitters):
+            return "its observer stopped"
+        return None
+
+    _write({"stopped": batcher.flush_forever(stopped)})
+    os._exit(1)
 
 
 def _exit_with_parent() -> None:
@@ -115,7 +175,8 @@ def _exit_with_parent() -> None:
 
 
 class WorkspaceWatcher:
-    """Starts the child and hands each batch to `on_changes(changes, refresh)`."""
+    """Starts the child and hands each batch to `on_changes(changes, refresh)`; if the child
+    ends by itself, `on_stopped(why)` is told (the tree then no longer follows changes)."""
 
     def __init__(
         self,
@@ -123,8 +184,9 @@ class WorkspaceWatcher:
         *,
         on_changes: Callable[[list[dict[str, Any]], list[dict[str, Any]]], None],
         start_background_task: Callable[..., Any],
+        on_stopped: Callable[[str], None] | None = None,
     ) -> None:
-        self.root, self.on_changes = root, on_changes
+        self.root, self.on_changes, self.on_stopped = root, on_changes, on_stopped
         self._start_task = start_background_task
         self._process: subprocess.Popen[bytes] | None = None
         self._stopping = False
@@ -144,6 +206,7 @@ class WorkspaceWatcher:
     def _read(self) -> None:
         process = self._process
         assert process is not None and process.stdout is not None
+        why = ""
         for line in process.stdout:
             try:
                 message = json.loads(line)
@@ -155,13 +218,20 @@ class WorkspaceWatcher:
                 continue
             if message.get("ready"):
                 self.ready.set()
+            elif message.get("stopped"):
+                why = str(message["stopped"])
             elif message.get("changes") or message.get("refresh"):
                 self._deliver(message.get("changes", []), message.get("refresh", []))
-        if not self._stopping:
-            log.error(
-                "the workspace watcher stopped: live file-tree updates are off",
-                extra={"fields": {"exit_code": process.wait()}},
-            )
+        if self._stopping:
+            return
+        code = process.wait()
+        why = why or f"its process ended (exit code {code})"
+        log.error(
+            "the workspace watcher stopped: live file-tree updates are off",
+            extra={"fields": {"exit_code": code, "why": why}},
+        )
+        if self.on_stopped is not None:
+            self.on_stopped(why)
 
     def _deliver(self, changes: list[dict[str, Any]], refresh: list[dict[str, Any]]) -> None:
         try:
@@ -187,6 +257,7 @@ def _main() -> None:
     parser = argparse.ArgumentParser(description="Report workspace changes as JSON lines.")
     parser.add_argument("root")
     args = parser.parse_args()
+    limit_self(MEMORY_BYTES, None)
     _watch(Path(args.root).resolve())
 
 

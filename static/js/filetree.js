@@ -40,6 +40,16 @@ export class FileTree {
     this.expanded = new Set();
     this.selected = null;
     this.refresh = debounce(() => this.reload(), 300);
+    /** @type {HTMLElement | null} said above the tree once live updates stopped */
+    this.stopped = null;
+  }
+
+  /** The server's watcher ended: the tree no longer follows changes, and says so.
+   * @param {string} text */
+  showStopped(text) {
+    this.stopped ??= h("p", { class: "empty-hint", role: "status", "data-testid": "tree-stopped" });
+    this.stopped.textContent = text;
+    this.root.prepend(this.stopped);
   }
 
   async reload() {
@@ -51,6 +61,7 @@ export class FileTree {
     }
     if (res?.ok && res.tree) this.setTree(res.tree);
     else this.root.replaceChildren(h("p", { class: "empty-hint", text: res?.error?.message ?? "The file tree is unavailable." }));
+    if (res?.live_stopped) this.showStopped(res.live_stopped);
   }
 
   setTree(tree) {
@@ -59,7 +70,7 @@ export class FileTree {
     const rootNode = { name: tree.name, path: "", isDir: true, children: [], list, row: null, li: null };
     this.nodes.set("", rootNode);
     for (const child of tree.children ?? []) this.#build(child, rootNode);
-    this.root.replaceChildren(list);
+    this.root.replaceChildren(...(this.stopped ? [this.stopped] : []), list);
     if (!rootNode.children.length) list.append(h("li", { class: "empty-hint", text: "The workspace is empty" }));
     if (tree.truncated) {
       const shown = (tree.entries ?? rootNode.children.length).toLocaleString("en");

@@ -91,6 +91,7 @@ export class Session {
     if (!cid) {
       if (name === "file_tree") this.tree.apply(payload.changes ?? [], payload.refresh ?? []);
       else if (name === "error") this.chat.onError(payload);
+      else if (name === "notice" && payload.code === "live_tree_stopped") this.tree.showStopped(payload.message ?? "");
       return;
     }
     if (!this.feed.admit(cid, ...event)) return;
