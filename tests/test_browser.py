@@ -189,10 +189,13 @@ def test_a_sub_agent_works_inside_the_card_of_the_delegating_call(served_agents,
     assert card.count() == 1
     nested = card.locator(".sub-agent")
     assert nested.get_attribute("data-agent") == "coder"
-    assert "Done: hello.txt" in card.locator(".tool-output").inner_text()  # the report
+    report = card.locator(":scope > .tool-body > .tool-output")
+    assert "Done: hello.txt" in report.inner_text()
     card.locator(".sub-agent-head").click()  # the sub-agent's work folded when it ended
     assert "Creating it." in nested.locator(".answer").first.inner_text()
-    assert nested.locator('.tool-card[data-tool="create_file"][data-state="ok"]').count() == 1
+    created = nested.locator('.tool-card[data-tool="create_file"][data-state="ok"]')
+    assert created.count() == 1
+    assert created.locator(".tool-output").count() == 1  # the report did not take its place
     assert page.locator(".tool-card").count() == 2
     page.wait_for_selector('#file-tree [data-path="hello.txt"]')
     final = ".assistant-message:has-text('The coder made hello.txt.')"

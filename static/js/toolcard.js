@@ -193,7 +193,7 @@ export class ToolCard {
           h("span", { class: "sub-agent-name", text: agent ?? "sub-agent" }), this.nestedLabel),
         this.nestedBody,
       ));
-      this.body.insertBefore(this.nested, this.body.querySelector(".tool-output"));
+      this.body.insertBefore(this.nested, this.#output());
       this.toggle(true);
     }
     return this.nestedBody;
@@ -230,7 +230,7 @@ export class ToolCard {
       h("summary", {}, text ? `Output · ${lines} line${lines === 1 ? "" : "s"}` : "No output"),
       text ? h("pre", {}, linkPaths(text)) : null,
     ));
-    this.body.querySelector(".tool-output")?.remove();
+    this.#output()?.remove();
     this.body.append(details);
     if (this.nested) {
       // The sub-agent's work folds away; its report (the output) stays in sight.
@@ -248,10 +248,16 @@ export class ToolCard {
   attach(el, open) {
     this.extra?.remove();
     this.extra = el;
-    const output = /** @type {HTMLDetailsElement | null} */ (this.body.querySelector(".tool-output"));
+    const output = this.#output();
     if (output) output.open = false;
     this.body.insertBefore(el, output);
     if (open) this.toggle(true);
+  }
+
+  /** The card's result: its own, not that of a call its sub-agent made (whose card is nested in this one).
+   * @returns {HTMLDetailsElement | null} */
+  #output() {
+    return this.body.querySelector(":scope > details.tool-output");
   }
 
   /** The task ended while this call was still running or waiting.
