@@ -14,6 +14,7 @@ from history.store import ConversationStore
 from model.api_client import ApiClient, OnWait
 from model.completion import StreamItem
 from model.providers import ProviderConfig, resolve_provider
+from modules.sandbox.disk_floor import Floor
 from modules.sandbox.factory import runner_for
 from modules.sandbox.runner import CommandRunner
 from modules.skills import SkillCatalog, skill_folders
@@ -149,7 +150,7 @@ def build_services(settings: Settings) -> AgentServices:
     stream_log = setup_logging(logs, redact_content=settings.log_redact_content)
     provider = resolve_provider(settings)
     workspace = Workspace(settings.workspace)
-    journal = UndoJournal(settings.data_dir, workspace)
+    journal = UndoJournal(settings.data_dir, workspace, floor=Floor.of(settings))
     agents = load_agents(
         [SHIPPED_AGENTS, settings.data_dir / "agents"],
         settings.workspace,

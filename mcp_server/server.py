@@ -31,6 +31,7 @@ from mcp_server.changes import ResourceChanges
 from mcp_server.prompts import SkillPrompts
 from mcp_server.resources import WorkspaceResources
 from modules.results import ToolError, ToolResult
+from modules.sandbox.disk_floor import Floor
 from modules.sandbox.factory import build_runner
 from modules.skills import SkillCatalog, skill_folders
 from modules.tools.catalogue import build_registry
@@ -111,7 +112,8 @@ class WorkspaceServer:
         self.tools, self.warnings = offered_tools(self.registry, settings)
         self.workspace = Workspace(settings.workspace)
         self.protected = ProtectedPaths(self.workspace.root)
-        self.config = ConfigWatch(UndoJournal(settings.data_dir, self.workspace), self.protected)
+        journal = UndoJournal(settings.data_dir, self.workspace, floor=Floor.of(settings))
+        self.config = ConfigWatch(journal, self.protected)
         self.runner = build_runner(settings)
         self.memory = MemoryStore(settings.data_dir)
         self.annotations = AnnotationStore(settings.data_dir)

@@ -17,11 +17,13 @@ from typing import Any
 
 import pytest
 
-from modules.sandbox.disk_floor import DiskFloor, DiskFloorReached
+from modules.sandbox.disk_floor import DiskFloor, DiskFloorReached, Floor
 from modules.sandbox.disk_watch import WATCHER
 from modules.sandbox.docker_runner import DockerRunner
 from modules.sandbox.factory import build_runner
 from modules.sandbox.runner import CommandResult, CommandRunner
+from modules.undo.journal import UndoJournal
+from modules.workspace.paths import Workspace
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.kit import wait_until
 from tests.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
@@ -216,3 +218,26 @@ def test_the_task_and_the_history_go_on_after_a_stop(disk: Path, fake_llm: FakeL
         assert any("[Stopped: this command was killed" in text for text in kept)
         assert kept[-1] == "Made room and ran it."
         wait_until(lambda: fake_llm.drop_script() == 0, 5, "every reply used")
+
+
+def test_undo_copies_keep_the_floor_of_the_data_folder(disk: Path) -> None:
+    """Undo keeps a copy of every file a command may change (up to 50 MB each, no total): the
+    copies filled the data folder's disk past the floor that stops commands. A copy that would
+    go below it is not made, and undo says why."""
+    workspace = disk / "ws"
+    names = ["a.bin", "b.bin", "c.bin"]
+    size = int((free_mb(disk) - FLOOR_MB) / 4.5 * MB)  # then room for one copy, not two
+    for index, name in enumerate(names):  # on disk (not sparse), each its own
+        (workspace / name).write_bytes(bytes([index + 1]) + bytes(size - 1))
+    (workspace / "notes.txt").write_text("small\n")
+    room = (free_mb(disk) - FLOOR_MB) * MB
+    assert size < room < 2 * size, f"{room / MB:.0f} MB above the floor, files of {size / MB}"
+    journal = UndoJournal(disk / "data", Workspace(workspace), floor=Floor(FLOOR_MB * MB))
+    snapshot = journal.task("conv", "task").snapshot()
+    kept = [name for name in names if name in snapshot.digests]
+    assert len(kept) == 1 and "notes.txt" in snapshot.digests, snapshot.lost
+    assert sorted(snapshot.lost) == sorted(set(names) - set(kept))
+    for reason in snapshot.lost.values():
+        assert "was not copied for undo" in reason and f"floor of {FLOOR_MB} MB" in reason
+        assert "AGENT_DISK_FLOOR_MB" in reason
+    assert free_mb(disk) >= FLOOR_MB

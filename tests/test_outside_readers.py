@@ -18,7 +18,7 @@ from mcp_server import resources
 from modules.mcp import config as mcp_config
 from modules.tools import file_tools, focus, search_tools, sql_tool, sql_worker
 from modules.tools.tool_context import ToolContext
-from modules.undo import blob_store
+from modules.undo import baseline, blob_store
 from modules.undo.journal import UndoJournal
 from modules.workspace import file_watcher, ignore, text_files
 from modules.workspace.paths import Workspace
@@ -342,6 +342,7 @@ def test_every_module_reading_the_workspace_has_a_row() -> None:
         ("`list_files` 500 entries", file_tools.LIST_LIMIT == 500),
         ("compare at most 1,000,000 pairs of lines", text_files.DIFF_PAIRS == 1_000_000),
         ("1 GB of address space; if it dies", file_watcher.MEMORY_BYTES == 2**30),
+        ("the baseline child 2 GB of address space", baseline.BASELINE_MEMORY_BYTES == 2**31),
         ("of at most 256 KB (a larger one", setting_sources.SETTINGS_FILE_BYTES == 256 * 1024),
         ("a regular file of at most 256 KB (at", mcp_config.WORKSPACE_FILE_BYTES == 256 * 1024),
         ("files over 1 MB", search_tools.SEARCH_FILE_LIMIT_BYTES == 1_000_000),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -15,10 +17,12 @@ import pytest
 
 from core.main_terminal import TaskBusy
 from modules.tools.tool_context import ToolContext
+from modules.undo.baseline import BASELINE_MEMORY_BYTES
 from modules.undo.journal import UndoJournal
 from modules.workspace.paths import Workspace
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import call, make_ctx, make_terminal, run_in_thread, state
+from tests.web_helpers import REPO
 
 BINARY = bytes(range(256)) * 40
 
@@ -390,3 +394,59 @@ def test_the_scan_after_a_command_runs_behind_its_result(setup) -> None:
     task.finish()
     journal.undo("conv", "t1")
     assert not (ctx.workspace.root / "made-by-the-command.txt").exists()
+
+
+def test_a_copy_stops_at_the_limit_while_its_file_grows(tmp_path: Path) -> None:
+    """A command still writing a file while undo copies it: the copy read on to its end, past
+    the limit, as long as the file kept growing. It stops at the limit now, saying so."""
+    limit = 8 * 2**20
+    root = tmp_path / "ws"
+    root.mkdir()
+    growing = root / "growing.bin"
+    growing.write_bytes(os.urandom(2 * 2**20))  # under the limit when it is looked at
+    journal = UndoJournal(tmp_path / "data", Workspace(root), max_file_bytes=limit)
+    done = threading.Event()
+
+    def grow() -> None:
+        chunk = bytes(2**20)
+        with growing.open("ab") as out:
+            for _ in range(400):  # at most 400 MB more, stopped as soon as the copy ended
+                if done.is_set():
+                    return
+                out.write(chunk)
+                out.flush()
+
+    writer = threading.Thread(target=grow)
+    writer.start()
+    try:
+        kept = journal.keeper.state_of(journal.workspace, "growing.bin")
+    finally:
+        done.set()
+        writer.join()
+    blobs = [p.stat().st_size for p in (tmp_path / "data").rglob("*") if p.is_file()]
+    if kept["kind"] == "lost":  # it outgrew the limit: while copied, or before it was looked at
+        assert "limit for undo copies" in kept["reason"], kept
+    else:  # the copy won the race: what it kept is whole
+        assert kept["kind"] == "file" and kept["size"] <= limit, kept
+    assert max(blobs, default=0) <= limit + 2**20, blobs  # the index too, never a huge blob
+
+
+def test_the_baseline_child_limits_its_memory(tmp_path: Path) -> None:
+    """The baseline child walks and copies a workspace a task filled: it has a memory limit of
+    its own, as the other children reading what a task wrote have."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("a\n")
+    os.utime(root / "a.txt", (time.time() - 60, time.time() - 60))  # not racy: it is indexed
+    script = (
+        "import resource, sys\n"
+        "from modules.undo import journal\n"
+        "journal._build_baseline(sys.argv[1:])\n"
+        "print(resource.getrlimit(resource.RLIMIT_AS)[0])\n"
+    )
+    argv = [sys.executable, "-c", script, str(tmp_path / "data"), str(root), "0", "0"]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == BASELINE_MEMORY_BYTES
+    journal = UndoJournal(tmp_path / "data", Workspace(root))
+    assert "a.txt" in journal.keeper.index.stats  # it built the baseline all the same

@@ -76,34 +76,58 @@ class Shortage:
         return "Commands cannot free that disk: ask the user to make room on it."
 
 
-class DiskFloor:
-    """The floor of the workspace's and the data folder's file systems (one when they share)."""
+@dataclass(frozen=True)
+class Floor:
+    """The free space a file system must keep: the larger of `floor_bytes` and `percent` of its
+    size (both 0: none)."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.floor_bytes = settings.disk_floor_mb * MB
-        self.percent = settings.disk_floor_percent
-        self.places = _places(settings.workspace, settings.data_dir)
+    floor_bytes: int = 0
+    percent: float = 0.0
+
+    @classmethod
+    def of(cls, settings: Settings) -> Floor:
+        """The floor the settings set."""
+        return cls(settings.disk_floor_mb * MB, settings.disk_floor_percent)
 
     @property
     def active(self) -> bool:
         return bool(self.floor_bytes or self.percent)
+
+    def floor_of(self, usage: Usage) -> int:
+        """The free space one file system must keep, in bytes."""
+        return max(self.floor_bytes, int(usage.size * self.percent / 100))
+
+    def room(self, path: Path) -> tuple[int, Usage] | None:
+        """What may still be written on the file system holding `path` before its floor, and
+        its usage (None: no floor, or it cannot be read)."""
+        usage = usage_of(_existing(path)) if self.active else None
+        return None if usage is None else (usage.free - self.floor_of(usage), usage)
+
+
+class DiskFloor:
+    """The floor of the workspace's and the data folder's file systems (one when they share)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.floor = Floor.of(settings)
+        self.places = _places(settings.workspace, settings.data_dir)
+
+    @property
+    def active(self) -> bool:
+        return self.floor.active
 
     def describe(self) -> str:
         """The isolation list's line."""
         if not self.active:
             return "disk: no floor (AGENT_DISK_FLOOR_MB and AGENT_DISK_FLOOR_PERCENT are 0)"
         names = " or ".join(place.name for place in self.places)
-        floors = [f"{self.floor_bytes // MB} MB"] if self.floor_bytes else []
-        floors += [f"{self.percent:g}% of its size"] if self.percent else []
+        floor_bytes, percent = self.floor.floor_bytes, self.floor.percent
+        floors = [f"{floor_bytes // MB} MB"] if floor_bytes else []
+        floors += [f"{percent:g}% of its size"] if percent else []
         larger = " (the larger)" if len(floors) == 2 else ""
         return (
             f"disk: a command is not started, and is stopped, when {names} has less than "
             f"{' or '.join(floors)}{larger} free"
         )
-
-    def floor_of(self, usage: Usage) -> int:
-        """The free space one file system must keep, in bytes."""
-        return max(self.floor_bytes, int(usage.size * self.percent / 100))
 
     def judge(self, usages: Mapping[Path, Usage | None]) -> tuple[Shortage | None, int | None]:
         """The first place below its floor, and the smallest room left above a floor (None
@@ -113,7 +137,7 @@ class DiskFloor:
             usage = usages.get(place.path)
             if usage is None:
                 continue
-            floor = self.floor_of(usage)
+            floor = self.floor.floor_of(usage)
             if usage.free < floor:
                 return Shortage(place, usage.free, floor), 0
             room = usage.free - floor if room is None else min(room, usage.free - floor)

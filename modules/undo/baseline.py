@@ -4,13 +4,14 @@ In a workspace the index does not know yet (its first use, or after many files c
 no process ran), the first command would wait while every unknown file is read and copied:
 seconds in a big workspace. So when a front opens the workspace (the web server before it
 listens, the interactive CLI while the first prompt is typed), `Baseline.start` runs
-`python -m modules.undo.journal DATA_DIR WORKSPACE`: a child process that takes an exclusive
-flock on DATA_DIR/undo and then does what a snapshot does, keeping every path the index lacks and
-writing the index as it goes. Before its scan, a snapshot waits (at most WAIT_SECONDS)
-while this process's child runs or any process holds that lock, then reads the index again;
-whatever is still unknown it keeps itself, so undo never depends on the child having finished
-or run at all. Two processes opening one workspace build it once: the second child waits for
-the lock, then finds nothing left to keep.
+`python -m modules.undo.journal DATA_DIR WORKSPACE FLOOR_BYTES FLOOR_PERCENT`: a child process
+that takes an exclusive flock on DATA_DIR/undo and then does what a snapshot does, keeping every
+path the index lacks (within the disk floor) and writing the index as it goes, in at most
+BASELINE_MEMORY_BYTES of address space (a workspace a task filled with files is walked whole).
+Before its scan, a snapshot waits (at most WAIT_SECONDS) while this process's child runs or any
+process holds that lock, then reads the index again; whatever is still unknown it keeps itself,
+so undo never depends on the child having finished or run at all. Two processes opening one
+workspace build it once: the second child waits for the lock, then finds nothing left to keep.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ import time
 from pathlib import Path
 from typing import IO
 
+from modules.sandbox.disk_floor import Floor
 from utils.settings import PROGRAM_DIR
 
 log = logging.getLogger(__name__)
 
 WAIT_SECONDS = 30.0  # well within a command's own time limit
+BASELINE_MEMORY_BYTES = 2 * 1024 * 1024 * 1024  # ~300 B a workspace path, a 1 MB file read whole
 _POLL_SECONDS = 0.01
 _STOP_SECONDS = 5.0
 _ERROR_TAIL = 2000
@@ -39,9 +42,10 @@ _ERROR_TAIL = 2000
 class Baseline:
     """The baseline child of one journal: start it, wait for any builder, stop it."""
 
-    def __init__(self, data_dir: Path, workspace: Path) -> None:
+    def __init__(self, data_dir: Path, workspace: Path, floor: Floor) -> None:
         self.data_dir = data_dir
         self.workspace = workspace
+        self.floor = floor
         self.lock_dir = data_dir / "undo"
         self._child: subprocess.Popen[bytes] | None = None
         self._mutex = threading.Lock()
@@ -57,6 +61,8 @@ class Baseline:
                 "modules.undo.journal",
                 str(self.data_dir),
                 str(self.workspace),
+                str(self.floor.floor_bytes),
+                str(self.floor.percent),
             ]
             try:
                 self.lock_dir.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
 from modules.results import ToolError
+from modules.sandbox.disk_floor import MB, Floor, Usage
 from modules.workspace.safe_fs import NotRegular, SafeRoot, replace_at
 
 State = dict[str, Any]
@@ -205,12 +206,22 @@ class Sparse(ToolError):
         )
 
 
-class BlobStore:
-    """Files kept by the SHA-256 of their bytes, each distinct content once."""
+class NotKept(ToolError):
+    """A file whose copy was not made or not finished: it grew past the limit while it was
+    read, or the copy would take the data folder's disk below its floor."""
 
-    def __init__(self, root: Path, *, max_bytes: int = BLOB_LIMIT_BYTES) -> None:
+
+class BlobStore:
+    """Files kept by the SHA-256 of their bytes, each distinct content once; no copy larger than
+    `max_bytes`, nor one that would leave less free space than `floor` on the data folder's
+    file system (AGENT_DISK_FLOOR_MB: undo copies are no command's, but fill the same disk)."""
+
+    def __init__(
+        self, root: Path, *, max_bytes: int = BLOB_LIMIT_BYTES, floor: Floor | None = None
+    ) -> None:
         self.root = root
         self.max_bytes = max_bytes
+        self.floor = floor or Floor()
 
     def path(self, digest: str) -> Path:
         """Where the blob with this hash lives."""
@@ -235,21 +246,32 @@ class BlobStore:
             if st.st_size > _IN_MEMORY_BYTES and st.st_blocks * 512 < st.st_size // 2:
                 raise Sparse(shown, st)
             if st.st_size > _IN_MEMORY_BYTES:
-                return self._store_large(fd, st)
-            data = _read_all(fd, st.st_size)
+                return self._store_large(fd, st, shown)
+            data = _read_upto(fd, self.max_bytes)
+            if len(data) > self.max_bytes:
+                raise self._grew(shown)
             digest = hashlib.sha256(data).hexdigest()
             after = os.fstat(fd)
         finally:
             os.close(fd)
         if not self.has(digest):
+            self._room_for(len(data), shown)
             self._place(self._write_tmp(lambda out: _write_all(out, data)), digest)
         return digest, _unchanged(st, after)
 
-    def _store_large(self, fd: int, st: os.stat_result) -> tuple[str, Stat | None]:
+    def _store_large(self, fd: int, st: os.stat_result, shown: str) -> tuple[str, Stat | None]:
         hasher = hashlib.sha256()
+        found = self._room_for(st.st_size, shown)
+        most = self.max_bytes if found is None else min(self.max_bytes, found[0])
 
         def copy(out: int) -> None:
-            while chunk := os.read(fd, _CHUNK):
+            copied = 0
+            while chunk := os.read(fd, min(_CHUNK, most + 1 - copied)):
+                copied += len(chunk)
+                if copied > self.max_bytes:
+                    raise self._grew(shown)
+                if found is not None and copied > most:  # it grew past the room there was
+                    raise self._no_room(copied, shown, found[1])
                 hasher.update(chunk)
                 _write_all(out, chunk)
 
@@ -258,6 +280,25 @@ class BlobStore:
         digest = hasher.hexdigest()
         self._place(tmp, digest)
         return digest, _unchanged(st, after)
+
+    def _grew(self, shown: str) -> NotKept:
+        limit = self.max_bytes // (1024 * 1024)
+        return NotKept(f"{shown} grew past the {limit} MB limit for undo copies while it was read")
+
+    def _room_for(self, size: int, shown: str) -> tuple[int, Usage] | None:
+        """The room the floor leaves on the data folder's file system, and its usage (None: no
+        floor, or it cannot be read); NotKept when `size` bytes more would go below it."""
+        found = self.floor.room(self.root)
+        if found is not None and size > found[0]:
+            raise self._no_room(size, shown, found[1])
+        return found
+
+    def _no_room(self, size: int, shown: str, usage: Usage) -> NotKept:
+        return NotKept(
+            f"{shown} ({size:,} bytes or more) was not copied for undo: the data folder's file "
+            f"system had {usage.free // MB} MB free, and its floor of "
+            f"{self.floor.floor_of(usage) // MB} MB is kept (AGENT_DISK_FLOOR_MB)"
+        )
 
     def _write_tmp(self, write: Callable[[int], object]) -> str:
         tmp = f"{self.root}/{secrets.token_hex(8)}.tmp"
@@ -316,11 +357,14 @@ class BlobStore:
         return removed
 
 
-def _read_all(fd: int, size: int) -> bytes:
-    """What is in the file at `fd` (`size` expected; a file that grew meanwhile is read on)."""
+def _read_upto(fd: int, most: int) -> bytes:
+    """What is in the file at `fd`, but no more than `most` + 1 bytes (a file that grew while
+    it was read is read on, that far)."""
     parts: list[bytes] = []
-    while chunk := os.read(fd, _CHUNK if parts else size + 1):
+    left = most + 1
+    while left > 0 and (chunk := os.read(fd, min(_CHUNK, left))):
         parts.append(chunk)
+        left -= len(chunk)
     return b"".join(parts)
 
 

@@ -32,7 +32,8 @@ import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from modules.undo.baseline import Baseline
+from modules.sandbox.disk_floor import Floor
+from modules.undo.baseline import BASELINE_MEMORY_BYTES, Baseline
 from modules.undo.blob_store import BLOB_LIMIT_BYTES, BlobStore, State, scan, scan_tops
 from modules.undo.conflicts import find_conflicts, overwritten, state_now, with_folders
 from modules.undo.index import FileIndex
@@ -50,6 +51,7 @@ from modules.undo.restore import (
 from modules.workspace.ignore import SKIPPED_DIRS
 from modules.workspace.paths import Workspace
 from utils.files import directory_lock
+from utils.workers import limit_self
 
 log = logging.getLogger(__name__)
 
@@ -106,10 +108,12 @@ class UndoJournal:
         *,
         keep_tasks: int = KEEP_TASKS,
         max_file_bytes: int = BLOB_LIMIT_BYTES,
+        floor: Floor | None = None,
     ) -> None:
         self.workspace = workspace
         self.root = Path(data_dir) / "undo"
-        self.blobs = BlobStore(self.root / "blobs", max_bytes=max_file_bytes)
+        floor = floor or Floor()
+        self.blobs = BlobStore(self.root / "blobs", max_bytes=max_file_bytes, floor=floor)
         index = FileIndex(self.root / "index.sqlite", str(workspace.root))
         self.keeper = Keeper(self.blobs, index)
         self.manifests = Manifests(self.root / "tasks")
@@ -119,7 +123,7 @@ class UndoJournal:
         # Held from a command's end until its changes are recorded (a plain Lock: the
         # recording thread releases what the command's thread took).
         self._recording = threading.Lock()
-        self.baseline = Baseline(Path(data_dir), workspace.root)
+        self.baseline = Baseline(Path(data_dir), workspace.root, floor)
 
     def settle(self) -> None:
         """Wait until the changes of every command that ended are recorded."""
@@ -407,8 +411,11 @@ class UndoJournal:
 
 
 def _build_baseline(argv: list[str]) -> int:
-    """The baseline child (see undo_baseline): DATA_DIR WORKSPACE, built under its lock."""
-    journal = UndoJournal(Path(argv[0]), Workspace(Path(argv[1])))
+    """The baseline child (see undo_baseline): DATA_DIR WORKSPACE FLOOR_BYTES FLOOR_PERCENT,
+    built under its lock within BASELINE_MEMORY_BYTES."""
+    limit_self(BASELINE_MEMORY_BYTES, None)
+    floor = Floor(int(argv[2]), float(argv[3]))
+    journal = UndoJournal(Path(argv[0]), Workspace(Path(argv[1])), floor=floor)
     journal.root.mkdir(parents=True, exist_ok=True)
     with directory_lock(journal.root):
         journal.build_baseline()
