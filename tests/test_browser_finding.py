@@ -34,6 +34,8 @@ WORKSPACE_FILES: dict[str, str | bytes] = {
     "art/dot.png": png(3, 2),
     "art/logo.svg": SVG,
     "art/fake.png": "not an image at all\n",
+    "names/constructor": "plain words\n",
+    "names/notes.__proto__": "more plain words\n",
 }
 ANSWER = (
     "## Fixed\n\nI changed **`calc.py`**: the [divide](https://example.com/d) function now "
@@ -75,6 +77,16 @@ def test_workspace_images_show_in_the_preview(browser: Any, served: Served):
         page.wait_for_selector("[data-testid=preview-image-error]")
         page.click("#file-preview [data-role=close]")
         assert page.evaluate("window.svgRan") is None
+
+
+def test_a_file_named_as_a_property_of_every_object_previews_as_text(browser: Any, served: Served):
+    # The language of a name was looked up in plain objects: "constructor" found a function.
+    with open_page(browser, served, ready=['#file-tree [data-path="names"]']) as page:
+        page.click('#file-tree [data-path="names"]')
+        open_file(page, "names/constructor")
+        page.wait_for_selector("#file-preview .code-lines:has-text('plain words')")
+        open_file(page, "names/notes.__proto__")
+        page.wait_for_selector("#file-preview .code-lines:has-text('more plain words')")
 
 
 def test_search_marks_the_words_around_the_hit_and_twins_are_told_apart(
