@@ -45,6 +45,7 @@ class App {
     this.token = token;
     this.initialConversation = conversationFromUrl();
     rememberConversation(this.initialConversation);
+    /** @type {import("./requests.js").Request} */
     const request = (event, payload, timeoutMs) => this.conn.request(event, payload, timeoutMs);
     this.openCid = null;
     this.attention = new Attention($("#notify-toggle"), {
@@ -53,9 +54,9 @@ class App {
     });
     this.drawer = new Drawer({ sidebar: $("#sidebar"), toggle: $("#sidebar-toggle"), backdrop: $(".drawer-backdrop") });
     this.#buildSidebar(request);
-    this.#buildMain(request);
+    this.#buildMain();
     this.session = new Session({
-      conn: { request },
+      request,
       chat: this.chat,
       conversations: this.conversations,
       statusBar: this.statusBar,
@@ -77,6 +78,7 @@ class App {
     this.composer.focus();
   }
 
+  /** @param {import("./requests.js").Request} request */
   #buildSidebar(request) {
     this.statusBar = new StatusBar($("#status-bar"));
     this.statusBar.onCompact = () => this.session.compact();
@@ -121,7 +123,7 @@ class App {
     };
   }
 
-  #buildMain(request) {
+  #buildMain() {
     this.chat = new ChatView($("#conversation"), $("#chat-scroll"), {
       onEdit: (record, text) => this.session.edit(record, text),
       onSwitch: (id) => this.session.switchBranch(id),
@@ -132,12 +134,24 @@ class App {
         return ack;
       },
       onExample: (text) => this.composer.fill(text),
-      ...this.#safetyHandlers(request),
+      ...this.#safetyHandlers(),
     });
     const jump = $("#jump-latest");
     this.chat.onScrollState = (atBottom) => { jump.hidden = atBottom; };
     jump.addEventListener("click", () => this.chat.scrollToBottom());
-    this.composer = new Composer(
+    this.composer = this.#buildComposer();
+    this.followup = new Followup($("#conversation"), {
+      onRetry: () => this.#retry(),
+      onContinue: () => this.session.send("continue"),
+      onRaise: (budgetOverride) => this.session.send("continue", { budgetOverride }),
+    });
+    this.allowed = new AlwaysAllowed($(".approval-control"), (tool) => this.session.request("revoke_approval", { conversation_id: this.session.cid, tool }));
+    $("#conversation").addEventListener("approval-decided", () => this.composer.focus());
+  }
+
+  /** The message input and its controls: what it sends goes to the session, its attachments to the tree. */
+  #buildComposer() {
+    return new Composer(
       {
         form: $("#composer"), input: $("#message-input"), send: $("#send-button"), stop: $("#stop-button"),
         mode: $("#mode-switch"), approval: $("#approval-select"), agent: $("#agent-control"),
@@ -163,14 +177,6 @@ class App {
         },
       },
     );
-    this.followup = new Followup($("#conversation"), {
-      onRetry: () => this.#retry(),
-      onContinue: () => this.session.send("continue"),
-      onRaise: (budgetOverride) => this.session.send("continue", { budgetOverride }),
-    });
-    this.allowed = new AlwaysAllowed($(".approval-control"), (tool) => request("revoke_approval", { conversation_id: this.session.cid, tool })
-      .catch((error) => ({ ok: false, error: { message: error?.message ?? String(error) } })));
-    $("#conversation").addEventListener("approval-decided", () => this.composer.focus());
   }
 
   #setTitle(title) {
@@ -194,22 +200,21 @@ class App {
   }
 
   /** Apply / Discard a proposed edit, undo a task: the ack (errors as acks), the file tree kept current. */
-  #safetyHandlers(request) {
-    const ask = (event, payload, timeoutMs) => request(event, { conversation_id: this.session.cid, ...payload }, timeoutMs)
-      .catch((error) => ({ ok: false, error: { code: "timeout", message: error?.message ?? String(error) } }));
-    return {
+  #safetyHandlers() {
+    return { // each called once this.session is made (after the chat view)
+      /** @param {string} proposalId */
       onApplyEdit: async (proposalId) => {
-        const ack = await ask("apply_edit", { proposal_id: proposalId });
-        if (ack?.ok && ack.change) this.tree.apply([ack.change]);
+        const ack = await this.session.request("apply_edit", { conversation_id: this.session.cid, proposal_id: proposalId });
+        if (ack.ok && ack.change) this.tree.apply([ack.change]);
         return ack;
       },
-      onDiscardEdit: (proposalId) => ask("discard_edit", { proposal_id: proposalId }),
+      /** @param {string} proposalId */
+      onDiscardEdit: (proposalId) => this.session.request("discard_edit", { conversation_id: this.session.cid, proposal_id: proposalId }),
+      /** @param {string} messageId */
       confirmUndo: (messageId) => this.session.confirmUndo(messageId),
-      onUndo: async (messageId, overwrite) => {
-        const ack = await ask("undo_task", { message_id: messageId, overwrite }, 30_000);
-        if (ack?.ok) this.tree.refresh();
-        return ack;
-      },
+      /** @param {string} messageId
+       * @param {string[]} overwrite */
+      onUndo: (messageId, overwrite) => this.session.undo(messageId, overwrite),
     };
   }
 

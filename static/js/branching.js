@@ -1,19 +1,47 @@
 // @ts-check
-// Editing a past message makes a branch; the tasks from it on stay on the old branch. When they changed files,
-// the user chooses: keep those changes, undo them first, or undo them overwriting what changed since.
-import { pathTo } from "./history.js";
-import { askOtherBranch, undoableChanges, undoTasks } from "./undoprompts.js";
+// Branches of the open conversation: switching the branch shown, and editing a past message, which sends the
+// new text as a branch beside it. The tasks from it on stay on the old branch; when they changed files, the user
+// chooses: keep those changes, undo them first, or undo them overwriting what changed since.
+import { newestLeafUnder, pathTo } from "./history.js";
+import { askOtherBranch, undoableChanges } from "./undoprompts.js";
+import { undoOtherBranch } from "./undo.js";
+import { sendMessage } from "./sending.js";
 
-/** @typedef {(event: string, payload?: object, timeoutMs?: number) => Promise<any>} Request */
+/** @typedef {import("./session.js").Session} Session */
+/** @typedef {import("./history.js").MessageRecord} MessageRecord */
+
+/** Show the branch that holds recordId, down to its newest message.
+ * @param {Session} session
+ * @param {string} recordId */
+export function switchBranch(session, recordId) {
+  if (!session.index || session.feed.isRunning(session.cid)) return;
+  session.viewLeaf = newestLeafUnder(session.index, recordId);
+  session.render();
+}
+
+/** Send an edited message as a new branch, once what the tasks it leaves behind changed is settled.
+ * @param {Session} session
+ * @param {MessageRecord} record the message edited
+ * @param {string} text its new text */
+export async function editMessage(session, record, text) {
+  if (session.feed.isRunning(session.cid)) return;
+  const cid = session.cid;
+  const notice = await settleOtherBranch(session, record);
+  if (notice === null || session.cid !== cid) return;
+  session.chat.truncateFrom(record);
+  if (notice) session.chat.showNotice(notice, "info").dataset.testid = "other-branch-notice";
+  const { skill, attachments } = record.meta ?? {};
+  const ok = await sendMessage(session, text, { parentId: record.parent_id ?? null, skill, attachments });
+  if (!ok && session.index) session.render();
+}
 
 /** Ask what to do with the other branch's changes and do it. Resolves to the notice the page shows ("" for
  * none), or null when the user cancelled, the conversation changed meanwhile, or the undo failed.
- * @param {import("./session.js").Session} session
- * @param {Request} request
- * @param {{id: string}} record the message being edited */
-export async function settleOtherBranch(session, request, record) {
+ * @param {Session} session
+ * @param {MessageRecord} record the message being edited */
+async function settleOtherBranch(session, record) {
   const cid = session.cid;
-  const changes = await otherBranchChanges(session, request, record);
+  const changes = await otherBranchChanges(session, record);
   if (session.cid !== cid) return null;
   if (!changes.files.length && !changes.conflicts.length) return "";
   const answer = await askOtherBranch(changes);
@@ -23,14 +51,13 @@ export async function settleOtherBranch(session, request, record) {
     return `The workspace still holds the other branch's changes to ${paths}.`;
   }
   const overwrite = answer === "overwrite" ? changes.conflicts.map((conflict) => conflict.path) : [];
-  return undoOtherBranch(session, request, changes.tasks, overwrite);
+  return undoOtherBranch(session, changes.tasks, overwrite);
 }
 
 /** The files the tasks from `record` on (on the shown branch) changed and could still undo, and the conflicts.
- * @param {import("./session.js").Session} session
- * @param {Request} request
- * @param {{id: string}} record */
-async function otherBranchChanges(session, request, record) {
+ * @param {Session} session
+ * @param {MessageRecord} record */
+async function otherBranchChanges(session, record) {
   const none = { files: [], conflicts: [], tasks: [] };
   if (!session.index || !session.cid) return none;
   const path = pathTo(session.index, session.viewLeaf);
@@ -38,22 +65,5 @@ async function otherBranchChanges(session, request, record) {
   const undoable = new Set(session.undoable);
   const tasks = path.slice(Math.max(from, 0)).filter((entry) => entry.role === "user" && undoable.has(entry.id)).map((entry) => entry.id);
   if (!tasks.length) return none;
-  return { ...(await undoableChanges(request, session.cid, tasks)), tasks };
-}
-
-/** Undo tasks newest first: what to say of the paths left as they are (changed since), or null on failure.
- * @param {import("./session.js").Session} session
- * @param {Request} request
- * @param {string[]} tasks
- * @param {string[]} overwrite */
-async function undoOtherBranch(session, request, tasks, overwrite) {
-  const done = await undoTasks(request, session.cid, tasks, overwrite);
-  if (!done.ok) {
-    session.composer.showError(`Could not undo the other branch's changes: ${done.error?.message ?? "unknown error"}`);
-    return null;
-  }
-  session.undoable = session.undoable.filter((id) => !tasks.includes(id) || done.left.includes(id));
-  session.chat.safety.setUndoable(session.undoable);
-  session.tree.refresh();
-  return done.kept.length ? `Changed since their task, so left as they are: ${done.kept.map((c) => c.path).join(", ")}.` : "";
+  return { ...(await undoableChanges(session.request, session.cid, tasks)), tasks };
 }

@@ -5,6 +5,7 @@
 /**
  * @typedef {{amount: number, unit: string}} Amount  unit: "tokens" or a currency code
  * @typedef {{scope: "task" | "conversation" | "day", limit: Amount, used: Amount, estimated?: boolean, unpriced_calls?: number}} BudgetEnd
+ * @typedef {{scope: BudgetEnd["scope"], limit: Amount}} RaisedLimit  send_message's budget_override
  */
 
 const SIGNS = { USD: "$", CNY: "¥", EUR: "€", GBP: "£" };
@@ -28,7 +29,8 @@ export function budgetEndText(budget) {
 }
 
 /** The once-only override offered after it: the same budget at twice its limit.
- * @param {BudgetEnd} budget */
+ * @param {BudgetEnd} budget
+ * @returns {RaisedLimit} */
 export function raisedLimit(budget) {
   const { amount, unit } = budget.limit;
   return { scope: budget.scope, limit: { amount: unit === "tokens" ? Math.round(amount * 2) : amount * 2, unit } };

@@ -211,7 +211,7 @@ export class Composer {
     this.menu.close();
     this.els.input.value = "";
     const message = skill ? skill.text : text;
-    /** @type {import("./session.js").SendOptions} */
+    /** @type {import("./sending.js").SendOptions} */
     const options = skill ? { skill: skill.skill, typed: text } : {};
     const attachments = this.tray?.take() ?? [];
     if (attachments.length) options.attachments = attachments;

@@ -9,7 +9,7 @@ const REPLAY_WAIT_MS = 10_000; // for the rest of a replay whose ack came first
 /** @typedef {import("./events.js").CoreEventArgs} CoreEventArgs */
 /**
  * @typedef {object} FeedParts
- * @property {(event: string, payload?: object, timeoutMs?: number) => Promise<any>} request errors come back as acks
+ * @property {import("./requests.js").Request} request errors come back as acks
  * @property {() => string | null} openCid
  * @property {(...event: CoreEventArgs) => void} deliver
  * @property {(cid: string) => void} runningChanged

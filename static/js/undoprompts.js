@@ -5,13 +5,21 @@
 import { choose, fileList, UNDO_VERBS } from "./dialog.js";
 import { h } from "./dom.js";
 
-/** The paths changed since their task, each with why: [{path, reason}] -> <ul>. */
+/** @typedef {import("./requests.js").Request} Request */
+/** @typedef {import("./requests.js").Conflict} Conflict */
+/** @typedef {{path: string, action: string}} FileAction a file an undo changes, and how */
+
+/** The paths changed since their task, each with why.
+ * @param {Conflict[]} conflicts */
 function conflictList(conflicts) {
   return h("ul", { class: "ask-files", "data-testid": "undo-conflicts" }, conflicts.map(({ path, reason }) =>
     h("li", { "data-action": "keep" }, h("code", { text: path }), h("span", { class: "ask-verb", text: `stays as it is: ${reason}` }))));
 }
 
-/** The dialog's text: the files the undo changes (after `intro`), then the conflicts it leaves. */
+/** The dialog's text: the files the undo changes (after `intro`), then the conflicts it leaves.
+ * @param {string} intro
+ * @param {FileAction[]} files
+ * @param {Conflict[]} conflicts */
 function undoBody(intro, files, conflicts) {
   const body = files.length ? [h("p", { text: intro }), fileList(files, UNDO_VERBS)] : [];
   if (conflicts.length) {
@@ -21,7 +29,11 @@ function undoBody(intro, files, conflicts) {
   return body;
 }
 
-/** List what undoing the task will remove, restore and leave, and ask: null (cancelled) or {overwrite: [paths]}. */
+/** List what undoing the task will remove, restore and leave, and ask: null (cancelled) or {overwrite: [paths]}.
+ * @param {Request} request errors come back as acks
+ * @param {string | null} cid
+ * @param {string} messageId
+ * @returns {Promise<{overwrite: string[]} | null>} */
 export async function askUndoTask(request, cid, messageId) {
   const preview = await request("undo_preview", { conversation_id: cid, message_id: messageId });
   const files = preview.ok ? preview.files ?? [] : [];
@@ -39,11 +51,17 @@ export async function askUndoTask(request, cid, messageId) {
   return { overwrite: answer === "overwrite" ? conflicts.map((conflict) => conflict.path) : [] };
 }
 
-/** What undoing the tasks (oldest first) would change, {files: [{path, action}], conflicts: [{path, reason}]}. */
+/** What undoing the tasks (oldest first) would change.
+ * @param {Request} request errors come back as acks
+ * @param {string} cid
+ * @param {string[]} tasks
+ * @returns {Promise<{files: FileAction[], conflicts: Conflict[]}>} */
 export async function undoableChanges(request, cid, tasks) {
   const previews = await Promise.all(tasks.map((id) => request("undo_preview", { conversation_id: cid, message_id: id })));
   const undone = new Set(tasks);
-  const byPath = new Map(); // the oldest task's action wins: undoing them all ends where it began
+  /** @type {Map<string, FileAction>} the oldest task's action wins: undoing them all ends where it began */
+  const byPath = new Map();
+  /** @type {Map<string, Conflict>} */
   const conflicts = new Map();
   for (const preview of previews.filter((p) => p.ok)) {
     // A path a later one of these tasks changed is no conflict: that task is undone first.
@@ -55,7 +73,8 @@ export async function undoableChanges(request, cid, tasks) {
 }
 
 /** Before sending an edit: undo the other branch's changes to these files, or keep them?
- * "undo", "overwrite" (the conflicts too), "keep" or null (cancelled). */
+ * "undo", "overwrite" (the conflicts too), "keep" or null (cancelled).
+ * @param {{files: FileAction[], conflicts: Conflict[]}} changes */
 export function askOtherBranch({ files, conflicts }) {
   const choices = [{ label: "Keep the files", value: "keep" }];
   if (conflicts.length) choices.push({ label: "Undo and overwrite, then send", value: "overwrite", kind: "danger" });
@@ -69,9 +88,16 @@ export function askOtherBranch({ files, conflicts }) {
 }
 
 /** Undo tasks newest first, overwriting the paths in `overwrite`: {ok, error?, left: [task ids still undoable],
- * kept: [conflicts left as they are]}. */
+ * kept: [conflicts left as they are]}.
+ * @param {Request} request errors come back as acks
+ * @param {string | null} cid
+ * @param {string[]} tasks
+ * @param {string[]} overwrite
+ * @returns {Promise<{ok: boolean, error?: import("./requests.js").ErrorBody, left: string[], kept: Conflict[]}>} */
 export async function undoTasks(request, cid, tasks, overwrite) {
+  /** @type {string[]} */
   const left = [];
+  /** @type {Map<string, Conflict>} */
   const kept = new Map();
   for (const id of [...tasks].reverse()) {
     const ack = await request("undo_task", { conversation_id: cid, message_id: id, overwrite }, 30_000);
