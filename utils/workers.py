@@ -1,6 +1,7 @@
 """A Python module run as a child process over data that may be hostile (an uploaded document,
 a database a task wrote): the child bounds its own memory and CPU time (`limit_self`) before it
-touches the data, the parent its wall time; the child's environment holds no key or token."""
+touches the data, the parent its wall time; the child's environment holds no key or token.
+Given a confinement (modules/sandbox/worker_jail.py), it runs inside it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import resource
 import subprocess
 import sys
 import threading
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 
@@ -24,6 +26,21 @@ class Finished:
     overdue: bool
 
 
+@dataclass(frozen=True)
+class Confined:
+    """A worker's argv as its confinement runs it, the fds its start must pass on, and whether
+    its exit code gives a signal as 128 + the signal's number (as a wrapper's does)."""
+
+    argv: list[str]
+    fds: tuple[int, ...] = ()
+    signal_as_code: bool = False
+
+
+# Wraps a worker's argv, given the fds it is passed, for as long as its start takes (an fd of
+# the wrapper's own may close after).
+Confine = Callable[[list[str], tuple[int, ...]], AbstractContextManager[Confined]]
+
+
 def run_worker(
     module: str,
     args: list[str],
@@ -31,8 +48,10 @@ def run_worker(
     seconds: float,
     *,
     pass_fds: Collection[int] = (),
+    confine: Confine | None = None,
 ) -> Finished:
-    """Run `python -m module *args` with `data` on its stdin; killed after `seconds`."""
+    """Run `python -m module *args` with `data` on its stdin, inside `confine` when given;
+    killed after `seconds`. A signal that ended it is a negative exit code."""
     from utils.settings import PROGRAM_DIR  # not at the top: workers import limit_self
 
     env = {
@@ -41,17 +60,20 @@ def run_worker(
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
     }
-    # A timer kills the child rather than communicate(timeout=): under eventlet the green
-    # subprocess raises a TimeoutExpired class that `subprocess.TimeoutExpired` is not.
-    child = subprocess.Popen(
-        [sys.executable, "-m", module, *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=PROGRAM_DIR,
-        env=env,
-        pass_fds=tuple(pass_fds),
-    )
+    argv = [sys.executable, "-m", module, *args]
+    passed = tuple(pass_fds)
+    with confine(argv, passed) if confine else nullcontext(Confined(argv)) as confined:
+        # A timer kills the child rather than communicate(timeout=): under eventlet the green
+        # subprocess raises a TimeoutExpired class that `subprocess.TimeoutExpired` is not.
+        child = subprocess.Popen(
+            confined.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=PROGRAM_DIR,
+            env=env,
+            pass_fds=(*passed, *confined.fds),
+        )
     overdue = threading.Event()
 
     def kill() -> None:
@@ -64,7 +86,10 @@ def run_worker(
         stdout, stderr = child.communicate(data)
     finally:
         timer.cancel()
-    return Finished(child.returncode, stdout, stderr, overdue.is_set())
+    code = child.returncode
+    if confined.signal_as_code and code > 128:
+        code = 128 - code
+    return Finished(code, stdout, stderr, overdue.is_set())
 
 
 def limit_self(memory_bytes: int, cpu_seconds: int | None) -> None:

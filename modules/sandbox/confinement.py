@@ -16,6 +16,7 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,18 +53,35 @@ class Bubblewrap:
     hidden: tuple[str, ...] = ()
     tmp_bytes: int | None = None  # None: this bubblewrap cannot size a tmpfs
     disable_userns: bool = True
+    bind_fd: bool = True  # --ro-bind-fd (bubblewrap 0.7): a file open here, shown inside
 
     def args(self, workspace: Path, cwd: Path, seccomp_fd: int | None = None) -> list[str]:
         """bwrap options building the view from an allow-list, never from `/`: the system
         folders and the Python installation read-only, the workspace writable, a private
         /tmp and /run, its own /dev and /proc (its /proc/sys read-only), nothing else."""
+        args = self._view(self.cut_network, self.visible)
+        args += ["--bind", str(workspace), str(workspace), "--chdir", str(cwd)]
+        return args + _seccomp(seccomp_fd)
+
+    def worker_args(
+        self, readable: Sequence[Path], cwd: Path, seccomp_fd: int | None = None
+    ) -> list[str]:
+        """bwrap options for a child parsing hostile data: a command's view with no workspace,
+        no network and no visible folders of the settings; only `readable` (the program's code
+        it imports) is added, read-only."""
+        args = self._view(True, ())
+        for folder in readable:
+            args += ["--ro-bind", str(folder), str(folder)]
+        return [*args, "--chdir", str(cwd), *_seccomp(seccomp_fd)]
+
+    def _view(self, cut_network: bool, visible: Sequence[str]) -> list[str]:
         args = [self.path, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         args += ["--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         if self.disable_userns:
             args.append("--disable-userns")
         if self.as_root:
             args += ["--uid", SANDBOX_ID, "--gid", SANDBOX_ID]
-        if self.cut_network:
+        if cut_network:
             args.append("--unshare-net")
         for folder in SYSTEM_DIRS:
             args += ["--ro-bind", folder, folder]
@@ -77,16 +95,13 @@ class Bubblewrap:
         for where, size in SMALL_TMPFS_BYTES.items():
             args += self._tmpfs(where, size)
         args += ["--dir", "/var/tmp", "--symlink", "../run", "/var/run", "--setenv", "HOME", "/tmp"]
-        for folder in [*interpreter_dirs(), *self.visible]:
+        for folder in [*interpreter_dirs(), *visible]:
             args += ["--ro-bind", folder, folder]
         for path in self.hidden:
             if os.path.isdir(path):
                 args += ["--tmpfs", path, "--remount-ro", path]
             else:
                 args += ["--ro-bind", "/dev/null", path]
-        args += ["--bind", str(workspace), str(workspace), "--chdir", str(cwd)]
-        if seccomp_fd is not None:
-            args += ["--seccomp", str(seccomp_fd)]
         return args
 
     def _tmpfs(self, where: str, size: int | None) -> list[str]:
@@ -116,6 +131,23 @@ class Confinement:
         return argv
 
 
+def _seccomp(fd: int | None) -> list[str]:
+    return [] if fd is None else ["--seccomp", str(fd)]
+
+
+def seccomp_pipe(program: bytes | None) -> int | None:
+    """A pipe's reading end holding a seccomp `program` for bwrap to read (far below a pipe's
+    buffer); the caller closes it once the child started."""
+    if program is None:
+        return None
+    read, write = os.pipe()
+    try:
+        os.write(write, program)
+    finally:
+        os.close(write)
+    return read
+
+
 def interpreter_dirs() -> list[str]:
     """The Python installation's folders (a virtualenv and its base) outside /usr."""
     dirs = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
@@ -137,14 +169,11 @@ def detect_confinement(options: LocalSandboxSettings, workspace: Path) -> Confin
     """The strongest confinement that works here: bubblewrap, then (not as root) unshare,
     then none; as root without bubblewrap, a refusal."""
     as_root = os.geteuid() == 0
-    path = shutil.which("bwrap") if options.bubblewrap else None
-    if path:
-        wrap = _bubblewrap(path, options, as_root)
-        if _works([*wrap.args(workspace, workspace), "--", "true"]):
-            seccomp = setid_filter()
-            isolation = _isolation(wrap, options, seccomp is not None)
-            return Confinement("bubblewrap", isolation, wrap, seccomp=seccomp)
-        log.warning("bubblewrap is installed but cannot create its sandbox here")
+    wrap = usable_bubblewrap(options, lambda wrap: wrap.args(workspace, workspace))
+    if wrap is not None:
+        seccomp = setid_filter()
+        isolation = _isolation(wrap, options, seccomp is not None)
+        return Confinement("bubblewrap", isolation, wrap, seccomp=seccomp)
     if as_root:
         log.warning("commands refused: running as root without a usable bubblewrap")
         return refused()
@@ -153,6 +182,21 @@ def detect_confinement(options: LocalSandboxSettings, workspace: Path) -> Confin
         network = "network: cut (own empty network namespace, via unshare)"
         return Confinement("local", (network, NOT_ISOLATED, KILL_NOTE), unshare=unshare)
     return plain()
+
+
+def usable_bubblewrap(
+    options: LocalSandboxSettings, view: Callable[[Bubblewrap], list[str]]
+) -> Bubblewrap | None:
+    """bubblewrap as the settings ask for it, when it is installed and `true` runs in the view
+    `view(bubblewrap)` gives (its options, before `--`)."""
+    path = shutil.which("bwrap") if options.bubblewrap else None
+    if not path:
+        return None
+    wrap = _bubblewrap(path, options, os.geteuid() == 0)
+    if _works([*view(wrap), "--", "true"]):
+        return wrap
+    log.warning("bubblewrap is installed but cannot create its sandbox here")
+    return None
 
 
 def _bubblewrap(path: str, options: LocalSandboxSettings, as_root: bool) -> Bubblewrap:
@@ -166,6 +210,7 @@ def _bubblewrap(path: str, options: LocalSandboxSettings, as_root: bool) -> Bubb
         hidden=tuple(root_only_entries([SYSTEM_DIRS[1], *visible])) if as_root else (),
         tmp_bytes=options.tmp_mb * MB if "--size" in offered else None,
         disable_userns="--disable-userns" in offered,
+        bind_fd="--ro-bind-fd" in offered,
     )
 
 

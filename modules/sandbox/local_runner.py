@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from modules.sandbox.confinement import Confinement, plain
+from modules.sandbox.confinement import Confinement, plain, seccomp_pipe
 from modules.sandbox.disk_floor import DiskFloor, Shortage
 from modules.sandbox.disk_watch import WATCHER
 from modules.sandbox.environment import command_environment
@@ -153,7 +153,7 @@ class LocalRunner:
         self, argv: list[str], cwd: Path, with_stdin: bool, preexec: Callable[[], None]
     ) -> subprocess.Popen[bytes]:
         """Start the confined command as the leader of a new session and process group."""
-        seccomp_fd = _readable(self.confinement.seccomp)
+        seccomp_fd = seccomp_pipe(self.confinement.seccomp)
         try:
             return subprocess.Popen(
                 self.confinement.wrap(argv, self.settings.workspace, cwd, seccomp_fd),
@@ -203,18 +203,6 @@ class LocalRunner:
             _signal_group(run.pgid, signal.SIGKILL)
             output.until(time.monotonic() + KILL_GRACE_SECONDS, run.finished)
         return not exited
-
-
-def _readable(data: bytes | None) -> int | None:
-    """A pipe's reading end holding `data` (a seccomp program is far below a pipe's buffer)."""
-    if data is None:
-        return None
-    read, write = os.pipe()
-    try:
-        os.write(write, data)
-    finally:
-        os.close(write)
-    return read
 
 
 def _feed_stdin(proc: subprocess.Popen[bytes], text: str) -> None:

@@ -2,14 +2,15 @@
 
 The database is what a task may have written, and SQLite runs in whatever process opens it: a
 crafted file or query (`SELECT zeroblob(400000000)`) took the server 800 MB. So the query runs
-in a child (modules/tools/sql_worker.py) with its own memory and CPU limits, on the file this
-process opened through the workspace's fd walk."""
+in a child (modules/tools/sql_worker.py) with its own memory and CPU limits, in the workers'
+jail, on the file this process opened through the workspace's fd walk."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
 from modules.results import ToolError
+from modules.sandbox.worker_jail import worker_jail
 from modules.tools.sql_worker import QUERY_SECONDS
 from modules.tools.tool_context import ToolContext
 from utils.workers import run_worker
@@ -38,12 +39,14 @@ def sql_query(ctx: ToolContext, args: SqlQueryArgs) -> str:
             raise ToolError(f"{rel} is not an SQLite database.")
         fd = handle.fileno()
         cpu = str(int(QUERY_SECONDS) + 2)
+        jail = worker_jail(ctx.settings.local_sandbox)
         done = run_worker(
             "modules.tools.sql_worker",
-            [str(fd), str(args.max_rows), str(MEMORY_BYTES), cpu],
+            [jail.path_of(fd), str(args.max_rows), str(MEMORY_BYTES), cpu],
             args.query.encode("utf-8", "replace"),
             QUERY_SECONDS + _WALL_SLACK,
             pass_fds=(fd,),
+            confine=jail.confined,
         )
     text = done.stdout[:_OUTPUT_BYTES].decode("utf-8", "replace")
     if done.overdue or done.returncode < 0 or b"MemoryError" in done.stderr:

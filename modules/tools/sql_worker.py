@@ -1,8 +1,9 @@
 """The child process that runs one `sql_query` on a database a task may have written.
 
-Run as `python -m modules.tools.sql_worker FD MAX_ROWS MEMORY_BYTES CPU_SECONDS` by
-modules/tools/sql_tool.py, the query on stdin, the database as the open file FD it inherited
-(no name is resolved again). It limits its own memory and CPU time first, then opens the file
+Run as `python -m modules.tools.sql_worker DATABASE MAX_ROWS MEMORY_BYTES CPU_SECONDS` by
+modules/tools/sql_tool.py, the query on stdin, DATABASE where the worker's jail shows the file
+the tool opened (modules/sandbox/worker_jail.py: bound at a path of its own, so no name in the
+workspace is resolved again). It limits its own memory and CPU time first, then opens the file
 read-only as SQLite's guidance for untrusted databases says (https://sqlite.org/security.html):
 the schema is not trusted (no function with side effects from a view or a trigger), cell sizes
 are checked, no memory mapping, temporary tables in memory (within the limit, never on disk),
@@ -40,9 +41,9 @@ class QueryError(Exception):
     """What the model is told went wrong."""
 
 
-def run(fd: int, query: str, max_rows: int) -> str:
-    """The rows of `query` on the database open at `fd`, as a table."""
-    uri = f"file:/proc/self/fd/{fd}?mode=ro&immutable=1"
+def run(database: str, query: str, max_rows: int) -> str:
+    """The rows of `query` on the database at `database`, as a table."""
+    uri = f"file:{database}?mode=ro&immutable=1"
     connection = sqlite3.connect(uri, uri=True)
     try:
         for pragma in _UNTRUSTED:
@@ -94,11 +95,11 @@ def _cell(value: object) -> str:
 
 
 def main(argv: list[str]) -> int:
-    fd, max_rows, memory, cpu = (int(arg) for arg in argv)
+    database, (max_rows, memory, cpu) = argv[0], (int(arg) for arg in argv[1:])
     limit_self(memory, cpu)
     query = sys.stdin.read()
     try:
-        sys.stdout.write(run(fd, query, max_rows))
+        sys.stdout.write(run(database, query, max_rows))
     except QueryError as exc:
         sys.stdout.write(f"error: {exc}")
     except MemoryError:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from history.records import AttachmentMeta, ChatMessage, ContentPart
 from modules.results import ToolError
+from modules.sandbox.worker_jail import confine_workers
 from modules.uploads.extraction import Extracted, Limits, extract
 from modules.uploads.file_types import LABELS, ExtractionError
 from modules.workspace.ignore import is_skipped_name
@@ -118,6 +119,7 @@ class AttachmentStore:
             int(settings.upload_limit_mb * 1024 * 1024),
             settings.extract_timeout,
             settings.extract_memory_mb * 1024 * 1024,
+            confine_workers(settings.local_sandbox),
         )
         return cls(workspace, settings.data_dir, limits, shown_chars=settings.attachment_chars)
 

@@ -22,7 +22,7 @@ from modules.uploads.file_types import (
     identify,
     image_mime,
 )
-from utils.workers import run_worker
+from utils.workers import Confine, run_worker
 
 STORED_CHARS = 2_000_000  # the most text kept of one file; the model is shown a part of it
 _OUTPUT_SLACK = 64 * 1024
@@ -30,11 +30,13 @@ _OUTPUT_SLACK = 64 * 1024
 
 @dataclass(frozen=True)
 class Limits:
-    """How big a file may be and how long and how much memory its parse may take."""
+    """How big a file may be, how long and how much memory its parse may take, and where it
+    runs (None: a plain child; modules/sandbox/worker_jail.py confines it)."""
 
     max_bytes: int = 25 * 1024 * 1024
     seconds: float = 20.0
     memory_bytes: int = 1024 * 1024 * 1024
+    confine: Confine | None = None
 
 
 @dataclass
@@ -97,7 +99,9 @@ def extract(name: str, data: bytes, limits: Limits) -> Extracted:
 
 def _run_worker(kind: Kind, data: bytes, limits: Limits, label: str) -> Extracted:
     args = [kind, str(STORED_CHARS), str(limits.memory_bytes), str(max(1, int(limits.seconds) + 1))]
-    done = run_worker("modules.uploads.extract_worker", args, data, limits.seconds)
+    done = run_worker(
+        "modules.uploads.extract_worker", args, data, limits.seconds, confine=limits.confine
+    )
     if done.overdue:
         raise ExtractionError(
             f"Reading {label} took longer than {limits.seconds:g} s and was stopped; the file was "
