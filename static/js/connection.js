@@ -51,10 +51,11 @@ export class Connection {
   }
 
   /** Emit an event and resolve with its ack ({} when the server acked nothing); rejects on timeout.
-   * @param {string} event
+   * @template {string} N
+   * @param {N} event
    * @param {object} [payload]
    * @param {number} [timeoutMs]
-   * @returns {Promise<any>} */
+   * @returns {Promise<import("./requests.js").AckOf<N>>} */
   async request(event, payload = {}, timeoutMs = DEFAULT_TIMEOUT_MS) {
     const ack = await this.socket.timeout(timeoutMs).emitWithAck(event, payload);
     return ack ?? {};

@@ -4,9 +4,13 @@ import { choose } from "./dialog.js";
 import { debounce, h, icon, relativeTime } from "./dom.js";
 import { markParts, markQuery, twinDetails } from "./listmarks.js";
 
+/** @typedef {import("./requests.js").ConversationSummary} ConversationSummary */
+
 export class ConversationList {
-  /** root: the <ul>; search: the search <input>; request(event, payload) -> Promise of the ack;
-   * onSelect(id); onTitle(title of the active one); onDeleted(id). */
+  /** root: the <ul>; search: the search <input>; onSelect(id); onTitle(title of the active one); onDeleted(id).
+   * @param {HTMLElement} root
+   * @param {{search: HTMLInputElement | null, request: import("./requests.js").Request, onSelect: (id: string) => void,
+   *   onTitle: (title: string | null) => void, onDeleted: (id: string) => void}} parts */
   constructor(root, { search, request, onSelect, onTitle, onDeleted }) {
     this.root = root;
     this.search = search;
@@ -14,8 +18,11 @@ export class ConversationList {
     this.onSelect = onSelect;
     this.onTitle = onTitle;
     this.onDeleted = onDeleted;
+    /** @type {ConversationSummary[]} */
     this.items = [];
+    /** @type {string | null} */
     this.active = null;
+    /** @type {Set<string>} */
     this.running = new Set();
     this.query = "";
     /** @type {(() => void) | null} */
@@ -194,7 +201,7 @@ export class ConversationList {
     const item = this.items.find((entry) => entry.id === id);
     if (!item) return void this.refresh();
     item.title = title;
-    const el = this.root.querySelector(`.conv-item[data-conversation-id="${CSS.escape(id)}"] .conv-title`);
+    const el = /** @type {HTMLElement | null} */ (this.root.querySelector(`.conv-item[data-conversation-id="${CSS.escape(id)}"] .conv-title`));
     if (el) {
       el.textContent = title || "Untitled";
       el.title = title || "";
@@ -202,9 +209,10 @@ export class ConversationList {
     if (id === this.active) this.onTitle?.(title);
   }
 
+  /** @param {string | null} id */
   setActive(id) {
     this.active = id;
-    for (const button of this.root.querySelectorAll(".conv-item")) {
+    for (const button of /** @type {NodeListOf<HTMLElement>} */ (this.root.querySelectorAll(".conv-item"))) {
       if (button.dataset.conversationId === id) button.setAttribute("aria-current", "true");
       else button.removeAttribute("aria-current");
     }
@@ -215,12 +223,12 @@ export class ConversationList {
   setRunning(id, running) {
     if (running) this.running.add(id);
     else this.running.delete(id);
-    const dot = this.root.querySelector(`.conv-item[data-conversation-id="${CSS.escape(id)}"] .conv-running`);
+    const dot = /** @type {HTMLElement | null} */ (this.root.querySelector(`.conv-item[data-conversation-id="${CSS.escape(id)}"] .conv-running`));
     if (dot) dot.hidden = !running;
     else if (running) this.refresh(); // a conversation this list does not show yet
   }
 
   #updateTimes() {
-    for (const time of this.root.querySelectorAll("time.conv-time")) time.textContent = relativeTime(time.dateTime);
+    for (const time of /** @type {NodeListOf<HTMLTimeElement>} */ (this.root.querySelectorAll("time.conv-time"))) time.textContent = relativeTime(time.dateTime);
   }
 }

@@ -7,7 +7,11 @@ import { h, icon } from "./dom.js";
 /** Show the banner for a get_status answer with `demo: true`, hide it otherwise.
  *  onPick(text) puts a suggested task in the message box; with `demo_reset` in the status,
  *  "Start over" confirms, asks the server through request(event, payload, timeoutMs), and calls
- *  onStartedOver() once it is done (or onFailed(message)). */
+ *  onStartedOver() once it is done (or onFailed(message)).
+ * @param {HTMLElement} banner
+ * @param {import("./requests.js").StatusAck} status
+ * @param {{onPick: (text: string) => void, request: import("./requests.js").Request, onStartedOver: () => void,
+ *   onFailed: (message: string) => void}} hooks */
 export function renderDemoBanner(banner, status, { onPick, request, onStartedOver, onFailed }) {
   if (!status?.demo) {
     banner.hidden = true;

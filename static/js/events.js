@@ -35,13 +35,14 @@
  * @property {string} name the tool's name
  * @property {ToolPhase} phase
  * @property {string} [delta] `args` and `output`: the next piece of the arguments' JSON or of the output
- * @property {any} [arguments] `end`: the parsed arguments (the raw text when they are not valid)
+ * @property {unknown} [arguments] `end`: the parsed arguments (the raw text when they are not valid)
  * @property {string} [preview] `approval`: what the user approves
  * @property {string[]} [warnings] `approval`: what a reader could miss in the preview
  * @property {boolean} [ok] `result`
  * @property {string} [output] `result`
  * @property {number} [duration_ms] `result`
- * @property {Record<string, any>} [details] `result`: structured extras (a proposed edit's `proposal`)
+ * @property {{proposal?: {id: string, path: string, diff: string}, plan?: Plan} & Record<string, unknown>} [details] `result`:
+ *   structured extras (a proposed edit's `proposal`, a plan tool's `plan`)
  */
 /** @typedef {EventBase & ToolFields} ToolEvent */
 

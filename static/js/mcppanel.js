@@ -5,12 +5,18 @@
 import { choose } from "./dialog.js";
 import { h, icon } from "./dom.js";
 import { addServerDialog } from "./mcpform.js";
+import { failuresAsAcks } from "./requests.js";
+
+/** @typedef {import("./requests.js").McpServer} McpServer */
+/** @typedef {import("./requests.js").McpTool} McpTool */
+/** @typedef {import("./requests.js").McpStatus} McpStatus */
+/** @typedef {"mcp_restart_server" | "mcp_set_enabled" | "mcp_remove_server"} McpOperation */
 
 const POLL_MS = 2000;
 const POLLS_MAX = 30;
 
 /** What a server is in words, and whether that is a problem: a server the user turned off is not one.
- * @param {any} server */
+ * @param {McpServer} server */
 function condition(server) {
   if (server.state !== "disabled") return { kind: server.state, text: server.state === "starting" ? "starting…" : server.state };
   if (server.disabled) return { kind: "off", text: "off" };
@@ -18,7 +24,7 @@ function condition(server) {
   return server.transport ? { kind: "untrusted", text: "not started" } : { kind: "invalid", text: "bad entry" };
 }
 
-/** @param {any} tool */
+/** @param {McpTool} tool */
 function policy(tool) {
   if (tool.read_only) return "read-only";
   return tool.asks ? "asks in ask mode" : "always allowed";
@@ -28,12 +34,12 @@ export class McpPanel {
   /** `reload` fetches the status again (the panel polls while a server is starting); `request(event, payload)`
    * sends an event and resolves with its ack.
    * @param {HTMLElement} root
-   * @param {{ reload: () => void, request: (event: string, payload: object) => Promise<any> }} options */
+   * @param {{ reload: () => void, request: import("./requests.js").Request }} options */
   constructor(root, { reload, request }) {
     this.root = root;
     this.list = /** @type {HTMLElement} */ (root.querySelector("[data-role=servers]"));
     this.reload = reload;
-    this.request = request;
+    this.request = failuresAsAcks(request);
     this.polls = 0;
     /** @type {ReturnType<typeof setTimeout> | undefined} */
     this.timer = undefined;
@@ -45,7 +51,7 @@ export class McpPanel {
     }, icon("plus")));
   }
 
-  /** @param {any} mcp */
+  /** @param {McpStatus | undefined} mcp */
   render(mcp) {
     const servers = mcp?.servers ?? [];
     const problems = mcp?.problems ?? [];
@@ -53,8 +59,8 @@ export class McpPanel {
     this.root.hidden = false;
     const open = new Set([...this.list.querySelectorAll("details[open]")].map((d) => /** @type {HTMLElement} */ (d.parentElement).dataset.name));
     this.list.replaceChildren(
-      ...problems.map((/** @type {any} */ p) => h("li", { class: "mcp-problem" }, `${p.path}: ${p.message}`)),
-      ...servers.map((/** @type {any} */ server) => this.#server(server)),
+      ...problems.map((p) => h("li", { class: "mcp-problem" }, `${p.path}: ${p.message}`)),
+      ...servers.map((server) => this.#server(server)),
       servers.length || problems.length ? null : h("li", { class: "mcp-empty", text: "None yet: + adds one." }),
     );
     for (const item of this.list.querySelectorAll(".mcp-server")) {
@@ -64,10 +70,10 @@ export class McpPanel {
     this.#pollWhileStarting(servers);
   }
 
-  /** @param {any} server */
+  /** @param {McpServer} server */
   #server(server) {
     const { kind, text } = condition(server);
-    const tools = server.tools.map((/** @type {any} */ tool) =>
+    const tools = server.tools.map((tool) =>
       h("li", { class: "mcp-tool", title: tool.description ?? "" },
         h("code", {}, tool.tool), h("span", { class: "mcp-tool-policy" }, policy(tool))));
     const summary = h("summary", { class: "mcp-server-head" },
@@ -107,7 +113,7 @@ export class McpPanel {
     added?.querySelector("details")?.setAttribute("open", "");
   }
 
-  /** @param {any} server */
+  /** @param {McpServer} server */
   async #remove(server) {
     const answer = await choose({
       title: `Remove the MCP server “${server.name}”?`,
@@ -120,11 +126,11 @@ export class McpPanel {
 
   /** Send one operation; the answer's status is shown, or the refusal under the server.
    * @param {string} name
-   * @param {string} event
+   * @param {McpOperation} event
    * @param {object} payload */
   async #send(name, event, payload) {
-    const ack = await this.request(event, payload).catch((/** @type {Error} */ e) => ({ ok: false, error: { message: e.message } }));
-    if (ack?.ok) {
+    const ack = await this.request(event, payload);
+    if (ack.ok) {
       this.polls = 0;
       this.render(ack.mcp);
       return;
@@ -132,11 +138,11 @@ export class McpPanel {
     const item = [...this.list.querySelectorAll(".mcp-server")].find((el) => /** @type {HTMLElement} */ (el).dataset.name === name);
     const error = /** @type {HTMLElement | null | undefined} */ (item?.querySelector(".mcp-action-error"));
     if (!error) return;
-    error.textContent = ack?.error?.message ?? "The server did not answer.";
+    error.textContent = ack.error?.message ?? "The server did not answer.";
     error.hidden = false;
   }
 
-  /** @param {any[]} servers */
+  /** @param {McpServer[]} servers */
   #pollWhileStarting(servers) {
     clearTimeout(this.timer);
     if (!servers.some((s) => s.state === "starting") || this.polls >= POLLS_MAX) return;

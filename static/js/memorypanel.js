@@ -2,6 +2,7 @@
 // The memory the agent keeps across turns (the CLI's /memory): view and edit the main memory, shared by every
 // conversation, and the open conversation's own, in a dialog.
 import { h } from "./dom.js";
+import { failuresAsAcks } from "./requests.js";
 
 const SCOPES = [
   { scope: "main", title: "Main memory", hint: "Every conversation sees it." },
@@ -9,9 +10,11 @@ const SCOPES = [
 ];
 
 export class MemoryPanel {
-  /** button: what opens it; request(event, payload) -> Promise of the ack; conversationId() -> the open one or null. */
+  /** button: what opens it; conversationId() -> the open one or null.
+   * @param {HTMLElement} button
+   * @param {{request: import("./requests.js").Request, conversationId: () => string | null}} parts */
   constructor(button, { request, conversationId }) {
-    this.request = request;
+    this.request = failuresAsAcks(request);
     this.conversationId = conversationId;
     this.dialog = h("dialog", { class: "memory-panel", "data-testid": "memory-panel", "aria-labelledby": "memory-title" });
     this.sections = new Map(SCOPES.map((spec) => [spec.scope, this.#section(spec)]));
@@ -60,7 +63,7 @@ export class MemoryPanel {
       state.textContent = "Loading…";
     }
     if (!this.dialog.open) this.dialog.showModal();
-    const ack = await this.request("get_memory", cid ? { conversation_id: cid } : {}).catch((error) => ({ ok: false, error }));
+    const ack = await this.request("get_memory", cid ? { conversation_id: cid } : {});
     if (cid !== this.cid) return;
     this.limit = ack.limit ?? null;
     for (const [scope, { area, state }] of this.sections) {
@@ -77,7 +80,7 @@ export class MemoryPanel {
     save.disabled = true;
     const payload = { scope, content: area.value };
     if (scope === "task") payload.conversation_id = this.cid;
-    const ack = await this.request("set_memory", payload).catch((error) => ({ ok: false, error }));
+    const ack = await this.request("set_memory", payload);
     save.disabled = false;
     if (!ack.ok) {
       state.textContent = ack.error?.message ?? "Could not save.";

@@ -18,7 +18,7 @@ function pathList(label, paths) {
  * What an Undo row does: undo the task (the ack), ask first (null: cancelled; else the paths to overwrite),
  * say it was undone.
  * @typedef {object} UndoHooks
- * @property {(messageId: string, overwrite: string[]) => Promise<any>} undo
+ * @property {(messageId: string, overwrite: string[]) => Promise<import("./requests.js").AckMap["undo_task"]>} undo
  * @property {((messageId: string) => Promise<{overwrite: string[]} | null>) | undefined} confirm
  * @property {() => void} undone
  */
