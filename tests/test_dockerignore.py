@@ -183,7 +183,9 @@ def test_nothing_but_what_the_server_reads(context: set[str]) -> None:
 
 def test_the_dockerfile_copies_what_the_context_holds(context: set[str]) -> None:
     sources = dockerfile_sources()
-    assert {"requirements.lock", "package.json", "scripts/vendor.mjs", "static", "."} <= set(sources)
+    assert {"requirements.lock", "package.json", "scripts/vendor.mjs", "static", "."} <= set(
+        sources
+    )
     for source in sources:
         prefix = "" if source == "." else source.rstrip("/") + "/"
         assert source in context or any(name.startswith(prefix) for name in context), source
