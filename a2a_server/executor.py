@@ -30,8 +30,8 @@ from google.protobuf.json_format import MessageToDict
 from core.events import Done, Error, Event, Token, ToolEvent
 from core.main_terminal import NotConfigured, TaskBusy
 from history.conversation import LEAF
-from history.records import MessageRecord
 from history.store import ConversationNotFound
+from protocol.records import MessageRecord
 from web.state import WebState
 
 T = TypeVar("T")

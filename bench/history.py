@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from history.context_builder import ContextBuilder
 from history.conversation import Conversation
-from history.records import ToolCallRecord
 from history.store import ConversationStore
+from protocol.records import ToolCallRecord
 
 SAMPLES = 20
 MAX_APPEND_RATIO = 1.5

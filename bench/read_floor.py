@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.pace_fake import FakeProcess
 from bench.pace_figures import GOAL_CPU_US, cpu_seconds, own_cpu
-from history.records import ChatMessage
 from model.api_client import ApiClient
 from model.completion import ContentDelta
+from model.messages import ChatMessage
 from model.providers import resolve_provider
 from utils.cancel import CancelToken
 from utils.settings import Settings

@@ -21,7 +21,7 @@ from core.toolset import ToolSet
 from model.completion import Completion
 from model.tool_calls import ToolCall
 from modules.results import ToolResult
-from utils.settings import Approval
+from protocol.requests import Approval
 
 
 class AgentLoop:

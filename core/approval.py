@@ -14,8 +14,8 @@ from modules.results import PlannedWrite, ToolError
 from modules.tools.registry import Tool
 from modules.workspace.paths import Workspace
 from modules.workspace.text_files import unified_diff
+from protocol.requests import Approval
 from utils.cancel import CancelToken
-from utils.settings import Approval
 from utils.text import cap_text
 
 if TYPE_CHECKING:

@@ -18,9 +18,9 @@ from core.spend import TaskSpend, counted, estimated_prompt, estimated_usage
 from history.condensed_view import Cut, clean_summary, plan_cut, summary_meta, summary_request
 from history.context_builder import CHARS_PER_TOKEN
 from history.conversation import utc_now
-from history.records import MessageRecord, SummaryMeta
 from model.completion import ContentDelta, StreamEnd, Usage
 from model.errors import ApiError
+from protocol.records import MessageRecord, SummaryMeta
 from utils.cancel import CancelToken, TaskCancelled
 
 KEEP_SHARE = 0.25  # of the window: what the turns kept after the cut may fill

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from core.events import ContextUsage
 from history.context_builder import BuiltContext
-from history.records import MessageRecord
+from protocol.records import MessageRecord
 
 
 @dataclass(frozen=True)

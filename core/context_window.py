@@ -23,9 +23,10 @@ from core.timeline import Timeline
 from history.condensed_view import ViewCache
 from history.context_builder import BuiltContext, ContextBuilder
 from history.conversation import Conversation
-from history.records import ChatMessage, MessageRecord
+from model.messages import ChatMessage
 from modules.tools.focus import FocusFiles
 from modules.workspace.file_tree import describe_tree
+from protocol.records import MessageRecord
 from utils.cancel import CancelToken, TaskCancelled
 from utils.prompts import render_system_prompt
 

@@ -11,9 +11,9 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, ClassVar, Literal
 
 from core.spend import Money, token_usage
-from history.records import TokenUsage
 from model.completion import Usage
 from modules.results import FileChange, FolderRefresh
+from protocol.records import TokenUsage
 
 
 @dataclass(kw_only=True)

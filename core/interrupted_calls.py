@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from history.conversation import LEAF, Conversation
-from history.records import MessageRecord
+from protocol.records import MessageRecord
 
 INTERRUPTED_CALL = (
     "Interrupted: the server stopped while this call was running, so it did not finish and "

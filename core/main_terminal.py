@@ -29,12 +29,12 @@ from core.timeline import Timeline
 from core.tool_step import ToolStep
 from core.user_message import record_user_message
 from history.conversation import LEAF, Conversation
-from history.records import AttachmentMeta, ConversationState, MessageRecord
 from modules.tools.focus import FocusFiles, focusable
 from modules.undo.restore import UndoResult
+from protocol.records import AttachmentMeta, ConversationState, MessageRecord
+from protocol.requests import Approval, Mode
 from utils.cancel import CancelReason, CancelToken
 from utils.logger import log_context
-from utils.settings import Approval, Mode
 from utils.text import shown
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,6 @@ from core.events import Notice, Thinking, Token, ToolEvent
 from core.services import ModelClient
 from core.spend import counted, estimated_usage, token_usage
 from core.task import StreamProgress, Task
-from history.records import ChatMessage
 from model.completion import (
     Completion,
     ContentDelta,
@@ -22,6 +21,7 @@ from model.completion import (
     StreamItem,
 )
 from model.errors import StreamInterrupted
+from model.messages import ChatMessage
 from model.tool_calls import ToolCallArgs, ToolCallStarted
 from utils.cancel import TaskCancelled
 from utils.logger import log_context

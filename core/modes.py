@@ -22,8 +22,8 @@ from model.tool_calls import ToolCall
 from modules.results import ToolError, ToolOutput, ToolResult
 from modules.tools.registry import Tool
 from modules.tools.tool_context import ToolContext
+from protocol.requests import Approval
 from utils.logger import log_context
-from utils.settings import Approval
 
 MAX_STEPS = 12
 REPORT_CHARS = 4000

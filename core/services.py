@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from core.agent_loader import load_agents
 from core.agent_specs import SHIPPED_AGENTS, AgentCatalog, AgentSpec
-from history.records import ChatMessage
 from history.store import ConversationStore
 from model.api_client import ApiClient, OnWait
 from model.completion import StreamItem
+from model.messages import ChatMessage
 from model.providers import ProviderConfig, resolve_provider
 from modules.sandbox.disk_floor import Floor
 from modules.sandbox.factory import runner_for

@@ -24,9 +24,10 @@ from typing import Any
 
 from history.context_builder import estimate_message_tokens, estimate_text_tokens
 from history.conversation import Conversation
-from history.records import ChatMessage, MoneyWire, TokenUsage
 from model.completion import Completion, Usage
+from model.messages import ChatMessage
 from model.prices import Price
+from protocol.records import MoneyWire, TokenUsage
 
 log = logging.getLogger(__name__)
 

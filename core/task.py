@@ -19,11 +19,11 @@ from core.repeats import RepeatWatch
 from core.spend import TaskSpend
 from core.timeline import Timeline
 from history.conversation import Conversation
-from history.records import MessageRecord, Role
 from model.completion import Completion, Usage
 from modules.undo.journal import TaskJournal
+from protocol.records import MessageRecord, Role
+from protocol.requests import Approval, Mode
 from utils.cancel import CancelToken
-from utils.settings import Approval, Mode
 
 MAX_DEPTH = 2  # a sub-agent's sub-agent is as deep as delegation goes
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from core.events import Event, EventSink
 from history.conversation import Conversation
-from history.records import MessageRecord, Role
+from protocol.records import MessageRecord, Role
 
 
 class Timeline:

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from core.agent_specs import AgentSpec
 from modules.results import ToolError
 from modules.tools.registry import Tool, ToolRegistry, parse_arguments
-from utils.settings import Approval
+from protocol.requests import Approval
 
 
 @dataclass

@@ -8,8 +8,8 @@ from typing import Any
 from core.interrupted_calls import answer_interrupted_calls
 from core.services import AgentServices
 from core.timeline import Timeline
-from history.records import ConversationState, MessageRecord
 from history.titles import title_from
+from protocol.records import ConversationState, MessageRecord
 from utils.disk import disk_full, is_disk_full
 
 NOT_KEPT = "Your message was not sent, and nothing of it was kept."

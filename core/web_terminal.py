@@ -14,10 +14,10 @@ from core.main_terminal import MainTerminal, TaskBusy
 from core.services import AgentServices
 from core.task import Task
 from history.conversation import LEAF
-from history.records import AttachmentMeta, MessageRecord
 from modules.tools.focus import focusable
 from modules.workspace.file_tree import visible_changes
-from utils.settings import Approval, Mode
+from protocol.records import AttachmentMeta, MessageRecord
+from protocol.requests import Approval, Mode
 
 Send = Callable[[Event], None]  # to the room of the event's conversation
 Deliver = Callable[[Event], None]  # to one client

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from history.context_builder import estimate_message_tokens
-from history.records import ChatMessage, MessageRecord, SummaryMeta
+from model.messages import ChatMessage
+from protocol.records import MessageRecord, SummaryMeta
 
 SUMMARY_HEADER = (
     "[Summary of the earlier part of this conversation, written when the context grew long. "

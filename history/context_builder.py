@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from history.records import ChatMessage, ContentPart
+from model.messages import ChatMessage, ContentPart
 
 CHARS_PER_TOKEN = 3.5
 MESSAGE_OVERHEAD = 4.0  # role, separators and framing the chat template adds per message

@@ -18,15 +18,15 @@ from types import MappingProxyType
 from typing import Any, TypedDict, Unpack, cast
 
 from history.meta_file import merged_meta, read_meta
-from history.records import (
+from history.titles import title_from
+from protocol.records import (
     ConversationMeta,
     ConversationState,
+    MessageMeta,
     MessageRecord,
-    RecordFields,
     Role,
     ToolCallRecord,
 )
-from history.titles import title_from
 from utils.files import atomic_write, directory_lock
 from utils.text import shown
 
@@ -91,6 +91,18 @@ def _stamp_of(path: Path) -> Stamp | None:
         return _stamp(os.stat(path))
     except OSError:
         return None
+
+
+class RecordFields(TypedDict, total=False):
+    """What Conversation.append takes besides role and content (None: left out)."""
+
+    id: str | None  # a fixed id instead of a fresh one
+    reasoning_content: str | None
+    tool_calls: list[ToolCallRecord] | None
+    tool_call_id: str | None
+    name: str | None
+    meta: MessageMeta | None
+    seq: int | None
 
 
 class _OptionalFields(TypedDict, total=False):

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from history.records import ConversationMeta
+from protocol.records import ConversationMeta
 
 log = logging.getLogger(__name__)
 

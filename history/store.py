@@ -22,9 +22,9 @@ from history.conversation import (
     write_meta,
 )
 from history.meta_file import read_meta
-from history.records import ConversationHit, ConversationMeta, ConversationState, MessageRecord
 from history.snippets import plain_text, snippet_parts
 from history.titles import title_from
+from protocol.records import ConversationHit, ConversationMeta, ConversationState, MessageRecord
 from utils.text import shown
 
 log = logging.getLogger(__name__)

@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from history.records import ChatMessage
 from model.call_failures import Retry, failure, why_empty
 from model.completion import StreamEnd, StreamItem
 from model.errors import ApiError, AuthError
+from model.messages import ChatMessage
 from model.prices import price_for
 from model.providers import PreparedMessages, ProviderConfig
 from model.sdk_warmup import SdkWarmup

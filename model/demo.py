@@ -22,7 +22,6 @@ import secrets
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from history.records import ChatMessage
 from model.completion import (
     Completion,
     ContentDelta,
@@ -34,6 +33,7 @@ from model.completion import (
 from model.demo_reply import Reply
 from model.demo_scripts import Scripts, load_scripts
 from model.demo_task import read_task
+from model.messages import ChatMessage
 from model.tool_calls import ToolCall, ToolCallArgs, ToolCallStarted
 from utils.cancel import CancelToken, TaskCancelled
 

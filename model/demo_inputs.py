@@ -10,7 +10,7 @@ import re
 import struct
 from dataclasses import dataclass
 
-from history.records import ChatMessage
+from model.messages import ChatMessage
 
 _FILE = re.compile(r"^\[Attached file (?P<path>.+?): (?P<label>[^\]\n]*)\]$", re.MULTILINE)
 _IMAGE = re.compile(r"^\[Attached image (?P<path>.+) \((?P<size>[^)\n]*)\), shown below\.\]$", re.M)

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from history.records import ChatMessage
 from model.demo_inputs import Request, read_request
 from model.demo_scripts import FINISH, PLAN
+from model.messages import ChatMessage
 
 # The id the demo gives each call it makes (model/demo.py): it names the step that made it.
 _CALL_ID = re.compile(r"^demo-(?P<step>[\w-]+)-\d+-[0-9a-f]+$")

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
-from history.records import ChatMessage, ContentPart, Role, ToolCallRecord
+from model.messages import ChatMessage, ContentPart
+from protocol.records import Role, ToolCallRecord
 from utils.settings import OWN_VARIABLES, Settings
 
 # How a provider switches thinking on and off for one request.

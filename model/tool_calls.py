@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from history.records import ToolCallRecord
+from protocol.records import ToolCallRecord
 
 
 @dataclass

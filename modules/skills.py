@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from history.records import ChatMessage
+from model.messages import ChatMessage
 from modules.results import ToolError
 from modules.skill_folders import SkillFolder, SkillPlace
 from modules.workspace.safe_fs import PathOutsideWorkspace

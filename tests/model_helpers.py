@@ -7,9 +7,9 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from history.records import ChatMessage
 from model.api_client import ApiClient
 from model.completion import Completion, StreamEnd, StreamItem
+from model.messages import ChatMessage
 from model.providers import resolve_provider
 from tests.fake_llm import FakeLLM
 from utils.cancel import CancelToken

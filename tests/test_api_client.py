@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from history.records import ChatMessage
 from model.api_client import ApiClient
 from model.completion import ContentDelta, ReasoningDelta, StreamEnd, StreamItem
 from model.errors import AuthError, BadResponse, RequestRejected, StreamInterrupted
+from model.messages import ChatMessage
 from model.providers import resolve_provider
 from model.tool_calls import ToolCallArgs, ToolCallStarted
 from tests.fake_llm import Call, FakeLLM, RawReply, Reply

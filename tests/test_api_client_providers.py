@@ -7,9 +7,9 @@ from typing import TypedDict
 
 import pytest
 
-from history.records import MessageMeta, MessageRecord, ToolCallRecord
 from model.errors import NetworkError
 from model.providers import PreparedMessages, prepare_messages, resolve_provider
+from protocol.records import MessageMeta, MessageRecord, ToolCallRecord
 from tests.fake_llm import FakeLLM, Reply
 from tests.model_helpers import closed_port, completion, make_client, make_settings, run
 

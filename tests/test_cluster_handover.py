@@ -17,8 +17,8 @@ import redis as redis_lib
 from core.events import Done, Event
 from core.services import build_services
 from history.conversation import LEAF
-from history.records import ToolCallRecord
 from history.store import ConversationStore
+from protocol.records import ToolCallRecord
 from tests.cluster_helpers import RedisServer, cluster, missing_programs
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import fake_settings

@@ -30,9 +30,10 @@ from history.condensed_view import (
 )
 from history.context_builder import ContextBuilder
 from history.conversation import Conversation
-from history.records import ChatMessage, MessageMeta, MessageRecord, ToolCallRecord
 from history.store import ConversationStore
+from model.messages import ChatMessage
 from model.providers import prepare_messages, resolve_provider
+from protocol.records import MessageMeta, MessageRecord, ToolCallRecord
 from tests.fake_llm.flavours import FLAVOURS
 from tests.fake_llm.validation import validate_chat
 from utils.settings import Settings

@@ -12,7 +12,7 @@ import pytest
 
 from core.services import build_services
 from history.condensed_view import SUMMARY_HEADER, SUMMARY_SYSTEM
-from history.records import MessageRecord
+from protocol.records import MessageRecord
 from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
 from tests.helpers import TerminalRecorder, fake_settings
 from tests.kit import wait_until

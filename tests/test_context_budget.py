@@ -9,8 +9,9 @@ from collections.abc import Sequence
 import pytest
 
 from history.context_builder import ContextBuilder, estimate_text_tokens
-from history.records import ChatMessage, Role, ToolCallRecord
+from model.messages import ChatMessage
 from model.providers import prepare_messages, resolve_provider
+from protocol.records import Role, ToolCallRecord
 from tests.fake_llm.flavours import FLAVOURS
 from tests.fake_llm.validation import validate_chat
 from utils.settings import Settings

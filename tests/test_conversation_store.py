@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from history.conversation import MessageNotFound
-from history.records import MessageRecord, ToolCallRecord
 from history.store import ConversationStore
+from protocol.records import MessageRecord, ToolCallRecord
 
 
 def _lines(store_dir: Path, conversation_id: str) -> list[bytes]:

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from history.records import ChatMessage
 from model.completion import ContentDelta, ReasoningDelta, StreamEnd
 from model.demo import DemoModel
 from model.demo_scripts import DEMO_DIR, load_scripts
+from model.messages import ChatMessage
 from model.tool_calls import ToolCallArgs, ToolCallStarted
 from tests.demo_helpers import BUGGY, FIXED
 from tests.tty_helpers import clean_env

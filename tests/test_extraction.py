@@ -17,7 +17,7 @@ from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
 from history.context_builder import IMAGE_TOKENS, MESSAGE_OVERHEAD, estimate_message_tokens
-from history.records import ChatMessage
+from model.messages import ChatMessage
 from modules.uploads.attachments import AttachmentStore, safe_name
 from modules.uploads.extraction import Limits, extract
 from modules.uploads.file_types import ExtractionError, identify

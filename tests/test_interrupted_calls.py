@@ -11,8 +11,8 @@ from typing import Any
 
 from core.interrupted_calls import INTERRUPTED_CALL
 from history.context_builder import MISSING_RESULT
-from history.records import ToolCallRecord
 from history.store import ConversationStore
+from protocol.records import ToolCallRecord
 from tests.cluster_helpers import ClusterServer
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.kit import Received

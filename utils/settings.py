@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from protocol.requests import Approval, Mode
 from utils.budget import Budget
 from utils.setting_sources import BadConfiguration, VariableReader, merged, read_dotenv, read_yaml
 from utils.workspace_config import MCP_FILE
@@ -17,8 +18,6 @@ MIN_TOKEN_CHARS = 16
 PROGRAM_DIR = Path(__file__).resolve().parent.parent
 
 Provider = Literal["deepseek", "kimi", "qwen", "siliconflow", "openai", "custom", "demo"]
-Mode = Literal["fast", "thinking"]
-Approval = Literal["auto", "ask", "read-only"]
 SandboxKind = Literal["auto", "local", "docker"]
 
 ENV_PREFIX = "AGENT_"

@@ -18,15 +18,15 @@ from core.cluster import ClusterUnavailable
 from core.events import FileTree
 from core.main_terminal import NotConfigured, NothingToCondense, TaskBusy
 from history.conversation import LEAF
-from history.records import MessageRecord
 from history.store import ConversationNotFound
 from modules.results import FileChange, ToolError
 from modules.tools.proposals import ProposalError
 from modules.uploads.attachments import MAX_ATTACHMENTS
 from modules.workspace.file_tree import visible_changes
+from protocol.records import MessageRecord
+from protocol.requests import Approval, Mode
 from utils.budget import TOO_LARGE
 from utils.disk import DiskFull, disk_full, is_disk_full
-from utils.settings import Approval, Mode
 from utils.validation import describe_validation_error
 from web.answers_first import AnswersFirst
 from web.packets import TooDeep

@@ -17,13 +17,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from history.records import AttachmentMeta, ChatMessage, ContentPart
+from model.messages import ChatMessage, ContentPart
 from modules.results import ToolError
 from modules.sandbox.worker_jail import confine_workers
 from modules.uploads.extraction import Extracted, Limits, extract
 from modules.uploads.file_types import LABELS, ExtractionError
 from modules.workspace.ignore import is_skipped_name
 from modules.workspace.paths import Workspace
+from protocol.records import AttachmentMeta
 from utils.files import atomic_write
 from utils.settings import Settings
 

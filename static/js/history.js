@@ -11,7 +11,7 @@
  * @typedef {{first_kept_id: string, summarized: number, trigger: string, tokens_before: number, tokens_after: number}} SummaryMeta */
 
 /**
- * The `meta` keys the program writes on records (history/records.py `MessageMeta`), each on some roles only.
+ * The `meta` keys the program writes on records (protocol/records.py `MessageMeta`), each on some roles only.
  * @typedef {object} RecordMeta
  * @property {string} [skill] user
  * @property {Attachment[]} [attachments] user
@@ -28,7 +28,7 @@
  */
 
 /**
- * A message record: one line of messages.jsonl (history/records.py `MessageRecord`).
+ * A message record: one line of messages.jsonl (protocol/records.py `MessageRecord`).
  * @typedef {object} MessageRecord
  * @property {string} id
  * @property {string} conversation_id
