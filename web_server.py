@@ -18,8 +18,8 @@ from flask import Flask
 from flask_socketio import SocketIO
 
 from core.cluster import Cluster, LocalCluster
-from core.events import Event
 from core.services import build_services
+from protocol.events import Event
 from utils.settings import Settings
 from web.access import HostGuard, OriginCheck, OriginGuard, is_loopback, origin_checker
 from web.backlog import ClientQueueCap

@@ -27,10 +27,10 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import Part, TaskState
 from google.protobuf.json_format import MessageToDict
 
-from core.events import Done, Error, Event, Token, ToolEvent
 from core.main_terminal import NotConfigured, TaskBusy
 from history.conversation import LEAF
 from history.store import ConversationNotFound
+from protocol.events import Done, Error, Event, Token, ToolEvent
 from protocol.records import MessageRecord
 from web.state import WebState
 

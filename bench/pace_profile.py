@@ -18,7 +18,7 @@ GROUPS: list[tuple[str, tuple[str, ...]]] = [
         "SDK / HTTP read (openai, httpx2, httpcore2)",
         ("/openai/", "/httpx2/", "/httpcore2/", "/httpx/", "/httpcore/", "/h11/"),
     ),
-    ("event serialisation (core/events.py to_wire)", ("core/events.py",)),
+    ("event serialisation (protocol/events.py to_wire)", ("protocol/events.py",)),
     ("logging (utils/logger.py)", ("utils/logger.py",)),
     ("agent loop (core/)", ("/core/",)),
     ("other project code (utils/, modules/, web_*)", ("/utils/", "/modules/", "web_")),

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from core.budgets import BudgetOverride
-from core.events import DoneReason
+from protocol.events import DoneReason
 from utils.budget import Budget
 from utils.validation import describe_validation_error
 

@@ -4,7 +4,7 @@ call waiting for approval asks (shared by the event printer and the approval pro
 from __future__ import annotations
 
 from core.approval import split_reasons
-from core.events import ToolEvent
+from protocol.events import ToolEvent
 
 DIM, BOLD, RESET = "\033[2m", "\033[1m", "\033[0m"
 RED, GREEN, CYAN, YELLOW = "\033[31m", "\033[32m", "\033[36m", "\033[33m"

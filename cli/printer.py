@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, TextIO
 from cli.painter import BOLD, CYAN, DIM, GREEN, RED, YELLOW, Painter
 from cli.streams import LineState, context_line
 from core.approval import made_visible
-from core.events import (
+from core.spend import spend_text
+from protocol.events import (
     ContextEvent,
     Done,
     Error,
@@ -33,7 +34,6 @@ from core.events import (
     Token,
     ToolEvent,
 )
-from core.spend import spend_text
 
 if TYPE_CHECKING:
     from rich.console import Console

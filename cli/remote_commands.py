@@ -25,8 +25,8 @@ from cli.undo import undo_dialog
 from core.spend import spend_text
 from history.store import ConversationNotFound
 from modules.undo.restore import Conflict, UndoPreview, UndoResult
+from protocol.events import done_from_wire
 from workspace_client import WorkspaceError
-from workspace_client.events import done_from_wire
 
 MAX_FOCUS, MAX_ATTACHMENTS = 3, 10  # docs/protocol.md §4.1 send_message
 

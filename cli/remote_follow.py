@@ -19,7 +19,7 @@ from typing import TextIO
 from cli.printer import EventPrinter
 from cli.remote_terminal import RemoteTerminal
 from cli.session import PROMPT
-from core.events import Done, Event, ToolEvent
+from protocol.events import Done, Event, ToolEvent
 from workspace_client import Reloaded
 
 ANSWERS = {"y": True, "yes": True, "n": False, "no": False, "a": "always", "always": "always"}

@@ -19,7 +19,7 @@ from cli.printer import EventPrinter
 from cli.streams import json_line, use_color
 from cli.terminal import split_skill
 from core.budgets import BudgetOverride
-from core.events import Done, DoneReason, Error, Event, Status, ToolEvent
+from protocol.events import Done, DoneReason, Error, Event, Status, ToolEvent
 from workspace_client import Client, Disconnected, Reloaded, WorkspaceError
 
 ANY_CALL = "*"  # in RemoteTerminal._settled: the task ended, no call waits

@@ -11,10 +11,10 @@ from typing import Protocol, TextIO, TypeVar
 from cli.commands import COMMANDS
 from cli.painter import BOLD, YELLOW
 from cli.terminal import CliTerminal
-from core.events import DoneReason
 from core.main_terminal import NotConfigured, TaskBusy
 from history.store import ConversationNotFound
 from modules.results import ToolError
+from protocol.events import DoneReason
 from utils.disk import DiskFull
 
 EXIT_CODES: dict[DoneReason, int] = {

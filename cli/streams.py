@@ -7,7 +7,7 @@ import json
 import os
 from typing import TextIO
 
-from core.events import ContextEvent, Event
+from protocol.events import ContextEvent, Event
 
 
 def use_color(stream: TextIO) -> bool:

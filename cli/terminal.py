@@ -12,10 +12,10 @@ from cli.painter import YELLOW
 from cli.printer import EventPrinter
 from cli.streams import json_line, use_color
 from core.budgets import BudgetOverride
-from core.events import Done, DoneReason, Error, Event, ToolEvent
 from core.main_terminal import MainTerminal
 from core.services import AgentServices
 from modules.uploads.attachments import Attachment
+from protocol.events import Done, DoneReason, Error, Event, ToolEvent
 
 
 class CliTerminal(MainTerminal):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from core.agent_specs import AgentSpec
 from core.context_window import ContextWindow
-from core.events import DoneReason
 from core.model_call import stream_reply
 from core.modes import delegation_tool, run_agent
 from core.services import AgentServices
@@ -21,6 +20,7 @@ from core.toolset import ToolSet
 from model.completion import Completion
 from model.tool_calls import ToolCall
 from modules.results import ToolResult
+from protocol.events import DoneReason
 from protocol.requests import Approval
 
 

@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from core.spend import Money, Totals, money_text
+from core.spend import Totals, money_text
+from protocol.events import Money
 from utils.budget import Budget
 
 BudgetScope = Literal["task", "conversation", "day"]

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from core.events import Event
+from protocol.events import Event
 
 Request = dict[str, Any]  # {"op": ..., "conversation_id": ..., ...}: a command for the owner
 Answer = dict[str, Any]

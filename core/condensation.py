@@ -12,14 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from core.events import ContextEvent, ContextPhase, Event, Notice
 from core.services import ModelClient
 from core.spend import TaskSpend, counted, estimated_prompt, estimated_usage
 from history.condensed_view import Cut, clean_summary, plan_cut, summary_meta, summary_request
 from history.context_builder import CHARS_PER_TOKEN
 from history.conversation import utc_now
-from model.completion import ContentDelta, StreamEnd, Usage
+from model.completion import ContentDelta, StreamEnd
 from model.errors import ApiError
+from protocol.events import ContextEvent, ContextPhase, Event, Notice, Usage
 from protocol.records import MessageRecord, SummaryMeta
 from utils.cancel import CancelToken, TaskCancelled
 

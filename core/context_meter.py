@@ -13,8 +13,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from core.events import ContextUsage
 from history.context_builder import BuiltContext
+from protocol.events import ContextUsage
 from protocol.records import MessageRecord
 
 

@@ -15,17 +15,17 @@ from typing import Any
 from core.agent_specs import AgentSpec
 from core.condensation import Condensation, Outcome, Trigger
 from core.context_meter import ContextMeter
-from core.events import ContextEvent, ContextUsage, Event, EventSink, Notice
 from core.services import AgentServices
 from core.spend import Ledger, TaskSpend
 from core.task import Task
-from core.timeline import Timeline
+from core.timeline import EventSink, Timeline
 from history.condensed_view import ViewCache
 from history.context_builder import BuiltContext, ContextBuilder
 from history.conversation import Conversation
 from model.messages import ChatMessage
 from modules.tools.focus import FocusFiles
 from modules.workspace.file_tree import describe_tree
+from protocol.events import ContextEvent, ContextUsage, Event, Notice
 from protocol.records import MessageRecord
 from utils.cancel import CancelToken, TaskCancelled
 from utils.prompts import render_system_prompt

@@ -18,19 +18,19 @@ from core.approval import ApprovalGate
 from core.budgets import BudgetOverride
 from core.condensation import Outcome
 from core.context_window import ContextWindow
-from core.events import ContextUsage, Done, DoneReason, Event, EventSink, TaskState
 from core.services import AgentServices
 from core.spend import Ledger, TaskSpend
 from core.status import StatusLine
 from core.task import StoredTranscript, Task
 from core.task_budgets import budget_guard, task_cost, task_limits
 from core.task_end import keep_task_end, run_to_end
-from core.timeline import Timeline
+from core.timeline import EventSink, Timeline
 from core.tool_step import ToolStep
 from core.user_message import record_user_message
 from history.conversation import LEAF, Conversation
 from modules.tools.focus import FocusFiles, focusable
 from modules.undo.restore import UndoResult
+from protocol.events import ContextUsage, Done, DoneReason, Event, TaskState
 from protocol.records import AttachmentMeta, ConversationState, MessageRecord
 from protocol.requests import Approval, Mode
 from utils.cancel import CancelReason, CancelToken

@@ -9,9 +9,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from core.events import Notice, Thinking, Token, ToolEvent
 from core.services import ModelClient
-from core.spend import counted, estimated_usage, token_usage
+from core.spend import counted, estimated_usage
 from core.task import StreamProgress, Task
 from model.completion import (
     Completion,
@@ -23,6 +22,7 @@ from model.completion import (
 from model.errors import StreamInterrupted
 from model.messages import ChatMessage
 from model.tool_calls import ToolCallArgs, ToolCallStarted
+from protocol.events import Notice, Thinking, Token, ToolEvent
 from utils.cancel import TaskCancelled
 from utils.logger import log_context
 
@@ -146,5 +146,5 @@ def _assistant_fields(completion: Completion) -> dict[str, Any]:
         fields["tool_calls"] = [call.to_message() for call in completion.tool_calls]
     usage = completion.usage
     if usage.prompt_tokens or usage.completion_tokens:  # the context meter of a reopened branch
-        fields["meta"] = {"usage": token_usage(usage)}
+        fields["meta"] = {"usage": usage.to_wire()}
     return fields

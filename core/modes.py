@@ -12,7 +12,6 @@ from pydantic import BaseModel, Field
 
 from core.agent_specs import AgentSpec
 from core.budgets import BudgetReached
-from core.events import DoneReason, Error, PlanEvent
 from core.repeats import RepeatLoop
 from core.task import LoopEnd, Task
 from core.toolset import ToolSet
@@ -22,6 +21,7 @@ from model.tool_calls import ToolCall
 from modules.results import ToolError, ToolOutput, ToolResult
 from modules.tools.registry import Tool
 from modules.tools.tool_context import ToolContext
+from protocol.events import DoneReason, Error, PlanEvent
 from protocol.requests import Approval
 from utils.logger import log_context
 

@@ -24,21 +24,12 @@ from typing import Any
 
 from history.context_builder import estimate_message_tokens, estimate_text_tokens
 from history.conversation import Conversation
-from model.completion import Completion, Usage
+from model.completion import Completion
 from model.messages import ChatMessage
 from model.prices import Price
-from protocol.records import MoneyWire, TokenUsage
+from protocol.events import Money, Usage
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Money:
-    amount: float
-    currency: str
-
-    def to_wire(self) -> MoneyWire:
-        return {"amount": round(self.amount, 6), "currency": self.currency}
 
 
 def cost_of(usage: Usage, price: Price | None) -> Money | None:
@@ -52,20 +43,6 @@ def cost_of(usage: Usage, price: Price | None) -> Money | None:
         + usage.completion_tokens * price.output
     )
     return Money(millionths / 1_000_000, price.currency)
-
-
-def token_usage(usage: Usage) -> TokenUsage:
-    """`usage` as records and task ends keep it: `estimated` and the cached tokens only when
-    there are."""
-    kept: TokenUsage = {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-    }
-    if usage.cached_prompt_tokens:
-        kept["cached_prompt_tokens"] = usage.cached_prompt_tokens
-    if usage.estimated:
-        kept["estimated"] = True
-    return kept
 
 
 @dataclass
@@ -107,7 +84,7 @@ class Totals:
     def to_wire(self) -> dict[str, Any]:
         """{prompt_tokens, completion_tokens, cached_prompt_tokens?, estimated?, cost}, the
         shape of `done.usage`, `/status` and meta.json's totals."""
-        wire: dict[str, Any] = dict(token_usage(self.usage))
+        wire: dict[str, Any] = dict(self.usage.to_wire())
         cost = self.cost
         wire["cost"] = None if cost is None else cost.to_wire()
         return wire
@@ -115,24 +92,9 @@ class Totals:
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> Totals:
         """One `to_wire` (a task's end as meta.json keeps it) back as Totals."""
-        usage = Usage(
-            int(data.get("prompt_tokens") or 0),
-            int(data.get("completion_tokens") or 0),
-            bool(data.get("estimated")),
-            int(data.get("cached_prompt_tokens") or 0),
-        )
         totals = cls()
-        totals.add(usage, _money(data.get("cost")))
+        totals.add(Usage.from_wire(data), Money.from_wire(data.get("cost")))
         return totals
-
-
-def _money(data: Any) -> Money | None:
-    if not isinstance(data, dict):
-        return None
-    amount, currency = data.get("amount"), data.get("currency")
-    if isinstance(amount, int | float) and isinstance(currency, str):
-        return Money(float(amount), currency)
-    return None
 
 
 class Ledger:

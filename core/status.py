@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from core.events import ContextUsage, Status, TaskState
+from protocol.events import ContextUsage, Status, TaskState
 
 if TYPE_CHECKING:
     from core.task import Task

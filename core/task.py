@@ -14,13 +14,13 @@ from typing import Any, Protocol, cast
 
 from core.agent_specs import AgentSpec
 from core.budgets import BudgetGuard
-from core.events import DoneReason, Event, EventSink
 from core.repeats import RepeatWatch
 from core.spend import TaskSpend
-from core.timeline import Timeline
+from core.timeline import EventSink, Timeline
 from history.conversation import Conversation
-from model.completion import Completion, Usage
+from model.completion import Completion
 from modules.undo.journal import TaskJournal
+from protocol.events import DoneReason, Event, Usage
 from protocol.records import MessageRecord, Role
 from protocol.requests import Approval, Mode
 from utils.cancel import CancelToken

@@ -6,9 +6,10 @@ from datetime import date
 
 from core.agent_specs import AgentSpec
 from core.budgets import BudgetGuard, BudgetOverride, Limits
-from core.spend import Ledger, Money, Totals, conversation_totals
+from core.spend import Ledger, Totals, conversation_totals
 from history.conversation import Conversation
 from model.prices import price_for
+from protocol.events import Money
 from utils.settings import Settings
 
 

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.budgets import BudgetReached
-from core.events import Done, DoneReason, Error
 from core.repeats import RepeatLoop
 from core.task import Task
 from history.conversation import Conversation
 from model.errors import ApiError
+from protocol.events import Done, DoneReason, Error
 from utils.cancel import TaskCancelled
 from utils.disk import disk_full, is_disk_full
 

@@ -11,9 +11,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from core.events import Event, EventSink
 from history.conversation import Conversation
+from protocol.events import Event
 from protocol.records import MessageRecord, Role
+
+EventSink = Callable[[Event], None]
 
 
 class Timeline:

@@ -7,7 +7,6 @@ from dataclasses import replace
 from typing import Any
 
 from core.approval import ApprovalGate, held_preview, planned_write, preview
-from core.events import FileTree, ToolEvent
 from core.interrupted_calls import INTERRUPTED_CALL
 from core.services import AgentServices
 from core.status import StatusLine
@@ -20,6 +19,7 @@ from modules.tools.registry import Tool
 from modules.tools.tool_context import ToolContext
 from modules.undo.config_hold import ConfigWatch
 from modules.workspace.protected import ProtectedPaths
+from protocol.events import FileTree, ToolEvent
 from utils.cancel import TaskCancelled, run_bounded
 
 CANCELLED_TOOL_OUTPUT = "Cancelled: the user stopped the task before this call finished."

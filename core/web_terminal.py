@@ -8,7 +8,6 @@ from typing import Any
 
 from core.budgets import BudgetOverride
 from core.cluster import Cluster, ClusterUnavailable, LocalCluster
-from core.events import Done, Error, Event, FileTree
 from core.interrupted_calls import answer_interrupted_calls
 from core.main_terminal import MainTerminal, TaskBusy
 from core.services import AgentServices
@@ -16,6 +15,7 @@ from core.task import Task
 from history.conversation import LEAF
 from modules.tools.focus import focusable
 from modules.workspace.file_tree import visible_changes
+from protocol.events import Done, Error, Event, FileTree
 from protocol.records import AttachmentMeta, MessageRecord
 from protocol.requests import Approval, Mode
 

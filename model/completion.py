@@ -6,20 +6,7 @@ from dataclasses import dataclass, field
 
 from model.prices import Price
 from model.tool_calls import ToolCall, ToolCallArgs, ToolCallStarted
-
-
-@dataclass
-class Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    estimated: bool = False  # our estimate, for a server that sent no `usage` (or its part)
-    cached_prompt_tokens: int = 0  # of prompt_tokens, those the provider read from its cache
-
-    def add(self, other: Usage) -> None:
-        self.prompt_tokens += other.prompt_tokens
-        self.cached_prompt_tokens += other.cached_prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.estimated = self.estimated or other.estimated
+from protocol.events import Usage
 
 
 @dataclass

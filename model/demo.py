@@ -22,19 +22,13 @@ import secrets
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from model.completion import (
-    Completion,
-    ContentDelta,
-    ReasoningDelta,
-    StreamEnd,
-    StreamItem,
-    Usage,
-)
+from model.completion import Completion, ContentDelta, ReasoningDelta, StreamEnd, StreamItem
 from model.demo_reply import Reply
 from model.demo_scripts import Scripts, load_scripts
 from model.demo_task import read_task
 from model.messages import ChatMessage
 from model.tool_calls import ToolCall, ToolCallArgs, ToolCallStarted
+from protocol.events import Usage
 from utils.cancel import CancelToken, TaskCancelled
 
 # Seconds, at pace 1: a hosted model's first-token latency and its rate of words.

@@ -7,16 +7,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from model.completion import (
-    Completion,
-    ContentDelta,
-    ReasoningDelta,
-    StreamItem,
-    Usage,
-)
+from model.completion import Completion, ContentDelta, ReasoningDelta, StreamItem
 from model.context_errors import context_too_long
 from model.errors import MalformedChunk
 from model.tool_calls import ToolCallAssembler
+from protocol.events import Usage
 
 
 @dataclass

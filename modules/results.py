@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
+
+from protocol.events import FileChange
 
 
 class ToolError(Exception):
@@ -13,22 +15,6 @@ class ToolError(Exception):
     def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.details = details or {}
-
-
-@dataclass
-class FileChange:
-    event: Literal["created", "modified", "deleted", "moved"]
-    path: str
-    is_dir: bool = False
-    dest_path: str | None = None
-
-
-@dataclass
-class FolderRefresh:
-    """A folder whose `count` changes in one batch were too many to list: reload it."""
-
-    path: str
-    count: int
 
 
 @dataclass

@@ -12,7 +12,6 @@ from typing import Any
 import requests
 from requests.adapters import HTTPAdapter
 
-from core.events import Event
 from core.main_terminal import MainTerminal
 from core.services import build_services
 from modules.results import ToolResult
@@ -25,6 +24,7 @@ from modules.tools.tool_context import ToolContext
 from modules.undo.journal import UndoJournal
 from modules.workspace.annotations import AnnotationStore
 from modules.workspace.paths import Workspace
+from protocol.events import Event
 from tests.fake_llm import FakeLLM
 from tests.kit import EventLog
 from utils.cancel import CancelToken

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from core.events import Done
+from protocol.events import Done
 from tests.browser_helpers import Served, send
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.kit import wait_until

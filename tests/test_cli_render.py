@@ -13,7 +13,7 @@ import pytest
 from cli.markdown import block_starts
 from cli.painter import GREEN, RED, diff_path
 from cli.printer import EventPrinter
-from core.events import Token, ToolEvent
+from protocol.events import Token, ToolEvent
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.tty_helpers import ANSI, HEIGHT, Tmux, clean_env, needs_tmux
 from tests.web_helpers import agent_argv

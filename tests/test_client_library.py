@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.events import Done, Event, Status, Token, ToolEvent
+from protocol.events import Done, Event, Status, Token, ToolEvent
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.kit import wait_until
 from tests.web_helpers import TOKEN, ServerProcess

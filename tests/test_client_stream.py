@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.events import Notice, Token
+from protocol.events import Notice, Token
 from workspace_client.stream import Stream
 
 

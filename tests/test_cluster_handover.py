@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import redis as redis_lib
 
-from core.events import Done, Event
 from core.services import build_services
 from history.conversation import LEAF
 from history.store import ConversationStore
+from protocol.events import Done, Event
 from protocol.records import ToolCallRecord
 from tests.cluster_helpers import RedisServer, cluster, missing_programs
 from tests.fake_llm import Call, FakeLLM, Reply

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis as redis_lib
 
-from core.events import Token
+from protocol.events import Token
 from tests.cluster_helpers import ClusterServer, RedisServer, cluster, missing_programs
 from tests.fake_llm import FakeLLM, Reply
 from tests.kit import Received, wait_until

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from core.events import Done, Event, Notice, Thinking, Token
+from protocol.events import Done, Event, Notice, Thinking, Token
 from web import batching as web_batching
 from web.batching import WINDOW_SECONDS, DeltaBatcher
 

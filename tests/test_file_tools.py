@@ -6,8 +6,8 @@ import os
 import stat
 from pathlib import Path
 
-from modules.results import FileChange
 from modules.tools.tool_context import ToolContext
+from protocol.events import FileChange
 from tests.helpers import call
 
 

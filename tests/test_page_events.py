@@ -1,6 +1,6 @@
 """The page's list of server events is the server's; its payload typedefs have the server's fields.
 
-The server's events are the `Event` subclasses of core/events.py (each `name`, its fields as
+The server's events are the `Event` subclasses of protocol/events.py (each `name`, its fields as
 `to_wire` sends them) and the names web/ emits itself (`conversation_update`, `deltas`, ...).
 The page's are `SERVER_EVENTS` and `DELTAS_EVENT` in static/js/events.js, with a JSDoc typedef
 per payload (`ServerEventMap`). Both sides are read from their files: nothing ties them otherwise.
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from core import events
-from model.completion import Usage
+from protocol import events
+from protocol.events import Usage
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE_EVENTS = ROOT / "static" / "js" / "events.js"
@@ -27,15 +27,20 @@ EMIT_CALLS = {"emit", "_emit"}
 JS_STRING = re.compile(r'"([^"\\]*)"')
 
 
+# protocol/events.py's events that the core does not send: what a client reads of web/'s
+# conversation_update, and what the decoder makes of an event it does not know.
+READ_ONLY = (events.ConversationUpdate, events.Unknown)
+
+
 def core_event_classes() -> dict[str, type[events.Event]]:
-    """Every Event subclass core/events.py defines with a wire name, by that name (the client
-    library's own, workspace_client.events, are not the server's)."""
+    """Every Event subclass protocol/events.py defines with a wire name and the core sends, by
+    that name (the client library's own, in workspace_client, are not the server's)."""
     found: dict[str, type[events.Event]] = {}
     pending = list(events.Event.__subclasses__())
     while pending:
         cls = pending.pop()
         pending.extend(cls.__subclasses__())
-        if cls.name and cls.__module__ == events.__name__:
+        if cls.name and cls.__module__ == events.__name__ and cls not in READ_ONLY:
             assert found.setdefault(cls.name, cls) is cls, f"two events named {cls.name!r}"
     return found
 
@@ -61,7 +66,9 @@ def web_emitted_names() -> dict[str, list[str]]:
 
 def server_event_names() -> dict[str, str]:
     """Every event name the server sends, with where it comes from."""
-    sources = {name: f"core/events.py {cls.__name__}" for name, cls in core_event_classes().items()}
+    sources = {
+        name: f"protocol/events.py {cls.__name__}" for name, cls in core_event_classes().items()
+    }
     for name, places in web_emitted_names().items():
         sources.setdefault(name, ", ".join(places))
     return sources

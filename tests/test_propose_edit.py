@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from core.approval import ApprovalGate
-from modules.results import FileChange
 from modules.tools.catalogue import build_registry
 from modules.tools.proposals import ProposalError, ProposalStore, replace_lines
 from modules.tools.tool_context import ToolContext
 from modules.workspace.text_files import unified_diff
+from protocol.events import FileChange
 from tests.helpers import call, journaled, state
 
 TEXT = "alpha\nbeta\ngamma\ndelta\n"

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.events import Event, Thinking, Token
+from protocol.events import Event, Thinking, Token
 
 log = logging.getLogger(__name__)
 WINDOW_SECONDS = 0.008

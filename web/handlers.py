@@ -15,14 +15,14 @@ from pydantic import BaseModel, Field, StrictBool, ValidationError
 
 from core.budgets import BudgetOverride, BudgetRefused
 from core.cluster import ClusterUnavailable
-from core.events import FileTree
 from core.main_terminal import NotConfigured, NothingToCondense, TaskBusy
 from history.conversation import LEAF
 from history.store import ConversationNotFound
-from modules.results import FileChange, ToolError
+from modules.results import ToolError
 from modules.tools.proposals import ProposalError
 from modules.uploads.attachments import MAX_ATTACHMENTS
 from modules.workspace.file_tree import visible_changes
+from protocol.events import FileChange, FileTree
 from protocol.records import MessageRecord
 from protocol.requests import Approval, Mode
 from utils.budget import TOO_LARGE

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 from core.cluster import Cluster, ClusterUnavailable, LocalCluster
-from core.events import Event
 from core.main_terminal import TaskBusy
 from core.services import AgentServices
 from core.web_terminal import Announce, Send, WebTerminal
+from protocol.events import Event
 
 ToClient = Callable[[str, str, dict[str, Any]], None]  # (sid, name, payload): to one client
 EnterRoom = Callable[[str, str], None]  # (sid, room): a client of any process

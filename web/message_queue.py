@@ -23,7 +23,7 @@ import socketio
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from core.events import Notice
+from protocol.events import Notice
 from web.batching import BATCHED_SUFFIX
 
 log = logging.getLogger(__name__)

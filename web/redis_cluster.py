@@ -27,7 +27,7 @@ import redis
 from redis.exceptions import RedisError
 
 from core.cluster import Answer, ClusterUnavailable, Handler, LoggedEvents, Request
-from core.events import Event
+from protocol.events import Event
 from web.replay_log import LOG_KEEP_SECONDS, PREFIX, ReplayLog, log_key, state_key
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ import redis
 from redis.exceptions import RedisError
 
 from core.cluster import LoggedEvents
-from core.events import Event
+from protocol.events import Event
 
 log = logging.getLogger(__name__)
 

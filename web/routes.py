@@ -22,11 +22,11 @@ from flask import (
 )
 from werkzeug.exceptions import HTTPException
 
-from core.events import FileTree
 from history.store import ConversationNotFound
-from modules.results import FileChange, ToolError
+from modules.results import ToolError
 from modules.uploads.file_types import ExtractionError, image_mime
 from modules.workspace.archive import zip_stream
+from protocol.events import FileChange, FileTree
 from web.payloads import conversation_payload, conversations_payload, status_payload, tree_payload
 from web.state import WebState
 

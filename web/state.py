@@ -9,10 +9,9 @@ from typing import Any, Literal
 
 from flask_socketio import SocketIO
 
-from core.events import Event, FileTree, Notice
 from core.services import AgentServices
-from modules.results import FileChange, FolderRefresh
 from modules.workspace.file_watcher import WorkspaceWatcher
+from protocol.events import Event, FileChange, FileTree, FolderRefresh, Notice
 from utils.settings import Settings
 from web.access import LoginThrottle
 from web.batching import batched_room

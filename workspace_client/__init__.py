@@ -1,8 +1,9 @@
 """A Python client of the web workspace (docs/protocol.md): `Client` (threads) and
-`AsyncClient` (asyncio), with the core's typed events."""
+`AsyncClient` (asyncio), with the typed events of protocol/events.py."""
 
-from core.events import (
+from protocol.events import (
     ContextEvent,
+    ConversationUpdate,
     Done,
     Error,
     Event,
@@ -13,11 +14,13 @@ from core.events import (
     Thinking,
     Token,
     ToolEvent,
+    Unknown,
+    parse_event,
 )
 from workspace_client.aio import AsyncClient
 from workspace_client.client import Client, Started, WorkspaceError
 from workspace_client.connection import ConnectionRefused, Disconnected
-from workspace_client.events import ConversationUpdate, Reloaded, Unknown, parse_event
+from workspace_client.stream import Reloaded
 
 __all__ = [
     "AsyncClient",

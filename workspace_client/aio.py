@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from core.events import Done, Event, ToolEvent
+from protocol.events import Done, Event, ToolEvent
 from workspace_client.client import ApprovalAnswer, Client, Started
 from workspace_client.connection import Disconnected
 

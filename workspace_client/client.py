@@ -8,8 +8,8 @@
                 print(event.text, end="")
 
 What it guarantees:
-- Every event of a conversation reaches you once and in `seq` order, as the core's typed
-  dataclasses (workspace_client.events). `events(cid)` ends after the task's top-level `Done`.
+- Every event of a conversation reaches you once and in `seq` order, as the typed
+  dataclasses (protocol/events.py). `events(cid)` ends after the task's top-level `Done`.
 - One reader thread calls `subscribe` handlers in wire order. A handler must not call the
   client's ops (their answers come through that same thread; such a call would wait out its
   timeout): hand that work to another thread. A handler that raises ends the connection (the
@@ -47,7 +47,7 @@ from urllib.parse import urlencode
 
 import simple_websocket
 
-from core.events import Event, ToolEvent
+from protocol.events import Event, ToolEvent
 from workspace_client.connection import Connection, ConnectionRefused, Disconnected
 from workspace_client.stream import Followed, Handler, Stream
 

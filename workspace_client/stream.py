@@ -9,15 +9,35 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from core.events import Done, Error, Event, Notice, ToolEvent
+from protocol.events import (
+    Done,
+    Error,
+    Event,
+    Notice,
+    ToolEvent,
+    done_from_wire,
+    expand_deltas,
+    parse_event,
+)
 from workspace_client.connection import Disconnected
-from workspace_client.events import Reloaded, done_from_wire, expand_deltas, parse_event
 
 Handler = Callable[[Event], None]
 Call = Callable[[str, dict[str, Any]], dict[str, Any]]
 GAP_NOTICES = ("events_lost",)  # §13: the relay lost events; join again after the last seq
+
+
+@dataclass
+class Reloaded(Event):
+    """The client's own event: the server could not replay what the connection missed (it
+    restarted, or the task's log had moved on). `messages` are the conversation's records as
+    get_conversation gave them after the reconnect, `running` whether a task still runs. A
+    top-level `Done` follows when the task this client followed has ended."""
+
+    name: ClassVar[str] = "reloaded"
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    running: bool = False
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from modules.results import FileChange, PlannedWrite, ToolError, ToolOutput
+from modules.results import PlannedWrite, ToolError, ToolOutput
 from modules.tools.tool_context import ToolContext
 from modules.workspace.file_tree import scan_dir
 from modules.workspace.ignore import WorkspaceIgnore
@@ -26,6 +26,7 @@ from modules.workspace.text_files import (
     read_text,
     split_lines,
 )
+from protocol.events import FileChange
 
 READ_LIMIT_BYTES = 2_000_000
 LIST_LIMIT = 500

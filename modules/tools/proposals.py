@@ -18,11 +18,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from modules.results import FileChange, ToolError
+from modules.results import ToolError
 from modules.undo.blob_store import sha256_at
 from modules.undo.journal import UndoJournal
 from modules.workspace.paths import Workspace
 from modules.workspace.text_files import EDIT_LIMIT_BYTES, read_text, split_keep_ends, unified_diff
+from protocol.events import FileChange
 from utils.files import atomic_write
 
 MAX_KEPT = 200

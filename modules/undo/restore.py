@@ -10,9 +10,10 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from modules.results import FileChange, ToolError
+from modules.results import ToolError
 from modules.undo.blob_store import BlobStore, Stat, State, sha256_at
 from modules.workspace.paths import PathOutsideWorkspace, Workspace
+from protocol.events import FileChange
 
 UndoAction = Literal["remove", "restore", "lost"]
 _OUTSIDE = "a folder on its way now leads outside the workspace"

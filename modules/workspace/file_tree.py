@@ -7,11 +7,12 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from modules.results import FileChange, ToolError
+from modules.results import ToolError
 from modules.workspace.annotations import AnnotationStore
 from modules.workspace.ignore import WorkspaceIgnore
 from modules.workspace.paths import Workspace
 from modules.workspace.safe_fs import SafeRoot
+from protocol.events import FileChange
 
 
 def scan_dir(fs: SafeRoot, ignore: WorkspaceIgnore, rel_dir: str) -> list[tuple[str, bool]]:

@@ -21,7 +21,7 @@ export class ConversationEvents {
   handle(...event) {
     const { session } = this;
     if (event[0] === "conversation_update") return void this.#onConversationUpdate(event[1]);
-    const [name, payload] = event; // one of core/events.py's
+    const [name, payload] = event; // one of protocol/events.py's
     const cid = payload.conversation_id ?? null;
     if (!cid) {
       if (name === "file_tree") session.tree.apply(payload.changes ?? [], payload.refresh ?? []);

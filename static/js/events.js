@@ -1,11 +1,11 @@
 // @ts-check
 // The server's events as the page receives them: their names and payloads. Task events are the
-// dataclasses of core/events.py, sent by `to_wire` (None fields left out, so optional here);
+// dataclasses of protocol/events.py, sent by `to_wire` (None fields left out, so optional here);
 // `conversation_update`, `deltas` and `file_tree` outside a task come from web/.
 // tests/test_page_events.py checks that SERVER_EVENTS and DELTAS_EVENT name every event the server sends.
 
 /**
- * What every task event may carry (core/events.py `Event`): the core stamps `conversation_id` and
+ * What every task event may carry (protocol/events.py `Event`): the core stamps `conversation_id` and
  * `seq`; a sub-agent's events have `parent_call_id` and `depth`. A `file_tree` from the workspace
  * watcher, an upload or an undo (outside any task) has none of them.
  * @typedef {object} EventBase
@@ -17,19 +17,19 @@
  */
 
 /**
- * `token`: a delta of the answer being streamed (core/events.py `Token`).
+ * `token`: a delta of the answer being streamed (protocol/events.py `Token`).
  * @typedef {EventBase & {message_id: string, text: string}} TokenEvent
  */
 
 /**
- * `thinking`: a delta of the model's reasoning (core/events.py `Thinking`).
+ * `thinking`: a delta of the model's reasoning (protocol/events.py `Thinking`).
  * @typedef {EventBase & {message_id: string, text: string}} ThinkingEvent
  */
 
 /** @typedef {"start" | "args" | "end" | "approval" | "output" | "result"} ToolPhase */
 
 /**
- * `tool`: a tool call's progress (core/events.py `ToolEvent`; its `tool` goes out as `name`).
+ * `tool`: a tool call's progress (protocol/events.py `ToolEvent`; its `tool` goes out as `name`).
  * @typedef {object} ToolFields
  * @property {string} call_id
  * @property {string} name the tool's name
@@ -49,14 +49,14 @@
 /** @typedef {"idle" | "thinking" | "streaming" | "tool"} TaskState */
 
 /**
- * The context window's use (core/events.py `ContextUsage`).
+ * The context window's use (protocol/events.py `ContextUsage`).
  * @typedef {object} ContextUsage
  * @property {number} used_tokens
  * @property {number} limit_tokens
  */
 
 /**
- * `status`: what the task is doing (core/events.py `Status`).
+ * `status`: what the task is doing (protocol/events.py `Status`).
  * `usage` (extension): the running task's tokens and cost so far.
  * @typedef {EventBase & {state: TaskState, iteration: number, context: ContextUsage, usage?: Usage}} StatusEvent
  */
@@ -79,7 +79,7 @@
 
 /**
  * `plan`: a plan_execute agent's plan as it changes; `plan` is always the whole current plan
- * (core/events.py `PlanEvent`).
+ * (protocol/events.py `PlanEvent`).
  * @typedef {object} PlanFields
  * @property {PlanPhase} phase
  * @property {Plan} plan
@@ -93,7 +93,7 @@
 /** @typedef {"condensing" | "condensed" | "failed"} ContextPhase */
 
 /**
- * `context`: the history being condensed (core/events.py `ContextEvent`): `condensing`, then
+ * `context`: the history being condensed (protocol/events.py `ContextEvent`): `condensing`, then
  * `condensed` (with `tokens_after`, `message_id`, `first_kept_id`, `summarized`, `summary`) or
  * `failed` (with `message`).
  * @typedef {object} ContextFields
@@ -111,19 +111,19 @@
 /** @typedef {EventBase & ContextFields} ContextEvent */
 
 /**
- * `notice`: something the user should know that does not end the task (core/events.py `Notice`).
+ * `notice`: something the user should know that does not end the task (protocol/events.py `Notice`).
  * @typedef {EventBase & {code: string, message: string, seconds?: number}} NoticeEvent
  */
 
 /**
- * `error` (core/events.py `Error`).
+ * `error` (protocol/events.py `Error`).
  * @typedef {EventBase & {code: string, message: string}} ErrorEvent
  */
 
 /** @typedef {"complete" | "cancelled" | "max_iterations" | "error" | "interrupted" | "budget" | "loop"} DoneReason */
 
 /**
- * The tokens a task used (model/completion.py `Usage`).
+ * The tokens a task used (protocol/events.py `Usage`).
  * @typedef {{prompt_tokens: number, completion_tokens: number, estimated?: boolean, cached_prompt_tokens?: number, cost?: Money | null}} Usage
  */
 
@@ -133,12 +133,12 @@
  */
 
 /**
- * `done`: the task ended (core/events.py `Done`); a sub-agent's has `parent_call_id`.
+ * `done`: the task ended (protocol/events.py `Done`); a sub-agent's has `parent_call_id`.
  * @typedef {EventBase & {reason: DoneReason, usage: Usage, budget?: import("./budget.js").BudgetEnd}} DoneEvent
  */
 
 /**
- * A change in the workspace (modules/results.py `FileChange`, every field sent; `dest_path` is
+ * A change in the workspace (protocol/events.py `FileChange`, every field sent; `dest_path` is
  * null but for a move).
  * @typedef {object} FileChange
  * @property {"created" | "modified" | "deleted" | "moved"} event
@@ -148,7 +148,7 @@
  */
 
 /**
- * A folder whose changes in one watcher batch were too many to list (modules/results.py
+ * A folder whose changes in one watcher batch were too many to list (protocol/events.py
  * `FolderRefresh`): reload it; `count` changes were left out of `changes`; "" is the workspace.
  * @typedef {object} FolderRefresh
  * @property {string} path
@@ -156,7 +156,7 @@
  */
 
 /**
- * `file_tree`: workspace changes, from a task (core/events.py `FileTree`) or outside any (the
+ * `file_tree`: workspace changes, from a task (protocol/events.py `FileTree`) or outside any (the
  * watcher, an upload, an undo: web/state.py, web/routes.py, web/handlers.py).
  * @typedef {EventBase & {changes: FileChange[], refresh?: FolderRefresh[]}} FileTreeEvent
  */
@@ -212,7 +212,7 @@
  */
 
 /**
- * The events of core/events.py (all but `conversation_update`): they may carry the `EventBase` fields.
+ * The events of protocol/events.py (all but `conversation_update`): they may carry the `EventBase` fields.
  * @typedef {Exclude<ServerEventName, "conversation_update">} CoreEventName
  */
 

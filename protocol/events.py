@@ -1,0 +1,397 @@
+"""The server's events (docs/protocol.md §4.2 the events of a task, §4.3 outside tasks), with
+the values they carry, and their one decoder.
+
+The core stamps each event with its conversation and `seq` and hands it to the sink it was
+given; it becomes a dict only at a transport (`to_wire`: Socket.IO, the CLI's `--json`, the
+replay log). `parse_event(name, payload)` turns a wire event back into its class, and never
+raises on what a newer server may send: a field this version does not know is left out, an
+event it does not know (or one whose payload does not fit) comes as `Unknown(name, payload)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, is_dataclass
+from typing import Any, ClassVar, Literal
+
+from protocol.records import MoneyWire, TokenUsage
+
+# --- the values events carry ----------------------------------------------------------------
+
+
+@dataclass
+class Usage:
+    """A model call's tokens, or the sum of some calls'."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated: bool = False  # our estimate, for a server that sent no `usage` (or its part)
+    cached_prompt_tokens: int = 0  # of prompt_tokens, those the provider read from its cache
+
+    def add(self, other: Usage) -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.cached_prompt_tokens += other.cached_prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.estimated = self.estimated or other.estimated
+
+    def to_wire(self) -> TokenUsage:
+        """As records and task ends keep it: `estimated` and the cached tokens only when
+        there are."""
+        kept: TokenUsage = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+        if self.cached_prompt_tokens:
+            kept["cached_prompt_tokens"] = self.cached_prompt_tokens
+        if self.estimated:
+            kept["estimated"] = True
+        return kept
+
+    @classmethod
+    def from_wire(cls, data: Any) -> Usage:
+        """A `usage` as `done`, records and task ends send it (anything else: none used)."""
+        wire: dict[str, Any] = data if isinstance(data, dict) else {}
+        return cls(
+            prompt_tokens=int(wire.get("prompt_tokens") or 0),
+            completion_tokens=int(wire.get("completion_tokens") or 0),
+            estimated=bool(wire.get("estimated")),
+            cached_prompt_tokens=int(wire.get("cached_prompt_tokens") or 0),
+        )
+
+
+@dataclass(frozen=True)
+class Money:
+    amount: float
+    currency: str
+
+    def to_wire(self) -> MoneyWire:
+        return {"amount": round(self.amount, 6), "currency": self.currency}
+
+    @classmethod
+    def from_wire(cls, data: Any) -> Money | None:
+        """A `cost`; None for null (a price unknown) or anything that is no cost."""
+        if not isinstance(data, dict):
+            return None
+        amount, currency = data.get("amount"), data.get("currency")
+        if isinstance(amount, int | float) and isinstance(currency, str):
+            return cls(float(amount), currency)
+        return None
+
+
+@dataclass
+class FileChange:
+    event: Literal["created", "modified", "deleted", "moved"]
+    path: str
+    is_dir: bool = False
+    dest_path: str | None = None
+
+
+@dataclass
+class FolderRefresh:
+    """A folder whose `count` changes in one batch were too many to list: reload it."""
+
+    path: str
+    count: int
+
+
+@dataclass
+class ContextUsage:
+    used_tokens: int
+    limit_tokens: int
+
+
+# --- the events -----------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class Event:
+    """Base of every event; `name` is the Socket.IO event name.
+
+    `conversation_id` and `seq` are stamped by the core when it reports the event; a
+    `file_tree` event from the watcher, outside any task, has neither.
+    """
+
+    name: ClassVar[str] = ""
+    conversation_id: str | None = None
+    seq: int | None = None
+    agent: str | None = None  # the agent whose task reported it
+    parent_call_id: str | None = None  # a sub-agent's: the delegating call it runs under
+    depth: int | None = None  # a sub-agent's: 1 under the top agent, 2 under a sub-agent
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-ready fields without the None ones; shallow, as a deep copy per token costs."""
+        data: dict[str, Any] = {}
+        for key, value in vars(self).items():
+            if value is None:
+                continue
+            if is_dataclass(value):
+                value = asdict(value)  # type: ignore[arg-type]
+            elif isinstance(value, list):
+                value = [asdict(v) if is_dataclass(v) else v for v in value]  # type: ignore[arg-type]
+            data[key] = value
+        return data
+
+
+def _delta_wire(delta: Token | Thinking) -> dict[str, Any]:
+    """Event.to_wire of a delta without its per-field loop: one goes out per model delta."""
+    data: dict[str, Any] = {}
+    if delta.conversation_id is not None:
+        data["conversation_id"] = delta.conversation_id
+    if delta.seq is not None:
+        data["seq"] = delta.seq
+    if delta.agent is not None:
+        data["agent"] = delta.agent
+    if delta.parent_call_id is not None:
+        data["parent_call_id"] = delta.parent_call_id
+    if delta.depth is not None:
+        data["depth"] = delta.depth
+    data["message_id"] = delta.message_id
+    data["text"] = delta.text
+    return data
+
+
+@dataclass
+class Token(Event):
+    name: ClassVar[str] = "token"
+    message_id: str
+    text: str
+
+    to_wire = _delta_wire
+
+
+@dataclass
+class Thinking(Event):
+    name: ClassVar[str] = "thinking"
+    message_id: str
+    text: str
+
+    to_wire = _delta_wire
+
+
+ToolPhase = Literal["start", "args", "end", "approval", "output", "result"]
+
+
+@dataclass
+class ToolEvent(Event):
+    name: ClassVar[str] = "tool"
+    call_id: str
+    tool: str
+    phase: ToolPhase
+    delta: str | None = None
+    arguments: Any = None
+    preview: str | None = None
+    warnings: list[str] | None = None  # with `approval`: what a reader could miss in the preview
+    ok: bool | None = None
+    output: str | None = None
+    duration_ms: int | None = None
+    details: dict[str, Any] | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        data = super().to_wire()
+        data["name"] = data.pop("tool")
+        return data
+
+
+TaskState = Literal["idle", "thinking", "streaming", "tool"]
+
+
+@dataclass
+class Status(Event):
+    name: ClassVar[str] = "status"
+    state: TaskState
+    iteration: int
+    context: ContextUsage
+    usage: dict[str, Any] | None = None  # the task's spend so far (core/spend.py Totals.to_wire)
+
+
+PlanPhase = Literal["created", "step_started", "step_finished", "replanned", "finished"]
+
+
+@dataclass
+class PlanEvent(Event):
+    """A plan_execute agent's plan as it changes; `plan` is always the whole current plan:
+    `{revision, steps: [{index, title, status, summary?}]}`."""
+
+    name: ClassVar[str] = "plan"
+    phase: PlanPhase
+    plan: dict[str, Any]
+    step: int | None = None
+    status: str | None = None
+    summary: str | None = None
+    reason: str | None = None
+
+
+ContextPhase = Literal["condensing", "condensed", "failed"]
+
+
+@dataclass
+class ContextEvent(Event):
+    """The history being condensed: `condensing` (the summary call started), then `condensed`
+    (`message_id` names the summary record, `first_kept_id` the first record still sent as it
+    is) or `failed` (`message` says why; the context stays as it was)."""
+
+    name: ClassVar[str] = "context"
+    phase: ContextPhase
+    trigger: Literal["threshold", "user"]
+    tokens_before: int
+    limit_tokens: int
+    tokens_after: int | None = None
+    message_id: str | None = None
+    first_kept_id: str | None = None
+    summarized: int | None = None  # records the summary replaces, earlier summaries' included
+    summary: str | None = None
+    message: str | None = None
+
+
+@dataclass
+class Notice(Event):
+    """Something the user should know that does not end the task (a retry and its wait)."""
+
+    name: ClassVar[str] = "notice"
+    code: str
+    message: str
+    seconds: float | None = None
+
+
+@dataclass
+class Error(Event):
+    name: ClassVar[str] = "error"
+    code: str
+    message: str
+
+
+DoneReason = Literal[
+    "complete", "cancelled", "max_iterations", "error", "interrupted", "budget", "loop"
+]
+
+
+@dataclass
+class Done(Event):
+    name: ClassVar[str] = "done"
+    reason: DoneReason
+    usage: Usage = field(default_factory=Usage)
+    cost: Money | None = None  # the task's; None: a call's price unknown (see core/spend.py)
+    budget: dict[str, Any] | None = None  # a `budget` end's: BudgetReached.details()
+
+    def usage_wire(self) -> TokenUsage:
+        """`usage` as `done` sends it and task ends keep it, with `cost` (null: unknown)."""
+        wire = self.usage.to_wire()
+        wire["cost"] = None if self.cost is None else self.cost.to_wire()
+        return wire
+
+    def to_wire(self) -> dict[str, Any]:
+        data = super().to_wire()
+        data.pop("cost", None)
+        usage = self.usage_wire()
+        usage["estimated"] = self.usage.estimated  # always sent, as before costs (protocol §4.2)
+        data["usage"] = usage
+        return data
+
+
+@dataclass
+class FileTree(Event):
+    name: ClassVar[str] = "file_tree"
+    changes: list[FileChange]
+    refresh: list[FolderRefresh] | None = None  # folders with more changes than were listed
+
+
+@dataclass
+class ConversationUpdate(Event):
+    """A conversation started or ended a task, was renamed or deleted (§4.3), as a client
+    reads it."""
+
+    name: ClassVar[str] = "conversation_update"
+    id: str
+    running: bool | None = None
+    title: str | None = None
+    deleted: bool | None = None
+
+
+@dataclass
+class Unknown(Event):
+    """An event this version does not know, or whose payload did not fit its class."""
+
+    name: ClassVar[str] = "unknown"
+    event: str
+    payload: Any
+
+
+# --- the decoder ----------------------------------------------------------------------------
+
+
+def _fields(cls: type, payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload's keys that are fields of dataclass `cls` (a newer server may add others)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {key: value for key, value in payload.items() if key in names}
+
+
+def done_from_wire(payload: dict[str, Any]) -> Done:
+    """A `done` payload, or a `task_ends` entry (§5) with `conversation_id`/`seq` added."""
+    wire = payload.get("usage")
+    usage: dict[str, Any] = wire if isinstance(wire, dict) else {}
+    fields = _fields(Done, payload)
+    fields.update(usage=Usage.from_wire(usage), cost=Money.from_wire(usage.get("cost")))
+    return Done(**fields)
+
+
+def _tool(payload: dict[str, Any]) -> ToolEvent:
+    return ToolEvent(**_fields(ToolEvent, {**payload, "tool": payload.get("name")}))
+
+
+def _status(payload: dict[str, Any]) -> Status:
+    fields = _fields(Status, payload)
+    fields["context"] = ContextUsage(**_fields(ContextUsage, payload.get("context") or {}))
+    return Status(**fields)
+
+
+def _file_tree(payload: dict[str, Any]) -> FileTree:
+    fields = _fields(FileTree, payload)
+    fields["changes"] = [FileChange(**_fields(FileChange, c)) for c in payload["changes"]]
+    if payload.get("refresh") is not None:
+        refresh = payload["refresh"]
+        fields["refresh"] = [FolderRefresh(**_fields(FolderRefresh, r)) for r in refresh]
+    return FileTree(**fields)
+
+
+def _plain(cls: type[Event]) -> Callable[[dict[str, Any]], Event]:
+    return lambda payload: cls(**_fields(cls, payload))
+
+
+_PARSERS: dict[str, Callable[[dict[str, Any]], Event]] = {
+    "token": _plain(Token),
+    "thinking": _plain(Thinking),
+    "tool": _tool,
+    "status": _status,
+    "plan": _plain(PlanEvent),
+    "context": _plain(ContextEvent),
+    "notice": _plain(Notice),
+    "error": _plain(Error),
+    "done": done_from_wire,
+    "file_tree": _file_tree,
+    "conversation_update": _plain(ConversationUpdate),
+}
+
+
+def parse_event(name: str, payload: Any) -> Event:
+    """The typed event of a wire event; `Unknown` for anything that does not parse."""
+    parser = _PARSERS.get(name)
+    if parser is None or not isinstance(payload, dict):
+        return Unknown(event=name, payload=payload)
+    try:
+        return parser(payload)
+    except (TypeError, KeyError, ValueError):
+        return Unknown(event=name, payload=payload)
+
+
+def expand_deltas(payload: dict[str, Any]) -> list[Event]:
+    """A `deltas` event (gathered token/thinking deltas, §4.2) as one event per delta."""
+    cls = Token if payload.get("of") == "token" else Thinking
+    common = _fields(cls, payload)
+    common.pop("text", None)
+    common.pop("seq", None)
+    first = int(payload["first_seq"])
+    return [
+        cls(**common, text=text, seq=first + index)
+        for index, text in enumerate(payload.get("texts") or [])
+    ]
