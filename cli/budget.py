@@ -7,9 +7,8 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from core.budgets import BudgetOverride
+from protocol.budgets import Budget, BudgetOverride
 from protocol.events import DoneReason
-from utils.budget import Budget
 from utils.validation import describe_validation_error
 
 CONTINUE = "continue"  # what the page's Continue sends too

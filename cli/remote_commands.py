@@ -26,9 +26,8 @@ from core.spend import spend_text
 from history.store import ConversationNotFound
 from modules.undo.restore import Conflict, UndoPreview, UndoResult
 from protocol.events import done_from_wire
+from protocol.requests import MAX_ATTACHMENTS, MAX_FOCUS
 from workspace_client import WorkspaceError
-
-MAX_FOCUS, MAX_ATTACHMENTS = 3, 10  # docs/protocol.md §4.1 send_message
 
 
 def _needs_conversation(t: RemoteTerminal) -> str:

@@ -18,7 +18,7 @@ from cli.painter import DIM, YELLOW
 from cli.printer import EventPrinter
 from cli.streams import json_line, use_color
 from cli.terminal import split_skill
-from core.budgets import BudgetOverride
+from protocol.budgets import BudgetOverride
 from protocol.events import Done, DoneReason, Error, Event, Status, ToolEvent
 from workspace_client import Client, Disconnected, Reloaded, WorkspaceError
 

@@ -11,10 +11,10 @@ from cli.command_texts import ALLOW_QUESTION, no_terminal_to_ask
 from cli.painter import YELLOW
 from cli.printer import EventPrinter
 from cli.streams import json_line, use_color
-from core.budgets import BudgetOverride
 from core.main_terminal import MainTerminal
 from core.services import AgentServices
 from modules.uploads.attachments import Attachment
+from protocol.budgets import BudgetOverride
 from protocol.events import Done, DoneReason, Error, Event, ToolEvent
 
 

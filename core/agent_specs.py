@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from utils.budget import Budget
+from protocol.budgets import Budget
 from utils.prompts import prompt_renderer
 from utils.settings import PROGRAM_DIR, Provider
 

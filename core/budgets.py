@@ -14,15 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
+from typing import Any
 
 from core.spend import Totals, money_text
+from protocol.budgets import Budget, BudgetScope
 from protocol.events import Money
-from utils.budget import Budget
 
-BudgetScope = Literal["task", "conversation", "day"]
 SCOPES: tuple[BudgetScope, ...] = ("task", "conversation", "day")
 WHOSE: dict[BudgetScope, str] = {
     "task": "this task has",
@@ -85,15 +82,6 @@ class Limits:
                 f"limit ({limit_text(current)})"
             )
         return Limits(**{**{s: self.of(s) for s in SCOPES}, scope: limit})
-
-
-class BudgetOverride(BaseModel):
-    """A higher limit for one scope, for one task (send_message `budget_override`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    scope: BudgetScope
-    limit: Budget
 
 
 class BudgetRefused(ValueError):

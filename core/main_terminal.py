@@ -15,7 +15,6 @@ from typing import Any, get_args
 
 from core.agent_loop import AgentLoop
 from core.approval import ApprovalGate
-from core.budgets import BudgetOverride
 from core.condensation import Outcome
 from core.context_window import ContextWindow
 from core.services import AgentServices
@@ -30,6 +29,7 @@ from core.user_message import record_user_message
 from history.conversation import LEAF, Conversation
 from modules.tools.focus import FocusFiles, focusable
 from modules.undo.restore import UndoResult
+from protocol.budgets import BudgetOverride
 from protocol.events import ContextUsage, Done, DoneReason, Event, TaskState
 from protocol.records import AttachmentMeta, ConversationState, MessageRecord
 from protocol.requests import Approval, Mode

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import date
 
 from core.agent_specs import AgentSpec
-from core.budgets import BudgetGuard, BudgetOverride, Limits
+from core.budgets import BudgetGuard, Limits
 from core.spend import Ledger, Totals, conversation_totals
 from history.conversation import Conversation
 from model.prices import price_for
+from protocol.budgets import BudgetOverride
 from protocol.events import Money
 from utils.settings import Settings
 

@@ -6,7 +6,6 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from core.budgets import BudgetOverride
 from core.cluster import Cluster, ClusterUnavailable, LocalCluster
 from core.interrupted_calls import answer_interrupted_calls
 from core.main_terminal import MainTerminal, TaskBusy
@@ -15,6 +14,7 @@ from core.task import Task
 from history.conversation import LEAF
 from modules.tools.focus import focusable
 from modules.workspace.file_tree import visible_changes
+from protocol.budgets import BudgetOverride
 from protocol.events import Done, Error, Event, FileTree
 from protocol.records import AttachmentMeta, MessageRecord
 from protocol.requests import Approval, Mode

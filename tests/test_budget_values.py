@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from core.budgets import BudgetOverride
-from utils.budget import MAX_AMOUNT, TOO_LARGE, Budget
+from protocol.budgets import MAX_AMOUNT, TOO_LARGE, Budget, BudgetOverride
 from utils.settings import Settings
 
 

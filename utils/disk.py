@@ -6,6 +6,8 @@ import errno
 import sqlite3
 from pathlib import Path
 
+from protocol.errors import ErrorCode
+
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 SQLITE_FULL = 13  # "database or disk is full"
 
@@ -14,7 +16,7 @@ class DiskFull(Exception):
     """A write to the data folder failed: no space left on its disk, or the quota is used up.
     The message says which folder and what to do."""
 
-    code = "disk_full"
+    code: ErrorCode = "disk_full"
 
 
 def is_disk_full(exc: BaseException | None) -> bool:

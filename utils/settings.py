@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from protocol.budgets import Budget
 from protocol.requests import Approval, Mode
-from utils.budget import Budget
 from utils.setting_sources import BadConfiguration, VariableReader, merged, read_dotenv, read_yaml
 from utils.workspace_config import MCP_FILE
 

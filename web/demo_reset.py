@@ -8,8 +8,10 @@ from typing import Any
 
 from flask_socketio import SocketIO
 
+from protocol.errors import failure
+from protocol.requests import Empty
 from web.demo_sample import demo_sample
-from web.handlers import Empty, acked, failure
+from web.handlers import acked
 from web.state import WebState
 
 STOP_SECONDS = 10.0

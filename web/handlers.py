@@ -6,26 +6,39 @@ import functools
 import logging
 import os
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Any
 
 from flask import request
 from flask_socketio import ConnectionRefusedError as SocketRefused
 from flask_socketio import SocketIO, join_room
-from pydantic import BaseModel, Field, StrictBool, ValidationError
+from pydantic import BaseModel, ValidationError
 
-from core.budgets import BudgetOverride, BudgetRefused
+from core.budgets import BudgetRefused
 from core.cluster import ClusterUnavailable
 from core.main_terminal import NotConfigured, NothingToCondense, TaskBusy
 from history.conversation import LEAF
 from history.store import ConversationNotFound
 from modules.results import ToolError
 from modules.tools.proposals import ProposalError
-from modules.uploads.attachments import MAX_ATTACHMENTS
 from modules.workspace.file_tree import visible_changes
+from protocol.budgets import TOO_LARGE
+from protocol.errors import ErrorCode, failure
 from protocol.events import FileChange, FileTree
 from protocol.records import MessageRecord
-from protocol.requests import Approval, Mode
-from utils.budget import TOO_LARGE
+from protocol.requests import (
+    Approve,
+    Cancel,
+    Compact,
+    ConversationRef,
+    EditRef,
+    Empty,
+    Join,
+    ListConversations,
+    RevokeApproval,
+    SendMessage,
+    StatusRequest,
+    UndoTask,
+)
 from utils.disk import DiskFull, disk_full, is_disk_full
 from utils.validation import describe_validation_error
 from web.answers_first import AnswersFirst
@@ -36,84 +49,10 @@ from web.state import WebState
 log = logging.getLogger(__name__)
 
 
-Id = Annotated[str, Field(min_length=1, max_length=128)]  # ours are 32; the model's a few more
-ERROR_ECHO_CHARS = 500
 NOT_SAVED = "What you asked for could not be saved."
-WorkspacePaths = Annotated[list[Annotated[str, Field(max_length=4096)]], Field(max_length=10_000)]
 
 
-class SendMessage(BaseModel):
-    conversation_id: Id | None = None
-    text: str = Field(min_length=1, max_length=200_000)
-    mode: Mode | None = None
-    parent_id: Id | None = None
-    approval: Approval | None = None
-    agent: Id | None = None
-    skill: Id | None = None
-    focus: list[Annotated[str, Field(max_length=4096)]] | None = Field(None, max_length=3)
-    # workspace paths (POST /api/upload answers them); their text goes to the model
-    attachments: list[Annotated[str, Field(min_length=1, max_length=4096)]] | None = Field(
-        None, max_length=MAX_ATTACHMENTS
-    )
-    budget_override: BudgetOverride | None = None  # a higher limit for this task only
-
-
-class ConversationRef(BaseModel):
-    conversation_id: Id
-
-
-class Cancel(ConversationRef):
-    pass
-
-
-class Approve(ConversationRef):
-    call_id: Id
-    approved: bool
-    always: bool = False
-
-
-class RevokeApproval(ConversationRef):
-    tool: Id
-
-
-class StatusRequest(BaseModel):
-    conversation_id: Id | None = None
-
-
-class UndoTask(ConversationRef):
-    message_id: Id | None = None
-    # paths changed since the task are left as they are, unless named here (true: all)
-    overwrite: StrictBool | WorkspacePaths = False
-
-
-class EditRef(ConversationRef):
-    proposal_id: Id
-
-
-class Join(ConversationRef):
-    after_seq: int = 0
-
-
-class Compact(ConversationRef):
-    instructions: str | None = Field(None, max_length=2000)  # what the summary should keep
-
-
-class Empty(BaseModel):
-    pass
-
-
-class ListConversations(BaseModel):
-    query: str | None = Field(None, max_length=200)  # search titles and messages
-
-
-def failure(code: str, message: str) -> dict[str, Any]:
-    """A refused request's ack; what it echoes of the request stays short."""
-    if len(message) > ERROR_ECHO_CHARS:
-        message = message[: ERROR_ECHO_CHARS - 1] + "…"
-    return {"ok": False, "error": {"code": code, "message": message}}
-
-
-def _refusal_code(error: ValidationError) -> str:
+def _refusal_code(error: ValidationError) -> ErrorCode:
     """`invalid` for a well-formed budget over the largest one (the server will not take it),
     `bad_request` for anything malformed."""
     if all(item["type"] == TOO_LARGE for item in error.errors()):

@@ -3,37 +3,21 @@ and search conversations, focus files, the memory, and what an undo would change
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 from flask_socketio import SocketIO
-from pydantic import BaseModel, Field
 
-from modules.tools.memory import Scope
-from web.handlers import ConversationRef, Id, acked, failure
+from protocol.errors import failure
+from protocol.requests import (
+    ConversationRef,
+    Focus,
+    MemoryRef,
+    Rename,
+    SetMemory,
+    UndoPreviewRequest,
+)
+from web.handlers import acked
 from web.state import WebState
-
-Title = Annotated[str, Field(min_length=1, max_length=200)]
-
-
-class Rename(ConversationRef):
-    title: Title
-
-
-class Focus(ConversationRef):
-    path: str = Field(min_length=1, max_length=4096)
-
-
-class UndoPreviewRequest(ConversationRef):
-    message_id: Id | None = None
-
-
-class MemoryRef(BaseModel):
-    conversation_id: Id | None = None
-
-
-class SetMemory(MemoryRef):
-    scope: Scope
-    content: str = Field(max_length=200_000)  # the store's own limit is smaller and says so
 
 
 def register_manage_handlers(socketio: SocketIO, state: WebState) -> None:

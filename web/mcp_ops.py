@@ -5,69 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import ModuleType
-from typing import Annotated, Any, Literal
+from typing import Any
 
 from flask_socketio import SocketIO
-from pydantic import BaseModel, Field, StringConstraints, model_validator
 
-from web.handlers import acked, failure
+from protocol.errors import failure
+from protocol.requests import AddServer, ServerRef, SetEnabled
+from web.handlers import acked
 from web.state import WebState
 
 UserFile = ModuleType  # modules.mcp.user_file, imported when first used
-
-ServerName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
-Text = Annotated[str, Field(min_length=1, max_length=4096)]
-Variables = Annotated[
-    dict[
-        Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,127}$")],
-        Annotated[str, Field(max_length=8192)],
-    ],
-    Field(max_length=100),
-]
-
-
-class ServerRef(BaseModel):
-    name: Annotated[str, Field(min_length=1, max_length=200)]
-
-
-class SetEnabled(ServerRef):
-    enabled: bool
-
-
-class AddServer(BaseModel):
-    """A stdio server (`command`, `args`, `env`) or a remote one (`url`, `transport`, `headers`)."""
-
-    name: ServerName
-    command: Text | None = None
-    args: Annotated[list[Annotated[str, Field(max_length=4096)]], Field(max_length=100)] = []
-    env: Variables = {}
-    url: Annotated[str, Field(pattern=r"^https?://", max_length=4096)] | None = None
-    transport: Literal["http", "sse"] = "http"
-    headers: Variables = {}
-
-    @model_validator(mode="after")
-    def _one_target(self) -> AddServer:
-        if (self.command is None) == (self.url is None):
-            raise ValueError("give either `command` (a local server) or `url` (a remote one)")
-        if self.url is None and self.headers:
-            raise ValueError("`headers` go with a `url`; a command gets `env`")
-        if self.command is None and (self.args or self.env):
-            raise ValueError("`args` and `env` go with a `command`; a URL gets `headers`")
-        return self
-
-    def entry(self) -> dict[str, Any]:
-        """The `mcpServers` entry, as the user typed it."""
-        if self.command is not None:
-            return {
-                "command": self.command,
-                **({"args": self.args} if self.args else {}),
-                **({"env": self.env} if self.env else {}),
-            }
-        return {
-            "type": self.transport,
-            "url": self.url,
-            **({"headers": self.headers} if self.headers else {}),
-        }
 
 
 def register_mcp_handlers(socketio: SocketIO, state: WebState) -> None:

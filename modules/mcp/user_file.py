@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from modules.mcp.config import ServerEntry, expanded
+from protocol.errors import ErrorCode
 from utils.files import atomic_write, directory_lock
 from utils.validation import describe_validation_error
 
@@ -25,7 +26,7 @@ _lock = threading.Lock()  # one change at a time: each reads the file, changes i
 class EditRefused(Exception):
     """A change that was not made; `code` is the ack's error code (docs/protocol.md §4.4)."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
 

@@ -7,6 +7,7 @@ import stat
 
 from modules.results import ToolError
 from modules.workspace.paths import Workspace
+from protocol.requests import MAX_FOCUS
 from utils.text import cap_text
 
 FOCUS_CHARS_PER_FILE = 20_000
@@ -30,7 +31,7 @@ def focusable(workspace: Workspace, path: str) -> str:
 class FocusFiles:
     """An ordered list of workspace-relative paths, at most `limit` long."""
 
-    def __init__(self, paths: list[str] | None = None, limit: int = 3) -> None:
+    def __init__(self, paths: list[str] | None = None, limit: int = MAX_FOCUS) -> None:
         self.limit = limit
         self._paths = list(dict.fromkeys(paths or []))[:limit]
 

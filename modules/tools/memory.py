@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 import threading
 from pathlib import Path
-from typing import Literal
 
 from modules.results import ToolError
+from protocol.requests import MemoryScope
 from utils.files import atomic_write
 
 MEMORY_LIMIT_CHARS = 20_000
-Scope = Literal["main", "task"]
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
@@ -23,7 +22,7 @@ class MemoryStore:
         self.limit = limit
         self._lock = threading.Lock()
 
-    def path(self, scope: Scope, conversation_id: str) -> Path:
+    def path(self, scope: MemoryScope, conversation_id: str) -> Path:
         """The file that holds `scope`'s memory."""
         if scope == "main":
             return self.root / "main.md"
@@ -33,21 +32,21 @@ class MemoryStore:
             raise ToolError(f"Invalid conversation id {conversation_id!r} for task memory")
         return self.root / "tasks" / f"{conversation_id}.md"
 
-    def read(self, scope: Scope, conversation_id: str) -> str:
+    def read(self, scope: MemoryScope, conversation_id: str) -> str:
         """The memory text ("" when nothing was saved yet)."""
         try:
             return self.path(scope, conversation_id).read_text(encoding="utf-8")
         except FileNotFoundError:
             return ""
 
-    def append(self, scope: Scope, conversation_id: str, content: str) -> str:
+    def append(self, scope: MemoryScope, conversation_id: str, content: str) -> str:
         """Add `content` on a new line at the end; returns the new text."""
         with self._lock:
             current = self.read(scope, conversation_id)
             joined = f"{current.rstrip()}\n{content}" if current.strip() else content
             return self._write(scope, conversation_id, joined)
 
-    def replace(self, scope: Scope, conversation_id: str, content: str) -> str:
+    def replace(self, scope: MemoryScope, conversation_id: str, content: str) -> str:
         """Replace the whole memory with `content`; returns it."""
         with self._lock:
             return self._write(scope, conversation_id, content)
@@ -57,7 +56,7 @@ class MemoryStore:
         with self._lock:
             self.path("task", conversation_id).unlink(missing_ok=True)
 
-    def _write(self, scope: Scope, conversation_id: str, text: str) -> str:
+    def _write(self, scope: MemoryScope, conversation_id: str, text: str) -> str:
         text = text.rstrip() + "\n" if text.strip() else ""
         if len(text) > self.limit:
             raise ToolError(

@@ -23,6 +23,7 @@ from modules.undo.blob_store import sha256_at
 from modules.undo.journal import UndoJournal
 from modules.workspace.paths import Workspace
 from modules.workspace.text_files import EDIT_LIMIT_BYTES, read_text, split_keep_ends, unified_diff
+from protocol.errors import ErrorCode
 from protocol.events import FileChange
 from utils.files import atomic_write
 
@@ -32,7 +33,7 @@ MAX_KEPT = 200
 class ProposalError(ToolError):
     """A proposal that cannot be made, found or applied; `code` says which."""
 
-    def __init__(self, message: str, code: str = "invalid") -> None:
+    def __init__(self, message: str, code: ErrorCode = "invalid") -> None:
         super().__init__(message)
         self.code = code
 

@@ -25,11 +25,11 @@ from modules.uploads.file_types import LABELS, ExtractionError
 from modules.workspace.ignore import is_skipped_name
 from modules.workspace.paths import Workspace
 from protocol.records import AttachmentMeta
+from protocol.requests import MAX_ATTACHMENTS
 from utils.files import atomic_write
 from utils.settings import Settings
 
 UPLOAD_FOLDER = "uploads"
-MAX_ATTACHMENTS = 10
 IMAGE_MODEL_BYTES = 8 * 1024 * 1024  # larger images are described by name and size only
 _NAME_BYTES = 120
 _MAX_SUFFIX = 1000

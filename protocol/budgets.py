@@ -1,11 +1,12 @@
-"""A budget's limit as settings and agent files write it: tokens ('200000 tokens', '200k
-tokens', a bare number) or money ('$0.50', '0.50 USD', '¥3', '3 CNY')."""
+"""Budgets (docs/protocol.md §2 the settings, §8 an agent's `budget`, §4.1 send_message's
+`budget_override`): a limit as they write it, tokens ('200000 tokens', '200k tokens', a bare
+number) or money ('$0.50', '0.50 USD', '¥3', '3 CNY'), and the scope it limits."""
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -58,6 +59,18 @@ class Budget(BaseModel):
     @property
     def in_tokens(self) -> bool:
         return self.unit == TOKENS
+
+
+BudgetScope = Literal["task", "conversation", "day"]
+
+
+class BudgetOverride(BaseModel):
+    """A higher limit for one scope, for one task (send_message `budget_override`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scope: BudgetScope
+    limit: Budget
 
 
 def parse_budget(text: str) -> dict[str, Any]:
