@@ -321,7 +321,10 @@ class Unknown(Event):
 
 
 def _fields(cls: type, payload: dict[str, Any]) -> dict[str, Any]:
-    """The payload's keys that are fields of dataclass `cls` (a newer server may add others)."""
+    """The payload's keys that are fields of dataclass `cls` (a newer server may add others);
+    raises TypeError for a payload that is no object."""
+    if not isinstance(payload, dict):
+        raise TypeError(f"{cls.__name__} comes as an object, not {type(payload).__name__}")
     names = {f.name for f in dataclasses.fields(cls)}
     return {key: value for key, value in payload.items() if key in names}
 
