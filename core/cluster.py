@@ -11,11 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from protocol.cluster import Answer, Command
 from protocol.events import Event
 
-Request = dict[str, Any]  # {"op": ..., "conversation_id": ..., ...}: a command for the owner
-Answer = dict[str, Any]
-Handler = Callable[[Request], Answer]
+Handler = Callable[[Command], Answer]  # applies a command for a task of this process
 
 
 class ClusterUnavailable(Exception):
@@ -87,14 +86,14 @@ class Cluster(Protocol):
         ClusterUnavailable."""
         ...
 
-    def ask(self, owner: str, request: Request) -> Answer | None:
+    def ask(self, owner: str, command: Command) -> Answer | None:
         """Have the owner process apply a command; None when it does not answer in time."""
         ...
 
     def serve(self, handler: Handler, start: Callable[..., Any]) -> None:
         """Apply the commands other processes send here with `handler`, in a task `start`ed
         in the background; also keep our leases alive and reap the ones dead processes left
-        (`reap(conversation_id)` through the handler with op "reap")."""
+        (through the handler, a ReapCommand)."""
         ...
 
     def close(self) -> None:
@@ -140,7 +139,7 @@ class LocalCluster:
     def settling(self) -> float:
         return 0.0
 
-    def ask(self, owner: str, request: Request) -> Answer | None:
+    def ask(self, owner: str, command: Command) -> Answer | None:
         return None
 
     def serve(self, handler: Handler, start: Callable[..., Any]) -> None:

@@ -15,6 +15,7 @@ from history.conversation import LEAF
 from modules.tools.focus import focusable
 from modules.workspace.file_tree import visible_changes
 from protocol.budgets import BudgetOverride
+from protocol.cluster import Joined
 from protocol.events import Done, Error, Event, FileTree
 from protocol.records import AttachmentMeta, MessageRecord
 from protocol.requests import Approval, Mode
@@ -227,9 +228,7 @@ class WebTerminal(MainTerminal):
             status["usage"] = task.spend.totals.to_wire()
         return status
 
-    def replay(
-        self, after_seq: int, deliver: Deliver, *, subscribe: Callable[[], None]
-    ) -> dict[str, Any]:
+    def replay(self, after_seq: int, deliver: Deliver, *, subscribe: Callable[[], None]) -> Joined:
         """Hand every logged event with seq > after_seq to `deliver`, with no live event between.
 
         `subscribe` (joining the room) runs under the same lock, so every later event reaches
@@ -242,8 +241,4 @@ class WebTerminal(MainTerminal):
             for event in self._log:
                 if event.seq is not None and event.seq > after_seq:
                     deliver(event)
-            return {
-                "running": self.running,
-                "last_seq": self.last_seq,
-                "replays_after": self._replays_after,
-            }
+            return Joined(self.running, self.last_seq, self._replays_after)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import redis as redis_lib
 
+from protocol.cluster import NotHere
 from protocol.events import Token
 from tests.cluster_helpers import ClusterServer, RedisServer, cluster, missing_programs
 from tests.fake_llm import FakeLLM, Reply
@@ -155,7 +156,7 @@ def test_a_log_with_a_hole_is_replayed_as_whole_only_after_it(redis: RedisServer
 def test_the_owner_writes_a_stream_redis_forgot_again_whole(redis: RedisServer) -> None:
     client = redis_lib.Redis.from_url(redis.url(6), decode_responses=True)
     owner = RedisCluster(redis.url(6))
-    owner.serve(lambda request: {"ok": False}, in_thread)
+    owner.serve(lambda command: NotHere(), in_thread)
 
     def token(seq: int) -> Token:
         return Token("m1", f"t{seq}", conversation_id="c1", seq=seq)

@@ -12,6 +12,21 @@ from core.cluster import Cluster, ClusterUnavailable, LocalCluster
 from core.main_terminal import TaskBusy
 from core.services import AgentServices
 from core.web_terminal import Announce, Send, WebTerminal
+from protocol.cluster import (
+    Answer,
+    Applied,
+    ApproveCommand,
+    Approved,
+    CancelCommand,
+    Cancelled,
+    Command,
+    JoinCommand,
+    Joined,
+    NotHere,
+    ReapCommand,
+    StatusCommand,
+    TaskStatus,
+)
 from protocol.events import Event
 
 ToClient = Callable[[str, str, dict[str, Any]], None]  # (sid, name, payload): to one client
@@ -133,8 +148,8 @@ class TerminalHub:
         terminal = self.get(conversation_id)
         if terminal.cancel():
             return True
-        answer = self._ask(conversation_id, {"op": "cancel"})
-        return bool(answer and answer.get("cancelled"))
+        answer = self._ask(CancelCommand(conversation_id))
+        return isinstance(answer, Cancelled) and answer.cancelled
 
     def approve(
         self, conversation_id: str, call_id: str, approved: bool, *, always: bool = False
@@ -144,12 +159,8 @@ class TerminalHub:
         terminal = self.get(conversation_id)
         if terminal.approve(call_id, approved, always=always):
             return terminal.gate.allowed()
-        answer = self._ask(
-            conversation_id,
-            {"op": "approve", "call_id": call_id, "approved": approved, "always": always},
-        )
-        allowed = answer.get("always_allowed") if answer else None
-        return list(allowed) if isinstance(allowed, list) else None
+        answer = self._ask(ApproveCommand(conversation_id, call_id, approved, always))
+        return answer.always_allowed if isinstance(answer, Approved) else None
 
     def join(
         self, conversation_id: str, after_seq: int, sid: str, room: str | None = None
@@ -161,10 +172,9 @@ class TerminalHub:
         room = room or conversation_id
         terminal = self.get(conversation_id)
         if not terminal.running:
-            request = {"op": "join", "after_seq": after_seq, "sid": sid, "room": room}
-            answer = self._owner_joins(conversation_id, request)
+            answer = self._owner_joins(JoinCommand(conversation_id, after_seq, sid, room))
             if answer is not None:
-                return answer
+                return answer.to_wire()
             terminal = self.get(conversation_id)  # as it is after a wait for the owner
             logged = self.cluster.replay_log(conversation_id, after_seq)
             if logged is not None and not terminal.running:
@@ -175,19 +185,20 @@ class TerminalHub:
                 self._subscribe(sid, room)
                 for name, wire in events:
                     self._deliver(sid, name, wire)
-                return {"running": False, "last_seq": last_seq, "replays_after": replays_after}
-        return self._replay_here(terminal, after_seq, sid, room)
+                return Joined(False, last_seq, replays_after).to_wire()
+        return self._replay_here(terminal, after_seq, sid, room).to_wire()
 
-    def _owner_joins(self, conversation_id: str, request: dict[str, Any]) -> dict[str, Any] | None:
+    def _owner_joins(self, command: JoinCommand) -> Joined | None:
         """The answer of the process running the conversation's task, if one does.
 
         A task the history shows without an end runs in another process, or ran in one that
         stopped. When Redis restarted moments ago (cluster.settling), its owner has yet to
         take its lease back: ask again until then rather than answer without its events."""
+        conversation_id = command.conversation_id
         deadline: float | None = None
         while True:
-            answer = self._ask(conversation_id, request)
-            if answer is not None and "last_seq" in answer:
+            answer = self._ask(command)
+            if isinstance(answer, Joined):
                 return answer
             if not self.cluster.shared or not self._unended_elsewhere(conversation_id):
                 return None
@@ -211,19 +222,17 @@ class TerminalHub:
         """Where the conversation's task is when another process runs it (None otherwise)."""
         if self.cluster.owner(conversation_id) is None:
             return None
-        answer = self._ask(conversation_id, {"op": "status"})
-        status = answer.get("status") if answer else None
-        return status if isinstance(status, dict) else {"state": "thinking", "iteration": 0}
+        answer = self._ask(StatusCommand(conversation_id))
+        status = answer.status if isinstance(answer, TaskStatus) else None
+        return status if status is not None else {"state": "thinking", "iteration": 0}
 
-    def _ask(self, conversation_id: str, request: dict[str, Any]) -> dict[str, Any] | None:
-        owner = self.cluster.owner(conversation_id)
+    def _ask(self, command: Command) -> Answer | None:
+        owner = self.cluster.owner(command.conversation_id)
         if owner is None:
             return None
-        return self.cluster.ask(owner, {**request, "conversation_id": conversation_id})
+        return self.cluster.ask(owner, command)
 
-    def _replay_here(
-        self, terminal: WebTerminal, after_seq: int, sid: str, room: str
-    ) -> dict[str, Any]:
+    def _replay_here(self, terminal: WebTerminal, after_seq: int, sid: str, room: str) -> Joined:
         def deliver(event: Event) -> None:
             self._deliver(sid, event.name, event.to_wire())
 
@@ -237,36 +246,24 @@ class TerminalHub:
         if self._to_client is not None:
             self._to_client(sid, name, payload)
 
-    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+    def handle(self, command: Command) -> Answer:
         """Apply a command another process forwarded for a task of this one."""
-        cid = str(request.get("conversation_id") or "")
-        op = request.get("op")
-        if op == "reap":
+        cid = command.conversation_id
+        if isinstance(command, ReapCommand):
             self._reap(cid)
-            return {"ok": True}
+            return Applied()
         with self._lock:
             terminal = self._terminals.get(cid)
         if terminal is None or not terminal.running:
-            return {"ok": False}  # ended meanwhile: the asker falls back on its own
-        if op == "cancel":
-            return {"ok": True, "cancelled": terminal.cancel()}
-        if op == "approve":
-            answered = terminal.approve(
-                str(request.get("call_id")),
-                bool(request.get("approved")),
-                always=bool(request.get("always")),
-            )
-            return {"ok": True, "always_allowed": terminal.gate.allowed() if answered else None}
-        if op == "join":
-            return self._replay_here(
-                terminal,
-                int(request.get("after_seq") or 0),
-                str(request.get("sid")),
-                str(request.get("room") or cid),
-            )
-        if op == "status":
-            return {"ok": True, "status": terminal.task_status()}
-        return {"ok": False}
+            return NotHere()  # ended meanwhile: the asker falls back on its own
+        if isinstance(command, CancelCommand):
+            return Cancelled(terminal.cancel())
+        if isinstance(command, ApproveCommand):
+            answered = terminal.approve(command.call_id, command.approved, always=command.always)
+            return Approved(terminal.gate.allowed() if answered else None)
+        if isinstance(command, JoinCommand):
+            return self._replay_here(terminal, command.after_seq, command.sid, command.room)
+        return TaskStatus(terminal.task_status())
 
     def _reap(self, conversation_id: str) -> None:
         """Mark the task a dead process left running interrupted (this process holds its

@@ -26,7 +26,19 @@ from typing import Any
 import redis
 from redis.exceptions import RedisError
 
-from core.cluster import Answer, ClusterUnavailable, Handler, LoggedEvents, Request
+from core.cluster import ClusterUnavailable, Handler, LoggedEvents
+from protocol.cluster import (
+    Answer,
+    CancelCommand,
+    Command,
+    Failed,
+    ReapCommand,
+    RunningTask,
+    UnknownCommand,
+    answer_from_wire,
+    command_from_wire,
+    command_to_wire,
+)
 from protocol.events import Event
 from web.replay_log import LOG_KEEP_SECONDS, PREFIX, ReplayLog, log_key, state_key
 
@@ -121,16 +133,16 @@ class RedisCluster:
             entry = self._redis.hget(f"{PREFIX}running", conversation_id)
         except RedisError:
             return None
-        info = _json(entry)
-        if info.get("owner") in (None, self.process_id):
+        task = RunningTask.from_wire(entry)
+        if task is None or task.owner == self.process_id:
             return None
-        return str(info.get("message_id") or "") or None
+        return task.message_id or None
 
     def begin(self, conversation_id: str, message_id: str, replays_after: int) -> None:
         with self._leases:
             self._held[conversation_id] = message_id
         self._log.begin(conversation_id, replays_after)
-        info = json.dumps({"owner": self.process_id, "message_id": message_id})
+        info = RunningTask(self.process_id, message_id).to_wire()
         try:
             self._redis.hset(f"{PREFIX}running", conversation_id, info)
         except RedisError as exc:  # the heartbeat puts it back once Redis answers
@@ -188,11 +200,11 @@ class RedisCluster:
             entries = self._redis.hgetall(f"{PREFIX}running")
         except RedisError:
             return set()
-        return {
-            _text(cid)
-            for cid, info in entries.items()
-            if _json(info).get("owner") != self.process_id
-        }
+        return {_text(cid) for cid, info in entries.items() if not self._ours(info)}
+
+    def _ours(self, entry: bytes | str) -> bool:
+        task = RunningTask.from_wire(_text(entry))
+        return task is not None and task.owner == self.process_id
 
     def last_seq(self, conversation_id: str) -> int:
         return self._log.last_seq(conversation_id)
@@ -209,11 +221,11 @@ class RedisCluster:
 
     # --- commands between processes ---------------------------------------------------
 
-    def ask(self, owner: str, request: Request) -> Answer | None:
+    def ask(self, owner: str, command: Command) -> Answer | None:
         reply = f"{PREFIX}reply:{uuid.uuid4().hex}"
         try:
             heard = self._redis.publish(
-                f"{PREFIX}proc:{owner}", json.dumps({**request, "reply": reply})
+                f"{PREFIX}proc:{owner}", json.dumps({**command_to_wire(command), "reply": reply})
             )
             if not heard:
                 return None
@@ -221,10 +233,10 @@ class RedisCluster:
         except RedisError as exc:
             log.warning(
                 "could not reach the owner process",
-                extra={"fields": {"owner": owner, "op": request.get("op"), "error": str(exc)}},
+                extra={"fields": {"owner": owner, "op": command.op, "error": str(exc)}},
             )
             return None
-        return _json(got[1]) if got else None
+        return answer_from_wire(command, _json(got[1])) if got else None
 
     def serve(self, handler: Handler, start: Callable[..., Any]) -> None:
         start(self._listen, handler)
@@ -249,19 +261,19 @@ class RedisCluster:
                 )
                 self._sleep(RETRY_SECONDS)
 
-    def _answer(self, handler: Handler, request: Request) -> None:
+    def _answer(self, handler: Handler, request: dict[str, Any]) -> None:
         reply = request.pop("reply", None)
+        answer: Answer
         try:
-            answer = handler(request)
+            answer = handler(command_from_wire(request))
+        except UnknownCommand as exc:  # from a newer process: it acts as if none ran the task
+            answer = Failed("bad_request", str(exc))
         except Exception as exc:
             log.exception("a command from another process failed")
-            answer = {
-                "ok": False,
-                "error": {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"},
-            }
+            answer = Failed("internal_error", f"{type(exc).__name__}: {exc}")
         if isinstance(reply, str) and reply.startswith(f"{PREFIX}reply:"):
             with self._redis.pipeline() as pipe:
-                pipe.rpush(reply, json.dumps(answer))
+                pipe.rpush(reply, json.dumps(answer.to_wire()))
                 pipe.expire(reply, REPLY_KEEP_SECONDS)
                 pipe.execute()
 
@@ -288,17 +300,14 @@ class RedisCluster:
                 if renewed == 2:  # Redis restarted empty: it lost the task's stream as well
                     self._log.lost(cid)
                 # Put back what a restarted Redis forgot; a no-op otherwise.
-                self._redis.hset(
-                    f"{PREFIX}running",
-                    cid,
-                    json.dumps({"owner": self.process_id, "message_id": message_id}),
-                )
+                entry = RunningTask(self.process_id, message_id).to_wire()
+                self._redis.hset(f"{PREFIX}running", cid, entry)
         for cid in lost:
             log.error(
                 "lost the lease of a running task; stopping it",
                 extra={"fields": {"conversation_id": cid}},
             )
-            handler({"op": "cancel", "conversation_id": cid})
+            handler(CancelCommand(cid))
 
     def claim_orphan(self, conversation_id: str, entry: str) -> bool:
         """Take the lease of a task whose process died: only if its `running` entry is still
@@ -311,8 +320,8 @@ class RedisCluster:
 
     def _reap(self, handler: Handler) -> None:
         for key, info in self._redis.hgetall(f"{PREFIX}running").items():
-            cid, entry = _text(key), _json(info)
-            if entry.get("owner") == self.process_id or self._redis.exists(_lease(cid)):
+            cid, task = _text(key), RunningTask.from_wire(_text(info))
+            if self._ours(info) or self._redis.exists(_lease(cid)):
                 continue
             if self.claim_orphan(cid, _text(info)):
                 log.warning(
@@ -320,9 +329,9 @@ class RedisCluster:
                     extra={"fields": {"conversation_id": cid, "info": info}},
                 )
                 try:  # the handler's `interrupted` done ends it, lease included, before it goes out
-                    handler({"op": "reap", "conversation_id": cid})
+                    handler(ReapCommand(cid))
                 finally:  # a no-op then; else (nothing to mark) end it here
-                    self.end(cid, str(entry.get("message_id") or ""))
+                    self.end(cid, task.message_id if task is not None else "")
 
     def close(self) -> None:
         self._closed = True
