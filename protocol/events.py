@@ -202,7 +202,7 @@ class Status(Event):
     state: TaskState
     iteration: int
     context: ContextUsage
-    usage: dict[str, Any] | None = None  # the task's spend so far (core/spend.py Totals.to_wire)
+    usage: dict[str, Any] | None = None  # the task's spend so far, in done.usage's shape
 
 
 PlanPhase = Literal["created", "step_started", "step_finished", "replanned", "finished"]
@@ -271,7 +271,7 @@ class Done(Event):
     name: ClassVar[str] = "done"
     reason: DoneReason
     usage: Usage = field(default_factory=Usage)
-    cost: Money | None = None  # the task's; None: a call's price unknown (see core/spend.py)
+    cost: Money | None = None  # the task's; None: a call's price unknown (§4.2, Cost)
     budget: dict[str, Any] | None = None  # a `budget` end's: BudgetReached.details()
 
     def usage_wire(self) -> TokenUsage:

@@ -128,7 +128,7 @@
  */
 
 /**
- * An amount of money (core/spend.py `Money`); a null cost is "price unknown".
+ * An amount of money (protocol/events.py `Money`); a null cost is "price unknown".
  * @typedef {{amount: number, currency: string}} Money
  */
 
