@@ -21,7 +21,7 @@ from cli.undo import undo_command
 from core.main_terminal import NothingToCondense
 from core.spend import conversation_totals, spend_text, today_totals
 from modules.results import ToolError
-from protocol.requests import MAX_ATTACHMENTS
+from protocol.options import MAX_ATTACHMENTS
 
 
 def _status(t: CliTerminal, _: str) -> str:

@@ -26,7 +26,7 @@ from core.spend import spend_text
 from history.store import ConversationNotFound
 from modules.undo.restore import Conflict, UndoPreview, UndoResult
 from protocol.events import done_from_wire
-from protocol.requests import MAX_ATTACHMENTS, MAX_FOCUS
+from protocol.options import MAX_ATTACHMENTS, MAX_FOCUS
 from workspace_client import WorkspaceError
 
 

@@ -21,7 +21,7 @@ from model.completion import Completion
 from model.tool_calls import ToolCall
 from modules.results import ToolResult
 from protocol.events import DoneReason
-from protocol.requests import Approval
+from protocol.options import Approval
 
 
 class AgentLoop:

@@ -14,7 +14,7 @@ from modules.results import PlannedWrite, ToolError
 from modules.tools.registry import Tool
 from modules.workspace.paths import Workspace
 from modules.workspace.text_files import unified_diff
-from protocol.requests import Approval
+from protocol.options import Approval
 from utils.cancel import CancelToken
 from utils.text import cap_text
 

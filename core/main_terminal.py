@@ -31,8 +31,8 @@ from modules.tools.focus import FocusFiles, focusable
 from modules.undo.restore import UndoResult
 from protocol.budgets import BudgetOverride
 from protocol.events import ContextUsage, Done, DoneReason, Event, TaskState
+from protocol.options import Approval, Mode
 from protocol.records import AttachmentMeta, ConversationState, MessageRecord
-from protocol.requests import Approval, Mode
 from utils.cancel import CancelReason, CancelToken
 from utils.logger import log_context
 from utils.text import shown

@@ -22,7 +22,7 @@ from modules.results import ToolError, ToolOutput, ToolResult
 from modules.tools.registry import Tool
 from modules.tools.tool_context import ToolContext
 from protocol.events import DoneReason, Error, PlanEvent
-from protocol.requests import Approval
+from protocol.options import Approval
 from utils.logger import log_context
 
 MAX_STEPS = 12

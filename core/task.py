@@ -21,8 +21,8 @@ from history.conversation import Conversation
 from model.completion import Completion
 from modules.undo.journal import TaskJournal
 from protocol.events import DoneReason, Event, Usage
+from protocol.options import Approval, Mode
 from protocol.records import MessageRecord, Role
-from protocol.requests import Approval, Mode
 from utils.cancel import CancelToken
 
 MAX_DEPTH = 2  # a sub-agent's sub-agent is as deep as delegation goes

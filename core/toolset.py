@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from core.agent_specs import AgentSpec
 from modules.results import ToolError
 from modules.tools.registry import Tool, ToolRegistry, parse_arguments
-from protocol.requests import Approval
+from protocol.options import Approval
 
 
 @dataclass

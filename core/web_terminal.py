@@ -17,8 +17,8 @@ from modules.workspace.file_tree import visible_changes
 from protocol.budgets import BudgetOverride
 from protocol.cluster import Joined
 from protocol.events import Done, Error, Event, FileTree
+from protocol.options import Approval, Mode
 from protocol.records import AttachmentMeta, MessageRecord
-from protocol.requests import Approval, Mode
 
 Send = Callable[[Event], None]  # to the room of the event's conversation
 Deliver = Callable[[Event], None]  # to one client

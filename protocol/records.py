@@ -3,10 +3,9 @@ them and get_conversation and list_conversations (§4.1) send them. They are JSO
 on the wire, so they are TypedDicts: plain dicts at run time, checked by mypy. Nothing here
 validates what is read from disk."""
 
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
-if TYPE_CHECKING:  # not at run time: protocol.requests brings pydantic
-    from protocol.requests import Approval, Mode
+from protocol.options import Approval, Mode
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -137,8 +136,8 @@ class TaskEnd(TypedDict):
 class ConversationState(TypedDict, total=False):
     """meta.json's free-form `meta`: what the conversation was last run with, and more."""
 
-    mode: "Mode"  # as this program wrote it: one read back is checked
-    approval: "Approval"
+    mode: Mode  # as this program wrote it: one read back is checked
+    approval: Approval
     agent: str
     focus: list[str]
     title_by_user: bool

@@ -9,13 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, StrictBool, StringConstraints, model_validator
 
 from protocol.budgets import BudgetOverride
-
-Mode = Literal["fast", "thinking"]
-Approval = Literal["auto", "ask", "read-only"]
-MemoryScope = Literal["main", "task"]
-
-MAX_FOCUS = 3  # files in focus, a conversation's at most
-MAX_ATTACHMENTS = 10  # files attached to one message
+from protocol.options import MAX_ATTACHMENTS, MAX_FOCUS, Approval, MemoryScope, Mode
 
 Id = Annotated[str, Field(min_length=1, max_length=128)]  # ours are 32; the model's a few more
 WorkspacePath = Annotated[str, Field(max_length=4096)]

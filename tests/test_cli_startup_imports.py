@@ -12,10 +12,10 @@ from pathlib import Path
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import REPO, agent_argv, agent_env
 
-# What the web server, the MCP server and client, A2A, Docker, the file watcher, remote agents
-# and the demo bring: a -p task on a plain workspace uses none of them; nor does a start with no
-# .env to read need dotenv. (jinja2 and yaml are not here: the shipped agents are YAML and the
-# system prompt is a Jinja2 template.)
+# What the web server (and the payloads it validates), the MCP server and client, A2A, Docker,
+# the file watcher, remote agents and the demo bring: a -p task on a plain workspace uses none
+# of them; nor does a start with no .env to read need dotenv. (jinja2 and yaml are not here:
+# the shipped agents are YAML and the system prompt is a Jinja2 template.)
 NOT_FOR_CLI_P = (
     "a2a",
     "a2a_server",
@@ -37,6 +37,7 @@ NOT_FOR_CLI_P = (
     "modules.sandbox.docker_runner",
     "modules.tools.remote_agents",
     "modules.workspace.file_watcher",
+    "protocol.requests",
     "pydantic_settings",
     "readline",
     "redis",

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from protocol.budgets import Budget
-from protocol.requests import Approval, Mode
+from protocol.options import Approval, Mode
 from utils.setting_sources import BadConfiguration, VariableReader, merged, read_dotenv, read_yaml
 from utils.workspace_config import MCP_FILE
 

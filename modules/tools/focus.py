@@ -7,7 +7,7 @@ import stat
 
 from modules.results import ToolError
 from modules.workspace.paths import Workspace
-from protocol.requests import MAX_FOCUS
+from protocol.options import MAX_FOCUS
 from utils.text import cap_text
 
 FOCUS_CHARS_PER_FILE = 20_000

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 from modules.results import ToolError
-from protocol.requests import MemoryScope
+from protocol.options import MemoryScope
 from utils.files import atomic_write
 
 MEMORY_LIMIT_CHARS = 20_000

@@ -24,8 +24,8 @@ from modules.uploads.extraction import Extracted, Limits, extract
 from modules.uploads.file_types import LABELS, ExtractionError
 from modules.workspace.ignore import is_skipped_name
 from modules.workspace.paths import Workspace
+from protocol.options import MAX_ATTACHMENTS
 from protocol.records import AttachmentMeta
-from protocol.requests import MAX_ATTACHMENTS
 from utils.files import atomic_write
 from utils.settings import Settings
 
