@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from modules.undo.blob_store import Stat
+from modules.undo.index import FileIndex
 from modules.undo.journal import UndoJournal
 from modules.workspace.paths import Workspace
 from tests.helpers import call, make_ctx
@@ -191,6 +193,27 @@ def test_two_processes_share_the_index(tmp_path: Path, reads: list[str]) -> None
     assert command_cycle(fresh) == []
     assert reads == []  # every file of both writers (and the first) is indexed, unread now
     assert len(fresh.keeper.index.hashes) == 60
+
+
+@pytest.mark.parametrize("stale_first", [True, False])
+def test_of_two_entries_with_one_ctime_the_index_keeps_what_the_file_is(
+    tmp_path: Path, stale_first: bool
+) -> None:
+    """A file written and touched within one clock tick keeps its ctime: a process that read
+    it between the two must not replace the other's entry, whichever flushes last."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "f.txt").write_text("x")
+    now = Stat.of(os.lstat(root / "f.txt"))
+    assert now is not None
+    stale = now._replace(mtime_ns=now.mtime_ns - 1)
+    path = tmp_path / "index.sqlite"
+    writers = [FileIndex(path, str(root)), FileIndex(path, str(root))]
+    assert all(index.stats == {} for index in writers)  # each read the index, as a scan does
+    for index, info in zip(writers, (stale, now) if stale_first else (now, stale), strict=True):
+        index.put("f.txt", info, "digest")
+        index.flush()
+    assert FileIndex(path, str(root)).stats["f.txt"] == tuple(now)
 
 
 def test_a_workspace_folder_that_is_gone_leaves_the_index(tmp_path: Path) -> None:

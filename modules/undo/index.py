@@ -8,7 +8,8 @@ store.
 
 Several processes may share the file: each writes by merging its changes into what is there,
 under sqlite's write lock, and reads it again at each snapshot when another wrote since (the
-baseline, see undo_baseline); an entry is never replaced by one with an older ctime, nor
+baseline, see undo_baseline); an entry is never replaced by one with an older ctime (nor, of
+the same ctime, by one that is not what the path is now), nor
 dropped when its file appeared after the scan that missed it; an unreadable or corrupt file
 is rebuilt.
 """
@@ -154,7 +155,7 @@ class FileIndex:
         stats = rows[0]
         for rel, (info, value) in self._put.items():
             old = stats.get(rel)
-            if old is None or old[_CTIME] <= info.ctime_ns:
+            if old is None or old[_CTIME] < info.ctime_ns or self._current(rel, old, info):
                 self._set(rows, rel, info, value)
         for rel, older_than_ns in self._drop.items():
             old = stats.get(rel)
@@ -163,6 +164,20 @@ class FileIndex:
                 rows[1].pop(rel, None)
                 rows[2].pop(rel, None)
         return rows
+
+    def _current(self, rel: str, old: tuple, info: Stat) -> bool:
+        """Whether `info` rather than `old`, of the same ctime, is what `rel` is now.
+
+        A ctime is as coarse as the kernel's clock tick: a file written and then touched
+        within one tick keeps its ctime, so only the path itself can say which entry is
+        stale."""
+        if old[_CTIME] != info.ctime_ns or tuple(old) == tuple(info):
+            return old[_CTIME] == info.ctime_ns
+        try:
+            st = os.lstat(os.path.join(self.root, rel))
+        except OSError:
+            return False
+        return Stat.of(st) == info
 
     @staticmethod
     def _set(rows: Rows, rel: str, info: Stat, value: str | None) -> None:
