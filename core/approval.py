@@ -65,7 +65,7 @@ class ApprovalGate:
         self.always_allowed: set[str] = set()
 
     def needs_approval(
-        self, mode: Approval, tool: Tool, plan: Plan | None, *, config: bool = False
+        self, mode: Approval, tool: Tool, planned: PlannedChange | None, *, config: bool = False
     ) -> bool:
         """Whether this call waits for the user: always when it changes the program's own
         configuration (`config`), whatever was always allowed; else in `ask` mode, by the
@@ -75,7 +75,7 @@ class ApprovalGate:
         if mode != "ask" or tool.name in self.always_allowed:
             return False
         if tool.asks == "on_overwrite":
-            return isinstance(plan, PlannedWrite) and plan.overwrites
+            return isinstance(planned, PlannedWrite) and planned.overwrites
         return tool.asks == "always"
 
     def allowed(self) -> list[str]:
@@ -133,10 +133,10 @@ class PlannedDelete:
     description: str
 
 
-Plan = PlannedWrite | PlannedDelete
+PlannedChange = PlannedWrite | PlannedDelete  # what a changing call would change
 
 
-def planned_write(tool: Tool, args: Any, workspace: Workspace) -> Plan | None:
+def planned_change(tool: Tool, args: Any, workspace: Workspace) -> PlannedChange | None:
     """What a changing call would change (a write, or what a deletion removes); None for
     other tools and for calls that will fail."""
     try:
@@ -238,7 +238,7 @@ def human_size(size: int) -> str:
 
 
 def preview(
-    arguments: dict[str, Any], plan: Plan | None, config: Sequence[str] = ()
+    arguments: dict[str, Any], planned: PlannedChange | None, config: Sequence[str] = ()
 ) -> tuple[str, list[str]]:
     """What the user is shown before approving (the command or code, a diff, what a deletion
     removes, else the arguments) with every control or invisible character as a visible
@@ -247,12 +247,14 @@ def preview(
     command = arguments.get("command") or arguments.get("code")
     if command:
         raw = str(command)
-    elif isinstance(plan, PlannedDelete):
-        raw = plan.description
-    elif plan is not None and plan.existed and plan.old is None:
-        raw = f"(replaces {plan.rel}, which is binary or too large to show)"
-    elif plan is not None:
-        diff = unified_diff(plan.old, plan.new, plan.rel) or f"(no change to {plan.rel})"
+    elif isinstance(planned, PlannedDelete):
+        raw = planned.description
+    elif planned is not None and planned.existed and planned.old is None:
+        raw = f"(replaces {planned.rel}, which is binary or too large to show)"
+    elif planned is not None:
+        diff = (
+            unified_diff(planned.old, planned.new, planned.rel) or f"(no change to {planned.rel})"
+        )
         raw = cap_text(diff, PREVIEW_LIMIT_CHARS)
     else:
         raw = "\n".join(f"{key}: {value}" for key, value in arguments.items())

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -21,8 +21,9 @@ from model.tool_calls import ToolCall
 from modules.results import ToolError, ToolOutput, ToolResult
 from modules.tools.registry import Tool
 from modules.tools.tool_context import ToolContext
-from protocol.events import DoneReason, Error, PlanEvent
+from protocol.events import DoneReason, Error, PlanEvent, PlanPhase
 from protocol.options import Approval
+from protocol.records import PlanMeta, PlanStepMeta, StepStatus
 from utils.logger import log_context
 
 MAX_STEPS = 12
@@ -96,24 +97,40 @@ class FinishStepArgs(BaseModel):
 
 
 @dataclass
+class PlanStep:
+    """One step of the plan and how it went."""
+
+    index: int
+    title: str
+    status: StepStatus = "pending"
+    summary: str | None = None
+
+    def to_wire(self) -> PlanStepMeta:
+        wire: PlanStepMeta = {"index": self.index, "title": self.title, "status": self.status}
+        if self.summary is not None:
+            wire["summary"] = self.summary
+        return wire
+
+
+@dataclass
 class Plan:
     """The steps and how each went; `revision` counts re-plans."""
 
     revision: int = 0
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[PlanStep] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"revision": self.revision, "steps": [dict(step) for step in self.steps]}
+    def to_wire(self) -> PlanMeta:
+        """As `meta.plan` keeps it and `plan` events send it (docs/protocol.md §8)."""
+        return {"revision": self.revision, "steps": [step.to_wire() for step in self.steps]}
 
-    def next_pending(self) -> dict[str, Any] | None:
-        return next((s for s in self.steps if s["status"] == "pending"), None)
+    def next_pending(self) -> PlanStep | None:
+        return next((s for s in self.steps if s.status == "pending"), None)
 
     def replace_pending(self, titles: list[str]) -> None:
         """Keep the finished steps; the new titles follow them as pending steps."""
-        kept = [s for s in self.steps if s["status"] in ("done", "failed")]
+        kept = [s for s in self.steps if s.status in ("done", "failed")]
         self.steps = kept + [
-            {"index": len(kept) + n, "title": title.strip(), "status": "pending"}
-            for n, title in enumerate(titles, start=1)
+            PlanStep(len(kept) + n, title.strip()) for n, title in enumerate(titles, start=1)
         ]
 
 
@@ -136,36 +153,38 @@ class PlanExecute:
                     Error(
                         "plan_failed",
                         (
-                            f"Step {step['index']} failed and the plan was already revised "
+                            f"Step {step.index} failed and the plan was already revised "
                             f"{self.plan.revision} times (max_replans): {summary}"
                         ),
                     )
                 )
                 return "error"
             self.plan.revision += 1
-            prompt = REPLAN_PROMPT.format(index=step["index"], title=step["title"], reason=summary)
+            prompt = REPLAN_PROMPT.format(index=step.index, title=step.title, reason=summary)
             self._make_plan(prompt, "replanned", reason=summary)
         self.task.transcript.append(
-            "user", FINAL_PROMPT, meta={"plan_prompt": "final", "plan": self.plan.as_dict()}
+            "user", FINAL_PROMPT, meta={"plan_prompt": "final", "plan": self.plan.to_wire()}
         )
         self.loop.call_model(self.task, None)
         self._emit("finished")
         return "complete"
 
-    def _make_plan(self, prompt: str, phase: str, reason: str | None = None) -> None:
+    def _make_plan(
+        self, prompt: str, phase: Literal["created", "replanned"], reason: str | None = None
+    ) -> None:
         """Ask for the plan with make_plan as the only tool, required; a reply without it (a
         provider that ignores `tool_choice`) plans from its numbered lines, or one step from
         the request itself."""
         task = self.task
         task.transcript.append(
-            "user", prompt, meta={"plan_prompt": phase, "plan": self.plan.as_dict()}
+            "user", prompt, meta={"plan_prompt": phase, "plan": self.plan.to_wire()}
         )
         titles: list[str] = []
 
         def make_plan(ctx: ToolContext, args: MakePlanArgs) -> ToolOutput:
             titles[:] = args.steps
             self.plan.replace_pending(titles)
-            details = {"plan": self.plan.as_dict()}
+            details = {"plan": self.plan.to_wire()}
             return ToolOutput(f"Plan recorded: {len(titles)} steps.", details=details)
 
         tool = own_tool("make_plan", "Record the plan: the task's steps, in order.", make_plan)
@@ -178,21 +197,21 @@ class PlanExecute:
             self.plan.replace_pending(titles)
         self._emit(phase, reason=reason)
 
-    def _run_step(self, step: dict[str, Any]) -> tuple[bool, str]:
+    def _run_step(self, step: PlanStep) -> tuple[bool, str]:
         task, loop = self.task, self.loop
-        step["status"] = "running"
-        self._emit("step_started", step=step["index"])
+        step.status = "running"
+        self._emit("step_started", step=step.index)
         total = len(self.plan.steps)
-        prompt = STEP_PROMPT.format(index=step["index"], total=total, title=step["title"])
+        prompt = STEP_PROMPT.format(index=step.index, total=total, title=step.title)
         task.transcript.append(
-            "user", prompt, meta={"plan_step": step["index"], "plan": self.plan.as_dict()}
+            "user", prompt, meta={"plan_step": step.index, "plan": self.plan.to_wire()}
         )
         finished: list[tuple[bool, str]] = []
 
         def finish_step(ctx: ToolContext, args: FinishStepArgs) -> ToolOutput:
             finished.append((args.ok, args.summary.strip()))
-            step["status"], step["summary"] = ("done" if args.ok else "failed"), args.summary
-            details = {"plan": self.plan.as_dict()}
+            step.status, step.summary = ("done" if args.ok else "failed"), args.summary
+            details = {"plan": self.plan.to_wire()}
             return ToolOutput("Step recorded.", details=details, ends_loop=True)
 
         tool = own_tool("finish_step", "End the current step of the plan.", finish_step)
@@ -207,18 +226,18 @@ class PlanExecute:
             ok, summary = True, _first_line(answer) or "done"
         else:
             ok, summary = False, f"it used all {loop.budget(task)} model calls of a step"
-        step["status"], step["summary"] = ("done" if ok else "failed"), summary
-        self._emit("step_finished", step=step["index"], status=step["status"], summary=summary)
+        step.status, step.summary = ("done" if ok else "failed"), summary
+        self._emit("step_finished", step=step.index, status=step.status, summary=summary)
         return ok, summary
 
-    def _ask_finish(self, step: dict[str, Any], finish_step: Tool) -> str:
+    def _ask_finish(self, step: PlanStep, finish_step: Tool) -> str:
         """The step's loop ended with an answer instead of finish_step: ask for finish_step
         alone, required. A reply that still does not call it ends the step as an answer;
         its text is returned."""
         task = self.task
-        prompt = FINISH_PROMPT.format(index=step["index"], title=step["title"])
+        prompt = FINISH_PROMPT.format(index=step.index, title=step.title)
         task.transcript.append(
-            "user", prompt, meta={"plan_prompt": "finish", "plan": self.plan.as_dict()}
+            "user", prompt, meta={"plan_prompt": "finish", "plan": self.plan.to_wire()}
         )
         tools = ToolSet.only(task.agent, task.approval, [finish_step])
         completion = self.loop.call_model(task, tools, require="finish_step")
@@ -226,8 +245,8 @@ class PlanExecute:
             self.loop.run_tools(task, completion.tool_calls, tools)
         return completion.content
 
-    def _emit(self, phase: str, **fields: Any) -> None:
-        self.task.report(PlanEvent(phase, self.plan.as_dict(), **fields))  # type: ignore[arg-type]
+    def _emit(self, phase: PlanPhase, **fields: Any) -> None:
+        self.task.report(PlanEvent(phase, self.plan.to_wire(), **fields))
 
 
 def own_tool(name: str, description: str, function: Any) -> Tool:

@@ -6,7 +6,7 @@ import threading
 from dataclasses import replace
 from typing import Any
 
-from core.approval import ApprovalGate, held_preview, planned_write, preview
+from core.approval import ApprovalGate, held_preview, planned_change, preview
 from core.interrupted_calls import INTERRUPTED_CALL
 from core.services import AgentServices
 from core.status import StatusLine
@@ -121,11 +121,11 @@ class ToolStep:
 
     def _approved(self, task: Task, call: ToolCall, tool: Tool, args: Any) -> bool:
         workspace = self.services.workspace
-        plan = planned_write(tool, args, workspace)
+        planned = planned_change(tool, args, workspace)
         config = self.protected.reasons(tool.changed_paths(workspace, args))
-        if not self.gate.needs_approval(task.approval, tool, plan, config=bool(config)):
+        if not self.gate.needs_approval(task.approval, tool, planned, config=bool(config)):
             return True
-        return self._ask(task, call, *preview(args.model_dump(), plan, config))
+        return self._ask(task, call, *preview(args.model_dump(), planned, config))
 
     def _ask(self, task: Task, call: ToolCall, shown: str, warnings: list[str]) -> bool:
         """Show the call waiting for approval and wait for the answer; True when approved."""

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, ClassVar, Literal
 
-from protocol.records import MoneyWire, TokenUsage
+from protocol.records import MoneyWire, PlanMeta, StepStatus, TokenUsage
 
 # --- the values events carry ----------------------------------------------------------------
 
@@ -215,9 +215,9 @@ class PlanEvent(Event):
 
     name: ClassVar[str] = "plan"
     phase: PlanPhase
-    plan: dict[str, Any]
+    plan: PlanMeta
     step: int | None = None
-    status: str | None = None
+    status: StepStatus | None = None
     summary: str | None = None
     reason: str | None = None
 

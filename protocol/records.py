@@ -40,18 +40,22 @@ class TokenUsage(TypedDict):
     cost: NotRequired[MoneyWire | None]  # a task end's: null when a price is unknown
 
 
-class PlanStep(TypedDict):
+StepStatus = Literal["pending", "running", "done", "failed"]
+
+
+class PlanStepMeta(TypedDict):
     index: int
     title: str
-    status: str  # pending | running | done | failed
+    status: StepStatus
     summary: NotRequired[str]
 
 
-class Plan(TypedDict):
-    """A plan_execute agent's whole plan (§8), as `meta.plan` keeps it."""
+class PlanMeta(TypedDict):
+    """A plan_execute agent's whole plan (§8), as `meta.plan` keeps it and `plan` events send
+    it."""
 
     revision: int
-    steps: list[PlanStep]
+    steps: list[PlanStepMeta]
 
 
 class AttachmentMeta(TypedDict):
@@ -93,7 +97,7 @@ class MessageMeta(TypedDict, total=False):
     attachments: list[AttachmentMeta]  # user
     plan_prompt: str  # user: created | replanned | finish | final
     plan_step: int  # user
-    plan: Plan  # user (with plan_prompt or plan_step), tool (make_plan, finish_step)
+    plan: PlanMeta  # user (with plan_prompt or plan_step), tool (make_plan, finish_step)
     usage: TokenUsage  # assistant
     interrupted: str | bool  # assistant: cancelled | stream_cut; tool: true
     ok: bool  # tool

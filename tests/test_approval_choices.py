@@ -13,7 +13,7 @@ import pytest
 
 from cli.session import run_command
 from cli.terminal import CliTerminal
-from core.approval import ApprovalGate, human_size, planned_write, preview
+from core.approval import ApprovalGate, human_size, planned_change, preview
 from core.services import build_services
 from modules.tools.catalogue import build_registry
 from modules.workspace.paths import Workspace
@@ -24,7 +24,7 @@ from tests.web_helpers import Web
 
 def delete_preview(ws: Workspace, path: str) -> str:
     tool, args = build_registry().parse_arguments("delete_file", json.dumps({"path": path}))
-    return preview(args.model_dump(), planned_write(tool, args, ws))[0]
+    return preview(args.model_dump(), planned_change(tool, args, ws))[0]
 
 
 def test_deleting_a_file_shows_its_size_and_first_lines(tmp_path: Path) -> None:

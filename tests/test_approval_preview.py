@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from core.approval import planned_write, preview
+from core.approval import planned_change, preview
 from modules.tools.catalogue import build_registry
 from modules.workspace.paths import Workspace
 from tests.fake_llm import Call, FakeLLM, Reply
@@ -24,7 +24,7 @@ def ws(tmp_path: Path) -> Workspace:
 def shown_for(name: str, arguments: dict[str, Any], ws: Workspace) -> str:
     """The approval preview of a call as the loop computes it."""
     tool, args = build_registry().parse_arguments(name, json.dumps(arguments))
-    return preview(args.model_dump(), planned_write(tool, args, ws))[0]
+    return preview(args.model_dump(), planned_change(tool, args, ws))[0]
 
 
 def test_create_file_overwrite_is_a_diff(ws: Workspace) -> None:
