@@ -73,7 +73,7 @@ class ToolStep:
             return self._finish(task, call, ToolResult(False, refusal))
         if not self._approved(task, call, tool, args):
             declined = f"The user declined this {call.name} call. Do not retry it as is."
-            return self._finish(task, call, ToolResult(False, declined))
+            return self._finish(task, call, ToolResult(False, declined, declined=True))
         if tool.runs_code:
             return self._finish(task, call, self._run_watched(task, call, tool, args))
         return self._finish(task, call, self._execute(task, call, tool, args))
@@ -171,6 +171,7 @@ class ToolStep:
                 output=output,
                 duration_ms=result.duration_ms,
                 details=result.details or None,
+                declined=result.declined or None,
             )
         )
         if result.changes:
@@ -181,15 +182,15 @@ class ToolStep:
             result.duration_ms,
             details=result.details,
             ends_loop=result.ends_loop,
+            declined=result.declined,
         )
         self._record_tool(task, call, recorded)
         return recorded
 
     def _record_tool(self, task: Task, call: ToolCall, result: ToolResult) -> None:
+        meta = {"ok": result.ok, "duration_ms": result.duration_ms, **result.details}
+        if result.declined:
+            meta["declined"] = True
         task.transcript.append(
-            "tool",
-            result.output,
-            tool_call_id=call.id,
-            name=call.name,
-            meta={"ok": result.ok, "duration_ms": result.duration_ms, **result.details},
+            "tool", result.output, tool_call_id=call.id, name=call.name, meta=meta
         )

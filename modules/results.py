@@ -35,6 +35,7 @@ class ToolResult:
     changes: list[FileChange] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     ends_loop: bool = False
+    declined: bool = False  # the user declined the call: it did not run
 
 
 @dataclass

@@ -186,6 +186,7 @@ class ToolEvent(Event):
     output: str | None = None
     duration_ms: int | None = None
     details: dict[str, Any] | None = None
+    declined: bool | None = None  # with `result`: true when the user declined the call
 
     def to_wire(self) -> dict[str, Any]:
         data = super().to_wire()

@@ -101,6 +101,7 @@ class MessageMeta(TypedDict, total=False):
     usage: TokenUsage  # assistant
     interrupted: str | bool  # assistant: cancelled | stream_cut; tool: true
     ok: bool  # tool
+    declined: bool  # tool: true when the user declined the call (it did not run)
     duration_ms: int  # tool
     proposal: ProposalMeta  # tool (propose_edit)
     agent: str  # tool (a delegation)

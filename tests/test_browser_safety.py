@@ -79,6 +79,31 @@ def test_reject_reaches_the_model(page: Any, served: Served) -> None:
     assert page.locator("[data-testid=undo-task]").count() == 0
 
 
+def test_a_call_declined_in_another_window_shows_rejected_live_and_after_a_reload(
+    page: Any, served: Served
+) -> None:
+    server, fake, workspace = served
+    fake.script(
+        Reply(tool_calls=[Call("delete_file", {"path": "README.md"})]),
+        Reply(content="All right, I left it."),
+    )
+    send(page, "delete the readme")
+    page.wait_for_selector(".tool-card[data-state=approval] .tool-approval")
+    call_id = page.get_attribute(".tool-card[data-tool=delete_file]", "data-call-id")
+    with connected(server.url) as other:  # this tab never answers: its result event says so
+        [running] = other.call("list_conversations", {})["running"]
+        payload = {"conversation_id": running, "call_id": call_id, "approved": False}
+        assert other.call("approve", payload)["ok"]
+    wait_tasks_ended(page, 1)
+    card = ".tool-card[data-tool=delete_file]"
+    for shown in ("live", "reloaded"):
+        assert page.get_attribute(card, "data-state") == "rejected", shown
+        assert page.locator(f"{card} .tool-badge").inner_text() == "rejected", shown
+        page.reload()
+        page.wait_for_selector(".assistant-message:has-text('All right, I left it.')")
+    assert (workspace / "README.md").exists()
+
+
 def test_always_allow_skips_the_second_approval(page: Any, served: Served) -> None:
     _, fake, _ = served
     fake.script(

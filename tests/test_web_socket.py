@@ -231,7 +231,7 @@ def test_ask_mode_approved_command_runs(make_web: Callable[..., Web], fake_llm: 
     web = make_web(approval="ask")
     events = _approval_run(web, fake_llm, approved=True)
     [result] = payloads(events, "tool", phase="result")
-    assert result["ok"] is True
+    assert result["ok"] is True and "declined" not in result
     assert (web.workspace / "out.txt").read_text() == "hi\n"
     assert events[-1].payload["reason"] == "complete"
 
@@ -241,8 +241,13 @@ def test_ask_mode_rejected_command_is_declined(make_web: Callable[..., Web], fak
     events = _approval_run(web, fake_llm, approved=False)
     [result] = payloads(events, "tool", phase="result")
     assert result["ok"] is False and "declined" in result["output"]
+    assert result["declined"] is True  # what the page reads, not the text
     assert not (web.workspace / "out.txt").exists()
     assert events[-1].payload["reason"] == "complete"
+    cid = events[-1].payload["conversation_id"]
+    ack = web.connect().call("get_conversation", {"conversation_id": cid})
+    [record] = [m for m in ack["messages"] if m["role"] == "tool"]
+    assert record["meta"] == {"ok": False, "duration_ms": 0, "declined": True}
 
 
 def test_approve_bad_payload(web: Web):

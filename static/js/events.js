@@ -41,6 +41,7 @@
  * @property {boolean} [ok] `result`
  * @property {string} [output] `result`
  * @property {number} [duration_ms] `result`
+ * @property {boolean} [declined] `result` (extension): true when the user declined the call; absent otherwise
  * @property {{proposal?: {id: string, path: string, diff: string}, plan?: Plan} & Record<string, unknown>} [details] `result`:
  *   structured extras (a proposed edit's `proposal`, a plan tool's `plan`)
  */
@@ -62,7 +63,7 @@
  */
 
 /**
- * One step of a plan (core/modes.py `Plan.to_dict`).
+ * One step of a plan (protocol/records.py `PlanStepMeta`).
  * @typedef {object} PlanStep
  * @property {number} index
  * @property {string} title

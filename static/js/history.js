@@ -21,6 +21,7 @@
  * @property {Usage} [usage] assistant
  * @property {string | boolean} [interrupted] assistant: cancelled | stream_cut; tool: true
  * @property {boolean} [ok] tool
+ * @property {boolean} [declined] tool: the user declined the call (written since it was; older records lack it)
  * @property {number} [duration_ms] tool
  * @property {{id: string, path: string, diff: string}} [proposal] tool (propose_edit)
  * @property {string} [agent] tool (a delegation)

@@ -8,6 +8,7 @@ import { isPlanPrompt } from "./plan.js";
 
 /** @typedef {import("./events.js").Usage} Usage */
 /** @typedef {import("./budget.js").BudgetEnd} BudgetEnd */
+/** @typedef {import("./history.js").MessageRecord} MessageRecord */
 
 const END_TEXT = {
   cancelled: "Stopped.",
@@ -59,9 +60,24 @@ export function summaryBlock(text, summary = {}) {
     h("div", { class: "context-summary-text", text: text ?? "" }));
 }
 
+/** A result record of the history as a call's result (toolcard.js `CallResult`).
+ * @param {MessageRecord} record */
 export function resultFromRecord(record) {
   const meta = record.meta ?? {};
-  return { ok: meta.ok !== false, output: record.content ?? "", duration_ms: meta.duration_ms };
+  const ok = meta.ok !== false;
+  const output = record.content ?? "";
+  return { ok, output, duration_ms: meta.duration_ms, declined: meta.declined ?? declinedBefore(ok, output) };
+}
+
+// What a declined call's record said to the model before records said `declined` (core/tool_step.py).
+const DECLINED_TEXT = /^The user declined this /;
+
+/** Whether a result recorded without `meta.declined` (by a version before it was written, history on disk) was
+ * a declined call's: read from the text written for the model, the only sign those records have.
+ * @param {boolean} ok
+ * @param {string} output */
+function declinedBefore(ok, output) {
+  return !ok && DECLINED_TEXT.test(output);
 }
 
 /** For each task on the path (by the position of its user message), the newest plan among its records. */

@@ -10,8 +10,9 @@ import { CODE_LANGUAGES, toolKind } from "./tools.js";
 
 /** @typedef {import("./requests.js").Ack} Ack */
 /** @typedef {"running" | "approval" | "ok" | "failed" | "rejected"} CardState */
-/** A call's result: a `tool` event's `result` phase, or a result record of the history (records.js).
- * @typedef {{ok?: boolean, output?: string, duration_ms?: number | null}} CallResult */
+/** A call's result: a `tool` event's `result` phase, or a result record of the history (records.js);
+ * `declined` when the user declined the call (it shows as rejected, not failed).
+ * @typedef {{ok?: boolean, output?: string, duration_ms?: number | null, declined?: boolean}} CallResult */
 
 const LIVE_OUTPUT_LIMIT = 100_000;
 const OPEN_OUTPUT_LINES = 12;
@@ -19,15 +20,6 @@ const CLOCK_TICK_MS = 100;
 const PREVIEWED_KEYS = Object.keys(CODE_LANGUAGES); // while an approval shows the code, only it does
 /** @type {Record<CardState, string>} */
 const STATE_LABELS = { running: "running", approval: "needs approval", ok: "ok", failed: "failed", rejected: "rejected" };
-
-const DECLINED = /^The user declined this /; // the output a declined call gets (core/tool_step.py)
-
-/** Whether the user declined the call (it shows as rejected, not failed). Read from the text written for the
- * model, until results say so themselves.
- * @param {CallResult} result */
-function declined(result) {
-  return result.ok === false && DECLINED.test(String(result.output ?? ""));
-}
 
 export class ToolCard {
   /** onApprove(approved, always): the user's decision sent to the server, the ack.
@@ -219,7 +211,7 @@ export class ToolCard {
     this.#stopClock();
     this.liveOutput?.remove();
     this.liveOutput = null;
-    const rejected = ok === false && (this.rejected || declined(result));
+    const rejected = ok === false && (this.rejected || result.declined === true);
     this.setState(rejected ? "rejected" : ok === false ? "failed" : "ok");
     this.duration.textContent = durationMs === undefined || durationMs === null || rejected ? "" : formatDuration(durationMs);
     const text = String(output ?? "");
