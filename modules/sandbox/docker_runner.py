@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Unpack
 
 import docker
 from docker.errors import DockerException, ImageNotFound
@@ -23,8 +23,8 @@ from modules.sandbox.disk_watch import WATCHER
 from modules.sandbox.docker_pool import API_TIMEOUT_SECONDS, WORKDIR, ContainerPool, reap_orphans
 from modules.sandbox.environment import named_variables
 from modules.sandbox.output import OutputReader
-from modules.sandbox.runner import CommandResult, SandboxUnavailable
-from utils.cancel import CancelToken, TaskCancelled
+from modules.sandbox.runner import CommandResult, RunOptions, SandboxUnavailable, finished
+from utils.cancel import CancelToken
 from utils.settings import DockerSettings, Settings
 
 log = logging.getLogger(__name__)
@@ -149,26 +149,18 @@ class DockerRunner:
         atexit.unregister(self.close)
         self.pool.close()
 
-    def run(
-        self,
-        argv: list[str],
-        *,
-        cwd: Path,
-        timeout: float,
-        cancel: CancelToken,
-        on_output: Callable[[str], None],
-        stdin: str | None = None,
-    ) -> CommandResult:
+    def run(self, argv: list[str], **options: Unpack[RunOptions]) -> CommandResult:
         """Run `argv` in a container; output streamed and capped like the local runner."""
+        cancel, timeout = options["cancel"], options["timeout"]
         cancel.raise_if_cancelled()
         self.disk_floor.refuse_if_short()
         started = time.monotonic()
-        container, exec_id, stream = self._start(argv, cwd, on_output)
+        container, exec_id, stream = self._start(argv, options["cwd"], options["on_output"])
         unregister = cancel.on_cancel(lambda: self._kill_soon(container))
         watch = WATCHER.watch(self.disk_floor, lambda: self._kill_soon(container))
         exit_code, timed_out = None, False
         try:
-            stream.send_stdin(stdin)
+            stream.send_stdin(options.get("stdin"))
             exit_code, timed_out = self._wait(container, exec_id, stream, started + timeout, cancel)
         finally:
             watch.close()
@@ -178,15 +170,9 @@ class DockerRunner:
                 self.pool.discard(container, "timed out" if timed_out else "killed or failed")
             else:
                 self.pool.release(container)
-        duration_ms = int((time.monotonic() - started) * 1000)
-        fields = {"argv0": argv[0], "sandbox": "docker", "exit_code": exit_code,
-                  "timed_out": timed_out, "duration_ms": duration_ms}  # fmt: skip
-        log.info("command finished", extra={"fields": fields})
-        if cancel.cancelled:
-            raise TaskCancelled()
-        buffer = stream.output.buffer
         note = watch.shortage.stop_note() if watch.shortage is not None else ""
-        return CommandResult(exit_code, buffer.text(), timed_out, buffer.omitted, duration_ms, note)
+        ended = exit_code, timed_out
+        return finished(argv, "docker", started, cancel, ended, stream.output.buffer, note)
 
     def _start(
         self, argv: list[str], cwd: Path, on_output: Callable[[str], None]

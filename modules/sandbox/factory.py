@@ -5,13 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
 from pathlib import Path
+from typing import Unpack
 
 from modules.sandbox.confinement import detect_confinement
 from modules.sandbox.local_runner import LocalRunner
-from modules.sandbox.runner import CommandResult, CommandRunner
-from utils.cancel import CancelToken
+from modules.sandbox.runner import CommandResult, CommandRunner, RunOptions
 from utils.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -78,19 +77,8 @@ class DeferredRunner:
     def python(self) -> str:
         return self.built.python
 
-    def run(
-        self,
-        argv: list[str],
-        *,
-        cwd: Path,
-        timeout: float,
-        cancel: CancelToken,
-        on_output: Callable[[str], None],
-        stdin: str | None = None,
-    ) -> CommandResult:
-        return self.built.run(
-            argv, cwd=cwd, timeout=timeout, cancel=cancel, on_output=on_output, stdin=stdin
-        )
+    def run(self, argv: list[str], **options: Unpack[RunOptions]) -> CommandResult:
+        return self.built.run(argv, **options)
 
     def close(self) -> None:
         with self._lock:

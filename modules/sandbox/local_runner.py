@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import subprocess
@@ -12,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Unpack
 
 from modules.sandbox.confinement import Confinement, plain, seccomp_pipe
 from modules.sandbox.disk_floor import DiskFloor, Shortage
@@ -19,11 +19,9 @@ from modules.sandbox.disk_watch import WATCHER
 from modules.sandbox.environment import command_environment
 from modules.sandbox.output import OutputReader
 from modules.sandbox.resource_limits import ResourceLimits
-from modules.sandbox.runner import CommandResult, SandboxUnavailable
-from utils.cancel import CancelToken, TaskCancelled
+from modules.sandbox.runner import CommandResult, RunOptions, SandboxUnavailable, finished
+from utils.cancel import CancelToken
 from utils.settings import Settings
-
-log = logging.getLogger(__name__)
 
 KILL_GRACE_SECONDS = 1.0  # between SIGTERM and SIGKILL on timeout
 EXIT_DRAIN_SECONDS = 0.5  # after the command exits, how long leftover children may hold its output
@@ -118,36 +116,22 @@ class LocalRunner:
     def close(self) -> None:
         """Nothing to release: every command's processes are gone when it returns."""
 
-    def run(
-        self,
-        argv: list[str],
-        *,
-        cwd: Path,
-        timeout: float,
-        cancel: CancelToken,
-        on_output: Callable[[str], None],
-        stdin: str | None = None,
-    ) -> CommandResult:
+    def run(self, argv: list[str], **options: Unpack[RunOptions]) -> CommandResult:
         """Run `argv` to completion, timeout or cancellation; output streamed and capped."""
+        cancel, stdin = options["cancel"], options.get("stdin")
         cancel.raise_if_cancelled()
         if self.confinement.refusal is not None:
             raise SandboxUnavailable(self.confinement.refusal)
         self.disk_floor.refuse_if_short()
         started = time.monotonic()
         with self.limits.applied() as limits:
-            proc = self._spawn(argv, cwd, stdin is not None, limits.preexec)
-            run = _Run(proc, self.settings.output_limit_chars, on_output)
-            timed_out, shortage = self._supervise(run, stdin, started + timeout, cancel)
+            proc = self._spawn(argv, options["cwd"], stdin is not None, limits.preexec)
+            run = _Run(proc, self.settings.output_limit_chars, options["on_output"])
+            deadline = started + options["timeout"]
+            timed_out, shortage = self._supervise(run, stdin, deadline, cancel)
             note = shortage.stop_note() if shortage is not None else limits.note()
-        duration_ms = int((time.monotonic() - started) * 1000)
-        fields = {"argv0": argv[0], "sandbox": self.kind, "exit_code": proc.returncode,
-                  "timed_out": timed_out, "duration_ms": duration_ms}  # fmt: skip
-        log.info("command finished", extra={"fields": fields})
-        if cancel.cancelled:
-            raise TaskCancelled()
-        exit_code = None if timed_out else proc.returncode
-        buffer = run.output.buffer
-        return CommandResult(exit_code, buffer.text(), timed_out, buffer.omitted, duration_ms, note)
+        ended = (None if timed_out else proc.returncode), timed_out
+        return finished(argv, self.kind, started, cancel, ended, run.output.buffer, note)
 
     def _spawn(
         self, argv: list[str], cwd: Path, with_stdin: bool, preexec: Callable[[], None]

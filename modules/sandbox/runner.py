@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import NotRequired, Protocol, TypedDict, Unpack
 
-from utils.cancel import CancelToken
+from modules.sandbox.output import OutputBuffer
+from utils.cancel import CancelToken, TaskCancelled
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -23,6 +28,17 @@ class CommandResult:
 
 class SandboxUnavailable(OSError):
     """The configured sandbox cannot run here."""
+
+
+class RunOptions(TypedDict):
+    """How one command runs: in which folder, for how long at most, what stops it, where its
+    output goes as it comes, and what it reads on its standard input (None: nothing)."""
+
+    cwd: Path
+    timeout: float
+    cancel: CancelToken
+    on_output: Callable[[str], None]
+    stdin: NotRequired[str | None]
 
 
 class CommandRunner(Protocol):
@@ -41,19 +57,31 @@ class CommandRunner(Protocol):
     def python(self) -> str:
         """The interpreter run_python starts inside this sandbox."""
 
-    def run(
-        self,
-        argv: list[str],
-        *,
-        cwd: Path,
-        timeout: float,
-        cancel: CancelToken,
-        on_output: Callable[[str], None],
-        stdin: str | None = None,
-    ) -> CommandResult: ...
+    def run(self, argv: list[str], **options: Unpack[RunOptions]) -> CommandResult: ...
 
     def close(self) -> None:
         """Release what the runner holds (containers); it may not be used afterwards."""
+
+
+def finished(
+    argv: list[str],
+    kind: str,
+    started: float,
+    cancel: CancelToken,
+    ended: tuple[int | None, bool],
+    buffer: OutputBuffer,
+    note: str,
+) -> CommandResult:
+    """A command's result, logged: `ended` is its exit code (None when it was killed) and
+    whether its time ran out; TaskCancelled when the task was stopped meanwhile."""
+    exit_code, timed_out = ended
+    duration_ms = int((time.monotonic() - started) * 1000)
+    fields = {"argv0": argv[0], "sandbox": kind, "exit_code": exit_code,
+              "timed_out": timed_out, "duration_ms": duration_ms}  # fmt: skip
+    log.info("command finished", extra={"fields": fields})
+    if cancel.cancelled:
+        raise TaskCancelled()
+    return CommandResult(exit_code, buffer.text(), timed_out, buffer.omitted, duration_ms, note)
 
 
 def pid_alive(pid: int) -> bool:
