@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
 from core.agent_loader import load_agents
 from core.agent_specs import SHIPPED_AGENTS, AgentCatalog, AgentSpec
 from history.store import ConversationStore
-from model.api_client import ApiClient, OnWait
-from model.completion import StreamItem
+from model.api_client import ApiClient
+from model.completion import CallOptions, StreamItem
 from model.messages import ChatMessage
 from model.providers import ProviderConfig, resolve_provider
 from modules.sandbox.disk_floor import Floor
@@ -27,7 +27,6 @@ from modules.uploads.attachments import AttachmentStore
 from modules.workspace.annotations import AnnotationStore
 from modules.workspace.folder import prepare_workspace
 from modules.workspace.paths import Workspace
-from utils.cancel import CancelToken
 from utils.logger import DebugStreamLog, setup_logging
 from utils.settings import Settings
 
@@ -42,11 +41,7 @@ class ModelClient(Protocol):
         self,
         messages: Sequence[ChatMessage],
         tools: list[dict[str, Any]],
-        *,
-        thinking: bool,
-        cancel: CancelToken,
-        on_wait: OnWait | None = None,
-        require: str | None = None,
+        **options: Unpack[CallOptions],
     ) -> Iterator[StreamItem]: ...
 
 

@@ -10,10 +10,10 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from model.call_failures import Retry, failure, why_empty
-from model.completion import StreamEnd, StreamItem
+from model.completion import CallOptions, OnWait, StreamEnd, StreamItem
 from model.errors import ApiError, AuthError
 from model.messages import ChatMessage
 from model.prices import price_for
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_CAP = 60.0  # a longer Retry-After is told to the user, and waited only this long
-OnWait = Callable[[float, str], None]  # (seconds, what failed and how long it waits)
 
 
 class ApiClient:
@@ -103,21 +102,16 @@ class ApiClient:
         self,
         messages: Sequence[ChatMessage],
         tools: list[dict[str, Any]],
-        *,
-        thinking: bool,
-        cancel: CancelToken,
-        on_wait: OnWait | None = None,
-        require: str | None = None,
+        **options: Unpack[CallOptions],
     ) -> Iterator[StreamItem]:
         """Stream one model call: every delta as it arrives, then StreamEnd(Completion).
 
         Before a retry, `on_wait(seconds, message)` says what failed and how long it waits.
-        `require` names the tool the call must call, asked for in `tool_choice` where the
-        provider takes it.
         """
         if not self.config.configured:
             raise AuthError(self.config.problem or "The model provider is not configured.")
-        request = self._request(messages, tools, thinking, require)
+        cancel, on_wait = options["cancel"], options.get("on_wait")
+        request = self._request(messages, tools, options["thinking"], options.get("require"))
         attempt = 0
         while True:
             attempt += 1

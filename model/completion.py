@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NotRequired, TypedDict
 
 from model.prices import Price
 from model.tool_calls import ToolCall, ToolCallArgs, ToolCallStarted
 from protocol.events import Usage
+from utils.cancel import CancelToken
+
+OnWait = Callable[[float, str], None]  # (seconds, what failed and how long it waits)
+
+
+class CallOptions(TypedDict):
+    """How one model call is made: whether it thinks, what stops it, who hears of a wait
+    before a retry, and the tool it must call (asked in `tool_choice` where the provider
+    takes it)."""
+
+    thinking: bool
+    cancel: CancelToken
+    on_wait: NotRequired[OnWait | None]
+    require: NotRequired[str | None]
 
 
 @dataclass

@@ -19,10 +19,17 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, Unpack
 
-from model.completion import Completion, ContentDelta, ReasoningDelta, StreamEnd, StreamItem
+from model.completion import (
+    CallOptions,
+    Completion,
+    ContentDelta,
+    ReasoningDelta,
+    StreamEnd,
+    StreamItem,
+)
 from model.demo_reply import Reply
 from model.demo_scripts import Scripts, load_scripts
 from model.demo_task import read_task
@@ -52,12 +59,9 @@ class DemoModel:
         self,
         messages: Sequence[ChatMessage],
         tools: list[dict[str, Any]],
-        *,
-        thinking: bool,
-        cancel: CancelToken,
-        on_wait: Callable[[float, str], None] | None = None,
-        require: str | None = None,
+        **options: Unpack[CallOptions],
     ) -> Iterator[StreamItem]:
+        cancel, thinking = options["cancel"], options["thinking"]
         state = read_task(messages)
         offered = {tool.get("function", {}).get("name") for tool in tools}
         script = self.scripts.pick(state.request.words)
