@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, Protocol, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Unpack, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -42,12 +42,24 @@ class JsonArguments(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+class ToolTraits(TypedDict, total=False):
+    """What a tool does besides its name and function (Tool's fields of these names)."""
+
+    read_only: bool
+    asks: Asks
+    plan: WritePlanner | None
+    targets: TargetFinder | None
+    runs_code: bool
+    summary: str | None
+    inline: bool
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
     function: ToolFunction
     args_model: type[BaseModel]
-    read_only: bool
+    read_only: bool = False
     asks: Asks = "never"
     plan: WritePlanner | None = None  # what a writing call would change, for approvals
     targets: TargetFinder | None = None  # which paths a writing call changes, for approvals
@@ -68,37 +80,14 @@ class Tool:
             raise ValueError(f"tool {self.name}: a read-only tool changes nothing")
 
     @classmethod
-    def typed(
-        cls,
-        name: str,
-        function: ToolFunction,
-        *,
-        read_only: bool = False,
-        asks: Asks = "never",
-        plan: WritePlanner | None = None,
-        targets: TargetFinder | None = None,
-        runs_code: bool = False,
-        summary: str | None = None,
-        inline: bool = False,
-    ) -> Tool:
+    def typed(cls, name: str, function: ToolFunction, **traits: Unpack[ToolTraits]) -> Tool:
         """A tool whose function's second parameter is its pydantic argument model."""
         hints = get_type_hints(function)
         params = list(inspect.signature(function).parameters)
         args_model = hints[params[1]]
         if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
             raise TypeError(f"tool {name}: second parameter must be a pydantic model")
-        return cls(
-            name,
-            function,
-            args_model,
-            read_only,
-            asks,
-            plan,
-            targets,
-            runs_code,
-            summary=summary,
-            inline=inline,
-        )
+        return cls(name, function, args_model, **traits)
 
     @classmethod
     def described(
@@ -219,28 +208,10 @@ class ToolRegistry:
         """Also offer the tools `source` has at each moment (after the registered ones)."""
         self._sources.append(source)
 
-    def register(
-        self,
-        name: str,
-        function: ToolFunction,
-        *,
-        read_only: bool = False,
-        asks: Asks = "never",
-        plan: WritePlanner | None = None,
-        targets: TargetFinder | None = None,
-        runs_code: bool = False,
-    ) -> None:
+    def register(self, name: str, function: ToolFunction, **traits: Unpack[ToolTraits]) -> None:
         """Offer `function` as `name`; a reading tool never asks, a writing one says when and
         what it changes (`targets`; `runs_code`: known only once it ran)."""
-        self._tools[name] = Tool.typed(
-            name,
-            function,
-            read_only=read_only,
-            asks=asks,
-            plan=plan,
-            targets=targets,
-            runs_code=runs_code,
-        )
+        self._tools[name] = Tool.typed(name, function, **traits)
 
     def _all(self) -> dict[str, Tool]:
         if not self._sources:
