@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import stat
-from collections import deque
 from collections.abc import Iterator
 from fnmatch import fnmatch
 from itertools import islice
@@ -15,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from modules.results import PlannedWrite, ToolError, ToolOutput
 from modules.tools.tool_context import ToolContext
-from modules.workspace.file_tree import scan_dir
+from modules.workspace.file_tree import walk_shown
 from modules.workspace.ignore import WorkspaceIgnore
 from modules.workspace.paths import Workspace
 from modules.workspace.safe_fs import NotRegular, SafeRoot
@@ -304,15 +303,11 @@ def list_files(ctx: ToolContext, args: ListFilesArgs) -> str:
 def _walk(
     fs: SafeRoot, ignore: WorkspaceIgnore, base: str, pattern: str | None
 ) -> Iterator[tuple[str, bool]]:
-    """(workspace path, is_dir) for everything shown under the folder `base`, breadth-first."""
+    """(workspace path, is_dir) for everything shown under the folder `base` that `pattern`
+    matches (its name, or its path from `base`), breadth-first."""
     glob = pattern.removeprefix("**/") if pattern else None
     cut = len(base) + 1 if base else 0
-    queue = deque([base])
-    while queue:
-        folder = queue.popleft()
-        for name, is_dir in scan_dir(fs, ignore, folder):
-            path = f"{folder}/{name}" if folder else name
-            if is_dir:
-                queue.append(path)
-            if glob is None or fnmatch(name, glob) or fnmatch(path[cut:], glob):
-                yield path, is_dir
+    for path, is_dir in walk_shown(fs, ignore, base):
+        name = path.rsplit("/", 1)[-1]
+        if glob is None or fnmatch(name, glob) or fnmatch(path[cut:], glob):
+            yield path, is_dir

@@ -13,7 +13,7 @@ import zipfile
 from collections.abc import Iterator
 
 from modules.results import ToolError
-from modules.workspace.file_tree import scan_dir
+from modules.workspace.file_tree import walk_shown
 from modules.workspace.ignore import WorkspaceIgnore
 from modules.workspace.paths import Workspace
 
@@ -79,13 +79,5 @@ def _add(
 
 
 def _shown_files(workspace: Workspace, folder: str) -> Iterator[str]:
-    ignore = WorkspaceIgnore(workspace.root)
-    pending = [folder]
-    while pending:
-        rel_dir = pending.pop()
-        for name, is_dir in scan_dir(workspace, ignore, rel_dir):
-            rel = f"{rel_dir}/{name}" if rel_dir else name
-            if is_dir:
-                pending.append(rel)
-            else:
-                yield rel
+    shown = walk_shown(workspace, WorkspaceIgnore(workspace.root), folder)
+    return (rel for rel, is_dir in shown if not is_dir)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import stat
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,18 @@ def scan_dir(fs: SafeRoot, ignore: WorkspaceIgnore, rel_dir: str) -> list[tuple[
     items = [(name, is_dir) for name, is_dir in found if not rules.hides(name, is_dir)]
     items.sort(key=lambda item: (not item[1], item[0].lower(), item[0]))
     return items
+
+
+def walk_shown(fs: SafeRoot, ignore: WorkspaceIgnore, base: str) -> Iterator[tuple[str, bool]]:
+    """(workspace path, is_dir) of everything shown under the folder `base`, breadth-first."""
+    queue = deque([base])
+    while queue:
+        folder = queue.popleft()
+        for name, is_dir in scan_dir(fs, ignore, folder):
+            path = f"{folder}/{name}" if folder else name
+            if is_dir:
+                queue.append(path)
+            yield path, is_dir
 
 
 def file_tree(
