@@ -23,12 +23,23 @@ def record_user_message(
     parent_id: str | None,
     meta: dict[str, Any],
 ) -> MessageRecord:
-    """Record the user's message under `parent_id`, or keep nothing of it: a conversation
-    created for it is removed again when it could not be recorded (raises DiskFull for want
-    of space)."""
+    """Record the user's message under `parent_id`, or keep nothing of it (raises DiskFull for
+    want of space).
+
+    meta.json is written first with what the task runs with, `chosen` (creating the
+    conversation when there is none), then the user's record: a disk too full for meta.json
+    refuses the message before any of it is kept, a record is kept whole or not at all, and a
+    conversation created for it is removed again when it could not be recorded."""
     created = timeline.conversation is None
     try:
-        return _write_message(services, timeline, chosen, text, parent_id, meta)
+        conversation = timeline.conversation
+        if conversation is None:  # titled and set up in one write of meta.json
+            conversation = services.store.create(title=title_from(text) or None, meta=chosen)
+            timeline.open(conversation, timeline.seq)
+        else:
+            conversation.update_meta(**chosen)  # written even when unchanged: see above
+        parent_id = answer_interrupted_calls(conversation, timeline.record, parent_id)
+        return timeline.record("user", text, parent_id=parent_id, meta=meta or None)
     except BaseException as exc:
         if created and timeline.conversation is not None:  # nobody knows of it yet
             with contextlib.suppress(OSError):
@@ -37,24 +48,3 @@ def record_user_message(
         if is_disk_full(exc):
             raise disk_full(services.settings.data_dir, NOT_KEPT) from exc
         raise
-
-
-def _write_message(
-    services: AgentServices,
-    timeline: Timeline,
-    chosen: ConversationState,
-    text: str,
-    parent_id: str | None,
-    meta: dict[str, Any],
-) -> MessageRecord:
-    """Write meta.json with what the task runs with, `chosen` (creating the conversation when
-    there is none), then the user's record: a disk too full for meta.json refuses the message
-    before any of it is kept, and a record is kept whole or not at all."""
-    conversation = timeline.conversation
-    if conversation is None:  # titled and set up in one write of meta.json
-        conversation = services.store.create(title=title_from(text) or None, meta=chosen)
-        timeline.open(conversation, timeline.seq)
-    else:
-        conversation.update_meta(**chosen)  # written even when unchanged: see above
-    parent_id = answer_interrupted_calls(conversation, timeline.record, parent_id)
-    return timeline.record("user", text, parent_id=parent_id, meta=meta or None)
