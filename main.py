@@ -177,12 +177,13 @@ def _run_terminal(services: AgentServices, args: argparse.Namespace) -> int:
     from cli.session import repl, run_once
     from cli.terminal import CliTerminal
     from history.store import ConversationNotFound
+    from utils.errors import NotFound
 
     settings = services.settings
     try:
         services.agents.get(settings.default_agent)
-    except KeyError as exc:  # --agent or AGENT_DEFAULT_AGENT names none
-        print(f"error: {exc.args[0]}", file=sys.stderr)
+    except NotFound as exc:  # --agent or AGENT_DEFAULT_AGENT names none
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
         conversation = args.conversation and find_conversation(services.store, args.conversation)

@@ -27,11 +27,13 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import Part, TaskState
 from google.protobuf.json_format import MessageToDict
 
-from core.main_terminal import NotConfigured, TaskBusy
+from core.main_terminal import TaskBusy
 from history.conversation import LEAF
 from history.store import ConversationNotFound
 from protocol.events import Done, Error, Event, Token, ToolEvent
 from protocol.records import MessageRecord
+from utils.errors import AgentError, Invalid
+from web.refusals import refusal
 from web.state import WebState
 
 T = TypeVar("T")
@@ -88,10 +90,6 @@ class WebWorld:
         return await future
 
 
-class Refused(Exception):
-    """A message the agent cannot take now (busy conversation, unknown agent, no model)."""
-
-
 @dataclass
 class _Run:
     conversation_id: str
@@ -125,11 +123,16 @@ class ConversationExecutor(AgentExecutor):
 
         try:
             if not text or len(text) > MAX_TEXT_CHARS:
-                raise Refused(f"send the task as text of 1 to {MAX_TEXT_CHARS:,} characters")
+                raise Invalid(f"send the task as text of 1 to {MAX_TEXT_CHARS:,} characters")
             begin = functools.partial(self._begin, text, context_id, _agent_asked(context), listen)
             conversation_id = await self._world.call(begin)
-        except Refused as exc:
-            await updater.reject(_note(updater, str(exc)))
+        except AgentError as exc:  # a busy conversation, an unknown agent, no model, ...
+            error = refusal(exc, "an A2A task's start")
+            await updater.update_status(
+                TaskState.TASK_STATE_REJECTED,
+                _note(updater, error["message"]),
+                metadata={"error": dict(error)},
+            )
             return
         self._runs[task_id] = _Run(conversation_id, updater)
         try:
@@ -155,9 +158,6 @@ class ConversationExecutor(AgentExecutor):
     ) -> str:
         """Start the task like the page's send_message; returns its conversation id."""
         state = self._state
-        problem = state.services.provider.problem
-        if problem is not None:
-            raise Refused(problem)
         known = self._conversations.get(context_id)
         try:
             terminal = state.hub.get(known) if known else state.hub.new()
@@ -176,13 +176,9 @@ class ConversationExecutor(AgentExecutor):
                 run_in_background=state.socketio.start_background_task,
             )
         except TaskBusy:
-            raise Refused("a task is already running in this context's conversation") from None
-        except NotConfigured as exc:
-            raise Refused(str(exc)) from None
+            raise TaskBusy("a task is already running in this context's conversation") from None
         except ConversationNotFound:
-            raise Refused("this context's conversation no longer exists") from None
-        except KeyError as exc:
-            raise Refused(str(exc.args[0] if exc.args else exc)) from None
+            raise ConversationNotFound("this context's conversation no longer exists") from None
         self._conversations[context_id] = record["conversation_id"]
         return str(record["conversation_id"])
 

@@ -11,11 +11,9 @@ from typing import Protocol, TextIO, TypeVar
 from cli.commands import COMMANDS
 from cli.painter import BOLD, YELLOW
 from cli.terminal import CliTerminal
-from core.main_terminal import NotConfigured, TaskBusy
-from history.store import ConversationNotFound
-from modules.results import ToolError
 from protocol.events import DoneReason
 from utils.disk import DiskFull
+from utils.errors import AgentError, NotConfigured, NotFound
 
 EXIT_CODES: dict[DoneReason, int] = {
     "complete": 0,
@@ -55,8 +53,8 @@ def run_once(terminal: CliTerminal, prompt: str) -> int:
         terminal.err.write(demo_banner(terminal))
     try:
         reason = terminal.run_foreground(prompt)
-    except KeyError as exc:  # an unknown skill or agent
-        terminal.err.write(f"error: {exc.args[0] if exc.args else exc}\n")
+    except NotFound as exc:  # an unknown skill or agent
+        terminal.err.write(f"error: {exc}\n")
         return 2
     except NotConfigured as exc:
         terminal.err.write(f"error: {exc}\n{TRY_THE_DEMO}\n")
@@ -120,8 +118,8 @@ def repl(terminal: CliTerminal) -> int:
 def _run_prompt(terminal: CliTerminal, line: str) -> None:
     try:
         terminal.run_foreground(line)
-    except KeyError as exc:  # an unknown skill or agent
-        terminal.err.write(f"{exc.args[0] if exc.args else exc}\n")
+    except NotFound as exc:  # an unknown skill or agent
+        terminal.err.write(f"{exc}\n")
     except (NotConfigured, DiskFull) as exc:
         terminal.err.write(f"error: {exc}\n")
 
@@ -178,8 +176,6 @@ def dispatch(terminal: C, line: str, commands: Commands[C]) -> bool:
         return True
     try:
         out.write(handler(terminal, arg).rstrip("\n") + "\n")
-    except (ToolError, ConversationNotFound, NotConfigured, TaskBusy, ValueError) as exc:
+    except (AgentError, ValueError) as exc:  # a refusal, or a command's usage
         terminal.err.write(f"{exc}\n")
-    except KeyError as exc:
-        terminal.err.write(f"{exc.args[0] if exc.args else exc}\n")
     return True

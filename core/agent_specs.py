@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from protocol.budgets import Budget
+from utils.errors import NotFound
 from utils.prompts import prompt_renderer
 from utils.settings import PROGRAM_DIR, Provider
 
@@ -91,11 +92,11 @@ class AgentCatalog:
     trusted: dict[str, AgentSpec] = field(default_factory=dict)
 
     def get(self, name: str | None) -> AgentSpec:
-        """The named agent (default: `general`); KeyError names the ones there are."""
+        """The named agent (default: `general`); NotFound names the ones there are."""
         wanted = name or DEFAULT_AGENT
         if wanted not in self.agents:
             known = ", ".join(sorted(self.agents)) or "none"
-            raise KeyError(f"no agent {wanted!r}; the agents are: {known}")
+            raise NotFound(f"no agent {wanted!r}; the agents are: {known}")
         return self.agents[wanted]
 
     def summaries(self) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from typing import Any
 from core.spend import Totals, money_text
 from protocol.budgets import Budget, BudgetScope
 from protocol.events import Money
+from utils.errors import Invalid
 
 SCOPES: tuple[BudgetScope, ...] = ("task", "conversation", "day")
 WHOSE: dict[BudgetScope, str] = {
@@ -84,7 +85,7 @@ class Limits:
         return Limits(**{**{s: self.of(s) for s in SCOPES}, scope: limit})
 
 
-class BudgetRefused(ValueError):
+class BudgetRefused(Invalid):
     """An override that would not raise a limit: there is none, or it is not higher."""
 
 

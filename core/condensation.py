@@ -7,7 +7,6 @@ the summary record, or `failed` and a notice, the history untouched.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -16,7 +15,7 @@ from core.services import ModelClient
 from core.spend import TaskSpend, counted, estimated_prompt, estimated_usage
 from history.condensed_view import Cut, clean_summary, plan_cut, summary_meta, summary_request
 from history.context_builder import CHARS_PER_TOKEN
-from history.conversation import utc_now
+from history.message_record import message_record
 from model.completion import ContentDelta, StreamEnd
 from model.errors import ApiError
 from protocol.events import ContextEvent, ContextPhase, Event, Notice, Usage
@@ -150,16 +149,9 @@ class Condensation:
 
 
 def _summary_record(path: list[MessageRecord], text: str, summary: SummaryMeta) -> MessageRecord:
-    """The summary as it will be stored at the leaf, measured before it is."""
-    leaf = path[-1] if path else None
-    return {
-        "id": uuid.uuid4().hex,
-        "conversation_id": leaf["conversation_id"] if leaf else "",
-        "parent_id": leaf["id"] if leaf else None,
-        "depth": leaf["depth"] + 1 if leaf else 0,
-        "version": 1,
-        "role": "system",
-        "content": text,
-        "created_at": utc_now(),
-        "meta": {"summary": summary},
-    }
+    """The summary as it will be stored at the leaf, measured before it is (a path to cut is
+    never empty)."""
+    leaf = path[-1]
+    return message_record(
+        leaf["conversation_id"], "system", text, parent=leaf, meta={"summary": summary}
+    )

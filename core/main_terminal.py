@@ -26,7 +26,7 @@ from core.task_end import keep_task_end, run_to_end
 from core.timeline import EventSink, Timeline
 from core.tool_step import ToolStep
 from core.user_message import record_user_message
-from history.conversation import LEAF, Conversation
+from history.conversation import LEAF, Conversation, MessageNotFound
 from modules.tools.focus import FocusFiles, focusable
 from modules.undo.restore import UndoResult
 from protocol.budgets import BudgetOverride
@@ -34,21 +34,18 @@ from protocol.events import ContextUsage, Done, DoneReason, Event, TaskState
 from protocol.options import Approval, Mode
 from protocol.records import AttachmentMeta, ConversationState, MessageRecord
 from utils.cancel import CancelReason, CancelToken
+from utils.errors import Busy, Invalid, NotConfigured
 from utils.logger import log_context
 from utils.text import shown
 
 log = logging.getLogger(__name__)
 
 
-class TaskBusy(Exception):
+class TaskBusy(Busy):
     """A task is already running in this conversation."""
 
 
-class NotConfigured(Exception):
-    """The model API is not set up (no key, no URL): no task can start."""
-
-
-class NothingToCondense(Exception):
+class NothingToCondense(Invalid):
     """The history has no older turn a summary could replace yet."""
 
 
@@ -209,7 +206,7 @@ class MainTerminal:
         `skill` names a skill whose instructions go to the model with this message;
         `attachments` (AttachmentStore.attach, as dicts) the files that go with it;
         `budget_override` a higher limit for this task only. Claims the conversation for the
-        task; raises NotConfigured, TaskBusy, DiskFull, KeyError for an unknown parent, agent
+        task; raises NotConfigured, TaskBusy, DiskFull, NotFound for an unknown parent, agent
         or skill, or BudgetRefused for an override that raises no limit. A message it raises
         for is not kept.
         """
@@ -221,7 +218,7 @@ class MainTerminal:
                 self.services.skills.require(skill)
             known = self.conversation.index if self.conversation else {}
             if parent_id not in (LEAF, None) and parent_id not in known:
-                raise KeyError(f"no message {shown(parent_id)} in this conversation")
+                raise MessageNotFound(f"no message {shown(parent_id)} in this conversation")
             meta: dict[str, Any] = {"skill": skill} if skill else {}
             if attachments:
                 meta["attachments"] = attachments

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from core.agent_specs import AgentSpec
 from core.budgets import BudgetGuard
@@ -18,6 +17,7 @@ from core.repeats import RepeatWatch
 from core.spend import TaskSpend
 from core.timeline import EventSink, Timeline
 from history.conversation import Conversation
+from history.message_record import message_record
 from model.completion import Completion
 from modules.undo.journal import TaskJournal
 from protocol.events import DoneReason, Event, Usage
@@ -48,20 +48,10 @@ class MemoryTranscript:
         return list(self.records)
 
     def append(self, role: Role, content: str, **fields: Any) -> MessageRecord:
-        record: dict[str, Any] = {
-            "id": fields.pop("id", None) or uuid.uuid4().hex,
-            "conversation_id": self.conversation_id,
-            "parent_id": self.records[-1]["id"] if self.records else None,
-            "depth": len(self.records),
-            "version": 1,
-            "role": role,
-            "content": content or "",
-            "created_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
-            "meta": fields.pop("meta", None) or {},
-        }
-        record.update((k, v) for k, v in fields.items() if v is not None)
-        self.records.append(cast(MessageRecord, record))  # the keys above, and RecordFields'
-        return self.records[-1]
+        parent = self.records[-1] if self.records else None
+        record = message_record(self.conversation_id, role, content, parent=parent, **fields)
+        self.records.append(record)
+        return record
 
 
 class StoredTranscript:

@@ -7,66 +7,37 @@ import copy
 import json
 import logging
 import os
-import re
 import threading
 import time
-import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypedDict, Unpack, cast
+from typing import Any, Unpack
 
+from history.message_record import RecordFields, is_valid_id, message_record, utc_now
 from history.meta_file import merged_meta, read_meta
 from history.titles import title_from
 from protocol.records import (
     ConversationMeta,
     ConversationState,
-    MessageMeta,
     MessageRecord,
     Role,
     ToolCallRecord,
 )
+from utils.errors import NotFound
 from utils.files import atomic_write, directory_lock
 from utils.text import shown
 
 log = logging.getLogger(__name__)
 
-ROLES = frozenset({"system", "user", "assistant", "tool"})
-RESERVED_FIELDS = frozenset(
-    {"conversation_id", "parent_id", "depth", "version", "role", "content", "created_at"}
-)
 # meta.json is rewritten on every change but a bare `updated_at` bump, which waits up to this
 # long (an atomic replace costs ~0.2-1 ms on ext4, far more than appending a record).
 META_SAVE_INTERVAL = 1.0
-_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 LEAF: Any = object()  # parent_id default: hang the record under the current leaf
-
-
-class NotFound(KeyError):
-    """A lookup by id failed; the message reads as a sentence."""
-
-    def __str__(self) -> str:  # KeyError would show the message quoted
-        return str(self.args[0]) if self.args else self.__class__.__name__
 
 
 class MessageNotFound(NotFound):
     """No message in this conversation has this id."""
-
-
-def utc_now() -> str:
-    """The current time as ISO-8601 UTC with a `Z` suffix."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def new_id() -> str:
-    """A fresh id for a conversation or a message."""
-    return uuid.uuid4().hex
-
-
-def is_valid_id(value: object) -> bool:
-    """Whether `value` may name a conversation on disk (letters, digits, `_` and `-` only)."""
-    return isinstance(value, str) and _ID_PATTERN.fullmatch(value) is not None
 
 
 Stamp = tuple[int, int, int]  # meta.json's (inode, mtime_ns, size): a rewrite changes it
@@ -91,39 +62,6 @@ def _stamp_of(path: Path) -> Stamp | None:
         return _stamp(os.stat(path))
     except OSError:
         return None
-
-
-class RecordFields(TypedDict, total=False):
-    """What Conversation.append takes besides role and content (None: left out)."""
-
-    id: str | None  # a fixed id instead of a fresh one
-    reasoning_content: str | None
-    tool_calls: list[ToolCallRecord] | None
-    tool_call_id: str | None
-    name: str | None
-    meta: MessageMeta | None
-    seq: int | None
-
-
-class _OptionalFields(TypedDict, total=False):
-    reasoning_content: str
-    tool_calls: list[ToolCallRecord]
-    tool_call_id: str
-    name: str
-
-
-def _optional_fields(fields: RecordFields) -> _OptionalFields:
-    """Take the optional record fields out of `fields`, leaving out those that are None."""
-    found: _OptionalFields = {}
-    if (reasoning := fields.pop("reasoning_content", None)) is not None:
-        found["reasoning_content"] = reasoning
-    if (calls := fields.pop("tool_calls", None)) is not None:
-        found["tool_calls"] = calls
-    if (call_id := fields.pop("tool_call_id", None)) is not None:
-        found["tool_call_id"] = call_id
-    if (name := fields.pop("name", None)) is not None:
-        found["name"] = name
-    return found
 
 
 class Conversation:
@@ -212,35 +150,16 @@ class Conversation:
         **fields: Unpack[RecordFields],
     ) -> MessageRecord:
         """Record a message under `parent_id` (default: the leaf); `id=` may fix its id."""
-        if role not in ROLES:
-            raise ValueError(f"unknown role {role!r}")
-        if content is not None and not isinstance(content, str):
-            raise TypeError(f"content must be a string, not {type(content).__name__}")
-        clash = RESERVED_FIELDS.intersection(fields)
-        if clash:
-            raise ValueError(f"append() sets these fields itself: {sorted(clash)}")
         with self._lock:
             if parent_id is LEAF:
                 parent_id = self._records[-1]["id"] if self._records else None
-            depth = 0 if parent_id is None else self.get(parent_id).get("depth", 0) + 1
-            meta = fields.pop("meta", None)
-            record: MessageRecord = {
-                "id": self._fresh_id(fields.pop("id", None)),
-                "conversation_id": self.id,
-                "parent_id": parent_id,
-                "depth": depth,
-                "version": len(self._children.get(parent_id, ())) + 1,
-                "role": role,
-                "content": content or "",
-                **_optional_fields(fields),
-                "created_at": utc_now(),
-                "meta": meta.copy() if meta else {},
-            }
-            if (seq := fields.pop("seq", None)) is not None:
-                record["seq"] = seq
-            for key, value in fields.items():  # a field no type names (none is passed)
-                if value is not None:
-                    cast(dict[str, Any], record)[key] = value  # stored as given, as it was
+            parent = None if parent_id is None else self.get(parent_id)
+            if (wanted := fields.get("id")) is not None:
+                self._check_new_id(wanted)
+            version = len(self._children.get(parent_id, ())) + 1
+            record = message_record(
+                self.id, role, content, parent=parent, version=version, **fields
+            )
             self._write_line(record)
             self._index(record)
             self._meta["updated_at"] = record["created_at"]
@@ -254,12 +173,9 @@ class Conversation:
                 )
             return record
 
-    def _fresh_id(self, wanted: str | None) -> str:
-        if wanted is None:
-            return new_id()
+    def _check_new_id(self, wanted: str) -> None:
         if not is_valid_id(wanted) or wanted in self._by_id:
             raise ValueError(f"message id {wanted!r} is invalid or already used")
-        return wanted
 
     def path(self, leaf_id: str | None = None) -> list[MessageRecord]:
         """The records from the root down to `leaf_id` (default: the current leaf)."""

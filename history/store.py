@@ -13,18 +13,13 @@ import threading
 from pathlib import Path
 from typing import cast
 
-from history.conversation import (
-    Conversation,
-    NotFound,
-    is_valid_id,
-    new_id,
-    utc_now,
-    write_meta,
-)
+from history.conversation import Conversation, write_meta
+from history.message_record import is_valid_id, new_id, utc_now
 from history.meta_file import read_meta
 from history.snippets import plain_text, snippet_parts
 from history.titles import title_from
 from protocol.records import ConversationHit, ConversationMeta, ConversationState, MessageRecord
+from utils.errors import NotFound
 from utils.text import shown
 
 log = logging.getLogger(__name__)

@@ -13,6 +13,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from modules.skills import SKILL_FILE, Skill, SkillCatalog
+from utils.errors import NotFound
 
 REQUEST_ARGUMENT = "request"
 
@@ -38,8 +39,8 @@ class SkillPrompts:
     def get(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
         try:
             skill = self.skills.require(name)
-        except KeyError as exc:
-            raise MCPError(types.INVALID_PARAMS, str(exc.args[0])) from None
+        except NotFound as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         unknown = set(arguments or {}) - {REQUEST_ARGUMENT}
         if unknown:
             raise MCPError(

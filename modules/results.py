@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from protocol.events import FileChange
+from utils.errors import Invalid
 
 
-class ToolError(Exception):
-    """A failure the model should read and can act on; `details` go to the fronts."""
+class ToolError(Invalid):
+    """A failure the model should read and can act on; `details` go to the fronts. Asked by a
+    front rather than the model, the request was invalid."""
 
     def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)

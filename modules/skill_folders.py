@@ -20,6 +20,15 @@ from modules.results import ToolError
 from modules.workspace.safe_fs import PathOutsideWorkspace, SafeRoot
 
 MAX_SKILLS = 100
+MAX_FILE_BYTES = 256 * 1024  # a bigger SKILL.md is broken; read_skill_file refuses bigger files
+
+
+class FileTooLarge(ValueError):
+    """A skill's file over MAX_FILE_BYTES: `size` its size, None when it grew past while read."""
+
+    def __init__(self, size: int | None) -> None:
+        super().__init__(f"over the {MAX_FILE_BYTES:,} byte limit")
+        self.size = size
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,18 @@ class SkillPlace:
         if self.within is None:
             return SafeRoot(self.folder), rel
         return SafeRoot(self.within), f"{self.folder.relative_to(self.within).as_posix()}/{rel}"
+
+    def read(self, rel: str, shown: str) -> bytes:
+        """The skill's file `rel` whole (`shown` names it in errors): FileTooLarge over
+        MAX_FILE_BYTES, and what SafeRoot.open_regular raises for a file it cannot open."""
+        root, path = self.reach(rel)
+        with root.open_regular(path, shown) as (handle, info):
+            if info.st_size > MAX_FILE_BYTES:
+                raise FileTooLarge(info.st_size)
+            data = handle.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise FileTooLarge(None)
+        return data
 
     def mark(self, name: str) -> tuple[object, ...]:
         """What changes when its file `name` is added, removed or edited."""

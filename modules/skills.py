@@ -24,15 +24,15 @@ import yaml
 
 from model.messages import ChatMessage
 from modules.results import ToolError
-from modules.skill_folders import SkillFolder, SkillPlace
+from modules.skill_folders import FileTooLarge, SkillFolder, SkillPlace
 from modules.workspace.safe_fs import PathOutsideWorkspace
+from utils.errors import NotFound
 from utils.settings import PROGRAM_DIR, Settings
 from utils.workspace_config import SKILLS
 from utils.yaml_text import safe_load
 
 SHIPPED_SKILLS = PROGRAM_DIR / "skills"
 SKILL_FILE = "SKILL.md"
-MAX_FILE_BYTES = 256 * 1024  # a bigger SKILL.md is broken; read_skill_file refuses bigger files
 MAX_FRONT_MATTER = 8 * 1024  # characters of YAML: read again whenever a SKILL.md changes
 MAX_BODY_LINES = 500  # a longer body is cut, with a note saying how to read the rest
 CATALOG_TOKENS = 1_500  # the system prompt's list of skills, estimated as characters / 3.5
@@ -149,7 +149,7 @@ class SkillCatalog:
         return tuple(place.mark(SKILL_FILE) for place in places)
 
     def require(self, name: str) -> Skill:
-        """The named skill (user-only ones too); KeyError names the ones there are."""
+        """The named skill (user-only ones too); NotFound names the ones there are."""
         skills = self.skills
         if name not in skills:
             known = ", ".join(sorted(skills)[:50]) or "none"
@@ -157,7 +157,7 @@ class SkillCatalog:
             why = (
                 f"the skill {name!r} is broken: {broken.reason}" if broken else f"no skill {name!r}"
             )
-            raise KeyError(f"{why}; the skills are: {known}")
+            raise NotFound(f"{why}; the skills are: {known}")
         return skills[name]
 
     def summaries(self) -> list[dict[str, Any]]:
@@ -256,23 +256,17 @@ def load_skill(place: SkillPlace) -> Skill:
 
 
 def _read_skill_md(place: SkillPlace) -> str:
-    root, rel = place.reach(SKILL_FILE)
     try:
-        with root.open_regular(rel, SKILL_FILE) as (handle, info):
-            if info.st_size > MAX_FILE_BYTES:
-                raise ValueError(
-                    f"{SKILL_FILE} is {info.st_size:,} bytes, over the "
-                    f"{MAX_FILE_BYTES:,} byte limit"
-                )
-            data = handle.read(MAX_FILE_BYTES + 1)
+        data = place.read(SKILL_FILE, SKILL_FILE)
+    except FileTooLarge as exc:
+        size = f" is {exc.size:,} bytes," if exc.size is not None else " is"
+        raise ValueError(f"{SKILL_FILE}{size} {exc}") from None
     except FileNotFoundError:
         raise ValueError(f"the folder has no {SKILL_FILE}") from None
     except PathOutsideWorkspace:
         raise ValueError(f"{SKILL_FILE} is a symbolic link out of {place.boundary}") from None
     except (OSError, ToolError) as exc:
         raise ValueError(f"{SKILL_FILE} cannot be read: {exc}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ValueError(f"{SKILL_FILE} is over the {MAX_FILE_BYTES:,} byte limit")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -333,6 +333,58 @@ def test_cancel_stops_the_running_loop_and_the_history_says_so(
     assert 0 < len(answer["content"]) < len("word " * 400)
 
 
+def rejection(responses: list[StreamResponse]) -> tuple[str, str, dict[str, Any]]:
+    """The final status of a rejected task: its state, its message and its metadata.error."""
+    update = responses[-1].status_update
+    metadata = json_format.MessageToDict(update.metadata)
+    text = "".join(part.text for part in update.status.message.parts)
+    return TaskState.Name(update.status.state), text, metadata["error"]
+
+
+def test_a_task_it_cannot_take_is_rejected_saying_why_with_the_error_code(
+    server: ServerProcess, fake: FakeLLM
+) -> None:
+    fake.script(Reply(content="word " * 400, chunk_size=5, delay=0.05))  # 20 s if not stopped
+    unknown = user_message("Who are you?")
+    unknown.message.metadata.update({"agent": "nobody"})
+
+    async def run() -> tuple[list[StreamResponse], ...]:
+        async with sdk_client(a2a(server)) as sdk:
+            refused = await collect(sdk, unknown)
+            empty = await collect(sdk, user_message("   "))
+            first: list[StreamResponse] = []
+            async for response in sdk.send_message(user_message("Write a lot")):
+                first.append(response)
+                if response.HasField("artifact_update"):  # it runs: its context is busy
+                    break
+            busy = await collect(sdk, user_message("And more", first[0].task.context_id))
+            await sdk.cancel_task(CancelTaskRequest(id=first[0].task.id))
+            return refused, empty, busy, first
+
+    async def state_of(task_id: str) -> str:
+        async with sdk_client(a2a(server)) as sdk:
+            return TaskState.Name((await sdk.get_task(GetTaskRequest(id=task_id))).status.state)
+
+    refused, empty, busy, first = asyncio.run(run())
+    wait_until(
+        lambda: asyncio.run(state_of(first[0].task.id)) == "TASK_STATE_CANCELED",
+        10,
+        "the busy context's task stopped",
+    )
+    state, text, error = rejection(refused)
+    assert state == "TASK_STATE_REJECTED" and text.startswith("no agent 'nobody'; the agents are:")
+    assert error == {"code": "not_found", "message": text}
+    state, text, error = rejection(empty)
+    assert (state, error["code"]) == ("TASK_STATE_REJECTED", "invalid")
+    assert text == "send the task as text of 1 to 200,000 characters"
+    state, text, error = rejection(busy)
+    assert state == "TASK_STATE_REJECTED"
+    assert error == {
+        "code": "busy",
+        "message": "a task is already running in this context's conversation",
+    }
+
+
 def test_a_0_3_client_finds_the_endpoint_on_the_0_3_card_and_its_methods_are_accepted(
     server: ServerProcess, fake: FakeLLM
 ) -> None:

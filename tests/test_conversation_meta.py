@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from history.store import ConversationNotFound, ConversationStore
+from utils.errors import NotFound
 
 
 def test_title_from_first_user_message_is_trimmed(tmp_path: Path) -> None:
@@ -64,10 +65,11 @@ def test_invalid_or_unknown_ids_are_rejected(tmp_path: Path, bad: str) -> None:
     assert not store.exists(bad)
 
 
-def test_unknown_id_is_a_key_error_with_a_clear_message(tmp_path: Path) -> None:
+def test_unknown_id_is_not_found_with_a_clear_message(tmp_path: Path) -> None:
     store = ConversationStore(tmp_path)
-    with pytest.raises(KeyError, match="no conversation 'abc123'"):
+    with pytest.raises(NotFound, match="no conversation 'abc123'") as caught:
         store.get("abc123")
+    assert caught.value.code == "not_found" and str(caught.value) == "no conversation 'abc123'"
     conv = store.create()
     assert store.exists(conv.id) and store.get(conv.id) is conv
     assert ConversationStore(tmp_path).exists(conv.id)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from modules.skill_folders import SkillFolder
-from modules.skills import MAX_BODY_LINES, MAX_FILE_BYTES, SHIPPED_SKILLS, SkillCatalog
+from modules.skill_folders import MAX_FILE_BYTES, SkillFolder
+from modules.skills import MAX_BODY_LINES, SHIPPED_SKILLS, SkillCatalog
 from modules.tools.catalogue import build_registry
 from modules.tools.tool_context import ToolContext
 from tests.fake_llm import Call, FakeLLM, Reply

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from modules.skill_folders import MAX_SKILLS, SkillFolder
-from modules.skills import MAX_FILE_BYTES, SkillCatalog
+from modules.skill_folders import MAX_FILE_BYTES, MAX_SKILLS, SkillFolder
+from modules.skills import SkillCatalog
 from tests.skill_helpers import GOOD_BODY, add_skill, skill_md
+from utils.errors import NotFound
 from utils.workspace_config import SKILLS
 
 # --- loading and validation -------------------------------------------------------------
@@ -67,7 +68,7 @@ def test_a_broken_skill_is_listed_with_its_reason_and_the_others_load(
     [broken] = catalog.broken
     assert broken.name == folder and reason in broken.reason
     assert {"name": folder, "broken": broken.reason} in catalog.summaries()
-    with pytest.raises(KeyError, match="broken"):
+    with pytest.raises(NotFound, match="broken"):
         catalog.require(folder)
 
 

@@ -16,6 +16,7 @@ from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import fake_settings, make_terminal
 from tests.skill_helpers import add_skill, skill_md
 from tests.web_helpers import Web, agent_argv, agent_env
+from utils.errors import NotFound
 
 
 def _workspace_skill(workspace: Path, name: str = "greet") -> None:
@@ -51,7 +52,7 @@ def test_a_task_with_a_skill_gives_the_body_with_the_message(
     user = fake_llm.chat_requests[0].last_user_text
     assert "invoked the skill 'greet'" in user and "SECRET-BODY-42" in user
     assert user.endswith("to Ann")
-    with pytest.raises(KeyError, match="no skill 'nope'"):
+    with pytest.raises(NotFound, match="no skill 'nope'"):
         terminal.handle_task("x", skill="nope")
 
 

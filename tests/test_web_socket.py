@@ -153,6 +153,15 @@ def test_unknown_conversation_is_not_found(web: Web, event: str, payload: dict[s
     assert client.call("list_conversations", {}) == {"ok": True, "conversations": [], "running": []}
 
 
+def test_an_unknown_agent_is_not_found_naming_the_agents(web: Web):
+    client = web.connect()
+    ack = client.call("send_message", {"conversation_id": None, "text": "hi", "agent": "nobody"})
+    assert ack["ok"] is False and ack["error"]["code"] == "not_found", ack
+    assert ack["error"]["message"].startswith("no agent 'nobody'; the agents are: ")
+    assert "general" in ack["error"]["message"]
+    assert client.call("list_conversations", {})["conversations"] == []
+
+
 def test_not_configured_model_is_reported(make_web: Callable[..., Web]):
     web = make_web(api_key=None, base_url="http://127.0.0.1:9/v1", deepseek_api_key=None)
     ack = web.connect().call("send_message", {"conversation_id": None, "text": "hi"})

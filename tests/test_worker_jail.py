@@ -102,11 +102,11 @@ def test_a_document_is_extracted_in_the_jail_and_its_limits_hold(jail: WorkerJai
     assert "Quarterly report" in extracted.text
     with pytest.raises(ExtractionError) as memory:
         extract("report.docx", make_docx(), Limits(memory_bytes=40 * 2**20, confine=confine))
-    assert memory.value.code in ("memory", "corrupt"), memory.value
+    assert memory.value.reason in ("memory", "corrupt"), memory.value
     started = time.monotonic()
     with pytest.raises(ExtractionError, match="longer than 1 s") as slow:
         extract("slow.pdf", slow_pdf(), Limits(seconds=1, confine=confine))
-    assert slow.value.code == "timeout" and time.monotonic() - started < 10
+    assert slow.value.reason == "timeout" and time.monotonic() - started < 10
     wait_until(  # stopped with its jail: nothing of it is left running
         lambda: not any("extract_worker" in argv for argv in live_command_lines().values()),
         10,

@@ -7,12 +7,13 @@ import sqlite3
 from pathlib import Path
 
 from protocol.errors import ErrorCode
+from utils.errors import AgentError
 
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 SQLITE_FULL = 13  # "database or disk is full"
 
 
-class DiskFull(Exception):
+class DiskFull(AgentError):
     """A write to the data folder failed: no space left on its disk, or the quota is used up.
     The message says which folder and what to do."""
 

@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 import functools
-import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
 from flask import request
 from flask_socketio import ConnectionRefusedError as SocketRefused
 from flask_socketio import SocketIO, join_room
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from core.budgets import BudgetRefused
-from core.cluster import ClusterUnavailable
-from core.main_terminal import NotConfigured, NothingToCondense, TaskBusy
 from history.conversation import LEAF
-from history.store import ConversationNotFound
-from modules.results import ToolError
 from modules.tools.proposals import ProposalError
 from modules.workspace.file_tree import visible_changes
-from protocol.budgets import TOO_LARGE
-from protocol.errors import ErrorCode, failure
+from protocol.errors import failure
 from protocol.events import FileChange, FileTree
 from protocol.records import MessageRecord
 from protocol.requests import (
@@ -39,25 +31,11 @@ from protocol.requests import (
     StatusRequest,
     UndoTask,
 )
-from utils.disk import DiskFull, disk_full, is_disk_full
-from utils.validation import describe_validation_error
 from web.answers_first import AnswersFirst
 from web.packets import TooDeep
 from web.payloads import conversation_payload, conversations_payload, status_payload, tree_payload
+from web.refusals import refused
 from web.state import WebState
-
-log = logging.getLogger(__name__)
-
-
-NOT_SAVED = "What you asked for could not be saved."
-
-
-def _refusal_code(error: ValidationError) -> ErrorCode:
-    """`invalid` for a well-formed budget over the largest one (the server will not take it),
-    `bad_request` for anything malformed."""
-    if all(item["type"] == TOO_LARGE for item in error.errors()):
-        return "invalid"
-    return "bad_request"
 
 
 def acked(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, Any]]]:
@@ -73,34 +51,8 @@ def acked(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, Any]]
                 if isinstance(data, TooDeep):
                     return failure("bad_request", TooDeep.message)
                 return function(model.model_validate(data))
-            except ValidationError as exc:
-                return failure(_refusal_code(exc), describe_validation_error(exc))
-            except ProposalError as exc:
-                return failure(exc.code, str(exc))
-            except ToolError as exc:  # a path or a value a tool would refuse
-                return failure("invalid", str(exc))
-            except ConversationNotFound as exc:
-                return failure("not_found", str(exc))
-            except TaskBusy as exc:
-                return failure("busy", str(exc))
-            except BudgetRefused as exc:
-                return failure("invalid", str(exc))
-            except NotConfigured as exc:
-                return failure("not_configured", str(exc))
-            except ClusterUnavailable as exc:
-                return failure("unavailable", str(exc))
-            except DiskFull as exc:
-                return failure(DiskFull.code, str(exc))
-            except KeyError as exc:
-                return failure("not_found", str(exc.args[0] if exc.args else exc))
             except Exception as exc:
-                if is_disk_full(exc):  # a write outside a task's start (an upload's text, ...)
-                    where = (
-                        os.path.dirname(getattr(exc, "filename", None) or "") or "the data folder"
-                    )
-                    return failure(DiskFull.code, str(disk_full(where, NOT_SAVED)))
-                log.exception("socket handler %s failed", function.__name__)
-                return failure("internal_error", f"{type(exc).__name__}: {exc}")
+                return refused(exc, f"socket handler {function.__name__}")
 
         return wrapper
 
@@ -198,10 +150,7 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
     @acked(Compact)
     def on_compact(msg: Compact) -> dict[str, Any]:
         terminal = hub.get(msg.conversation_id)
-        try:
-            cancel = terminal.begin_compaction(msg.instructions)
-        except NothingToCondense as exc:
-            return failure("invalid", str(exc))
+        cancel = terminal.begin_compaction(msg.instructions)  # NothingToCondense: invalid
         join_room(state.room_for(request.sid, msg.conversation_id))  # type: ignore[attr-defined]
         if cancel is not None:  # else the running task condenses before its next model call
             socketio.start_background_task(terminal.run_compaction, cancel, msg.instructions)

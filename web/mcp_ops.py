@@ -23,14 +23,12 @@ def register_mcp_handlers(socketio: SocketIO, state: WebState) -> None:
     user_file, _ = settings.mcp_files()
 
     def changed(edit: Callable[[UserFile], None]) -> dict[str, Any]:
-        """Make the change to the user's file, then run what the files now say."""
+        """Make the change to the user's file (EditRefused carries its code), then run what the
+        files now say."""
         from modules.mcp import user_file as editor
         from modules.mcp.client import read_config
 
-        try:
-            edit(editor)
-        except editor.EditRefused as exc:
-            return failure(exc.code, str(exc))
+        edit(editor)
         manager = services.mcp_servers()
         manager.apply(read_config(settings))
         return {"ok": True, "mcp": manager.status()}
@@ -94,10 +92,7 @@ def register_mcp_handlers(socketio: SocketIO, state: WebState) -> None:
     @acked(ServerRef)
     def on_restart(msg: ServerRef) -> dict[str, Any]:
         manager = services.mcp
-        server = manager.servers.get(msg.name) if manager else None
-        if manager is None or server is None:
+        if manager is None:
             return failure("not_found", f"no MCP server named {msg.name}")
-        if server.state == "disabled":
-            return failure("invalid", f"{msg.name} is disabled: {server.error}")
-        manager.restart(msg.name)
+        manager.restart(msg.name)  # NotFound, or Invalid for one turned off
         return {"ok": True, "mcp": manager.status()}

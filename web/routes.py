@@ -28,6 +28,7 @@ from modules.uploads.file_types import ExtractionError, image_mime
 from modules.workspace.archive import zip_stream
 from protocol.events import FileChange, FileTree
 from web.payloads import conversation_payload, conversations_payload, status_payload, tree_payload
+from web.refusals import HTTP_STATUS, HttpCode, refusal
 from web.state import WebState
 
 TOKEN_COOKIE = "agent_token"
@@ -77,7 +78,11 @@ def _state() -> WebState:
     return current_app.extensions["agent"]
 
 
-def _error(status: int, code: str, message: str) -> tuple[Response, int]:
+def _error(code: HttpCode, message: str) -> tuple[Response, int]:
+    return _answer(HTTP_STATUS[code], code, message)
+
+
+def _answer(status: int, code: str, message: str) -> tuple[Response, int]:
     return jsonify({"ok": False, "error": {"code": code, "message": message}}), status
 
 
@@ -98,11 +103,11 @@ def require_token() -> Any:
         return response
     wait = state.throttle.wrong_token(request.remote_addr, f"HTTP {request.path[:80]}")
     if wait:
-        response, status = _error(429, "too_many_attempts", "too many wrong tokens; wait")
+        response, status = _error("too_many_attempts", "too many wrong tokens; wait")
         response.headers["Retry-After"] = str(wait)
         return response, status
     if request.path.startswith("/api/"):
-        return _error(401, "unauthorized", "missing or wrong token")
+        return _error("unauthorized", "missing or wrong token")
     given = request.args.get("token") or request.cookies.get(TOKEN_COOKIE)
     return Response(WRONG_TOKEN_PAGE if given else NO_TOKEN_PAGE, status=401, mimetype="text/plain")
 
@@ -126,7 +131,7 @@ def http_error(error: HTTPException) -> Any:
     if not request.path.startswith("/api/"):
         return error
     code = (error.name or "error").lower().replace(" ", "_")
-    return _error(error.code or 500, code, error.description or error.name)
+    return _answer(error.code or 500, code, error.description or error.name)
 
 
 @routes.get("/")
@@ -155,7 +160,7 @@ def conversation(conversation_id: str) -> Any:
     try:
         return jsonify(conversation_payload(_state(), conversation_id))
     except ConversationNotFound as exc:
-        return _error(404, "not_found", str(exc))
+        return _error(**refusal(exc, "GET /api/conversations/ID"))
 
 
 @routes.get("/api/tree")
@@ -169,13 +174,13 @@ def file_preview() -> Any:
     try:
         rel = workspace.relative(workspace.resolve(request.args.get("path", "")))
     except ToolError as exc:
-        return _error(400, "bad_path", str(exc))
+        return _error("bad_path", str(exc))
     try:
         with workspace.open_regular(rel) as (handle, info):
             size = info.st_size
             data = handle.read(PREVIEW_LIMIT_BYTES)
     except (OSError, ToolError):  # missing, a folder, a fifo or device, or swapped outside
-        return _error(404, "not_found", f"{request.args.get('path')} is not a file")
+        return _error("not_found", f"{request.args.get('path')} is not a file")
     binary = b"\x00" in data[:8192]
     content = "" if binary else data.decode("utf-8", errors="replace")
     return jsonify(
@@ -190,7 +195,6 @@ def file_preview() -> Any:
     )
 
 
-UPLOAD_STATUS = {"too_large": 413, "unsupported": 415, "mismatch": 415}
 MULTIPART_SLACK = 64 * 1024  # the form's boundaries and headers around the file
 
 
@@ -203,25 +207,25 @@ def upload() -> Any:
     limit = store.limits.max_bytes
     too_large = f"the upload limit is {limit / 2**20:,.0f} MB (AGENT_UPLOAD_LIMIT_MB)"
     if (request.content_length or 0) > limit + MULTIPART_SLACK:
-        return _error(413, "too_large", f"The file is too large: {too_large}.")
+        return _error("too_large", f"The file is too large: {too_large}.")
     request.max_content_length = limit + MULTIPART_SLACK
     if request.mimetype == "multipart/form-data":
         sent = request.files.get("file")
         if sent is None:
-            return _error(400, "bad_request", "send the file as the multipart field 'file'")
+            return _error("bad_request", "send the file as the multipart field 'file'")
         name, data = sent.filename or "", sent.stream.read(limit + 1)
     else:
         name, data = request.args.get("name", ""), request.stream.read(limit + 1)
     if len(data) > limit:
-        return _error(413, "too_large", f"The file is too large: {too_large}.")
+        return _error("too_large", f"The file is too large: {too_large}.")
     if not name:
-        return _error(400, "bad_request", "the file needs a name (?name= for a raw body)")
+        return _error("bad_request", "the file needs a name (?name= for a raw body)")
     try:
         attachment = store.upload(data, name)
     except ExtractionError as exc:
-        return _error(UPLOAD_STATUS.get(exc.code, 422), exc.code, str(exc))
-    except ToolError as exc:
-        return _error(409, "conflict", str(exc))
+        return _error(exc.reason, str(exc))
+    except ToolError as exc:  # the upload folder is no folder, or has no free name left
+        return _error("conflict", str(exc))
     change = FileTree([FileChange("created", attachment.path)])
     state.socketio.emit(change.name, change.to_wire())  # the trees show it now, not when watched
     return jsonify({"ok": True, **attachment.to_meta()})
@@ -243,7 +247,7 @@ def download() -> Any:
             size = opened.st_size
             copy = os.fdopen(os.dup(handle.fileno()), "rb")
     except (OSError, ToolError) as exc:
-        return _error(404, "not_found", f"{request.args.get('path')!r} cannot be downloaded: {exc}")
+        return _error("not_found", f"{request.args.get('path')!r} cannot be downloaded: {exc}")
     mimetype = _image_type(rel, head) if as_image else "application/octet-stream"
     if as_image and (refusal := _image_refusal(rel, mimetype, size)) is not None:
         copy.close()
@@ -262,10 +266,10 @@ def download() -> Any:
 
 def _image_refusal(rel: str, mimetype: str, size: int) -> tuple[Response, int] | None:
     if not mimetype:
-        return _error(415, "not_an_image", f"{rel} is not a PNG, JPEG, GIF, WebP or SVG image")
+        return _error("not_an_image", f"{rel} is not a PNG, JPEG, GIF, WebP or SVG image")
     if size > IMAGE_LIMIT_BYTES:
         limit = IMAGE_LIMIT_BYTES // 2**20
-        return _error(413, "too_large", f"{rel} is over {limit} MB: download it instead")
+        return _error("too_large", f"{rel} is over {limit} MB: download it instead")
     return None
 
 
@@ -299,12 +303,12 @@ def status() -> Response:
 @routes.get("/api/logs/<name>")
 def logs(name: str) -> Any:
     if name not in LOG_FILES:
-        return _error(404, "not_found", f"no log {name!r}; try {', '.join(LOG_FILES)}")
+        return _error("not_found", f"no log {name!r}; try {', '.join(LOG_FILES)}")
     path = _state().settings.data_dir / "logs" / LOG_FILES[name]
     try:
         after = int(request.args["after"]) if "after" in request.args else None
     except ValueError:
-        return _error(400, "bad_request", "after must be a byte offset")
+        return _error("bad_request", "after must be a byte offset")
     match = {key: request.args[key] for key in LOG_FILTERS if request.args.get(key)}
     lines, next_offset = read_log(path, after, match)
     return jsonify({"ok": True, "lines": lines, "next": next_offset})

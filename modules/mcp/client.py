@@ -19,6 +19,7 @@ from modules.mcp.connection import CLOSE_TIMEOUT, McpServer
 from modules.mcp.launch import ServerFolders
 from modules.tools.registry import Tool
 from utils.async_loop import LoopThread, Pending, wait_real_event
+from utils.errors import Invalid, NotFound
 from utils.settings import Settings
 
 FIRST_LISTING_WAIT = 10.0  # the first tool listing waits this long after start for slow servers
@@ -104,10 +105,12 @@ class McpManager:
                 server.open_soon()
 
     def restart(self, name: str) -> None:
-        """Reconnect one server now (KeyError for an unknown one)."""
-        server = self.servers[name]
+        """Reconnect one server now (NotFound for an unknown one, Invalid for one turned off)."""
+        server = self.servers.get(name)
+        if server is None:
+            raise NotFound(f"no MCP server named {name}")
         if server.state == "disabled":
-            raise ValueError(f"MCP server {name} is disabled: {server.error}")
+            raise Invalid(f"{name} is disabled: {server.error}")
         server.open_soon()
 
     def close(self) -> None:

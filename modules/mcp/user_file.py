@@ -17,13 +17,14 @@ from pydantic import ValidationError
 
 from modules.mcp.config import ServerEntry, expanded
 from protocol.errors import ErrorCode
+from utils.errors import AgentError
 from utils.files import atomic_write, directory_lock
 from utils.validation import describe_validation_error
 
 _lock = threading.Lock()  # one change at a time: each reads the file, changes it, writes it
 
 
-class EditRefused(Exception):
+class EditRefused(AgentError):
     """A change that was not made; `code` is the ack's error code (docs/protocol.md §4.4)."""
 
     def __init__(self, code: ErrorCode, message: str) -> None:

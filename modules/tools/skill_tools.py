@@ -7,8 +7,8 @@ import errno
 from pydantic import BaseModel, Field
 
 from modules.results import ToolError
+from modules.skill_folders import FileTooLarge
 from modules.skills import (
-    MAX_FILE_BYTES,
     RESOURCE_FOLDERS,
     SKILL_FILE,
     SNIFF_BYTES,
@@ -19,6 +19,7 @@ from modules.skills import (
 )
 from modules.tools.tool_context import ToolContext
 from modules.workspace.safe_fs import NotRegular, PathOutsideWorkspace
+from utils.errors import NotFound
 
 
 class UseSkillArgs(BaseModel):
@@ -47,8 +48,8 @@ def _catalog(ctx: ToolContext) -> SkillCatalog:
 def _find(ctx: ToolContext, name: str) -> Skill:
     try:
         return _catalog(ctx).require(name)
-    except KeyError as exc:
-        why = str(exc.args[0])
+    except NotFound as exc:
+        why = str(exc)
         raise ToolError(f"{why[:1].upper()}{why[1:]}.") from None
 
 
@@ -126,15 +127,12 @@ def _skill_path(path: str) -> str:
 
 
 def _read_limited(skill: Skill, rel: str, shown: str) -> bytes:
-    root, path = skill.place.reach(rel)
     try:
-        with root.open_regular(path, shown) as (handle, info):
-            if info.st_size > MAX_FILE_BYTES:
-                raise ToolError(
-                    f"{rel} is {info.st_size:,} bytes, over the "
-                    f"{MAX_FILE_BYTES:,} byte limit of read_skill_file."
-                )
-            data = handle.read(MAX_FILE_BYTES + 1)
+        return skill.place.read(rel, shown)
+    except FileTooLarge as exc:
+        if exc.size is None:
+            raise ToolError(f"{rel} grew {exc} while read.") from None
+        raise ToolError(f"{rel} is {exc.size:,} bytes, {exc} of read_skill_file.") from None
     except PathOutsideWorkspace:
         raise ToolError(
             f"{shown[:200]!r} leads outside {skill.place.boundary} (a symbolic link "
@@ -153,6 +151,3 @@ def _read_limited(skill: Skill, rel: str, shown: str) -> bytes:
     except OSError as exc:
         why = "too many symbolic links" if exc.errno == errno.ELOOP else exc.strerror
         raise ToolError(f"{rel} of the skill {skill.name!r} cannot be read: {why}.") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ToolError(f"{rel} grew over the {MAX_FILE_BYTES:,} byte limit while read.")
-    return data

@@ -14,7 +14,7 @@ from typing import Literal
 from modules.results import ToolError
 
 Kind = Literal["pdf", "docx", "xlsx", "pptx", "csv", "tsv", "text", "image", "sqlite"]
-ErrorCode = Literal[
+UploadRefusal = Literal[
     "too_large",
     "unsupported",
     "mismatch",
@@ -130,11 +130,12 @@ LABELS: dict[str, str] = {
 
 
 class ExtractionError(ToolError):
-    """A file refused or unreadable; `code` says why (and picks the HTTP status)."""
+    """A file refused or unreadable; `reason` says why: the upload's error code (docs/protocol.md
+    §11), which picks its HTTP status."""
 
-    def __init__(self, message: str, code: ErrorCode) -> None:
+    def __init__(self, message: str, reason: UploadRefusal) -> None:
         super().__init__(message)
-        self.code = code
+        self.reason = reason
 
 
 def suffix_of(name: str) -> str:
