@@ -1,38 +1,10 @@
-"""What the slash commands say, the same in the local and the remote terminal: `/help`, the
-approval modes, and the listings of agents, skills and MCP servers."""
+"""What the slash commands say, the same in the local and the remote terminal: the approval
+modes, and the listings of agents, skills and MCP servers."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-HELP = """\
-/status                 model, mode, approval, iteration, context used/limit, focus files
-/mode fast|thinking     switch the thinking policy
-/approval [MODE]        show the approval mode and the always-allowed tools, or set
-                        the mode: auto|ask|read-only
-/approval revoke NAME   ask again before the tool NAME (allowed "always" earlier)
-/continue [--raise LIMIT]  go on where the last task stopped; after a budget stopped it,
-                        --raise gives that budget a higher LIMIT for this task only
-/new                    start a new conversation
-/history [N|ID]         list recent conversations, numbered; open one by its number
-                        or its id (the first characters only it starts with do)
-/focus PATH             keep a file's current content in every model call (at most 3)
-/unfocus PATH           stop doing so
-/attach [PATH]          send a file (PDF, DOCX, XLSX, PPTX, CSV, text, image) with the next
-                        message: a workspace path, or one outside that is copied into uploads/;
-                        no PATH lists them; /detach drops them
-/memory                 show the main and this conversation's memory
-/compact [INSTRUCTIONS]  summarise the older turns now (optionally: what to keep)
-/undo [MESSAGE_ID] [--overwrite]
-                        put back the files the last task (or that message's task) changed;
-                        files changed since it stay as they are unless --overwrite
-/agents                 list the agents; /agent NAME switches this conversation to one
-/skills                 list the skills; /skill NAME [message] runs a task with that skill
-/mcp [restart NAME]     list the MCP servers and their tools, or reconnect one
-/help                   this list
-/quit                   leave (Ctrl-D too); Ctrl-C stops a running task"""
-
 
 APPROVAL_MODES = ("auto", "ask", "read-only")
 APPROVAL_MEANING = {

@@ -1,27 +1,16 @@
-"""The local terminal's slash commands (names and texts shared with the remote one through
-cli/command_texts.py): each takes the terminal and the command's argument, returns what to print."""
+"""What the local terminal's slash commands do where the remote one's differ (the table of them
+is cli/slash_commands.py, their texts cli/command_texts.py): each takes the terminal and the
+command's argument, returns what to print."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from cli.budget import continue_command
-from cli.command_texts import (
-    APPROVAL_MEANING,
-    APPROVAL_MODES,
-    HELP,
-    agents_text,
-    choice,
-    mcp_text,
-    skills_text,
-)
+from cli.command_texts import agents_text, mcp_text, skills_text
 from cli.history import find_conversation, listing
+from cli.slash_commands import commands_of
 from cli.terminal import CliTerminal
 from cli.undo import undo_command
 from core.main_terminal import NothingToCondense
 from core.spend import conversation_totals, spend_text, today_totals
-from modules.results import ToolError
-from protocol.options import MAX_ATTACHMENTS
 
 
 def _status(t: CliTerminal, _: str) -> str:
@@ -55,29 +44,6 @@ def _spend_lines(t: CliTerminal) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def _mode(t: CliTerminal, arg: str) -> str:
-    t.mode = choice(arg, ("fast", "thinking"), "mode")  # type: ignore[assignment]
-    return f"mode: {t.mode}"
-
-
-def _approval(t: CliTerminal, arg: str) -> str:
-    verb, _, name = arg.partition(" ")
-    if verb == "revoke":
-        if not name.strip():
-            raise ValueError("usage: /approval revoke NAME (/approval lists them)")
-        if not t.gate.revoke(name.strip()):
-            raise ValueError(f"{name.strip()} is not always allowed (/approval lists them)")
-        return f"{name.strip()} asks again before it runs"
-    if arg:
-        t.approval = choice(arg, APPROVAL_MODES, "approval")  # type: ignore[assignment]
-    allowed = ", ".join(t.gate.allowed()) or "none"
-    return (
-        f"approval: {t.approval} ({APPROVAL_MEANING[t.approval]})\n"
-        f"always allowed in this session: {allowed}"
-        + ("\n/approval revoke NAME asks again before one" if allowed != "none" else "")
-    )
-
-
 def _new(t: CliTerminal, _: str) -> str:
     t.new_conversation()
     return "new conversation"
@@ -97,14 +63,6 @@ def _history(t: CliTerminal, arg: str) -> str:
         )
     text, t.listed = listing(store)
     return text
-
-
-def _focus(t: CliTerminal, arg: str) -> str:
-    return f"focus: {', '.join(t.set_focus(arg, True))}"
-
-
-def _unfocus(t: CliTerminal, arg: str) -> str:
-    return f"focus: {', '.join(t.set_focus(arg, False)) or 'none'}"
 
 
 def _memory(t: CliTerminal, _: str) -> str:
@@ -150,51 +108,18 @@ def _mcp(t: CliTerminal, arg: str) -> str:
     return mcp_text(status, str(t.settings.mcp_config or t.settings.data_dir / "mcp.json"))
 
 
-def _attach(t: CliTerminal, arg: str) -> str:
-    if not arg:
-        return "\n".join(f"  {a.path} ({a.label()})" for a in t.attachments) or (
-            "no files attached; /attach PATH sends one with your next message"
-        )
-    if len(t.attachments) >= MAX_ATTACHMENTS:
-        raise ValueError(f"at most {MAX_ATTACHMENTS} files go with one message")
-    store, workspace = t.services.attachments, t.services.workspace
-    try:
-        rel: str | None = workspace.relative(workspace.resolve(arg))
-    except ToolError:
-        rel = None
-    outside = Path(arg).expanduser()
-    if rel is not None and workspace.lstat(rel, follow=True) is not None:
-        [attachment] = store.attach([rel])
-    elif outside.is_file():
-        attachment = store.import_file(outside)
-    else:
-        raise ValueError(f"no such file: {arg}")
-    t.attachments.append(attachment)
-    return f"attached {attachment.path} ({attachment.label()}); it goes with your next message"
-
-
-def _detach(t: CliTerminal, _: str) -> str:
-    dropped, t.attachments = len(t.attachments), []
-    return f"{dropped} attached file{'' if dropped == 1 else 's'} dropped"
-
-
-COMMANDS = {
-    "status": _status,
-    "continue": continue_command,
-    "mode": _mode,
-    "approval": _approval,
-    "new": _new,
-    "history": _history,
-    "focus": _focus,
-    "unfocus": _unfocus,
-    "memory": _memory,
-    "undo": undo_command,
-    "agents": _agents,
-    "agent": _agent,
-    "skills": _skills,
-    "mcp": _mcp,
-    "compact": _compact,
-    "attach": _attach,
-    "detach": _detach,
-    "help": lambda t, a: HELP,
-}
+COMMANDS = commands_of(
+    "local",
+    {
+        "status": _status,
+        "new": _new,
+        "history": _history,
+        "memory": _memory,
+        "undo": undo_command,
+        "agents": _agents,
+        "agent": _agent,
+        "skills": _skills,
+        "mcp": _mcp,
+        "compact": _compact,
+    },
+)

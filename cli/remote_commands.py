@@ -1,39 +1,23 @@
-"""The remote terminal's slash commands: the local session's names, texts and usage
-(cli/command_texts.py), carried out through the server's ops (docs/protocol.md §4.1)."""
+"""What the remote terminal's slash commands do where the local one's differ (the table of them
+is cli/slash_commands.py, their texts cli/command_texts.py), through the server's ops
+(docs/protocol.md §4.1)."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from cli.budget import continue_command
-from cli.command_texts import (
-    APPROVAL_MEANING,
-    APPROVAL_MODES,
-    HELP,
-    agents_text,
-    choice,
-    mcp_text,
-    skills_text,
-)
+from cli.command_texts import agents_text, mcp_text, skills_text
 from cli.history import format_listing
 from cli.painter import DIM
 from cli.remote_terminal import RemoteTerminal
+from cli.slash_commands import commands_of
 from cli.undo import undo_dialog
 from core.spend import spend_text
-from history.store import ConversationNotFound
 from modules.undo.restore import Conflict, UndoPreview, UndoResult
 from protocol.events import done_from_wire
-from protocol.options import MAX_ATTACHMENTS, MAX_FOCUS
 from workspace_client import WorkspaceError
-
-
-def _needs_conversation(t: RemoteTerminal) -> str:
-    if t.conversation_id is None:
-        raise ValueError("no conversation yet: send a message, or open one with /history")
-    return t.conversation_id
 
 
 def _status(t: RemoteTerminal, _: str) -> str:
@@ -81,37 +65,6 @@ def _context_used(conversation: dict[str, Any]) -> int:
     return 0
 
 
-def _mode(t: RemoteTerminal, arg: str) -> str:
-    t.mode = choice(arg, ("fast", "thinking"), "mode")
-    return f"mode: {t.mode}"
-
-
-def _approval(t: RemoteTerminal, arg: str) -> str:
-    verb, _, name = arg.partition(" ")
-    if verb == "revoke":
-        if not name.strip():
-            raise ValueError("usage: /approval revoke NAME (/approval lists them)")
-        payload = {"conversation_id": _needs_conversation(t), "tool": name.strip()}
-        try:
-            t.client.call("revoke_approval", payload)
-        except WorkspaceError as exc:
-            if exc.code != "not_found":
-                raise
-            why = f"{name.strip()} is not always allowed (/approval lists them)"
-            raise ValueError(why) from None
-        return f"{name.strip()} asks again before it runs"
-    if arg:
-        t.approval = choice(arg, APPROVAL_MODES, "approval")
-    status = t.client.status(t.conversation_id)
-    approval = t.approval or status["approval"]
-    allowed = ", ".join(status.get("always_allowed") or []) or "none"
-    return (
-        f"approval: {approval} ({APPROVAL_MEANING[approval]})\n"
-        f"always allowed in this conversation: {allowed}"
-        + ("\n/approval revoke NAME asks again before one" if allowed != "none" else "")
-    )
-
-
 def _new(t: RemoteTerminal, _: str) -> str:
     t.conversation_id, t.focus, t.attachments, t.iteration = None, [], [], 0
     return "new conversation"
@@ -136,33 +89,6 @@ def _history(t: RemoteTerminal, arg: str) -> str:
     return ""
 
 
-def _set_focus(t: RemoteTerminal, path: str, on: bool) -> list[str]:
-    if not path:
-        raise ValueError(f"usage: /{'focus' if on else 'unfocus'} PATH")
-    if t.conversation_id is not None:
-        op = "focus_file" if on else "unfocus_file"
-        ack = t.client.call(op, {"conversation_id": t.conversation_id, "path": path})
-        return list(ack["focus"])
-    if on and path not in t.focus:
-        if len(t.focus) >= MAX_FOCUS:
-            raise ValueError(f"at most {MAX_FOCUS} files are in focus")
-        t.client.read_file(path)  # not_found for a path that is no workspace file
-        t.focus.append(path)
-    elif not on:
-        if path not in t.focus:
-            raise ValueError(f"{path} is not in focus")
-        t.focus.remove(path)
-    return list(t.focus)
-
-
-def _focus(t: RemoteTerminal, arg: str) -> str:
-    return f"focus: {', '.join(_set_focus(t, arg, True))}"
-
-
-def _unfocus(t: RemoteTerminal, arg: str) -> str:
-    return f"focus: {', '.join(_set_focus(t, arg, False)) or 'none'}"
-
-
 def _memory(t: RemoteTerminal, _: str) -> str:
     payload = {} if t.conversation_id is None else {"conversation_id": t.conversation_id}
     ack = t.client.call("get_memory", payload)
@@ -173,7 +99,7 @@ def _memory(t: RemoteTerminal, _: str) -> str:
 
 
 def _undo(t: RemoteTerminal, arg: str) -> str:
-    cid = _needs_conversation(t)
+    cid = t.needs_conversation()
 
     def preview_of(message_id: str | None) -> UndoPreview:
         payload = {"conversation_id": cid} | ({"message_id": message_id} if message_id else {})
@@ -239,35 +165,11 @@ def _mcp(t: RemoteTerminal, arg: str) -> str:
 
 
 def _compact(t: RemoteTerminal, arg: str) -> str:
-    payload: dict[str, Any] = {"conversation_id": _needs_conversation(t)}
+    payload: dict[str, Any] = {"conversation_id": t.needs_conversation()}
     if arg:
         payload["instructions"] = arg
     t.client.call("compact", payload)
     return "the server summarises the older turns now; /status shows the context after"
-
-
-def _attach(t: RemoteTerminal, arg: str) -> str:
-    if not arg:
-        return "\n".join(f"  {path}" for path in t.attachments) or (
-            "no files attached; /attach PATH sends one with your next message"
-        )
-    if len(t.attachments) >= MAX_ATTACHMENTS:
-        raise ValueError(f"at most {MAX_ATTACHMENTS} files go with one message")
-    local = Path(arg).expanduser()
-    if local.is_file():  # a file of this machine: uploaded into the workspace's uploads/
-        path = str(t.client.upload(local)["path"])
-    else:
-        try:
-            path = str(t.client.read_file(arg)["path"])
-        except WorkspaceError:
-            raise ValueError(f"no such file here or in the server's workspace: {arg}") from None
-    t.attachments.append(path)
-    return f"attached {path}; it goes with your next message"
-
-
-def _detach(t: RemoteTerminal, _: str) -> str:
-    dropped, t.attachments = len(t.attachments), []
-    return f"{dropped} attached file{'' if dropped == 1 else 's'} dropped"
 
 
 Handler = Callable[[RemoteTerminal, str], str]
@@ -280,7 +182,7 @@ def _refusals_said(handler: Handler) -> Handler:
     def run(t: RemoteTerminal, arg: str) -> str:
         try:
             return handler(t, arg)
-        except (WorkspaceError, ConversationNotFound) as exc:
+        except WorkspaceError as exc:
             raise ValueError(str(exc)) from None
 
     return run
@@ -288,24 +190,19 @@ def _refusals_said(handler: Handler) -> Handler:
 
 COMMANDS: dict[str, Handler] = {
     name: _refusals_said(handler)
-    for name, handler in {
-        "status": _status,
-        "continue": continue_command,
-        "mode": _mode,
-        "approval": _approval,
-        "new": _new,
-        "history": _history,
-        "focus": _focus,
-        "unfocus": _unfocus,
-        "memory": _memory,
-        "undo": _undo,
-        "agents": _agents,
-        "agent": _agent,
-        "skills": _skills,
-        "mcp": _mcp,
-        "compact": _compact,
-        "attach": _attach,
-        "detach": _detach,
-        "help": lambda t, a: HELP,
-    }.items()
+    for name, handler in commands_of(
+        "remote",
+        {
+            "status": _status,
+            "new": _new,
+            "history": _history,
+            "memory": _memory,
+            "undo": _undo,
+            "agents": _agents,
+            "agent": _agent,
+            "skills": _skills,
+            "mcp": _mcp,
+            "compact": _compact,
+        },
+    ).items()
 }

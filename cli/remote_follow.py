@@ -59,7 +59,7 @@ class IdleFollower:
                 return False
             request = next(iter(self._waiting.values()))
             del self._waiting[request.call_id]
-        self.terminal.approve(request, verdict is not False, always=verdict == "always")
+        self.terminal.give_answer(request, verdict is not False, always=verdict == "always")
         if verdict is False:
             self.out.write(f"declined: {request.tool} does not run.\n")
         return True

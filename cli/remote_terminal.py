@@ -6,31 +6,28 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import select
 import sys
 import threading
+from pathlib import Path
 from typing import Any, TextIO
 
-from cli.command_texts import ALLOW_QUESTION, no_terminal_to_ask
 from cli.history import pick_conversation
-from cli.painter import DIM, YELLOW
-from cli.printer import EventPrinter
-from cli.streams import json_line, use_color
+from cli.painter import DIM
+from cli.task_console import TaskConsole
 from cli.terminal import split_skill
 from protocol.budgets import BudgetOverride
-from protocol.events import Done, DoneReason, Error, Event, Status, ToolEvent
+from protocol.events import Done, DoneReason, Event, Status, ToolEvent
+from protocol.options import MAX_FOCUS
 from workspace_client import Client, Disconnected, Reloaded, WorkspaceError
 
 ANY_CALL = "*"  # in RemoteTerminal._settled: the task ended, no call waits
 
 
-class RemoteTerminal:
+class RemoteTerminal(TaskConsole):
     """A conversation of a web workspace in the terminal: prints its events as the local
     terminal does (or JSON lines) and asks its approvals here while pages may answer them too.
-
-    `one_shot` (`-p`): only the final answer goes to `out`; everything else goes to `err`.
-    """
+    `one_shot` (`-p`): only the final answer goes to `out`."""
 
     def __init__(
         self,
@@ -45,28 +42,14 @@ class RemoteTerminal:
         approval: str | None = None,
         agent: str | None = None,
     ) -> None:
+        self.open_console(out, err, stdin, json_mode=json_mode, one_shot=one_shot)
         self.client = client
-        self.json_mode = json_mode
-        self.out, self.err, self.stdin = out, err, stdin
-        progress = err if one_shot else out
-        self.printer = EventPrinter(
-            out,
-            err,
-            progress=progress,
-            color=use_color(out) and use_color(progress),
-            final_only=one_shot,
-        )
         self.conversation_id: str | None = None
         # what the next task runs with; None: the conversation's own, or the server's default
         self.mode, self.approval, self.agent = mode, approval, agent
         self.focus: list[str] = []  # the files a new conversation starts with in focus
         self.attachments: list[str] = []  # workspace paths, for the next message
-        self.listed: list[str] = []  # the ids the last /history list numbered
-        self.last_error = ""
-        self.last_budget: dict[str, Any] | None = None
-        self.declined: list[str] = []
         self.iteration = 0
-        self._approvals: queue.Queue[ToolEvent | None] = queue.Queue()
         self._settled: set[str] = set()  # calls no longer waiting (answered, or the task ended)
         self._lock = threading.Lock()
         self._wake_r, self._wake_w = os.pipe()  # a byte when a call is settled elsewhere
@@ -108,7 +91,7 @@ class RemoteTerminal:
     def watch(self, conversation_id: str) -> DoneReason:
         """Print the conversation's task (the running one from its start, when it was not
         followed yet) until its end; approvals are asked here, Ctrl-C cancels it."""
-        self.last_error, self.declined, self.watching = "", [], True
+        self.watching = True
         with self._lock:
             self._settled.clear()
         ends: list[DoneReason] = []
@@ -122,74 +105,36 @@ class RemoteTerminal:
             except Disconnected as exc:
                 self.last_error = f"disconnected: {exc}"
                 self.err.write(f"error: {self.last_error}\n")
-            finally:
-                self._approvals.put(None)
 
-        worker = threading.Thread(target=work, name="remote-task", daemon=True)
-        worker.start()
-        while True:
-            try:
-                request = self._approvals.get()  # Ctrl-C interrupts the wait
-                if request is None:
-                    break
-                self._ask(request)
-            except KeyboardInterrupt:
-                with contextlib.suppress(WorkspaceError):  # not_running: it ended meanwhile
-                    self.client.cancel(conversation_id)
-        worker.join()
-        if not self.json_mode:
-            self.printer.finish()
+        def stop() -> None:
+            with contextlib.suppress(WorkspaceError):  # not_running: it ended meanwhile
+                self.client.cancel(conversation_id)
+
+        self.run_asking(work, "remote-task", stop)
         self.watching = False
         return ends[0] if ends else "error"
 
     def _show(self, event: Event) -> None:
-        if isinstance(event, Error):
-            self.last_error = f"{event.code}: {event.message}"
-        elif isinstance(event, Status):
+        if isinstance(event, Status):
             self.iteration = event.iteration
-        elif isinstance(event, Done) and event.depth is None:
-            self.last_budget = event.budget
-        if self.json_mode:
-            self.out.write(json_line(event) + "\n")
-            self.out.flush()
-        elif isinstance(event, Reloaded):
+        if isinstance(event, Reloaded) and not self.json_mode:
             note = "reconnected: the server could not replay what was missed; /history shows it"
             self.err.write(self.printer.paint(note, DIM) + "\n")
         else:
-            self.printer.render(event)
-        if isinstance(event, ToolEvent) and event.phase == "approval":
-            self._approvals.put(event)
-        elif _settles(event):
+            self.print_event(event)
+        if _settles(event):
             with self._lock:
                 self._settled.add(event.call_id if isinstance(event, ToolEvent) else ANY_CALL)
             os.write(self._wake_w, b".")
 
-    def _ask(self, request: ToolEvent) -> None:
-        """The local terminal's prompt; a page that answers first ends it."""
-        if not self.stdin.isatty():
-            said, why = no_terminal_to_ask(request.tool, request.warnings)
-            self.err.write(said)
-            self._decline(request, why)
-            return
-        self.err.write(self.printer.approval_text(request))
-        self.err.write(ALLOW_QUESTION)
-        self.err.flush()
-        answer = self._answer(request.call_id)
+    def read_answer(self, request: ToolEvent) -> str | None:
+        """The line typed at the prompt; None once a page answered the call first."""
+        answer = self._typed(request.call_id)
         if answer is None:
             self.err.write("\n" + self.printer.paint("answered in another window.", DIM) + "\n")
-            return
-        if not answer.endswith("\n"):  # Ctrl-C or Ctrl-D: the line was left open
-            self.err.write("\n")
-        answer = answer.strip().lower()
-        if answer in ("y", "yes", "a", "always"):
-            self.approve(request, True, always=answer in ("a", "always"))
-            return
-        self.err.write(self.printer.paint(f"declined: {request.tool} does not run.", YELLOW) + "\n")
-        self.err.flush()
-        self._decline(request, f"you declined {request.tool}")
+        return answer
 
-    def _answer(self, call_id: str) -> str | None:
-        """The line typed at the prompt; None once the call is settled elsewhere."""
+    def _typed(self, call_id: str) -> str | None:
         try:
             while True:
                 with self._lock:
@@ -204,11 +149,7 @@ class RemoteTerminal:
         except KeyboardInterrupt:
             return ""
 
-    def _decline(self, request: ToolEvent, why: str) -> None:
-        self.declined.append(why)
-        self.approve(request, False)
-
-    def approve(self, request: ToolEvent, approved: bool, *, always: bool = False) -> None:
+    def give_answer(self, request: ToolEvent, approved: bool, *, always: bool = False) -> None:
         assert request.conversation_id is not None
         try:
             self.client.approve(request.conversation_id, request.call_id, approved, always=always)
@@ -228,6 +169,64 @@ class RemoteTerminal:
         self.agent = conversation["agent"]
         self.focus, self.attachments = [], []
         return conversation
+
+    def needs_conversation(self) -> str:
+        """The open conversation's id; ValueError when there is none yet."""
+        if self.conversation_id is None:
+            raise ValueError("no conversation yet: send a message, or open one with /history")
+        return self.conversation_id
+
+    def set_focus(self, path: str, focused: bool) -> list[str]:
+        """Focus or unfocus a file: in the open conversation, or for the next one to start
+        with (a path the server's workspace has); returns the focus list."""
+        if self.conversation_id is not None:
+            op = "focus_file" if focused else "unfocus_file"
+            ack = self.client.call(op, {"conversation_id": self.conversation_id, "path": path})
+            return list(ack["focus"])
+        if focused and path not in self.focus:
+            if len(self.focus) >= MAX_FOCUS:
+                raise ValueError(f"at most {MAX_FOCUS} files are in focus")
+            self.client.read_file(path)  # not_found for a path that is no workspace file
+            self.focus.append(path)
+        elif not focused:
+            if path not in self.focus:
+                raise ValueError(f"{path} is not in focus")
+            self.focus.remove(path)
+        return list(self.focus)
+
+    def attach(self, path: str) -> str:
+        """Attach a file of this machine (uploaded into the workspace's upload folder) or of
+        the server's workspace."""
+        local = Path(path).expanduser()
+        if local.is_file():
+            shown = str(self.client.upload(local)["path"])
+        else:
+            try:
+                shown = str(self.client.read_file(path)["path"])
+            except WorkspaceError:
+                raise ValueError(
+                    f"no such file here or in the server's workspace: {path}"
+                ) from None
+        self.attachments.append(shown)
+        return shown
+
+    def attached(self) -> list[str]:
+        return list(self.attachments)
+
+    def revoke(self, tool: str) -> bool:
+        payload = {"conversation_id": self.needs_conversation(), "tool": tool}
+        try:
+            self.client.call("revoke_approval", payload)
+        except WorkspaceError as exc:
+            if exc.code != "not_found":
+                raise
+            return False
+        return True
+
+    def approvals(self) -> tuple[str, list[str], str]:
+        status = self.client.status(self.conversation_id)
+        allowed = list(status.get("always_allowed") or [])
+        return self.approval or status["approval"], allowed, "conversation"
 
     def find(self, ref: str) -> str:
         rows = self.client.conversations()

@@ -2,27 +2,23 @@
 
 from __future__ import annotations
 
-import queue
 import sys
 import threading
-from typing import Any, TextIO
+from pathlib import Path
+from typing import TextIO
 
-from cli.command_texts import ALLOW_QUESTION, no_terminal_to_ask
-from cli.painter import YELLOW
-from cli.printer import EventPrinter
-from cli.streams import json_line, use_color
+from cli.task_console import TaskConsole
 from core.main_terminal import MainTerminal
 from core.services import AgentServices
+from modules.results import ToolError
 from modules.uploads.attachments import Attachment
 from protocol.budgets import BudgetOverride
-from protocol.events import Done, DoneReason, Error, Event, ToolEvent
+from protocol.events import DoneReason, ToolEvent
 
 
-class CliTerminal(MainTerminal):
-    """Prints events as text (or JSON lines) and asks approvals on the terminal.
-
-    `one_shot` (`-p`): only the final answer goes to `out`; everything else goes to `err`.
-    """
+class CliTerminal(TaskConsole, MainTerminal):
+    """The agent core in this terminal: events printed as text (or JSON lines), approvals
+    asked here. `one_shot` (`-p`): only the final answer goes to `out`."""
 
     def __init__(
         self,
@@ -35,37 +31,9 @@ class CliTerminal(MainTerminal):
         stdin: TextIO = sys.stdin,
         one_shot: bool = False,
     ) -> None:
-        self.json_mode = json_mode
-        self.out, self.err, self.stdin = out, err, stdin
-        progress = err if one_shot else out
-        self.printer = EventPrinter(
-            out,
-            err,
-            progress=progress,
-            color=use_color(out) and use_color(progress),
-            final_only=one_shot,
-        )
-        self.last_error = ""
-        self.last_budget: dict[str, Any] | None = None  # the last task's done.budget
-        self.declined: list[str] = []  # of the last task: why each declined call was
+        self.open_console(out, err, stdin, json_mode=json_mode, one_shot=one_shot)
         self.attachments: list[Attachment] = []  # for the next message (/attach)
-        self.listed: list[str] = []  # the ids the last /history list numbered
-        # approvals to ask; None: the task's worker has ended (the wait ends at once)
-        self._approvals: queue.Queue[ToolEvent | None] = queue.Queue()
-        super().__init__(services, conversation_id, sink=self._show)
-
-    def _show(self, event: Event) -> None:
-        if isinstance(event, Error):
-            self.last_error = f"{event.code}: {event.message}"
-        elif isinstance(event, Done) and event.depth is None:
-            self.last_budget = event.budget
-        if self.json_mode:
-            self.out.write(json_line(event) + "\n")
-            self.out.flush()
-        else:
-            self.printer.render(event)
-        if isinstance(event, ToolEvent) and event.phase == "approval":
-            self._approvals.put(event)  # asked once the printer is done with the screen
+        super().__init__(services, conversation_id, sink=self.print_event)
 
     def run_foreground(
         self, text: str, budget_override: BudgetOverride | None = None
@@ -75,8 +43,6 @@ class CliTerminal(MainTerminal):
         A text starting `/skill NAME` runs with that skill's instructions; `budget_override`
         raises a budget for this task.
         """
-        self.last_error = ""
-        self.declined = []
         skill, text = split_skill(text)
         task = self.begin_task(
             text,
@@ -86,26 +52,7 @@ class CliTerminal(MainTerminal):
         )
         self.attachments = []
         outcome: list[DoneReason] = []
-
-        def work() -> None:
-            try:
-                outcome.append(self.run_task(task))
-            finally:
-                self._approvals.put(None)
-
-        worker = threading.Thread(target=work, name="agent-task", daemon=True)
-        worker.start()
-        while True:
-            try:
-                request = self._approvals.get()  # Ctrl-C interrupts the wait
-                if request is None:
-                    break
-                self._ask(request)
-            except KeyboardInterrupt:
-                self.cancel()
-        worker.join()
-        if not self.json_mode:
-            self.printer.finish()
+        self.run_asking(lambda: outcome.append(self.run_task(task)), "agent-task", self.cancel)
         return outcome[0]
 
     def compact_foreground(self, instructions: str) -> str:
@@ -130,33 +77,44 @@ class CliTerminal(MainTerminal):
             return "the older turns are summarised; /status shows the context now"
         return "the context stays as it was"
 
-    def _ask(self, request: ToolEvent) -> None:
-        """Show what the call would do and ask; Ctrl-C or Ctrl-D at the prompt declines."""
-        if not self.stdin.isatty():
-            said, why = no_terminal_to_ask(request.tool, request.warnings)
-            self.err.write(said)
-            self._decline(request, why)
-            return
-        self.err.write(self.printer.approval_text(request))
-        self.err.write(ALLOW_QUESTION)
-        self.err.flush()
+    def attach(self, path: str) -> str:
+        """Attach a workspace file, or one outside copied into the upload folder."""
+        store, workspace = self.services.attachments, self.services.workspace
         try:
-            answer = self.stdin.readline()
-        except KeyboardInterrupt:
-            answer = ""
-        if not answer.endswith("\n"):  # Ctrl-C or Ctrl-D: the line was left open
-            self.err.write("\n")
-        answer = answer.strip().lower()
-        if answer in ("y", "yes", "a", "always"):
-            self.approve(request.call_id, True, always=answer in ("a", "always"))
-            return
-        self.err.write(self.printer.paint(f"declined: {request.tool} does not run.", YELLOW) + "\n")
-        self.err.flush()
-        self._decline(request, f"you declined {request.tool}")
+            rel: str | None = workspace.relative(workspace.resolve(path))
+        except ToolError:
+            rel = None
+        outside = Path(path).expanduser()
+        if rel is not None and workspace.lstat(rel, follow=True) is not None:
+            [attachment] = store.attach([rel])
+        elif outside.is_file():
+            attachment = store.import_file(outside)
+        else:
+            raise ValueError(f"no such file: {path}")
+        self.attachments.append(attachment)
+        return _shown(attachment)
 
-    def _decline(self, request: ToolEvent, why: str) -> None:
-        self.declined.append(why)
-        self.approve(request.call_id, False)
+    def attached(self) -> list[str]:
+        return [_shown(attachment) for attachment in self.attachments]
+
+    def revoke(self, tool: str) -> bool:
+        return self.gate.revoke(tool)
+
+    def approvals(self) -> tuple[str, list[str], str]:
+        return self.approval, self.gate.allowed(), "session"
+
+    def read_answer(self, request: ToolEvent) -> str:
+        try:
+            return self.stdin.readline()
+        except KeyboardInterrupt:
+            return ""
+
+    def give_answer(self, request: ToolEvent, approved: bool, *, always: bool = False) -> None:
+        self.approve(request.call_id, approved, always=always)
+
+
+def _shown(attachment: Attachment) -> str:
+    return f"{attachment.path} ({attachment.label()})"
 
 
 def split_skill(text: str) -> tuple[str | None, str]:
