@@ -29,6 +29,7 @@ PROBE_TIMEOUT_SECONDS = 5.0
 MB = 1024 * 1024
 SANDBOX_ID = "1000"  # the uid and gid a command started by root has in its user namespace
 SMALL_TMPFS_BYTES = {"/run": 16 * MB, "/dev/shm": 64 * MB}
+SUPERVISOR_INSIDE = "/run/workspace-agent/supervisor.py"  # a session's supervisor, in its view
 
 NOT_ISOLATED = "not isolated: commands can read and write anything your user can"
 KILL_NOTE = "processes: run in their own process group, all killed at timeout or cancel"
@@ -62,6 +63,15 @@ class Bubblewrap:
         args = self._view(self.cut_network, self.visible)
         args += ["--bind", str(workspace), str(workspace), "--chdir", str(cwd)]
         return args + _seccomp(seccomp_fd)
+
+    def session_args(
+        self, workspace: Path, supervisor: Path, seccomp_fd: int | None = None
+    ) -> list[str]:
+        """bwrap options for a conversation's session: a command's view, in which the
+        supervisor (shown read-only at SUPERVISOR_INSIDE) is PID 1 of the PID namespace, so it
+        reaps every orphan and the kernel ends them all when it exits."""
+        args = self.args(workspace, workspace, seccomp_fd)
+        return [*args, "--as-pid-1", "--ro-bind", str(supervisor), SUPERVISOR_INSIDE]
 
     def worker_args(
         self, readable: Sequence[Path], cwd: Path, seccomp_fd: int | None = None

@@ -1,0 +1,1 @@
+"""A conversation's sandbox session: one long-lived sandbox for its commands and processes."""

@@ -1,0 +1,182 @@
+"""How a session's sandbox starts: its supervisor, with the server's end of the control socket.
+
+A launcher per kind. Local (`LocalLauncher`): under bubblewrap the supervisor is the sandbox's
+command and PID 1 of its PID namespace, the control socket one end of a socketpair passed
+through bwrap; without bubblewrap (not as root) it is a plain child, or under `unshare` when
+that cuts the network. As root, the session's cgroup (memory, its /tmp included, and
+processes, for all its processes together) is joined by the sandbox's first process. A Docker
+launcher plugs in here: the supervisor as the container's main process, listening once on a
+Unix socket in a host folder bind-mounted into it (`supervisor.py --listen PATH`).
+
+Every sandbox starts on one OS thread that lives as long as the server: bubblewrap's
+--die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that started it ends, not the
+process, and a tool call's thread ends with the call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from modules.sandbox.cgroup import CommandCgroup
+from modules.sandbox.confinement import SUPERVISOR_INSIDE, Confinement, seccomp_pipe
+from modules.sandbox.environment import command_environment
+from modules.sandbox.resource_limits import ResourceLimits
+from modules.sandbox.session.os_threads import new_condition, original, start_thread, wait_for
+from utils.settings import Settings
+
+SUPERVISOR = Path(__file__).resolve().with_name("supervisor.py")
+STOP_SECONDS = 2.0  # for the sandbox's outer process to end once its supervisor has
+T = TypeVar("T")
+
+
+@dataclass
+class Launched:
+    """A started sandbox: the server's end of its control socket, the process that was
+    started (bwrap, unshare or the supervisor itself), its cgroup, and what every command's
+    environment gets besides the allow-list."""
+
+    control: Any  # a real socket.socket, SOCK_SEQPACKET
+    process: Any  # a real subprocess.Popen
+    cgroup: CommandCgroup | None
+    environment: dict[str, str]
+
+    def stop(self) -> None:
+        """Wait for the outer process to end (it does once its supervisor did), killing it
+        past STOP_SECONDS; then empty and remove the cgroup."""
+        expired = original("subprocess").TimeoutExpired
+        try:
+            self.process.wait(timeout=STOP_SECONDS)
+        except expired:
+            self.process.kill()
+            with contextlib.suppress(expired):
+                self.process.wait(timeout=STOP_SECONDS)
+        if self.cgroup is not None:
+            self.cgroup.remove()
+
+
+class SessionLauncher(Protocol):
+    """Starts the sandbox of one session."""
+
+    @property
+    def kind(self) -> str:
+        """The sandbox's kind, as the runner's (docs/protocol.md §4 get_status)."""
+
+    def launch(self, log_path: Path) -> Launched:
+        """Start a supervisor in a new sandbox; its errors (bwrap's) go to `log_path`."""
+
+
+class LocalLauncher:
+    """bubblewrap, unshare or a plain child, as the local runner confines its commands."""
+
+    def __init__(self, settings: Settings, confinement: Confinement, limits: ResourceLimits):
+        assert confinement.refusal is None, "no session where commands are refused"
+        self.settings = settings
+        self.confinement = confinement
+        self.limits = limits
+        self.kind = confinement.kind
+        self.python = os.path.realpath(sys.executable)
+
+    def launch(self, log_path: Path) -> Launched:
+        """Start the supervisor from the launching thread (see the module's docstring)."""
+        return LAUNCHING.call(lambda: self._launch(log_path))
+
+    def _launch(self, log_path: Path) -> Launched:
+        socket_module = original("socket")
+        ours, theirs = socket_module.socketpair(socket_module.AF_UNIX, socket_module.SOCK_SEQPACKET)
+        options = self.settings.local_sandbox
+        cgroup = None
+        if self.limits.roots.folders:
+            memory = options.total_memory_mb * 1024 * 1024
+            cgroup = CommandCgroup.create(self.limits.roots, options.processes, memory)
+        procs_files = [] if cgroup is None else cgroup.procs_files
+        seccomp_fd = seccomp_pipe(self.confinement.seccomp)
+        argv = [self.python, "-I", "-S", str(SUPERVISOR), str(theirs.fileno())]
+        environment: dict[str, str] = {}
+        wrap = self.confinement.bubblewrap
+        if wrap is not None:
+            argv[3] = SUPERVISOR_INSIDE
+            workspace = self.settings.workspace.resolve()
+            argv = [*wrap.session_args(workspace, SUPERVISOR, seccomp_fd), "--", *argv]
+            environment["HOME"] = "/tmp"
+        else:
+            argv = self.confinement.wrap(argv, self.settings.workspace, self.settings.workspace)
+
+        def join_cgroup() -> None:
+            # Runs in the forked child: only system calls.
+            for procs_file in procs_files:
+                fd = os.open(procs_file, os.O_WRONLY)
+                os.write(fd, str(os.getpid()).encode())
+                os.close(fd)
+
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        real = original("subprocess")
+        try:
+            with open(log_path, "ab") as errors:
+                process = real.Popen(
+                    argv,
+                    cwd=self.settings.workspace,
+                    env=command_environment(self.settings),
+                    stdin=real.DEVNULL,
+                    stdout=errors,
+                    stderr=errors,
+                    start_new_session=True,
+                    preexec_fn=join_cgroup,
+                    pass_fds=[theirs.fileno()] + ([] if seccomp_fd is None else [seccomp_fd]),
+                )
+        except BaseException:
+            ours.close()
+            if cgroup is not None:
+                cgroup.remove()
+            raise
+        finally:
+            theirs.close()
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
+        return Launched(ours, process, cgroup, environment)
+
+
+class _LaunchingThread:
+    """Runs the callables given to `call` one at a time on one OS thread that never ends."""
+
+    def __init__(self) -> None:
+        self._changed = new_condition()
+        self._queue: list[tuple[Callable[[], Any], list[Any]]] = []
+        self._thread: Any = None
+
+    def call(self, work: Callable[[], T]) -> T:
+        """Run `work` on the launching thread and return what it returned (or raise what it
+        raised)."""
+        slot: list[Any] = []
+        with self._changed:
+            if self._thread is None:
+                self._thread = start_thread(self._run, "session-launcher")
+            self._queue.append((work, slot))
+            self._changed.notify_all()
+        wait_for(self._changed, lambda: bool(slot), None)
+        done, value = slot
+        if not done:
+            raise value
+        result: T = value
+        return result
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: bool(self._queue))
+                work, slot = self._queue.pop(0)
+            try:
+                outcome: tuple[bool, Any] = (True, work())
+            except BaseException as exc:  # handed to the caller
+                outcome = (False, exc)
+            with self._changed:
+                slot.extend(outcome)
+                self._changed.notify_all()
+
+
+LAUNCHING = _LaunchingThread()
