@@ -17,13 +17,13 @@ from typing import Any
 from flask import Flask
 from flask_socketio import SocketIO
 
-from core.cluster import Cluster, LocalCluster
 from core.services import build_services
 from protocol.events import Event
 from utils.settings import Settings
 from web.access import HostGuard, OriginCheck, OriginGuard, is_loopback, origin_checker
 from web.backlog import ClientQueueCap
 from web.batching import DeltaBatcher
+from web.cluster import Cluster, LocalCluster
 from web.demo_reset import register_demo_handlers
 from web.handlers import register_socket_handlers
 from web.hub import TerminalHub
@@ -133,7 +133,8 @@ def _guard(app: Flask, host: str, hosts: list[str], origin_allowed: OriginCheck)
 def _message_queue(url: str) -> dict[str, Any]:
     """Room emits across processes (Flask-SocketIO's Redis queue), telling this process's
     clients when some may have been lost."""
-    from web.message_queue import WatchedRedisManager  # the redis client: only when scaled out
+    # the redis client: only when scaled out
+    from web.cluster.message_queue import WatchedRedisManager
 
     return {"client_manager": WatchedRedisManager(url, channel="agent-socketio")}
 
@@ -142,7 +143,7 @@ def _cluster(settings: Settings) -> Cluster:
     """The other server processes sharing the data dir (AGENT_REDIS_URL), or none."""
     if not settings.redis_url:
         return LocalCluster()
-    from web.redis_cluster import RedisCluster  # the redis client: only when scaled out
+    from web.cluster.redis_cluster import RedisCluster  # the redis client: only when scaled out
 
     return RedisCluster(settings.redis_url)
 

@@ -2,9 +2,13 @@
 
 What a task does is core/agent_loop.py's; this class holds what outlives a task (the
 conversation, its timeline of events and records, the focus files, the approval gate, the
-context window) and is what the fronts call. A front subclasses it only to say where events
-go and how approvals are asked. A task's message is recorded by core/user_message.py, its
-budgets and cost are core/task_budgets.py's, its end core/task_end.py's.
+context window) and is what the fronts call. A front subclasses it to give it the sink of its
+events and to run its tasks its own way: cli/terminal.py prints them and asks approvals at
+the terminal while a worker thread runs the task; core/web_terminal.py's WebTerminal sends
+them to the conversation's room and a replay log, runs tasks in the background, and tells
+the web front's TaskHooks each step of a task (where the cluster holds it). A task's message
+is recorded by core/user_message.py, its budgets and cost are core/task_budgets.py's, its end
+core/task_end.py's.
 """
 
 from __future__ import annotations

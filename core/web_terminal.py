@@ -1,13 +1,16 @@
-"""The web front of the core: events go to the conversation's room and into a replay log."""
+"""The web front of the core: events go to the conversation's room and into a replay log.
+
+Where the web front holds a task's conversation beyond this process (web/cluster/: leases,
+replay streams, the tasks a stopped process left) it does through TaskHooks, which this
+module calls at each step of a task and knows nothing more of.
+"""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
-from core.cluster import Cluster, ClusterUnavailable, LocalCluster
-from core.interrupted_calls import answer_interrupted_calls
 from core.main_terminal import MainTerminal, TaskBusy
 from core.services import AgentServices
 from core.task import Task
@@ -16,18 +19,38 @@ from modules.tools.focus import focusable
 from modules.workspace.file_tree import visible_changes
 from protocol.budgets import BudgetOverride
 from protocol.cluster import Joined
-from protocol.events import Done, Error, Event, FileTree
+from protocol.events import Done, Event, FileTree
 from protocol.options import Approval, Mode
 from protocol.records import AttachmentMeta, MessageRecord
 
 Send = Callable[[Event], None]  # to the room of the event's conversation
 Deliver = Callable[[Event], None]  # to one client
 Announce = Callable[[dict[str, Any]], None]  # to every client: a list entry changed ({id, ...})
-UNWRITTEN_SEQ_GAP = 1000  # far more events than a write batch of web/redis_cluster.py holds
-INTERRUPTED = (
-    "The server process running this task stopped before it ended; what it "
-    "recorded is kept. Send a message to go on."
-)
+
+
+class TaskHooks(Protocol):
+    """What the web front does at each step of a terminal's task, called with the terminal's
+    timeline lock held (but `ended` after the run), so it sees the one order the room sees."""
+
+    def hold(self, terminal: WebTerminal) -> AbstractContextManager[object]:
+        """Hold the terminal's conversation for the task begun inside the block, or raise
+        TaskBusy; let go of it when the block raises."""
+        ...
+
+    def begun(
+        self, conversation_id: str, message_id: str, replays_after: int, *, created: bool
+    ) -> None:
+        """A task began here (`created`: with its conversation), logged after `replays_after`."""
+        ...
+
+    def relayed(self, event: Event) -> None:
+        """An event is logged and about to go to the room."""
+        ...
+
+    def ended(self, conversation_id: str, message_id: str) -> None:
+        """The task of user message `message_id` ended, its end stored, and nobody has heard
+        of it yet; called again once its run returns (then without the lock)."""
+        ...
 
 
 class WebTerminal(MainTerminal):
@@ -39,12 +62,12 @@ class WebTerminal(MainTerminal):
         conversation_id: str | None,
         *,
         send: Send,
+        hooks: TaskHooks,
         announce: Announce | None = None,
-        cluster: Cluster | None = None,
     ) -> None:
         self._send = send
+        self._hooks = hooks
         self._announce = announce
-        self._cluster = cluster or LocalCluster()
         self._log: list[Event] = []
         self._task_message: str | None = None  # the user message of the running or last task
         super().__init__(services, conversation_id, sink=self._relay)
@@ -55,11 +78,11 @@ class WebTerminal(MainTerminal):
         if isinstance(event, FileTree):
             event.changes = visible_changes(self.services.workspace.root, event.changes)
         self._log.append(event)
-        self._cluster.record(event)
+        self._hooks.relayed(event)
         ended = isinstance(event, Done) and event.depth is None
         if ended and self.conversation_id is not None and self._task_message is not None:
-            # Its end is stored (_keep_end): free the conversation before anyone hears of it.
-            self._cluster.end(self.conversation_id, self._task_message)
+            # Its end is stored (end_task): free the conversation before anyone hears of it.
+            self._hooks.ended(self.conversation_id, self._task_message)
         self._send(event)
         if ended and self._announce is not None and self.conversation is not None:
             conversation = self.conversation
@@ -85,14 +108,19 @@ class WebTerminal(MainTerminal):
                 attachments=attachments,
                 budget_override=budget_override,
             )
-            self._log = []
-            self._replays_after = self.last_seq
-            self._task_message = task.user_record["id"]
-            if created:  # nobody else knows it yet: the lease is free (the heartbeat takes
-                with contextlib.suppress(ClusterUnavailable):  # it once Redis answers again)
-                    self._cluster.claim(task.conversation.id)
-            self._cluster.begin(task.conversation.id, self._task_message, self._replays_after)
+            message_id = task.user_record["id"]
+            self.log_task(message_id)
+            self._hooks.begun(
+                task.conversation.id, message_id, self._replays_after, created=created
+            )
             return task
+
+    def log_task(self, message_id: str) -> None:
+        """Log what follows as the events of the task of user message `message_id` (begun
+        here, or left by a stopped process and ended here): the log starts after the last seq."""
+        with self.timeline.lock:
+            self._log, self._replays_after = [], self.timeline.seq
+            self._task_message = message_id
 
     def start(
         self,
@@ -109,8 +137,8 @@ class WebTerminal(MainTerminal):
         on_begun: Callable[[MessageRecord], None] | None = None,
         budget_override: BudgetOverride | None = None,
     ) -> MessageRecord:
-        """Begin a task and run it in the background; raises TaskBusy, KeyError or
-        BudgetRefused (`budget_override`: a higher limit for this task only).
+        """Begin a task and run it in the background; raises TaskBusy, NotFound, BudgetRefused
+        (`budget_override`: a higher limit for this task only) or what the hooks' `hold` does.
 
         `parent_id` as in `begin_task`: LEAF (the current leaf), None (a new root) or an id.
         `focus`: the files a new conversation starts with in focus (workspace paths).
@@ -121,10 +149,9 @@ class WebTerminal(MainTerminal):
         with self.timeline.lock:
             if self.running:
                 raise TaskBusy("a task is already running in this conversation")
-            claimed = self._take()
-            try:
+            with self._hooks.hold(self):
                 if agent is not None:
-                    self.services.agents.get(agent)  # KeyError names the agents there are
+                    self.services.agents.get(agent)  # NotFound names the agents there are
                     self.agent = agent
                 if focus is not None and self.conversation is None:
                     workspace = self.services.workspace
@@ -138,10 +165,6 @@ class WebTerminal(MainTerminal):
                     attachments=attachments,
                     budget_override=budget_override,
                 )
-            except BaseException:
-                if claimed is not None:
-                    self._cluster.release(claimed)
-                raise
         if on_begun is not None:
             on_begun(task.user_record)
         if self._announce is not None:
@@ -152,66 +175,14 @@ class WebTerminal(MainTerminal):
                     "title": task.conversation.meta.get("title"),
                 }
             )
-        run_in_background(self._run_then_release, task)
+        run_in_background(self._run_then_end, task)
         return task.user_record
 
-    def _take(self) -> str | None:
-        """Claim the conversation's task lease (cluster-wide) and, when other processes write
-        the data dir, its history as stored now; returns the id claimed (None: a new one)."""
-        cid = self.conversation_id
-        if cid is None:
-            return None
-        self._claim(cid)
-        if self._cluster.shared:
-            try:
-                self.services.store.reload(cid)
-                self.open_conversation(cid)
-                self.timeline.skip_to(self._cluster.last_seq(cid))
-                orphan = self._cluster.orphan(cid)
-                if orphan is not None:
-                    self.interrupt(orphan)  # its `done` gives the lease back: take it again
-                    self._claim(cid)
-            except BaseException:
-                self._cluster.release(cid)
-                raise
-        return cid
-
-    def _claim(self, cid: str) -> None:
-        if not self._cluster.claim(cid):
-            raise TaskBusy(
-                "a task is already running in this conversation (in another server process)"
-            )
-
-    def _run_then_release(self, task: Task) -> None:
+    def _run_then_end(self, task: Task) -> None:
         try:
             self.run_task(task)
         finally:  # a no-op once its `done` has ended it
-            self._cluster.end(task.conversation.id, task.user_record["id"])
-
-    def interrupt(self, message_id: str) -> None:
-        """End a task a stopped process left running: an `interrupted` result for each call
-        it left without one, `error` and `done` ("interrupted") to every client, and the end
-        kept in the history like any task's (its lease released before the `done`)."""
-        with self.timeline.lock:
-            conversation = self.conversation
-            if conversation is None or self.running:
-                return
-            # The stopped process's last batch of events may never have reached the stream
-            # while its clients saw them: go past any seq they can hold, or they drop ours.
-            seen = max(self.timeline.seq, self._cluster.last_seq(conversation.id))
-            self.timeline.skip_to(seen + UNWRITTEN_SEQ_GAP)
-            self._log, self._replays_after = [], self.timeline.seq
-            self._task_message = message_id
-            answer_interrupted_calls(conversation, self.timeline.record)
-            self.timeline.report(Error("interrupted", INTERRUPTED))
-            self.end_task(message_id, Done("interrupted"))
-
-    def record_interrupted_calls(self) -> None:
-        """Record an `interrupted` result for each call at the leaf a stopped process left
-        without one; the caller knows no process runs a task here (it holds the lease)."""
-        with self.timeline.lock:
-            if self.conversation is not None and not self.running:
-                answer_interrupted_calls(self.conversation, self.timeline.record)
+            self._hooks.ended(task.conversation.id, task.user_record["id"])
 
     def task_status(self) -> dict[str, Any] | None:
         """Where the running task is (None when none runs here)."""

@@ -18,8 +18,8 @@ from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import fake_settings
 from tests.kit import Received, wait_until
 from tests.web_helpers import StockSocketIOClient, assert_contiguous, connected
+from web.cluster.redis_cluster import RedisCluster
 from web.hub import TerminalHub
-from web.redis_cluster import RedisCluster
 
 pytestmark = [
     pytest.mark.e2e,
@@ -227,7 +227,7 @@ def test_a_killed_process_s_task_is_interrupted_and_the_other_takes_over(
             errors = [e.payload for e in on_b.of(cid) if e.name == "error"]
             assert [e["code"] for e in errors] == ["interrupted"]
             # What A streamed is whole; the end B reports goes past any seq A may have sent
-            # but not yet logged (core/web_terminal.py UNWRITTEN_SEQ_GAP).
+            # but not yet logged (web/cluster/leases.py UNWRITTEN_SEQ_GAP).
             streamed = [e for e in on_b.of(cid) if e.name not in ("error", "done")]
             assert_contiguous(streamed)
             ending = [e.payload["seq"] for e in on_b.of(cid) if e.name in ("error", "done")]
@@ -238,7 +238,7 @@ def test_a_killed_process_s_task_is_interrupted_and_the_other_takes_over(
             assert history["conversation"]["meta"]["task_ends"][message["id"]]["reason"] == (
                 "interrupted"
             )
-            # The lease is released before the events go out (core/web_terminal._relay).
+            # The lease is released before the events go out (core/web_terminal.py _relay).
             assert cid not in on_b.call("list_conversations")["running"]
             before = len(on_b.of(cid))
             on_b.start("go on", conversation_id=cid)

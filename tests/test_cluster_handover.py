@@ -24,8 +24,8 @@ from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import fake_settings
 from tests.kit import Received, wait_until
 from tests.web_helpers import EventClient, connected
+from web.cluster.redis_cluster import RedisCluster
 from web.hub import TerminalHub
-from web.redis_cluster import RedisCluster
 
 pytestmark = [
     pytest.mark.e2e,

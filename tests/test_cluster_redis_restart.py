@@ -20,7 +20,7 @@ from tests.cluster_helpers import ClusterServer, RedisServer, cluster, missing_p
 from tests.fake_llm import FakeLLM, Reply
 from tests.kit import Received, wait_until
 from tests.web_helpers import EventClient, connected
-from web.redis_cluster import RedisCluster
+from web.cluster.redis_cluster import RedisCluster
 
 pytestmark = [
     pytest.mark.e2e,

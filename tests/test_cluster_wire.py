@@ -36,7 +36,7 @@ from protocol.cluster import (
 )
 from tests.cluster_helpers import RedisServer, missing_programs
 from tests.kit import wait_until
-from web.redis_cluster import RedisCluster
+from web.cluster.redis_cluster import RedisCluster
 
 STATUS = {"state": "tool", "iteration": 2, "context": {"used_tokens": 5, "limit_tokens": 9}}
 # Each command as web/hub.py wrote it before protocol/cluster.py, and an answer it got.

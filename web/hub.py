@@ -1,5 +1,6 @@
 """Each conversation's WebTerminal in this server process, and commands for the tasks that
-run in another (cancel, approve, join: forwarded through the cluster to their process)."""
+run in another (cancel, approve, join: forwarded through the cluster to their process).
+Where a task is held, and what a stopped process left, is web/cluster/leases.py's."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from core.cluster import Cluster, ClusterUnavailable, LocalCluster
 from core.main_terminal import TaskBusy
 from core.services import AgentServices
 from core.web_terminal import Announce, Send, WebTerminal
@@ -28,6 +28,8 @@ from protocol.cluster import (
     TaskStatus,
 )
 from protocol.events import Event
+from web.cluster import Cluster, LocalCluster
+from web.cluster.leases import TaskLeases
 
 ToClient = Callable[[str, str, dict[str, Any]], None]  # (sid, name, payload): to one client
 EnterRoom = Callable[[str, str], None]  # (sid, room): a client of any process
@@ -50,6 +52,7 @@ class TerminalHub:
         self.services = services
         self._send = send
         self.cluster = cluster or LocalCluster()
+        self.leases = TaskLeases(self.cluster)
         self._to_client = to_client
         self._enter_room = enter_room
         self.announce: Announce | None = None  # set by the Socket.IO handlers
@@ -74,34 +77,11 @@ class TerminalHub:
             if terminal is None:
                 if version is not None:  # what the store holds may be older than the files
                     self.services.store.reload(conversation_id)
-                terminal = self._settled(conversation_id)
+                terminal = self.leases.settled(conversation_id, lambda: self._make(conversation_id))
                 self._terminals[conversation_id] = terminal
                 if version is not None:
                     self._versions[conversation_id] = version
             return terminal
-
-    def _settled(self, conversation_id: str) -> WebTerminal:
-        """A terminal for the conversation, with an `interrupted` result recorded for each
-        call a stopped process left without one, unless a task of a live process runs it."""
-        terminal = self._make(conversation_id)
-        conversation = terminal.conversation
-        if conversation is None or not conversation.unanswered_calls():
-            return terminal
-        try:
-            if not self.cluster.claim(conversation_id):
-                return terminal  # the task making those calls holds the lease
-        except ClusterUnavailable:
-            return terminal
-        try:
-            if self.cluster.orphan(conversation_id) is not None:
-                return terminal  # its process died: the reaper ends that task, calls included
-            if self.cluster.shared:  # as stored now, another process may have answered them
-                self.services.store.reload(conversation_id)
-                terminal = self._make(conversation_id)
-            terminal.record_interrupted_calls()
-        finally:
-            self.cluster.release(conversation_id)
-        return terminal
 
     def new(self) -> WebTerminal:
         """A terminal for a conversation the next task will create; `register` it once begun."""
@@ -112,8 +92,8 @@ class TerminalHub:
             self.services,
             conversation_id,
             send=self._send,
+            hooks=self.leases,
             announce=self.announce,
-            cluster=self.cluster,
         )
 
     def forget(self, conversation_id: str) -> None:
@@ -274,4 +254,4 @@ class TerminalHub:
         with self._lock:
             self._terminals.pop(conversation_id, None)
         self.services.store.reload(conversation_id)
-        self.get(conversation_id).interrupt(message_id)
+        self.leases.interrupt(self.get(conversation_id), message_id)

@@ -1,4 +1,4 @@
-"""The replay streams of a scaled-out server (web/redis_cluster.py).
+"""The replay streams of a scaled-out server (redis_cluster.py).
 
 Each conversation's running or last task has two keys: `agent:log:CID`, a stream of its events
 (id `SEQ-0`), and `agent:state:CID`, a hash of `replays_after` (the seq the stream starts
@@ -22,8 +22,8 @@ from typing import Any
 import redis
 from redis.exceptions import RedisError
 
-from core.cluster import LoggedEvents
 from protocol.events import Event
+from web.cluster import LoggedEvents
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ What each key holds (all under `agent:`):
   expired (its process died) is found and marked interrupted;
 - `log:CID`    a stream of the running or last task's events, id `SEQ-0`, expiring a while
   after the task's records are stored; `state:CID` its `last_seq` and `replays_after`
-  (web/replay_log.py);
+  (replay_log.py);
 - `proc:PID`   the channel where the process PID takes commands (cancel, approve, join,
   status); it answers on the list named in the request (`reply:...`).
 """
@@ -26,7 +26,6 @@ from typing import Any
 import redis
 from redis.exceptions import RedisError
 
-from core.cluster import ClusterUnavailable, Handler, LoggedEvents
 from protocol.cluster import (
     Answer,
     CancelCommand,
@@ -40,7 +39,8 @@ from protocol.cluster import (
     command_to_wire,
 )
 from protocol.events import Event
-from web.replay_log import LOG_KEEP_SECONDS, PREFIX, ReplayLog, log_key, state_key
+from web.cluster import ClusterUnavailable, Handler, LoggedEvents
+from web.cluster.replay_log import LOG_KEEP_SECONDS, PREFIX, ReplayLog, log_key, state_key
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """Where the web server's tasks run: this process alone, or one of several sharing a Redis.
 
-`TerminalHub` and `WebTerminal` talk to a `Cluster`; `LocalCluster` is the single process
-(every answer is "here, nobody else"), `web.redis_cluster.RedisCluster` the scaled-out one,
-imported only when AGENT_REDIS_URL is set.
+`TerminalHub` and its `TaskLeases` (leases.py) talk to a `Cluster`; `LocalCluster` is the
+single process (every answer is "here, nobody else"), `redis_cluster.RedisCluster` the
+scaled-out one, imported only when AGENT_REDIS_URL is set.
 """
 
 from __future__ import annotations
