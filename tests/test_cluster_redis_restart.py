@@ -119,6 +119,27 @@ def test_a_watcher_is_told_when_redis_goes_and_gets_the_events_once_it_is_back(
     assert later == list(range(later[0], done + 1)) and later[0] > before
 
 
+def test_a_message_sent_while_redis_is_down_is_refused_as_unavailable(
+    redis: RedisServer, fake: FakeLLM, pair: list[ClusterServer]
+) -> None:
+    """protocol §13: no task starts while Redis does not answer, and the ack says why."""
+    a, _ = pair
+    fake.script(Reply(content="First."), Reply(content="Second."))
+    with connected(a.url) as on_a:
+        cid = on_a.start("first")
+        on_a.wait_done(cid, 20)
+        redis.stop()
+        try:
+            ack = on_a.call("send_message", {"conversation_id": cid, "text": "second"})
+        finally:
+            redis.start()
+        assert ack["ok"] is False and ack["error"]["code"] == "unavailable", ack
+        assert "Redis does not answer" in ack["error"]["message"]
+        on_a.start("second", conversation_id=cid)  # Redis is back: it starts
+        on_a.wait_done(cid, 20, count=2)
+        assert [done["reason"] for done in on_a.dones(cid)] == ["complete", "complete"]
+
+
 def test_a_log_with_a_hole_is_replayed_as_whole_only_after_it(redis: RedisServer) -> None:
     client = redis_lib.Redis.from_url(redis.url(5), decode_responses=True)
     cluster_view = RedisCluster(redis.url(5))

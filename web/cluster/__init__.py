@@ -13,11 +13,12 @@ from typing import Any, Protocol
 
 from protocol.cluster import Answer, Command
 from protocol.events import Event
+from utils.errors import Unavailable
 
 Handler = Callable[[Command], Answer]  # applies a command for a task of this process
 
 
-class ClusterUnavailable(Exception):
+class ClusterUnavailable(Unavailable):
     """The coordination store (Redis) does not answer: no task may start now."""
 
 
