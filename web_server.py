@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import functools
 import gc
 import logging
 import os
@@ -21,26 +20,23 @@ from core.services import build_services
 from protocol.events import Event
 from utils.settings import Settings
 from web.access import HostGuard, OriginCheck, OriginGuard, is_loopback, origin_checker
-from web.backlog import ClientQueueCap
-from web.batching import DeltaBatcher
 from web.cluster import Cluster, LocalCluster
 from web.demo_reset import register_demo_handlers
 from web.handlers import register_socket_handlers
 from web.hub import TerminalHub
 from web.manage import register_manage_handlers
 from web.mcp_ops import register_mcp_handlers
-from web.nodelay import NoDelay
-from web.packets import JsonPacket
+from web.payload_depth import DepthBoundJson
 from web.routes import routes
 from web.state import AsyncMode, WebState
 from web.token_file import web_token
+from web.transport import SERVER_OPTIONS, install
 
 log = logging.getLogger(__name__)
 MEGABYTE = 1024 * 1024
 MAX_REQUEST_BYTES = MEGABYTE  # a socket payload or HTTP body; send_message text fits well
 SHUTDOWN_GRACE_SECONDS = 3.0
 SIGNAL_POLL_SECONDS = 0.2
-GREEN_YIELD_SECONDS = 0.005  # CPython's own thread switch interval
 
 
 def create_app(
@@ -61,46 +57,25 @@ def create_app(
         **queue,
         cors_allowed_origins=origin_allowed,
         max_http_buffer_size=MAX_REQUEST_BYTES,
-        serializer=JsonPacket,
+        json=DepthBoundJson,  # a payload nested too deeply decodes to what is answered bad_request
+        **SERVER_OPTIONS,
         ping_interval=10,
         ping_timeout=20,
     )
+    transport = install(
+        socketio,
+        app,
+        client_queue_bytes=int(settings.client_queue_mb * MEGABYTE),
+        scaled_out=bool(settings.redis_url),
+    )
     _guard(app, host, settings.allowed_hosts, origin_allowed)
-    queue_cap = ClientQueueCap(
-        socketio.server.eio,
-        int(settings.client_queue_mb * MEGABYTE),
-        lambda eio_sid: socketio.server.manager.sid_from_eio_sid(eio_sid, "/") or eio_sid,
-    )
-
-    green = async_mode == "eventlet"
-    yielded = [time.monotonic()]
-
-    def in_room(room: str) -> bool:  # with Redis, clients of other processes may be in it
-        # The manager's own room table: asked once per delta, get_participants copies the room.
-        return bool(settings.redis_url) or bool(
-            socketio.server.manager.rooms.get("/", {}).get(room)
-        )
-
-    batcher = DeltaBatcher(
-        # python-socketio's own emit (name, data, to): Flask-SocketIO's wrapper only sorts its
-        # keyword arguments
-        functools.partial(socketio.server.emit, namespace="/"),
-        socketio.sleep,
-        socketio.start_background_task,
-        in_room,
-    )
 
     def send(event: Event) -> None:
-        batcher.send(event, event.to_wire())
+        transport.send(event)
         state.taps.publish(event)
-        # Under eventlet an emit leaves when the sending task yields: a stream read at a
-        # model's pace yields at every read; one pouring in must still let the writers run.
-        if green and time.monotonic() - yielded[0] > GREEN_YIELD_SECONDS:
-            socketio.sleep(0)
-            yielded[0] = time.monotonic()
 
     def to_client(sid: str, name: str, payload: dict[str, Any]) -> None:  # a join's replay
-        with queue_cap.replay():
+        with transport.replay():
             socketio.emit(name, payload, to=sid)
 
     def enter_room(sid: str, room: str) -> None:  # a client of another process: via the queue
@@ -118,7 +93,7 @@ def create_app(
     register_mcp_handlers(socketio, state)
     cluster.serve(hub.handle, socketio.start_background_task)
     state.closers.append(cluster.close)
-    state.closers.append(batcher.close)
+    state.closers.append(transport.close)
     return app
 
 
@@ -126,7 +101,7 @@ def _guard(app: Flask, host: str, hosts: list[str], origin_allowed: OriginCheck)
     """Outermost, so the Socket.IO handshake is checked like every HTTP request: the Host of
     everything, then the Origin of whatever changes something."""
     app.wsgi_app = HostGuard(  # type: ignore[method-assign]
-        OriginGuard(NoDelay(app.wsgi_app), origin_allowed), bind_host=host, allowed=hosts
+        OriginGuard(app.wsgi_app, origin_allowed), bind_host=host, allowed=hosts
     )
 
 

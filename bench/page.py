@@ -9,7 +9,8 @@ section a 100-line code block and a 40-item list) as fast as it can, in fragment
 headless Chromium showing the page. Per run we measure:
 
 - socket time: from the first `token` frame to the last one arriving on the page's WebSocket
-  (a frame of gathered `deltas` counts too: the page asks for them, see web/batching.py)
+  (a frame of gathered `deltas` counts too: the page asks for them, see
+  web/transport/delta_batcher.py)
   (Chromium's own frame timestamps, `Network.webSocketFrameReceived`);
 - render time: from the first `token` frame until the answer's DOM last changed (a
   MutationObserver), mapped onto the same clock (`Performance.getMetrics`);

@@ -1,4 +1,5 @@
-"""web.answers_first: a task begun while a send_message is answered runs after the answer."""
+"""web.transport.answers_first: a task begun while a send_message is answered runs after the
+answer."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from web import answers_first
-from web.answers_first import AnswersFirst
+from web.transport import answers_first
+from web.transport.answers_first import AnswersFirst
 
 
 def _thread_start(fn: Callable[..., Any], *args: Any) -> threading.Thread:

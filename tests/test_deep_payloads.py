@@ -1,6 +1,6 @@
 """Payloads nested too deeply, sent to the real server in both modes: a Socket.IO event's gets
-`bad_request` through its ack, an A2A request's a JSON-RPC parse error, an MCP one a 400; and
-the server keeps serving this connection and the others."""
+`bad_request` through its ack, an Engine.IO packet's is let be, an A2A request's a JSON-RPC
+parse error, an MCP one a 400; and the server keeps serving this connection and the others."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from tests.a2a_helpers import a2a_env
 from tests.raw_socket import RawSocketIO
 from tests.web_helpers import TOKEN, ServerProcess, free_port
-from web.packets import MAX_DEPTH
+from web.payload_depth import MAX_DEPTH
 
 pytestmark = [pytest.mark.e2e]
 
@@ -53,6 +53,13 @@ def test_an_event_nested_100000_levels_deep_gets_bad_request(
         assert other.call("get_status", {}, ack_id=1)["ok"], "another connection got no answer"
     finally:
         other.close()
+
+
+def test_an_engine_io_packet_nested_100000_levels_deep_leaves_the_connection_served(
+    raw: RawSocketIO,
+) -> None:
+    raw.send_text("3" + nested(LEVELS))  # a pong with data: Engine.IO decodes it, bounded too
+    assert raw.call("get_status", {}, ack_id=9)["ok"], "this connection no longer answered"
 
 
 def test_the_limit_counts_every_level_the_event_s_arguments_included(raw: RawSocketIO) -> None:

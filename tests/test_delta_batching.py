@@ -1,5 +1,5 @@
-"""DeltaBatcher (web/batching.py): what each room gets, in which order; end to end in
-tests/test_web_e2e.py (both async modes)."""
+"""DeltaBatcher (web/transport/delta_batcher.py): what each room gets, in which order; end to
+end in tests/test_web_e2e.py (both async modes)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from protocol.events import Done, Event, Notice, Thinking, Token
-from web import batching as web_batching
-from web.batching import WINDOW_SECONDS, DeltaBatcher
+from web.transport import delta_batcher
+from web.transport.delta_batcher import WINDOW_SECONDS, DeltaBatcher
 
 Sent = tuple[str, dict[str, Any], Any]
 
@@ -56,7 +56,7 @@ class Rooms:
 
 
 class Clock:
-    """web_batching's clock, moved by hand: whether a room is quiet never depends on how
+    """delta_batcher's clock, moved by hand: whether a room is quiet never depends on how
     fast this machine runs the test."""
 
     def __init__(self) -> None:
@@ -69,7 +69,7 @@ class Clock:
 @pytest.fixture(autouse=True)
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     clock = Clock()
-    monkeypatch.setattr(web_batching, "time", clock)
+    monkeypatch.setattr(delta_batcher, "time", clock)
     return clock
 
 

@@ -1,4 +1,5 @@
-"""web.packets: the server's packet tells binary data as python-socketio's own does."""
+"""web.transport.fast_packet: the server's packet tells binary data as python-socketio's own
+does."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 import pytest
 from socketio.packet import Packet
 
-from web.packets import JsonPacket
+from web.transport.fast_packet import FastPacket
 
 PAYLOADS: list[Any] = [
     ["token", {"conversation_id": "c1", "seq": 7, "text": "hi", "agent": None, "depth": 1.5}],
@@ -25,11 +26,11 @@ PAYLOADS: list[Any] = [
 
 @pytest.mark.parametrize("data", PAYLOADS)
 def test_the_binary_test_answers_as_the_stock_one(data: Any) -> None:
-    assert JsonPacket.data_is_binary(data) == Packet.data_is_binary(data)
+    assert FastPacket.data_is_binary(data) == Packet.data_is_binary(data)
 
 
 def test_a_text_event_encodes_as_the_stock_packet() -> None:
     data = ["token", {"conversation_id": "c1", "seq": 7, "text": "h\u00e9llo"}]
-    ours = JsonPacket(2, data=data, namespace="/").encode()
+    ours = FastPacket(2, data=data, namespace="/").encode()
     assert ours == Packet(2, data=data, namespace="/").encode()
     assert ours.startswith('2["token",{"conversation_id":"c1"')

@@ -1,7 +1,7 @@
-"""web.send_batches on a real simple_websocket connection (engineio's threading driver) with a
-wsproto client on the other end of a socket pair, permessage-deflate on as with a browser: a
-writer's batch of frames goes out in one socket write, and the connection's own writes (a
-close's answer) never land inside it."""
+"""web.transport.batched_writes on a real simple_websocket connection (engineio's threading
+driver) with a wsproto client on the other end of a socket pair, permessage-deflate on as with a
+browser: a writer's batch of frames goes out in one socket write, and the connection's own
+writes (a close's answer) never land inside it."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, Request, TextMessage
 from wsproto.extensions import PerMessageDeflate
 
-from web.send_batches import BatchedSends
+from web.transport.batched_writes import BatchedSends
 
 PATIENCE = 30.0
 

@@ -16,7 +16,7 @@ from tests.fake_llm import FakeLLM, Reply
 from tests.kit import text_of, tokens
 from tests.raw_socket import RawSocketIO
 from tests.web_helpers import TOKEN, EventClient, ServerProcess, assert_contiguous, connected
-from web.backlog import ClientQueueCap
+from web.transport.client_queue_cap import ClientQueueCap
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
 

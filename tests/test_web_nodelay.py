@@ -1,4 +1,4 @@
-"""TCP_NODELAY on a WebSocket's connection (web/nodelay.py), with real TCP sockets."""
+"""TCP_NODELAY on a WebSocket's connection (web/transport/tcp_nodelay.py), with real TCP sockets."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from web.nodelay import NoDelay
+from web.transport.tcp_nodelay import NoDelay
 
 
 @pytest.fixture

@@ -252,7 +252,7 @@ class EventClient(EventLog):
         token: str | None = TOKEN,
         *,
         origin: str | None = None,  # an Origin header; None: none, as a program sends
-        batch_deltas: bool = False,  # ask for gathered deltas, as the page does (web/batching.py)
+        batch_deltas: bool = False,  # ask for gathered deltas, as the page does (DeltaBatcher)
     ) -> None:
         super().__init__()
         self.url, self.token, self.origin, self.batch_deltas = url, token, origin, batch_deltas

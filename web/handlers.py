@@ -31,11 +31,11 @@ from protocol.requests import (
     StatusRequest,
     UndoTask,
 )
-from web.answers_first import AnswersFirst
-from web.packets import TooDeep
+from web.payload_depth import TooDeep
 from web.payloads import conversation_payload, conversations_payload, status_payload, tree_payload
 from web.refusals import refused
 from web.state import WebState
+from web.transport.answers_first import AnswersFirst
 
 
 def acked(model: type[BaseModel]) -> Callable[..., Callable[..., dict[str, Any]]]:

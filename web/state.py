@@ -14,8 +14,8 @@ from modules.workspace.file_watcher import WorkspaceWatcher
 from protocol.events import Event, FileChange, FileTree, FolderRefresh, Notice
 from utils.settings import Settings
 from web.access import LoginThrottle
-from web.batching import batched_room
 from web.hub import TerminalHub
+from web.transport.delta_batcher import batched_room
 
 AsyncMode = Literal["threading", "eventlet"]
 TREE_STOPPED = "live_tree_stopped"  # the notice that live file-tree updates stopped
@@ -67,7 +67,7 @@ class WebState:
     batched: set[str] = field(default_factory=set)  # sids that asked for gathered deltas
 
     def room_for(self, sid: str, conversation_id: str) -> str:
-        """The conversation's room this client gets its events in (see web_batching)."""
+        """The conversation's room this client gets its events in (see DeltaBatcher)."""
         return batched_room(conversation_id) if sid in self.batched else conversation_id
 
     def token_ok(self, candidate: object) -> bool:

@@ -17,7 +17,8 @@ export class Connection {
   constructor({ token, onEvent, onState }) {
     this.connectedOnce = false;
     // batch_deltas: a stream pouring in comes as `deltas` events of several token/thinking
-    // deltas (web/batching.py): a few hundred messages for a long answer, not thousands.
+    // deltas (web/transport/delta_batcher.py): a few hundred messages for a long answer, not
+    // thousands.
     /** @type {import("socket.io-client").Socket} */
     this.socket = io({ auth: { token, batch_deltas: true }, reconnectionDelay: 500, reconnectionDelayMax: 4000 });
     for (const name of SERVER_EVENTS) {

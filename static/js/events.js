@@ -173,9 +173,9 @@
  */
 
 /**
- * `deltas`: several `token` or `thinking` deltas gathered (web/batching.py), for a client that
- * connected with `batch_deltas`; `first_seq + i` is the seq of `texts[i]`, `seq` the last one's.
- * Connection unpacks them into the events they gather.
+ * `deltas`: several `token` or `thinking` deltas gathered (web/transport/delta_batcher.py), for a
+ * client that connected with `batch_deltas`; `first_seq + i` is the seq of `texts[i]`, `seq` the
+ * last one's. Connection unpacks them into the events they gather.
  * @typedef {object} DeltasFields
  * @property {"token" | "thinking"} of
  * @property {string} message_id

@@ -24,7 +24,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from protocol.events import Notice
-from web.batching import BATCHED_SUFFIX
+from web.transport.delta_batcher import BATCHED_SUFFIX
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 0.5

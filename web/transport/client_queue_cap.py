@@ -7,6 +7,22 @@ with every event: megabytes over a long answer. Here each queue counts the bytes
 past the cap (AGENT_CLIENT_QUEUE_MB) it takes no more and the client is dropped: the
 connection closed, its TCP socket shut down so that the stalled writer wakes and ends. The
 client reconnects and `join`s with its last seq for exactly the rest (docs/protocol.md §4).
+
+Written against python-engineio 4.15.1, of which it relies on:
+- `Server._async`, the async mode's table: `create_queue()` makes each Socket's queue of its
+  "queue" class, and `Socket._upgrade_websocket` calls its "websocket" class as
+  `cls(handler, server)(environ, start_response)`; both are replaced, on this server only;
+- `Socket._websocket_handler(ws)`, the handler given to that class: a bound method (its
+  `__self__` the Socket) whose writer takes packets with `Socket.poll` (one blocking `get`,
+  then `get(block=False)` until none is left) and sends each with `ws.send`, and ends on a
+  None in the queue;
+- `Socket.queue`, `.sid`, `.upgraded`, `.upgrading` and `.close(wait, abort, reason)`;
+  `Server.sockets`, `.async_mode`, `.start_background_task`, `.reason.SERVER_DISCONNECT`;
+- a queued packet's `data`: a Socket.IO packet's text, an ack's beginning with "3" or "6".
+Of the queue classes (the standard library's queue.Queue; eventlet 0.41.3's Queue): every
+item is stored and taken through `_put` and `_get`. Of Werkzeug 3.1.9 (threading mode): an
+error raised out of an upgraded request is answered with a 500 written into the WebSocket
+stream, a ConnectionError with nothing (engineio's SimpleWebSocketWSGI raises one at its end).
 """
 
 from __future__ import annotations
@@ -21,8 +37,8 @@ from typing import Any
 
 from engineio import Server as EngineServer
 
-from web.nodelay import connection_socket
-from web.send_batches import BatchedSends
+from web.transport.batched_writes import BatchedSends
+from web.transport.tcp_nodelay import connection_socket
 
 log = logging.getLogger(__name__)
 OTHER_PACKET_BYTES = 64  # an open packet's dict, a bare ping: small, not worth measuring
@@ -50,7 +66,7 @@ def counted_queue(base: type[Any], cap: ClientQueueCap) -> type[Any]:
             self.asked = 0
             self.full = False  # past the cap: it takes nothing but the writer's end mark
             self.sizes: deque[int] = deque()  # of the items held, in their order
-            self.before_wait: Callable[[], None] | None = None  # web.send_batches: a flush
+            self.before_wait: Callable[[], None] | None = None  # batched_writes: a flush
 
         def get(self, block: bool = True, timeout: float | None = None) -> Any:
             if block and self.before_wait is not None:  # the writer's batch ends here
@@ -92,7 +108,12 @@ class ClientQueueCap:
         self.eio, self.cap_bytes, self.sid_of = eio, cap_bytes, sid_of
         self._connections: dict[str, socket.socket] = {}  # by Engine.IO sid, while upgraded
         self.local = threading.local()  # `replaying`, per thread (green under eventlet: per task)
-        modes = eio._async
+        modes = getattr(eio, "_async", None)
+        if not isinstance(modes, dict) or not {"queue", "websocket"} <= modes.keys():
+            raise RuntimeError(
+                "python-engineio's Server._async is not the table of the queue and WebSocket "
+                "classes this server replaces: install the version requirements.txt pins"
+            )
         self._websocket_class = modes["websocket"]
         queue_class = counted_queue(modes["queue"], self)
         eio._async = {**modes, "queue": queue_class, "websocket": self._websocket}
@@ -114,7 +135,7 @@ class ClientQueueCap:
 
     def _websocket(self, handler: Callable[[Any], Any], server: EngineServer) -> Any:
         """The async mode's WebSocket app for one connection, its socket noted by sid; in
-        threading mode its writer's batches go out in one write each (web.send_batches)."""
+        threading mode its writer's batches go out in one write each (batched_writes)."""
         engine_socket = handler.__self__  # type: ignore[attr-defined]  # Socket._websocket_handler
         sid = engine_socket.sid
         if self.eio.async_mode != "threading":

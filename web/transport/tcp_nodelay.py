@@ -1,4 +1,12 @@
-"""Sends a WebSocket's small frames at once: TCP_NODELAY on the connection of each upgrade."""
+"""Sends a WebSocket's small frames at once: TCP_NODELAY on the connection of each upgrade.
+
+The connection is taken from the WSGI environ, by what the two servers put there (neither key
+is in the WSGI spec):
+- Werkzeug 3.1.9's development server (threading mode): `environ["werkzeug.socket"]`, the
+  request handler's connection (WSGIRequestHandler.make_environ);
+- eventlet 0.41.3's `eventlet.wsgi` (eventlet mode): `environ["eventlet.input"].get_socket()`,
+  the wsgi.Input's connection.
+"""
 
 from __future__ import annotations
 

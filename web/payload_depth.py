@@ -1,15 +1,15 @@
-"""The server's Socket.IO packet: python-socketio's JSON packet with a cheaper test for binary
-data, and a bound on how deeply a client's payload may nest.
-
-Every emit asks whether its data holds bytes (they go out as attachments). The stock test
-builds a list and a `functools.reduce` with a lambda for every value, at every level: for a
-token's payload that is most of what an emit costs in Python calls. Here scalars are passed
-over without a call, and the answer is the same.
+"""A bound on how deeply a client's Socket.IO payload may nest: one of the limits on what a
+client may send (with MAX_REQUEST_BYTES), kept here and not with the transport's speed-ups, so
+that no change to those can loosen it.
 
 A payload nested a few hundred levels deep made the stock decoder raise RecursionError, and
 the packet was dropped without an answer. One nested deeper than MAX_DEPTH now decodes to
 TOO_DEEP in place of the event's arguments, which the event's handler answers with
-`bad_request` through the ack.
+`bad_request` through the ack (web/handlers.py).
+
+Installed through python-socketio's documented `json` option (web_server.py): a module with
+`dumps` and `loads` like the standard library's, which python-socketio's packets and
+python-engineio's decode with, so a deep Engine.IO packet is bounded too.
 """
 
 from __future__ import annotations
@@ -18,9 +18,7 @@ import re
 from typing import Any
 
 from engineio import json as engineio_json
-from socketio.packet import Packet
 
-SCALARS = frozenset({str, int, float, bool, type(None)})
 CONTAINERS = frozenset({list, dict})
 MAX_DEPTH = 100  # lists and objects within one another; the protocol's payloads nest 4 deep
 EVENT_NAME = re.compile(r'\[\s*"([^"\\]{1,200})"\s*[,\]]')  # `["get_status", ...`
@@ -68,24 +66,3 @@ class DepthBoundJson:
 def _too_deep(text: str) -> Any:
     named = EVENT_NAME.match(text)
     return [named[1], TOO_DEEP] if named else TOO_DEEP
-
-
-class JsonPacket(Packet):
-    """Given to the server as its `serializer` (python-socketio's documented hook)."""
-
-    json = DepthBoundJson
-
-    @classmethod
-    def data_is_binary(cls, data: Any) -> bool:
-        if isinstance(data, (bytes, bytearray)):
-            return True
-        if isinstance(data, list):
-            values: Any = data
-        elif isinstance(data, dict):
-            values = data.values()
-        else:
-            return False
-        for value in values:  # noqa: SIM110  (any() over a generator: a frame resumed per value)
-            if type(value) not in SCALARS and cls.data_is_binary(value):
-                return True
-        return False

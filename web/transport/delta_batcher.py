@@ -10,6 +10,9 @@ first_seq, seq, texts: [...]}` (one text per delta, `first_seq + i` its seq; `ag
 `parent_call_id`, `depth` as on the events). Any other event of the conversation sends
 what was gathered first, so both rooms see one order. The page handles the ~12,000 socket
 messages of a long answer in seconds of main-thread work; gathered, they are a few hundred.
+
+It reaches no library's internals: it emits through the functions web.transport.install gives
+it (python-socketio's own emit, and whether a room has clients, read there).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ def _head(wire: dict[str, Any]) -> dict[str, Any]:
 
 
 def batched_room(conversation_id: str) -> str:
+    """The room of the conversation's clients that asked for gathered deltas."""
     return conversation_id + BATCHED_SUFFIX
 
 

@@ -12,6 +12,17 @@ several `send` calls, and bytes written between them would land inside a frame (
 then fails the connection: "Invalid frame header"). So every write on the connection goes
 through `SharedWrites`, under one lock, after what was gathered before it: the bytes reach
 the wire in the order they were framed.
+
+Written against python-engineio 4.15.1 and simple-websocket 1.1.0, of which it relies on:
+- engineio's threading driver, `engineio.async_drivers._websocket_wsgi.SimpleWebSocketWSGI`:
+  the handler is given the driver itself, whose `ws` is then the connection's
+  `simple_websocket.Server`, and whose `send`, `wait` and `close` the handler calls;
+- simple_websocket's `Base.sock`, the connection's socket, looked up at every write and
+  written with `send(bytes)` only (by `send`, `close`, the reader thread's pings and its
+  answers in `_handle_events`), so the stand-in set there takes every write;
+- `Base.ws`, the wsproto connection, whose `send(event)` returns the framed bytes and raises
+  wsproto's LocalProtocolError once a close was answered, and `Base.connected`.
+wsproto itself (~=1.3) is used through its public API.
 """
 
 from __future__ import annotations

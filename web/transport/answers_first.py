@@ -6,6 +6,8 @@ began (a task's start builds its prompt and writes its history: ~10 ms of CPU an
 calls, each one a turn given away): acknowledgements then wait behind all of that. Holding a
 task's start until the handlers in flight have answered sends every acknowledgement first; the
 tasks start right after, as they would have behind one another anyway.
+
+It reaches no library's internals: web/handlers.py holds one and starts tasks through it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ Start = Callable[..., Any]  # socketio.start_background_task
 
 
 class AnswersFirst:
+    """Counts the handlers answering; holds the tasks they begin until none is."""
+
     def __init__(self) -> None:
         self._answering = 0
         self._quiet = threading.Condition()
