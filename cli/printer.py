@@ -284,6 +284,9 @@ class EventPrinter(Painter):
 
     def _print_result(self, event: ToolEvent) -> None:
         self._enter("")
+        if event.declined:  # it did not run: what the model is told of it is not for the user
+            self._write(self._progress, self.paint(f"✗ {event.tool} declined", YELLOW) + "\n")
+            return
         mark = self.paint("✓", GREEN) if event.ok else self.paint("✗", RED)
         head = f"{mark} {event.tool} ({event.duration_ms or 0} ms)"
         lines = (event.output or "").splitlines()

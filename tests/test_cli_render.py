@@ -141,6 +141,8 @@ def test_approval_shows_a_coloured_diff_and_ctrl_c_declines(fake_llm: FakeLLM, w
     prompt = next(n for n, line in enumerate(lines) if line.startswith("Allow? [y]es"))
     assert lines[prompt].rstrip().endswith("^C")  # the line ends there, the next one is clean
     assert lines[prompt + 1] == "declined: modify_file does not run."
+    assert lines[prompt + 2] == "✗ modify_file declined"  # not the text the model is sent
+    assert "Do not retry" not in screen
     assert "Traceback" not in screen and "KeyboardInterrupt" not in screen
     assert (workspace / "notes.txt").read_text() == "old line\nkept\n"
     tool_message = fake_llm.chat_requests[-1].messages[-1]
