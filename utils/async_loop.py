@@ -113,7 +113,7 @@ class Pending(Generic[T]):
         return wait_real_event(self._done, timeout)
 
 
-def _real_log_locks() -> None:
+def real_log_locks() -> None:
     """Under eventlet, give the log handlers real OS locks.
 
     A loop thread logs (the SDKs, uvicorn, our own code) through the same handlers as the
@@ -137,7 +137,7 @@ class LoopThread:
 
     def __init__(self, name: str = "asyncio-loop") -> None:
         if green_threads():
-            _real_log_locks()
+            real_log_locks()
         self._threading = _os_threading()
         self._loop = asyncio.new_event_loop()
         self._stop_timeout = 5.0

@@ -193,6 +193,22 @@ class Settings(BaseModel):
         description="share of the context window at which older turns are summarised; 0: never",
     )
     command_timeout: float = Field(60.0, gt=0, le=600)
+    session_idle_minutes: float = Field(
+        30.0,
+        gt=0,
+        description="a conversation's sandbox session ends after this long with no command, "
+        "no output and nobody attached (its background processes end with it)",
+    )
+    max_processes: int = Field(
+        5, ge=1, le=50, description="background processes running at once in a conversation"
+    )
+    process_settle_seconds: float = Field(
+        3.0,
+        ge=0,
+        le=30,
+        description="how long starting a background process waits for its first output "
+        "(less when it ends or listens on a port first)",
+    )
     command_env: list[str] = Field(
         default_factory=list,
         description="names of variables of the server's environment that commands also get "

@@ -88,17 +88,32 @@ class CommandCgroup:
     def procs_files(self) -> list[str]:
         return [str(folder / "cgroup.procs") for folder in self.folders]
 
-    def out_of_memory(self) -> tuple[int, bool]:
-        """How many of the command's processes the kernel killed for memory, and whether the
-        command reached its own limit (if not, a limit above it did it: the server's cgroup)."""
-        memory = self.roots.memory
-        folder = next((f for f in self.folders if f.parent == memory), None)
+    def memory_mark(self) -> tuple[int, int]:
+        """The kills and (v2) limit hits so far, for `out_of_memory(since=...)` to count only
+        what comes after; v1 restarts its peak, which tells its hits (a session's cgroup
+        outlives each of its commands)."""
+        folder = self._memory_folder()
+        if folder is None:
+            return 0, 0
+        if self.roots.memory_v2:
+            events = _counters(folder / "memory.events")
+            return events.get("oom_kill", 0), events.get("max", 0)
+        for prefix in ("memory", "memory.memsw"):
+            with contextlib.suppress(OSError):
+                (folder / f"{prefix}.max_usage_in_bytes").write_text("0")
+        return _counters(folder / "memory.oom_control").get("oom_kill", 0), 0
+
+    def out_of_memory(self, since: tuple[int, int] = (0, 0)) -> tuple[int, bool]:
+        """How many of the command's processes the kernel killed for memory (after `since`,
+        a memory_mark), and whether the command reached its own limit (if not, a limit above
+        it did it: the server's cgroup)."""
+        folder = self._memory_folder()
         if folder is None:
             return 0, False
         if self.roots.memory_v2:
             events = _counters(folder / "memory.events")
-            return events.get("oom_kill", 0), events.get("max", 0) > 0
-        kills = _counters(folder / "memory.oom_control").get("oom_kill", 0)
+            return events.get("oom_kill", 0) - since[0], events.get("max", 0) > since[1]
+        kills = _counters(folder / "memory.oom_control").get("oom_kill", 0) - since[0]
         # v1's failcnt stays 0 where memsw is limited too; the peak nears the limit instead.
         reached = any(
             _number(folder / f"{prefix}.max_usage_in_bytes")
@@ -107,6 +122,9 @@ class CommandCgroup:
             if (folder / f"{prefix}.limit_in_bytes").exists()
         )
         return kills, reached
+
+    def _memory_folder(self) -> Path | None:
+        return next((f for f in self.folders if f.parent == self.roots.memory), None)
 
     def members(self) -> list[int]:
         found: set[int] = set()

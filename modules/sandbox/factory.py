@@ -6,12 +6,15 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Unpack
+from typing import TYPE_CHECKING, Unpack
 
 from modules.sandbox.confinement import detect_confinement
 from modules.sandbox.local_runner import LocalRunner
 from modules.sandbox.runner import CommandResult, CommandRunner, RunOptions
 from utils.settings import Settings
+
+if TYPE_CHECKING:
+    from modules.sandbox.session.pool import SessionPool
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +51,9 @@ class DeferredRunner:
     up to a second. AGENT_SANDBOX=docker is built at once instead, so a missing engine is an
     error at start."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, ends_with_run: bool = False) -> None:
         self._settings = settings
+        self._ends_with_run = ends_with_run
         self._lock = threading.Lock()
         self._runner: CommandRunner | None = None
 
@@ -62,7 +66,7 @@ class DeferredRunner:
     def built(self) -> CommandRunner:
         with self._lock:
             if self._runner is None:
-                self._runner = build_runner(self._settings)
+                self._runner = with_sessions(build_runner(self._settings), self._ends_with_run)
             return self._runner
 
     @property
@@ -87,6 +91,29 @@ class DeferredRunner:
             runner.close()
 
 
-def runner_for(settings: Settings) -> CommandRunner:
-    """What a process uses: built now for AGENT_SANDBOX=docker, else when first needed."""
-    return build_runner(settings) if settings.sandbox == "docker" else DeferredRunner(settings)
+def runner_for(settings: Settings, ends_with_run: bool = False) -> CommandRunner:
+    """What a process uses: built now for AGENT_SANDBOX=docker, else when first needed; a
+    local one keeps a sandbox session per conversation (`ends_with_run`: `cli -p`, whose
+    sessions end when its one task does)."""
+    if settings.sandbox == "docker":
+        return build_runner(settings)
+    return DeferredRunner(settings, ends_with_run)
+
+
+def with_sessions(runner: CommandRunner, ends_with_run: bool = False) -> CommandRunner:
+    """`runner` keeping a sandbox session per conversation, where it can (a local runner that
+    runs commands at all); Docker's runs each command fresh until it has sessions too."""
+    if isinstance(runner, LocalRunner) and runner.confinement.refusal is None:
+        from modules.sandbox.session.session_runner import SessionRunner
+
+        return SessionRunner(runner, ends_with_run)
+    return runner
+
+
+def sessions_of(runner: CommandRunner) -> SessionPool | None:
+    """The conversations' sandbox sessions `runner` keeps (built now if it was deferred); None
+    where it runs each command in a sandbox of its own (Docker, for now)."""
+    from modules.sandbox.session.session_runner import SessionRunner
+
+    built = runner.built if isinstance(runner, DeferredRunner) else runner
+    return built.sessions if isinstance(built, SessionRunner) else None

@@ -14,6 +14,10 @@ from modules.sandbox.cgroup import CgroupRoots, CommandCgroup, find_roots, reap_
 from utils.settings import LocalSandboxSettings
 
 MB = 1024 * 1024
+RLIMIT_NAMES = {
+    getattr(resource, name): name
+    for name in ("RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NPROC")
+}
 
 
 @dataclass
@@ -28,19 +32,29 @@ class AppliedLimits:
     def note(self) -> str:
         """What the command should be told about a limit it hit, or ""."""
         kills, own_limit = (0, False) if self.cgroup is None else self.cgroup.out_of_memory()
-        if not kills:
-            return ""
-        if not own_limit:
-            return (
-                f"[{kills} process(es) of this command were killed for memory: the memory "
-                "limit set on this server's own cgroup (its service, container or pod), or "
-                f"the machine's memory, ran out before the sandbox's limit of {self.memory_mb} "
-                "MB. Use less memory at once, or ask the user to raise that limit]"
-            )
+        return memory_note(kills, own_limit, self.memory_mb) if kills else ""
+
+
+def memory_note(kills: int, own_limit: bool, memory_mb: int, session: bool = False) -> str:
+    """The line a command's result ends with when `kills` processes were killed for memory
+    while it ran (of the command, or with `session` of its conversation's session): by the
+    sandbox's own limit (`own_limit`), or by one above it."""
+    whose = "this conversation's sandbox session" if session else "this command"
+    when = "While this command ran, " if session else ""
+    if not own_limit:
         return (
-            f"[{kills} process(es) of this command were killed: together they went over the "
-            f"sandbox's memory limit of {self.memory_mb} MB (its /tmp counts too)]"
+            f"[{when}{kills} process(es) of {whose} were killed for memory: the memory "
+            "limit set on this server's own cgroup (its service, container or pod), or "
+            f"the machine's memory, ran out before the sandbox's limit of {memory_mb} "
+            "MB. Use less memory at once, or ask the user to raise that limit]"
         )
+    counted = "its /tmp counts too"
+    if session:
+        counted = "its /tmp and its background processes count too"
+    return (
+        f"[{when}{kills} process(es) of {whose} were killed: together they went over the "
+        f"sandbox's memory limit of {memory_mb} MB ({counted})]"
+    )
 
 
 class ResourceLimits:
@@ -53,8 +67,8 @@ class ResourceLimits:
         if self.roots.folders:
             reap_leftovers(self.roots)
 
-    def describe(self) -> list[str]:
-        """Lines for the isolation list."""
+    def describe(self, scope: str = "a command") -> list[str]:
+        """Lines for the isolation list; `scope` is what one cgroup holds."""
         o = self.options
         if os.geteuid() != 0 or self.roots.pids is not None:
             processes = f"at most {o.processes} more processes"
@@ -62,7 +76,7 @@ class ResourceLimits:
             processes = "processes not limited (running as root without a writable pids cgroup)"
         if self.roots.memory is not None:
             memory = (
-                f"memory: at most {o.total_memory_mb} MB for a command, all its processes and "
+                f"memory: at most {o.total_memory_mb} MB for {scope}, all its processes and "
                 "its /tmp together (a memory cgroup)"
             )
         else:
@@ -100,6 +114,11 @@ class ResourceLimits:
         finally:
             if group is not None:
                 group.remove()
+
+    def named_rlimits(self) -> dict[str, list[int]]:
+        """The per-process limits by name (RLIMIT_CPU: [soft, hard], ...), as a session's
+        supervisor sets them in each process it starts."""
+        return {RLIMIT_NAMES[which]: list(pair) for which, pair in self._rlimits()}
 
     def _rlimits(self) -> list[tuple[int, tuple[int, int]]]:
         o = self.options

@@ -16,6 +16,17 @@ from utils.cancel import CancelToken, TaskCancelled
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class LeftRunning:
+    """A process a command left running when it exited: adopted as the conversation's
+    background process `process_id`, or (None) killed, the limit of them being reached."""
+
+    process_id: str | None
+    pid: int
+    command: str
+    ports: tuple[int, ...] = ()
+
+
 @dataclass
 class CommandResult:
     exit_code: int | None
@@ -24,6 +35,7 @@ class CommandResult:
     omitted_chars: int
     duration_ms: int
     note: str = ""  # a limit the command ran into, said to the model with its output
+    left: tuple[LeftRunning, ...] = ()  # what it left running, in a session
 
 
 class SandboxUnavailable(OSError):
@@ -57,10 +69,11 @@ class CommandRunner(Protocol):
     def python(self) -> str:
         """The interpreter run_python starts inside this sandbox."""
 
-    def run(self, argv: list[str], **options: Unpack[RunOptions]) -> CommandResult: ...
+    def run(self, argv: list[str], **options: Unpack[RunOptions]) -> CommandResult:
+        """Run `argv` in a sandbox of its own (outside any conversation's session)."""
 
     def close(self) -> None:
-        """Release what the runner holds (containers); it may not be used afterwards."""
+        """Release what the runner holds (containers, sessions); it may not be used afterwards."""
 
 
 def finished(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,13 @@ from modules.sandbox.cgroup import CommandCgroup
 from modules.sandbox.confinement import SUPERVISOR_INSIDE, Confinement, seccomp_pipe
 from modules.sandbox.environment import command_environment
 from modules.sandbox.resource_limits import ResourceLimits
-from modules.sandbox.session.os_threads import new_condition, original, start_thread, wait_for
+from modules.sandbox.session.os_threads import (
+    new_condition,
+    original,
+    sleep,
+    start_thread,
+    wait_for,
+)
 from utils.settings import Settings
 
 SUPERVISOR = Path(__file__).resolve().with_name("supervisor.py")
@@ -49,13 +56,14 @@ class Launched:
     def stop(self) -> None:
         """Wait for the outer process to end (it does once its supervisor did), killing it
         past STOP_SECONDS; then empty and remove the cgroup."""
-        expired = original("subprocess").TimeoutExpired
-        try:
-            self.process.wait(timeout=STOP_SECONDS)
-        except expired:
-            self.process.kill()
-            with contextlib.suppress(expired):
-                self.process.wait(timeout=STOP_SECONDS)
+        for _ in range(2):
+            deadline = time.monotonic() + STOP_SECONDS
+            while self.process.poll() is None and time.monotonic() < deadline:
+                sleep(0.01)
+            if self.process.poll() is not None:
+                break
+            with contextlib.suppress(OSError):
+                self.process.kill()
         if self.cgroup is not None:
             self.cgroup.remove()
 

@@ -1,0 +1,150 @@
+"""Where a session process's output is kept: a bounded ring in memory, addressed by absolute
+byte offsets, and a capped log file in the data folder; for a foreground command also the head
+and tail its result gives the model, exactly as the fresh-sandbox runner keeps them."""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from modules.sandbox.output import OutputBuffer
+
+RING_BYTES = 256 * 1024
+LOG_BYTES = 4 * 1024 * 1024  # a log file rotates at this size: ID.log, then ID.log.1
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Output read from an offset: its bytes, where the next read starts, and how many bytes
+    the ring no longer held between the offset asked for and the data."""
+
+    data: bytes
+    next_offset: int
+    skipped: int
+
+
+class OutputRing:
+    """The last `capacity` bytes of a stream; `end` is the offset after everything written."""
+
+    def __init__(self, capacity: int = RING_BYTES) -> None:
+        self.capacity = capacity
+        self._data = bytearray()
+        self.end = 0
+
+    @property
+    def start(self) -> int:
+        """The offset of the oldest byte still held."""
+        return self.end - len(self._data)
+
+    def append(self, data: bytes) -> None:
+        self._data += data
+        self.end += len(data)
+        extra = len(self._data) - self.capacity
+        if extra > 0:
+            del self._data[:extra]
+
+    def read(self, offset: int, limit: int) -> Chunk:
+        """At most `limit` bytes from `offset` (clamped to what is held)."""
+        offset = max(0, min(offset, self.end))
+        skipped = max(0, self.start - offset)
+        begin = offset + skipped - self.start
+        data = bytes(self._data[begin : begin + limit])
+        return Chunk(data, offset + skipped + len(data), skipped)
+
+
+class OutputLog:
+    """A process's output in DATA_DIR/processes/CID/ID.log, at most LOG_BYTES, the older part
+    kept in ID.log.1 (so at most twice that on disk). A write that fails (a full disk) ends the
+    log, not the process."""
+
+    def __init__(self, path: Path, cap: int = LOG_BYTES) -> None:
+        self.path = path
+        self.cap = cap
+        self.error: str | None = None
+        self._fd: int | None = None
+        self._size = 0
+        self._open()
+
+    def _open(self) -> None:
+        try:
+            self._fd = os.open(
+                self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600
+            )
+            self._size = os.fstat(self._fd).st_size
+        except OSError as exc:
+            self.error = str(exc)
+            self._fd = None
+
+    def write(self, data: bytes) -> None:
+        if self._fd is None:
+            return
+        try:
+            if self._size + len(data) > self.cap and self._size:
+                os.close(self._fd)
+                self._fd = None
+                os.replace(self.path, self.path.with_name(self.path.name + ".1"))
+                self._open()
+                if self._fd is None:
+                    return
+            os.write(self._fd, data)
+            self._size += len(data)
+        except OSError as exc:
+            self.error = str(exc)
+            self.close()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+
+class Capture:
+    """A foreground command's output as its result keeps it: decoded, head and tail."""
+
+    def __init__(self, limit: int) -> None:
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.buffer = OutputBuffer(limit)
+
+    def add(self, data: bytes, final: bool = False) -> None:
+        text = self.decoder.decode(data, final=final)
+        if text:
+            self.buffer.add(text)
+
+
+class ProcessOutput:
+    """Everything one process wrote to its output pipe or PTY: ring, log once it has one,
+    capture while it is a foreground command. Its owner's lock guards it."""
+
+    def __init__(self, capture: Capture | None = None) -> None:
+        self.ring = OutputRing()
+        self.log: OutputLog | None = None
+        self.capture = capture
+        self.eof = False
+
+    def take(self, data: bytes) -> None:
+        """What the pump read."""
+        self.ring.append(data)
+        if self.log is not None:
+            self.log.write(data)
+        if self.capture is not None:
+            self.capture.add(data)
+
+    def end(self) -> None:
+        """The stream ended (every writer closed it)."""
+        self.eof = True
+        if self.capture is not None:
+            self.capture.add(b"", final=True)
+        if self.log is not None:
+            self.log.close()
+
+    def keep_in(self, path: Path) -> None:
+        """Start its log at `path`, with what the ring holds so far."""
+        if self.log is None:
+            self.log = OutputLog(path)
+            self.log.write(self.ring.read(0, self.ring.capacity).data)
+            if self.eof:
+                self.log.close()

@@ -1,0 +1,159 @@
+"""One OS thread for the whole server that reads every session process's output pipe and PTY
+master (non-blocking, one poll over all of them) into its sink: no thread per command, none
+per line, and a flood from one process is read at a bounded rate, so it waits on its full pipe
+rather than making the server copy without end."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from typing import Any, Protocol
+
+from modules.sandbox.session.os_threads import new_condition, original, start_thread
+
+log = logging.getLogger(__name__)
+
+READ_SIZE = 65536
+POLL_READ = 0x001 | 0x008 | 0x010  # POLLIN, POLLERR, POLLHUP
+RATE_WINDOW_SECONDS = 0.1
+
+
+class Sink(Protocol):
+    """Where one stream's bytes go; called on the pump's thread, briefly."""
+
+    def take(self, data: bytes) -> None: ...
+
+    def ended(self) -> None:
+        """The stream ended: end of file, or an error reading it."""
+
+    @property
+    def rate(self) -> int | None:
+        """Bytes a second it may be read at (None: as fast as it comes)."""
+
+
+class _Stream:
+    def __init__(self, fd: int, sink: Sink) -> None:
+        self.fd = fd
+        self.sink = sink
+        self.window_start = 0.0
+        self.window_bytes = 0
+        self.paused_until: float | None = None
+
+
+class OutputPump:
+    """Reads the registered descriptors on one thread, started when first needed. A
+    descriptor given to `add` is the pump's: it closes it at its end or at `remove`."""
+
+    def __init__(self) -> None:
+        self._changed = new_condition()
+        self._pending: list[tuple[str, int, Sink]] = []
+        self._thread: Any = None
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+
+    def add(self, fd: int, sink: Sink) -> None:
+        """Read `fd` into `sink` until its end."""
+        os.set_blocking(fd, False)
+        self._ask(("add", fd, sink))
+
+    def remove(self, sink: Sink) -> None:
+        """Stop reading into `sink` and close its descriptor (it hears nothing more, not even
+        `ended`); nothing when its stream ended already."""
+        self._ask(("remove", -1, sink))
+
+    def _ask(self, change: tuple[str, int, Sink]) -> None:
+        with self._changed:
+            self._pending.append(change)
+            if self._thread is None:
+                self._thread = start_thread(self._run, "session-output")
+        with contextlib.suppress(BlockingIOError):
+            os.write(self._wake_write, b"x")
+
+    def _run(self) -> None:
+        select, reader = original("select"), original("os").read
+        poller = select.poll()
+        poller.register(self._wake_read, select.POLLIN)
+        streams: dict[int, _Stream] = {}
+        while True:
+            try:
+                self._apply(poller, streams)
+                timeout = self._resume(poller, streams)
+                for fd, _ in poller.poll(None if timeout is None else timeout * 1000):
+                    if fd == self._wake_read:
+                        with contextlib.suppress(OSError):
+                            reader(self._wake_read, 4096)
+                    elif fd in streams:
+                        self._read(reader, poller, streams, streams[fd])
+            except Exception:  # the one reader of every session must outlive any error
+                log.exception("the session output pump failed; going on")
+
+    def _apply(self, poller: Any, streams: dict[int, _Stream]) -> None:
+        with self._changed:
+            changes, self._pending = self._pending, []
+        for what, fd, sink in changes:
+            if what == "add":
+                streams[fd] = _Stream(fd, sink)
+                poller.register(fd, POLL_READ)
+                continue
+            for stream in [s for s in streams.values() if s.sink is sink]:
+                self._drop(poller, streams, stream)
+
+    def _drop(self, poller: Any, streams: dict[int, _Stream], stream: _Stream) -> None:
+        streams.pop(stream.fd, None)
+        if stream.paused_until is None:
+            with contextlib.suppress(KeyError, ValueError):
+                poller.unregister(stream.fd)
+        with contextlib.suppress(OSError):
+            os.close(stream.fd)
+
+    def _read(self, reader: Any, poller: Any, streams: dict[int, _Stream], stream: _Stream) -> None:
+        try:
+            data = reader(stream.fd, READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:  # a PTY master once its terminal closed: EIO
+            data = b""
+        if not data:
+            self._drop(poller, streams, stream)
+            self._tell(stream.sink.ended)
+            return
+        self._tell(lambda: stream.sink.take(data))
+        rate = stream.sink.rate
+        if rate is None:
+            return
+        now = time.monotonic()
+        if now - stream.window_start >= RATE_WINDOW_SECONDS:
+            stream.window_start, stream.window_bytes = now, 0
+        stream.window_bytes += len(data)
+        if stream.window_bytes >= rate * RATE_WINDOW_SECONDS:
+            poller.unregister(stream.fd)
+            stream.paused_until = stream.window_start + RATE_WINDOW_SECONDS
+
+    def _resume(self, poller: Any, streams: dict[int, _Stream]) -> float | None:
+        """Read again the streams whose pause is over; the wait until the next one's."""
+        now = time.monotonic()
+        soonest: float | None = None
+        for stream in streams.values():
+            if stream.paused_until is None:
+                continue
+            if stream.paused_until <= now:
+                stream.paused_until = None
+                stream.window_start, stream.window_bytes = now, 0
+                poller.register(stream.fd, POLL_READ)
+            else:
+                left = stream.paused_until - now
+                soonest = left if soonest is None else min(soonest, left)
+        return soonest
+
+    @staticmethod
+    def _tell(call: Any) -> None:
+        try:
+            call()
+        except Exception:
+            log.exception("a session output sink failed")
+
+
+PUMP = OutputPump()
