@@ -165,11 +165,11 @@ def _run_remote(args: argparse.Namespace) -> int:
 def _run_cli(settings: Settings, args: argparse.Namespace) -> int:
     from core.services import build_services
 
-    services = build_services(settings)
+    services = build_services(settings, ends_with_run=args.prompt is not None)
     try:
         return _run_terminal(services, args)
     finally:
-        services.close()  # MCP servers stopped
+        services.close()  # MCP servers stopped, sandbox sessions ended
 
 
 def _run_terminal(services: AgentServices, args: argparse.Namespace) -> int:

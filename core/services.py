@@ -15,7 +15,7 @@ from model.completion import CallOptions, StreamItem
 from model.messages import ChatMessage
 from model.providers import ProviderConfig, resolve_provider
 from modules.sandbox.disk_floor import Floor
-from modules.sandbox.factory import runner_for
+from modules.sandbox.factory import runner_for, sessions_of
 from modules.sandbox.runner import CommandRunner
 from modules.skills import SkillCatalog, skill_folders
 from modules.tools.catalogue import build_registry
@@ -80,9 +80,12 @@ class AgentServices:
 
     def delete_conversation(self, conversation_id: str) -> None:
         """Delete a conversation and what is kept for it: its history, its undo journals, its
-        task memory and its pending proposals (raises ConversationNotFound). The caller makes
-        sure no task of it runs."""
+        task memory, its pending proposals, its sandbox session and its processes' records
+        (raises ConversationNotFound). The caller makes sure no task of it runs."""
         self.store.get(conversation_id)
+        sessions = sessions_of(self.runner)
+        if sessions is not None:  # its processes end, their logs go
+            sessions.delete(conversation_id)
         self.store.delete(conversation_id)
         self.journal.forget(conversation_id)
         self.memory.forget(conversation_id)
@@ -137,8 +140,9 @@ def model_client(
     return ApiClient(config, settings, on_raw_delta=stream_log)
 
 
-def build_services(settings: Settings) -> AgentServices:
-    """Wire the real implementations together, logging to the data dir."""
+def build_services(settings: Settings, ends_with_run: bool = False) -> AgentServices:
+    """Wire the real implementations together, logging to the data dir (`ends_with_run`:
+    `cli -p`, whose sandbox sessions end when its one task does)."""
     prepare_workspace(settings.workspace, create=True)  # the fronts checked it as asked
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     logs = settings.data_dir / "logs"
@@ -172,7 +176,7 @@ def build_services(settings: Settings) -> AgentServices:
         tools=tools,
         store=ConversationStore(settings.data_dir),
         workspace=workspace,
-        runner=runner_for(settings),
+        runner=runner_for(settings, ends_with_run),
         memory=MemoryStore(settings.data_dir),
         annotations=AnnotationStore(settings.data_dir),
         journal=journal,

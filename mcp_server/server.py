@@ -32,7 +32,7 @@ from mcp_server.prompts import SkillPrompts
 from mcp_server.resources import WorkspaceResources
 from modules.results import ToolError, ToolResult
 from modules.sandbox.disk_floor import Floor
-from modules.sandbox.factory import build_runner
+from modules.sandbox.factory import runner_for
 from modules.skills import SkillCatalog, skill_folders
 from modules.tools.catalogue import build_registry
 from modules.tools.focus import FocusFiles
@@ -114,7 +114,7 @@ class WorkspaceServer:
         self.protected = ProtectedPaths(self.workspace.root)
         journal = UndoJournal(settings.data_dir, self.workspace, floor=Floor.of(settings))
         self.config = ConfigWatch(journal, self.protected)
-        self.runner = build_runner(settings)
+        self.runner = runner_for(settings)  # its one conversation's session, when local
         self.memory = MemoryStore(settings.data_dir)
         self.annotations = AnnotationStore(settings.data_dir)
         self.resources = WorkspaceResources(self.workspace)

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from modules.results import ToolError
-from modules.sandbox.runner import CommandResult, SandboxUnavailable
+from modules.sandbox.runner import CommandResult, LeftRunning, SandboxUnavailable
 from modules.tools.tool_context import ToolContext
 
 MAX_TIMEOUT_SECONDS = 600
@@ -62,8 +62,11 @@ def _execute(ctx: ToolContext, argv: list[str], timeout: float | None, stdin: st
             f"{MAX_TIMEOUT_SECONDS} s. Split long jobs into shorter steps."
         )
     stream = _stream_limited(ctx.on_output, ctx.settings.output_limit_chars * STREAM_LIMIT_FACTOR)
+    ends_with_run = False
     try:
-        result = ctx.runner.run(
+        session = ctx.session  # the conversation's, where the runner keeps sessions
+        ends_with_run = session is not None and session.ends_with_process
+        result = (ctx.runner if session is None else session).run(
             argv,
             cwd=ctx.workspace.root,
             timeout=seconds,
@@ -75,15 +78,39 @@ def _execute(ctx: ToolContext, argv: list[str], timeout: float | None, stdin: st
         raise ToolError(str(exc)) from None
     except OSError as exc:
         raise ToolError(f"Could not start {argv[0]}: {exc}") from None
-    return _report(result, seconds)
+    return _report(result, seconds, ctx.settings.max_processes, ends_with_run)
 
 
-def _report(result: CommandResult, timeout: float) -> str:
+def _left_lines(left: tuple[LeftRunning, ...], limit: int, ends_with_run: bool) -> str:
+    """What the command left running, said after its output: never silence."""
+    lines = []
+    for process in left:
+        if process.process_id is None:
+            lines.append(
+                f"\n[killed when the command ended: `{process.command}` (pid {process.pid}), "
+                f"which it left running: {limit} background processes already run in this "
+                "conversation (AGENT_MAX_PROCESSES); stop one with process_stop first]"
+            )
+            continue
+        ports = ", ".join(str(port) for port in process.ports)
+        listening = f", listening on {ports}" if ports else ""
+        lines.append(
+            f"\n[left running in the background: {process.process_id} `{process.command}` "
+            f"(pid {process.pid}{listening}). Read it with process_output, stop it with "
+            "process_stop.]"
+        )
+    if lines and ends_with_run:
+        lines.append("\n[this run ends when the task ends; background processes stop with it]")
+    return "".join(lines)
+
+
+def _report(result: CommandResult, timeout: float, limit: int, ends_with_run: bool) -> str:
     """The result text; raises ToolError (with the output) on failure or timeout."""
     seconds = result.duration_ms / 1000
     output = result.output if result.output.strip() else "(no output)"
     if result.note:
         output += f"\n{result.note}"
+    output += _left_lines(result.left, limit, ends_with_run)
     if result.timed_out:
         raise ToolError(
             f"Timed out after {timeout:g} s and was stopped (duration {seconds:.1f} s).\n"

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from modules.sandbox.factory import sessions_of
 from modules.sandbox.runner import CommandRunner
 from modules.skills import SkillCatalog
 from modules.tools.focus import FocusFiles
@@ -16,6 +17,7 @@ from utils.cancel import CancelToken
 from utils.settings import Settings
 
 if TYPE_CHECKING:
+    from modules.sandbox.session.session import SandboxSession
     from modules.tools.proposals import ProposalStore
     from modules.undo.journal import TaskJournal
 
@@ -39,3 +41,10 @@ class ToolContext:
     journal: TaskJournal | None = None
     proposals: ProposalStore | None = None
     skills: SkillCatalog | None = None
+
+    @property
+    def session(self) -> SandboxSession | None:
+        """The conversation's sandbox session, started on first use (SandboxUnavailable when
+        it cannot start); None where the runner runs each command in a sandbox of its own."""
+        sessions = sessions_of(self.runner)
+        return None if sessions is None else sessions.session(self.conversation_id)
