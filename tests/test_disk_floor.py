@@ -20,7 +20,7 @@ import pytest
 from modules.sandbox.disk_floor import DiskFloor, DiskFloorReached, Floor
 from modules.sandbox.disk_watch import WATCHER
 from modules.sandbox.docker_runner import DockerRunner
-from modules.sandbox.factory import build_runner
+from modules.sandbox.factory import build_runner, runner_for, sessions_of
 from modules.sandbox.runner import CommandResult, CommandRunner
 from modules.undo.journal import UndoJournal
 from modules.workspace.paths import Workspace
@@ -126,6 +126,29 @@ def test_a_local_command_filling_the_disk_is_stopped_at_the_floor(disk: Path) ->
     (disk / "ws" / "fill1").unlink()
     after = run(runner, "echo ran")
     assert after.exit_code == 0 and after.output.strip() == "ran", after
+
+
+def test_a_background_process_filling_the_disk_ends_its_session_at_the_floor(disk: Path) -> None:
+    """A conversation's session is watched as a whole: past the floor every process of it is
+    stopped, the session ends, and the record of the process says why."""
+    runner = runner_for(disk_settings(disk, sandbox="local"))
+    sessions = sessions_of(runner)
+    if runner.kind != "bubblewrap" or sessions is None:
+        pytest.skip(f"bubblewrap is not usable here ({runner.isolation})")
+    try:
+        session = sessions.session("conv-fill")
+        session.start("sleep 300 & head -c 300M /dev/zero > fill; sleep 300", disk / "ws", 0)
+        reasons = wait_until(
+            lambda: [r.end_reason for r in sessions.history("conv-fill") if not r.running],
+            TASK_SECONDS,
+            "the session's end at the floor",
+        )
+        assert reasons == ["disk_floor"] and session.ended
+        assert FLOOR_MB - OVERSHOOT_MB <= free_mb(disk) < FLOOR_MB + 10
+        with pytest.raises(DiskFloorReached):
+            sessions.session("conv-fill")
+    finally:
+        runner.close()
 
 
 def test_a_docker_command_filling_the_workspace_is_stopped_at_the_floor(

@@ -8,6 +8,7 @@ from typing import Any
 from core.spend import Totals, conversation_totals, today_totals
 from core.web_terminal import WebTerminal
 from model.demo_scripts import demo_suggestions
+from modules.sandbox.factory import sessions_of
 from modules.workspace.file_tree import file_tree
 from modules.workspace.folder import read_only_warning
 from utils.settings import Settings
@@ -109,7 +110,11 @@ def status_payload(state: WebState, conversation_id: str | None = None) -> dict[
         "approval": settings.approval,
         "async_mode": state.async_mode,
         "workspace_warning": read_only_warning(settings.workspace),
-        "sandbox": {"kind": runner.kind, "isolation": list(runner.isolation)},
+        "sandbox": {
+            "kind": runner.kind,
+            "isolation": list(runner.isolation),
+            "sessions": sessions_of(runner) is not None,
+        },
         "agent": settings.default_agent,
         "agents": state.services.agents.summaries(),
         "agent_problems": [vars(p) for p in state.services.agents.problems],

@@ -1,0 +1,170 @@
+"""Sandbox sessions in the real server (`main.py web`, local sandbox under bubblewrap): a
+process flooding output or fifty sessions at once leave the server answering as usual, and
+no process outlives the server, stopped or killed; after a restart the records say what
+ended with it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from modules.sandbox.cgroup import CGROUP_PREFIX, find_roots
+from tests.fake_llm import Call, FakeLLM, Reply
+from tests.fake_llm.replies import RecordedRequest, Response
+from tests.helpers import live_command_lines
+from tests.kit import wait_until
+from tests.web_helpers import EventClient, ServerProcess, ack_latency, connected
+
+pytestmark = [pytest.mark.e2e]
+
+TASK_SECONDS = 60
+ENV = {"AGENT_SANDBOX": "local"}
+
+
+def run_what_is_asked(request: RecordedRequest) -> Response:
+    """The model runs each message as a command, then says it is done."""
+    last = request.messages[-1] if request.messages else {}
+    if isinstance(last, dict) and last.get("role") == "tool":
+        return Reply(content="done")
+    return Reply(tool_calls=[Call("run_command", {"command": request.last_user_text})])
+
+
+@pytest.fixture
+def server(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[ServerProcess]:
+    fake_llm.responder = run_what_is_asked
+    process = ServerProcess(tmp_path / "ws", tmp_path / "data", base_url=fake_llm.base_url,
+                            api_key=fake_llm.api_key, env=ENV)  # fmt: skip
+    with process:
+        yield process
+
+
+@pytest.fixture
+def client(server: ServerProcess) -> Iterator[EventClient]:
+    with connected(server.url) as connection:
+        sandbox = connection.call("get_status")["sandbox"]
+        if sandbox["kind"] != "bubblewrap":
+            pytest.skip("bubblewrap is not usable here")
+        assert sandbox["sessions"] is True
+        assert any(line.startswith("sessions: ") for line in sandbox["isolation"])
+        yield connection
+
+
+def result_of(client: EventClient, command: str, conversation_id: str | None = None) -> Any:
+    """Run `command` as a task's one tool call; its result event's payload (and the id)."""
+    cid = client.start(command, conversation_id)
+    events = client.wait_done(cid, TASK_SECONDS)
+    results = [e.payload for e in events if e.name == "tool" and e.payload["phase"] == "result"]
+    assert len(results) == 1, events
+    return results[0], cid
+
+
+def records(server: ServerProcess, cid: str) -> list[dict[str, Any]]:
+    index = server.data_dir / "processes" / cid / "index.json"
+    return list(json.loads(index.read_text())["processes"])
+
+
+def ours(server: ServerProcess, marker: str) -> list[str]:
+    """Live processes of this server's sandboxes: its bwraps (they name its workspace) and
+    what runs `marker`."""
+    return [line for line in live_command_lines().values()
+            if marker in line or f"--bind {server.workspace}" in line]  # fmt: skip
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_stopping_the_server_ends_every_session(
+    server: ServerProcess, client: EventClient, signum: int
+) -> None:
+    marker = f"sleep 36{time.time_ns() % 10**6}"
+    cids = []
+    for _ in range(2):
+        result, cid = result_of(client, f"{marker} &")
+        assert "left running in the background: p1" in result["output"], result
+        cids.append(cid)
+    assert len([line for line in ours(server, marker) if line.startswith("sleep")]) == 2
+    client.disconnect()
+    server.stop(signum=signum)
+    assert not ours(server, marker)
+    for cid in cids:
+        assert [r["end_reason"] for r in records(server, cid)] == ["server_stopped"]
+
+
+def test_a_killed_server_leaves_no_process_and_a_restart_says_what_ended(
+    server: ServerProcess, client: EventClient
+) -> None:
+    marker = f"sleep 37{time.time_ns() % 10**6}"
+    result, cid = result_of(client, f"{marker} &")
+    assert "left running" in result["output"], result
+    killed_pid = server.pid
+    assert killed_pid is not None
+    client.disconnect()
+    killed = time.monotonic()
+    server.stop(signum=signal.SIGKILL)
+    wait_until(lambda: not ours(server, marker), 5, "no process of its sandboxes left")
+    print(f"\nkill -9: every sandbox process gone {time.monotonic() - killed:.3f} s later")
+    assert records(server, cid)[0]["ended_at"] is None  # nobody could write its end
+    server.start()
+    with connected(server.url) as again:
+        result, _ = result_of(again, "echo again", cid)
+    assert result["ok"] and "again" in result["output"]
+    assert [(r["id"], r["end_reason"]) for r in records(server, cid)] == [("p1", "server_stopped")]
+    for root in find_roots().folders if os.geteuid() == 0 else []:
+        assert not list(root.glob(f"{CGROUP_PREFIX}{killed_pid}-*"))  # reaped at the restart
+
+
+def test_a_flood_of_output_leaves_the_server_and_other_conversations_answering(
+    server: ServerProcess, client: EventClient
+) -> None:
+    baseline = max(ack_latency(client) for _ in range(5))
+    memory_before = _rss_mb(server)
+    result, _ = result_of(client, "yes flood-flood-flood &")
+    assert "left running in the background: p1 `yes flood-flood-flood`" in result["output"]
+    latencies, durations = [], []
+    flooding = time.monotonic()
+    while time.monotonic() - flooding < 10:
+        latencies.append(ack_latency(client))
+        quiet, _ = result_of(client, "echo quiet")
+        assert quiet["ok"] and "quiet" in quiet["output"], quiet
+        durations.append(quiet["duration_ms"])
+    grown = _rss_mb(server) - memory_before
+    print(f"\nflood: get_status {baseline * 1000:.0f} ms before, at most "
+          f"{max(latencies) * 1000:.0f} ms during ({len(latencies)} asked); another "
+          f"conversation's command at most {max(durations)} ms; "
+          f"server memory +{grown:.0f} MB")  # fmt: skip
+    assert max(latencies) < 0.3, latencies
+    assert max(durations) < 1000, durations
+    assert grown < 64, f"the server grew by {grown:.0f} MB while a process flooded"
+
+
+def test_fifty_sessions_each_running_a_process_leave_get_status_quick(
+    server: ServerProcess, client: EventClient
+) -> None:
+    marker = f"sleep 38{time.time_ns() % 10**6}"
+    before = [ack_latency(client) for _ in range(10)]
+    started = time.monotonic()
+    cids = [client.start(f"{marker} &") for _ in range(50)]
+    for cid in cids:
+        client.wait_done(cid, TASK_SECONDS * 2)
+    took = time.monotonic() - started
+    running = [line for line in ours(server, marker) if line.startswith("sleep")]
+    assert len(running) == 50
+    during = [ack_latency(client) for _ in range(20)]
+    median_before, median_during = statistics.median(before), statistics.median(during)
+    print(f"\n50 sessions started in {took:.1f} s; get_status median "
+          f"{median_before * 1000:.0f} ms before, {median_during * 1000:.0f} ms "
+          f"(max {max(during) * 1000:.0f} ms) with 50 running")  # fmt: skip
+    assert max(during) < 0.5, during
+
+
+def _rss_mb(server: ServerProcess) -> float:
+    for line in Path(f"/proc/{server.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
