@@ -260,3 +260,19 @@ def test_closing_the_pool_ends_every_session_and_leaves_no_process(pool: Session
         assert [r.end_reason for r in pool.history(name)] == ["server_stopped"]
     left = [c for c in live_command_lines().values() if "sleep 330" in c or "supervisor.py" in c]
     assert not left
+
+
+def test_a_sandbox_that_dies_under_a_command_says_so_and_the_next_gets_a_new_one(
+    pool: SessionPool,
+) -> None:
+    session = pool.session("conv-died")
+    session.start("sleep 360", pool.settings.workspace, settle=0)
+    killer = threading.Timer(0.5, session.sandbox.launched.process.kill)  # bwrap, from outside
+    killer.start()
+    result = run(pool, session, "sleep 60")
+    killer.join()
+    assert result.exit_code == -9 and not result.timed_out, result
+    assert "[Stopped: this conversation's sandbox session has ended (session_ended)" in result.note
+    assert [r.end_reason for r in pool.history("conv-died")] == ["session_ended"]
+    again = pool.session("conv-died")
+    assert again is not session and run(pool, again, "echo anew").output == "anew\n"

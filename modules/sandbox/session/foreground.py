@@ -13,6 +13,7 @@ import codecs
 import contextlib
 import fcntl
 import os
+import re
 import shlex
 import struct
 import termios
@@ -32,6 +33,7 @@ KILL_GRACE_SECONDS = 1.0  # between SIGTERM and SIGKILL at a timeout
 ADOPT_PORT_SECONDS = 0.5  # for what it left running to listen, so its result names the port
 NAME_SECONDS = 0.3  # for a process it forked to exec its program, so its result names that
 STREAM_BYTES = 65536
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def run_foreground(
@@ -205,7 +207,7 @@ def _name(survivors: list[dict[str, Any]], argv: list[str]) -> str:
     copy of the command's shell (a subshell), and how many more there are."""
     named = [entry for entry in survivors if entry["argv"] != argv] or survivors
     first = min(named, key=lambda entry: entry["pid"])
-    command = shlex.join(first["argv"]) or "?"
+    command = CONTROL.sub("?", shlex.join(first["argv"])) or "?"  # one line, whatever it says
     if len(survivors) > 1:
         command += f" (and {len(survivors) - 1} more processes)"
     return command
@@ -226,9 +228,15 @@ def _ports_of(session: SupervisedSandbox, sids: set[int], seconds: float) -> tup
 
 
 def _note(session: SupervisedSandbox, mark: tuple[int, int]) -> str:
-    """The disk floor's or the memory limit's line, when the command met one."""
+    """The disk floor's or the memory limit's line, when the command met one, or why its
+    session ended under it."""
     if session.shortage is not None:
         return session.shortage.stop_note()
+    if session.closed:
+        return (
+            f"[Stopped: {session.ended_text()}, and this command with it. The next command "
+            "starts a new session (its /tmp and background processes are gone)]"
+        )
     cgroup = session.launched.cgroup
     kills, own_limit = (0, False) if cgroup is None else cgroup.out_of_memory(mark)
     if not kills:

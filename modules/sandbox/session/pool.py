@@ -17,6 +17,7 @@ from typing import Any
 from modules.sandbox.disk_floor import DiskFloor
 from modules.sandbox.environment import command_environment
 from modules.sandbox.resource_limits import ResourceLimits
+from modules.sandbox.runner import SandboxUnavailable
 from modules.sandbox.session.launcher import SessionLauncher
 from modules.sandbox.session.os_threads import new_condition, start_thread, wait_for
 from modules.sandbox.session.records import EndReason, ProcessIndex, ProcessRecord
@@ -66,14 +67,19 @@ class SessionPool:
         its sandbox cannot start)."""
         if not CONVERSATION_ID.fullmatch(conversation_id):
             raise ValueError(f"not a conversation id: {conversation_id[:40]!r}")
-        with self._changed:
+        while True:  # another thread may be starting it: wait for that one
             wait_for(self._changed, lambda: conversation_id not in self._starting, None)
-            found = self._sessions.get(conversation_id)
-            if found is not None and not found.ended:
-                return found
-            if self._closed:
-                raise RuntimeError("the server is stopping: no new sandbox session")
-            self._starting.add(conversation_id)
+            with self._changed:
+                if conversation_id in self._starting:
+                    continue
+                found = self._sessions.get(conversation_id)
+                if found is not None and not found.ended:
+                    found.sandbox.touch()  # in use again: not to be ended idle now
+                    return found
+                if self._closed:
+                    raise SandboxUnavailable("the server is stopping: no command starts now")
+                self._starting.add(conversation_id)
+                break
         try:
             made = self._start(conversation_id)
         finally:
@@ -179,9 +185,16 @@ class SessionPool:
                     del self._sessions[conversation_id]
             return
         if sandbox.idle_seconds() > idle:
+            with self._changed:  # asked for meanwhile, it stays
+                if (
+                    sandbox.idle_seconds() <= idle
+                    or self._sessions.get(conversation_id) is not found
+                ):
+                    return
+                del self._sessions[conversation_id]
             log.info("an idle sandbox session ends", extra={"fields": {
                 "conversation_id": conversation_id}})  # fmt: skip
-            self.end(conversation_id, "session_idle")
+            sandbox.close("session_idle")
             return
         running = sandbox.running()
         if not running:

@@ -13,6 +13,7 @@ from modules.sandbox.runner import CommandResult, RunOptions
 from modules.sandbox.session import background
 from modules.sandbox.session.background import Output
 from modules.sandbox.session.foreground import run_foreground
+from modules.sandbox.session.records import ProcessRecord
 from modules.sandbox.session.supervised import Port, ProcessInfo, SupervisedSandbox
 
 
@@ -31,6 +32,11 @@ class SandboxSession:
     @property
     def ended(self) -> bool:
         return self.sandbox.closed or self.sandbox.end_reason is not None
+
+    def ended_with_the_server(self) -> list[ProcessRecord]:
+        """The processes that were running when the server that ran them stopped, ended now
+        as `server_stopped` as this session began (for the model and the page to be told)."""
+        return list(self.sandbox.stale)
 
     def run(self, argv: list[str], **options: Unpack[RunOptions]) -> CommandResult:
         """Run a foreground command to its end, timeout or cancel (as CommandRunner.run); what
