@@ -190,12 +190,6 @@ class MainTerminal:
                 raise TaskBusy("a task is running in this conversation; undo when it ends")
             return self.services.journal.undo(self.conversation_id or "", message_id, overwrite)
 
-    def handle_task(
-        self, text: str, *, parent_id: str | None = LEAF, skill: str | None = None
-    ) -> DoneReason:
-        """Record the user's message and run the task to its end."""
-        return self.run_task(self.begin_task(text, parent_id=parent_id, skill=skill))
-
     def begin_task(
         self,
         text: str,

@@ -14,6 +14,7 @@ from requests.adapters import HTTPAdapter
 
 from core.main_terminal import MainTerminal
 from core.services import build_services
+from history.conversation import LEAF
 from modules.results import ToolResult
 from modules.sandbox.local_runner import LocalRunner
 from modules.tools.catalogue import build_registry
@@ -24,7 +25,7 @@ from modules.tools.tool_context import ToolContext
 from modules.undo.journal import UndoJournal
 from modules.workspace.annotations import AnnotationStore
 from modules.workspace.paths import Workspace
-from protocol.events import Event
+from protocol.events import DoneReason, Event
 from tests.fake_llm import FakeLLM
 from tests.kit import EventLog
 from utils.cancel import CancelToken
@@ -122,8 +123,17 @@ def make_terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> TerminalRe
     )
 
 
+def ask(
+    terminal: MainTerminal, text: str, *, parent_id: str | None = LEAF, skill: str | None = None
+) -> DoneReason:
+    """Record the user's message and run its task to the end (`begin_task`, then `run_task`):
+    what the terminal emitted meanwhile is in its recorder (a `TerminalRecorder`'s events)."""
+    return terminal.run_task(terminal.begin_task(text, parent_id=parent_id, skill=skill))
+
+
 def run_in_thread(terminal: MainTerminal, text: str) -> threading.Thread:
-    thread = threading.Thread(target=terminal.handle_task, args=(text,), daemon=True)
+    """`ask(terminal, text)` in a daemon thread of its own, started."""
+    thread = threading.Thread(target=ask, args=(terminal, text), daemon=True)
     thread.start()
     return thread
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 import history.conversation as conversation_module
 from modules.tools.tool_context import ToolContext
 from tests.fake_llm import Call, ErrorReply, Reply
-from tests.helpers import make_terminal, run_in_thread
+from tests.helpers import ask, make_terminal, run_in_thread
 from tests.kit import wait_until
 from utils.files import atomic_write
 
@@ -35,7 +35,7 @@ def test_thinking_mode_thinks_first_and_resends_reasoning_with_tool_calls(fake_l
         Reply(reasoning="I should look at the files first.", tool_calls=[Call("list_files", {})]),
         Reply(content="The workspace is empty."),
     )
-    assert terminal.handle_task("what is here?") == "complete"
+    assert ask(terminal, "what is here?") == "complete"
     first, second = fake_llm.chat_requests
     assert first.body["thinking"] == {"type": "enabled"}
     assert second.body["thinking"] == {"type": "disabled"}
@@ -58,7 +58,7 @@ def test_malformed_arguments_and_unknown_tools_reach_the_model(fake_llm, tmp_pat
         ),
         Reply(content="Sorry, retrying is pointless."),
     )
-    assert terminal.handle_task("go") == "complete"
+    assert ask(terminal, "go") == "complete"
     results = [p for p in terminal.named("tool") if p["phase"] == "result"]
     assert [r["ok"] for r in results] == [False, False]
     assert "not valid JSON" in results[0]["output"]
@@ -124,7 +124,7 @@ def test_cancel_while_waiting_for_approval(fake_llm, tmp_path):
 def test_read_only_offers_only_reading_tools(fake_llm, tmp_path):
     terminal = make_terminal(fake_llm, tmp_path, approval="read-only")
     fake_llm.script(Reply(tool_calls=[Call("create_file", {"path": "x.txt"})]), Reply(content="ok"))
-    terminal.handle_task("write")
+    ask(terminal, "write")
     offered = {t["function"]["name"] for t in fake_llm.chat_requests[0].body["tools"]}
     assert "read_file" in offered and "create_file" not in offered
     assert "run_command" not in offered
@@ -140,7 +140,7 @@ def test_focus_files_reach_every_call_and_follow_renames(fake_llm, tmp_path):
         Reply(tool_calls=[Call("rename_file", {"old_path": "plan.md", "new_path": "p2.md"})]),
         Reply(content="done"),
     )
-    terminal.handle_task("focus")
+    ask(terminal, "focus")
     assert "SECRET-PLAN-CONTENT" in fake_llm.chat_requests[1].messages[0]["content"]
     assert "p2.md" in fake_llm.chat_requests[2].messages[0]["content"]
     assert terminal.focus.paths() == ["p2.md"]
@@ -153,7 +153,7 @@ def test_logs_are_structured_and_redacted_on_request(fake_llm, tmp_path):
     terminal = make_terminal(fake_llm, tmp_path, log_redact_content=True)
     prompt = "p" * 100 + " my private prompt"
     fake_llm.script(Reply(content="a private reply " * 10, usage=(321, 45)))
-    terminal.handle_task(prompt)
+    ask(terminal, prompt)
     logs = tmp_path / "data" / "logs"
     records = [json.loads(x) for x in (logs / "agent.jsonl").read_text().splitlines()]
     started = next(r for r in records if r["message"] == "task started")
@@ -175,8 +175,8 @@ def test_logs_are_structured_and_redacted_on_request(fake_llm, tmp_path):
 def test_editing_the_first_message_branches_from_the_root(fake_llm, tmp_path):
     terminal = make_terminal(fake_llm, tmp_path)
     fake_llm.script(Reply(content="first answer"), Reply(content="second answer"))
-    terminal.handle_task("one")
-    terminal.handle_task("one, reworded", parent_id=None)
+    ask(terminal, "one")
+    ask(terminal, "one, reworded", parent_id=None)
     assert terminal.conversation_id is not None
     records = terminal.services.store.get(terminal.conversation_id).records
     roots = [r for r in records if r["parent_id"] is None]
@@ -195,7 +195,7 @@ def test_a_proposed_edit_reaches_the_fronts_with_its_id_and_diff(fake_llm, tmp_p
         ),
         Reply(content="Review it, please."),
     )
-    terminal.handle_task("improve app.py")
+    ask(terminal, "improve app.py")
     result = terminal.wait_for("tool", phase="result", name="propose_edit")
     proposal = result["details"]["proposal"]
     assert proposal["path"] == "app.py" and "+print('new')" in proposal["diff"]
@@ -210,7 +210,7 @@ def test_a_proposed_edit_reaches_the_fronts_with_its_id_and_diff(fake_llm, tmp_p
 def test_a_retry_is_told_before_the_wait(fake_llm, tmp_path):
     terminal = make_terminal(fake_llm, tmp_path)
     fake_llm.script(ErrorReply(503, "overloaded"), Reply(content="fine now"))
-    assert terminal.handle_task("hello") == "complete"
+    assert ask(terminal, "hello") == "complete"
     [notice] = terminal.named("notice")
     assert notice["code"] == "retrying" and "overloaded" in notice["message"]
     assert notice["seconds"] >= 0 and "attempt 2 of" in notice["message"]
@@ -222,7 +222,7 @@ def test_a_tool_past_its_limit_is_abandoned_and_the_task_goes_on(fake_llm, tmp_p
     terminal = make_terminal(fake_llm, tmp_path, tool_timeout=0.5)
     terminal.services.tools.register("hang", hang, read_only=True)
     fake_llm.script(Reply(tool_calls=[Call("hang", {})]), Reply(content="moved on"))
-    assert terminal.handle_task("wait for it") == "complete"
+    assert ask(terminal, "wait for it") == "complete"
     result = terminal.wait_for("tool", phase="result", name="hang")
     assert result["ok"] is False and "abandoned" in result["output"]
     assert "moved on" in "".join(t["text"] for t in terminal.named("token"))

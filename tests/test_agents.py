@@ -14,7 +14,7 @@ import pytest
 from core.agent_loader import load_agents
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import TerminalRecorder, fake_settings
+from tests.helpers import TerminalRecorder, ask, fake_settings
 
 PLANNER = """\
 name: planner
@@ -120,7 +120,7 @@ def test_plain_sends_no_tools_and_streams_one_answer(fake, tmp_path):
         },
     )
     fake.script(Reply(content="Just words.", chunk_size=3))
-    assert terminal.handle_task("hello") == "complete"
+    assert ask(terminal, "hello") == "complete"
     [request] = fake.chat_requests
     assert "tools" not in request.body
     assert request.messages[0]["content"].startswith("You only talk, in ")
@@ -131,7 +131,7 @@ def test_plain_sends_no_tools_and_streams_one_answer(fake, tmp_path):
 def test_general_still_offers_every_tool(fake, tmp_path):
     terminal = terminal_for(fake, tmp_path, "general")
     fake.script(Reply(content="ok"))
-    terminal.handle_task("hi")
+    ask(terminal, "hi")
     names = {t["function"]["name"] for t in fake.chat_requests[0].body["tools"]}
     assert {"run_command", "create_file", "sql_query"} <= names
     assert not any(name.startswith("delegate_to_") for name in names)
@@ -163,7 +163,7 @@ def test_a_failed_step_is_replanned_once_and_the_task_completes(fake, tmp_path):
         Reply(tool_calls=[Call("finish_step", {"ok": True, "summary": "checked"})]),
         Reply(content="Everything is done.", chunk_size=4),
     )
-    assert terminal.handle_task("do the thing") == "complete"
+    assert ask(terminal, "do the thing") == "complete"
     phases = [(p["phase"], p.get("step"), p.get("status")) for p in terminal.named("plan")]
     assert phases == [
         ("created", None, None),
@@ -209,7 +209,7 @@ def test_more_failures_than_max_replans_end_the_task_as_an_error(fake, tmp_path)
         Reply(tool_calls=[Call("make_plan", {"steps": ["Try"]})]),
         Reply(tool_calls=[Call("finish_step", {"ok": False, "summary": "impossible"})]),
     )
-    assert terminal.handle_task("try it") == "error"
+    assert ask(terminal, "try it") == "error"
     error = terminal.named("error")[-1]
     assert error["code"] == "plan_failed" and "impossible" in error["message"]
     assert terminal.named("plan")[-1]["phase"] == "finished"
@@ -223,7 +223,7 @@ def test_a_step_that_spends_its_budget_fails(fake, tmp_path):
         Reply(tool_calls=[Call("make_plan", {"steps": ["Loop"]})]),
         *[Reply(tool_calls=[Call("list_files", {})])] * 3,
     )
-    assert terminal.handle_task("loop") == "error"
+    assert ask(terminal, "loop") == "error"
     finished = [p for p in terminal.named("plan") if p["phase"] == "step_finished"]
     assert finished[0]["status"] == "failed" and "3 model calls" in finished[0]["summary"]
 
@@ -246,7 +246,7 @@ def test_the_supervisor_delegates_and_events_nest_under_the_call(fake, tmp_path)
         Reply(content="Done: hello.txt holds hi."),
         Reply(content="The coder made hello.txt."),
     )
-    assert terminal.handle_task("make a hello file") == "complete"
+    assert ask(terminal, "make a hello file") == "complete"
     assert (tmp_path / "ws" / "hello.txt").read_text() == "hi\n"
     tools = {t["function"]["name"] for t in fake.chat_requests[0].body["tools"]}
     assert {"delegate_to_research", "delegate_to_coder", "delegate_to_data"} <= tools
@@ -278,7 +278,7 @@ def test_a_childs_disallowed_tool_is_refused(fake, tmp_path):
         Reply(content="I may not run commands."),
         Reply(content="Research could not run it."),
     )
-    assert terminal.handle_task("go") == "complete"
+    assert ask(terminal, "go") == "complete"
     refused = [
         e.payload
         for e in terminal.events
@@ -305,7 +305,7 @@ def test_a_child_out_of_budget_is_a_tool_error_not_a_crash(fake, tmp_path):
         *[Reply(content="still going", tool_calls=[Call("list_files", {})])] * 2,
         Reply(content="The looper gave up."),
     )
-    assert terminal.handle_task("go") == "complete"
+    assert ask(terminal, "go") == "complete"
     result = terminal.wait_for("tool", phase="result", name="delegate_to_looper")
     assert result["ok"] is False and "all 2 of its model calls" in result["output"]
 
@@ -316,7 +316,14 @@ def test_cancel_inside_a_child_stops_both_within_a_second(fake, tmp_path):
         Reply(tool_calls=[Call("delegate_to_coder", {"task": "write slowly"})]),
         Reply(content="slow " * 500, chunk_size=2, delay=0.02),
     )
-    thread = threading.Thread(target=terminal.handle_task, args=("go",), daemon=True)
+    thread = threading.Thread(
+        target=ask,
+        args=(
+            terminal,
+            "go",
+        ),
+        daemon=True,
+    )
     thread.start()
     terminal.wait_for("token", agent="coder")
     started = time.monotonic()
@@ -337,7 +344,14 @@ def test_approvals_of_a_childs_calls_reach_the_user(fake, tmp_path):
         Reply(content="It ran."),
         Reply(content="Done."),
     )
-    thread = threading.Thread(target=terminal.handle_task, args=("go",), daemon=True)
+    thread = threading.Thread(
+        target=ask,
+        args=(
+            terminal,
+            "go",
+        ),
+        daemon=True,
+    )
     thread.start()
     asked = terminal.wait_for("tool", phase="approval", name="run_command")
     assert asked["agent"] == "coder" and asked["depth"] == 1

@@ -14,7 +14,7 @@ from core.services import build_services
 from history.condensed_view import SUMMARY_HEADER, SUMMARY_SYSTEM
 from protocol.records import MessageRecord
 from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
-from tests.helpers import TerminalRecorder, fake_settings
+from tests.helpers import TerminalRecorder, ask, fake_settings
 from tests.kit import wait_until
 from tests.web_helpers import (
     ServerProcess,
@@ -45,7 +45,7 @@ def _terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> TerminalRecord
 def _earlier_tasks(terminal: TerminalRecorder, fake: FakeLLM, count: int = 2) -> None:
     for number in range(count):
         fake.script(Reply(reasoning="pondering", content=f"answer {number} " + LONG))
-        assert terminal.handle_task(f"task {number} " + LONG) == "complete"
+        assert ask(terminal, f"task {number} " + LONG) == "complete"
 
 
 def _summary_records(terminal: TerminalRecorder) -> list[MessageRecord]:
@@ -67,7 +67,7 @@ def test_the_threshold_condenses_mid_task_and_the_task_goes_on(tmp_path: Path, f
             Reply(content="A summary: two tasks about words were answered."),
             Reply(content="big.txt has 1400 lines."),
         )
-        assert terminal.handle_task("how long is big.txt?") == "complete"
+        assert ask(terminal, "how long is big.txt?") == "complete"
 
         assert all(r.status == 200 for r in fake.chat_requests)  # the strict fake took them all
         names = [(e.name, e.payload.get("phase")) for e in terminal.events]
@@ -106,7 +106,7 @@ def test_a_failed_summary_leaves_the_context_and_the_task_goes_on(tmp_path: Path
             Reply(tool_calls=[Call("list_files", {})]),
             Reply(content="Done anyway."),
         )
-        assert terminal.handle_task("read it") == "complete"
+        assert ask(terminal, "read it") == "complete"
         phases = [p["phase"] for p in terminal.named("context")]
         assert phases == ["condensing", "failed"]  # tried once in this task, not at every call
         notice = terminal.named("notice")[-1]
@@ -132,13 +132,13 @@ def test_compact_on_request_and_after_a_restart_the_same_request(tmp_path: Path)
         assert event["trigger"] == "user" and event["tokens_after"] < event["tokens_before"]
 
         fake.script(Reply(content="next answer"))
-        terminal.handle_task("what next?")
+        ask(terminal, "what next?")
         before_restart = fake.chat_requests[-1].body
 
         restarted = _terminal(fake, tmp_path)
         restarted.open_conversation(terminal.conversation_id or "")
         fake.script(Reply(content="next answer"))
-        restarted.handle_task("what next?", parent_id=summary["id"])  # the same place, again
+        ask(restarted, "what next?", parent_id=summary["id"])  # the same place, again
         after_restart = fake.chat_requests[-1].body
         assert after_restart["messages"][1:] == before_restart["messages"][1:]
         assert after_restart["tools"] == before_restart["tools"]
@@ -161,7 +161,14 @@ def test_compact_while_a_task_runs_waits_for_its_next_model_call(tmp_path: Path)
             Reply(content="the summary"),
             Reply(content="finished"),
         )
-        worker = threading.Thread(target=terminal.handle_task, args=("go on",), daemon=True)
+        worker = threading.Thread(
+            target=ask,
+            args=(
+                terminal,
+                "go on",
+            ),
+            daemon=True,
+        )
         worker.start()
         wait_until(lambda: terminal.running and terminal.named("tool"), 10, "the task's call")
         assert terminal.begin_compaction() is None  # scheduled

@@ -14,7 +14,7 @@ from cli.session import run_command
 from cli.terminal import CliTerminal
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import fake_settings
+from tests.helpers import ask, fake_settings
 from tests.kit import payloads
 from tests.web_helpers import InProcessClient, Web
 
@@ -211,7 +211,7 @@ def test_the_cli_reopens_a_conversation_with_its_agent_mode_and_approval(
         build_services(settings), out=io.StringIO(), err=io.StringIO(), stdin=io.StringIO()
     )
     first.mode, first.approval, first.agent = "thinking", "read-only", "research"
-    first.handle_task("look around")
+    ask(first, "look around")
     cid = first.conversation_id
     assert cid is not None
 

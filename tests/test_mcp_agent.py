@@ -17,7 +17,7 @@ from core.approval import ApprovalGate
 from core.services import build_services
 from modules.mcp.client import build_manager
 from tests.fake_llm import Call, Reply
-from tests.helpers import make_terminal, run_in_thread
+from tests.helpers import ask, make_terminal, run_in_thread
 from tests.kit import wait_until
 from tests.mcp_helpers import manager_for, running, stdio_entry, wait_started, write_config
 from tests.web_helpers import EventClient, ServerProcess
@@ -57,7 +57,7 @@ def test_mcp_tools_follow_the_approval_mode_in_the_agent_loop(fake_llm, tmp_path
         fake_llm.script(
             Reply(tool_calls=[Call("mcp__fx__write_note", {"text": "c"})]), Reply(content="ok")
         )
-        assert terminal.handle_task("again") == "complete"
+        assert ask(terminal, "again") == "complete"
         names = {t["function"]["name"] for t in fake_llm.chat_requests[2].body["tools"]}
         assert "mcp__fx__echo" in names and "mcp__fx__write_note" not in names
         refused = terminal.named("tool")[-1]

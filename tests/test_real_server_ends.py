@@ -18,7 +18,7 @@ from model.api_client import ApiClient
 from model.errors import BadResponse, ContextTooLong
 from tests.fake_llm import Call, ErrorReply, FakeLLM, RawReply, Reply
 from tests.fake_llm_helpers import chat, chunks, deltas, post
-from tests.helpers import TerminalRecorder, fake_settings
+from tests.helpers import TerminalRecorder, ask, fake_settings
 from tests.kit import wait_until
 from tests.model_helpers import make_client, run
 from utils.cancel import CancelToken, TaskCancelled
@@ -83,7 +83,7 @@ def test_the_fake_sends_a_null_finish_reason_and_a_legacy_function_call(llama):
 def test_an_answer_cut_by_the_length_limit_is_said_and_the_task_completes(llama, tmp_path):
     terminal = terminal_on(llama, tmp_path)
     llama.script(Reply(content="The first part of an answer that", finish_reason="length"))
-    assert terminal.handle_task("explain everything") == "complete"
+    assert ask(terminal, "explain everything") == "complete"
     [notice] = terminal.named("notice")
     assert notice["code"] == "length_limit" and "cut off" in notice["message"]
     assert terminal.conversation is not None
@@ -94,14 +94,14 @@ def test_a_content_filter_stop_is_said(tmp_path):
     with FakeLLM("openai") as fake:
         terminal = TerminalRecorder(build_services(fake_settings(fake, tmp_path)))
         fake.script(Reply(content="I can", finish_reason="content_filter"))
-        assert terminal.handle_task("something") == "complete"
+        assert ask(terminal, "something") == "complete"
     assert [n["code"] for n in terminal.named("notice")] == ["content_filter"]
 
 
 def test_a_stream_ended_by_done_without_a_finish_reason_is_complete(llama, tmp_path):
     terminal = terminal_on(llama, tmp_path)
     llama.script(Reply(content="All of it.", says_finish=False))
-    assert terminal.handle_task("say it") == "complete"
+    assert ask(terminal, "say it") == "complete"
     assert len(llama.chat_requests) == 1  # not retried as a broken stream
     assert terminal.named("notice") == [] and terminal.named("error") == []
     assert terminal.conversation is not None
@@ -122,7 +122,7 @@ def test_a_legacy_function_call_runs_with_an_id_of_ours(llama, tmp_path):
         Reply(tool_calls=[Call("read_file", {"path": "notes.txt"})], legacy_call=True),
         Reply(content="It says hello."),
     )
-    assert terminal.handle_task("what do my notes say?") == "complete"
+    assert ask(terminal, "what do my notes say?") == "complete"
     [start] = terminal.named("tool", phase="start")
     assert start["name"] == "read_file" and start["call_id"].startswith("call_0_")
     [result] = terminal.named("tool", phase="result")
@@ -140,7 +140,7 @@ def test_a_legacy_function_call_runs_with_an_id_of_ours(llama, tmp_path):
 def test_llama_cpps_empty_stream_is_asked_again_and_told_as_context_too_long(tmp_path):
     with FakeLLM("llamacpp", context_window=900) as llama:
         terminal = terminal_on(llama, tmp_path)
-        assert terminal.handle_task(LONG) == "error"
+        assert ask(terminal, LONG) == "error"
         [error] = terminal.named("error")
         assert error["code"] == "context_too_long"
         assert "context window (900 tokens; this request needed" in error["message"]
@@ -154,14 +154,14 @@ def test_llama_cpps_empty_stream_is_asked_again_and_told_as_context_too_long(tmp
         assert asked.body["messages"] == streamed.body["messages"]
         llama.context_window = None  # a larger n_ctx: the same conversation goes on
         llama.script(Reply(content="Now it fits."))
-        assert terminal.handle_task("and now?") == "complete"
+        assert ask(terminal, "and now?") == "complete"
 
 
 @pytest.mark.parametrize("flavour", ["openai", "deepseek", "kimi"])
 def test_a_hosted_apis_refusal_is_context_too_long_with_its_window(flavour, tmp_path):
     with FakeLLM(flavour, context_window=900) as fake:
         terminal = TerminalRecorder(build_services(fake_settings(fake, tmp_path)))
-        assert terminal.handle_task(LONG) == "error"
+        assert ask(terminal, LONG) == "error"
         assert len(fake.chat_requests) == 1  # neither retried nor asked again
     [error] = terminal.named("error")
     assert error["code"] == "context_too_long"

@@ -13,7 +13,7 @@ import pytest
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.fake_llm_helpers import chat, deltas, post
-from tests.helpers import TerminalRecorder, fake_settings
+from tests.helpers import TerminalRecorder, ask, fake_settings
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_the_fake_streams_as_llama_cpp_does(llama):
 def test_no_usage_is_estimated_and_marked_so_in_done_history_and_task_end(llama, tmp_path):
     terminal = terminal_on(llama, tmp_path)
     llama.script(Reply(content="A short answer about the workspace."))
-    assert terminal.handle_task("say something") == "complete"
+    assert ask(terminal, "say something") == "complete"
     usage = terminal.named("done")[-1]["usage"]
     assert usage["estimated"] is True
     assert usage["prompt_tokens"] > 100  # the system prompt and the tools, estimated
@@ -58,7 +58,7 @@ def test_a_counted_usage_is_not_marked_estimated(tmp_path):
     with FakeLLM("openai") as fake:
         terminal = TerminalRecorder(build_services(fake_settings(fake, tmp_path)))
         fake.script(Reply(content="Counted.", usage=(321, 7)))
-        assert terminal.handle_task("count") == "complete"
+        assert ask(terminal, "count") == "complete"
     assert terminal.named("done")[-1]["usage"] == {
         "prompt_tokens": 321,
         "completion_tokens": 7,
@@ -81,7 +81,7 @@ def test_tool_calls_with_the_servers_ids_or_none_run_and_the_follow_up_is_valid(
         Reply(tool_calls=[Call("list_files", {}, id=call_id)]),
         Reply(content="It says hello."),
     )
-    assert terminal.handle_task("what do my notes say?") == "complete"
+    assert ask(terminal, "what do my notes say?") == "complete"
     assert [r.status for r in llama.chat_requests] == [200, 200, 200]
     starts = terminal.named("tool", phase="start")
     ids = [s["call_id"] for s in starts]

@@ -11,7 +11,7 @@ from modules.skills import MAX_BODY_LINES, SHIPPED_SKILLS, SkillCatalog
 from modules.tools.catalogue import build_registry
 from modules.tools.tool_context import ToolContext
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import call, make_ctx, make_terminal
+from tests.helpers import ask, call, make_ctx, make_terminal
 from tests.skill_helpers import add_skill, skill_md
 from utils.workspace_config import SKILLS
 
@@ -180,7 +180,7 @@ def test_the_csv_profiler_runs_as_run_python_code(fake_llm: FakeLLM, tmp_path: P
         Reply(content="A small sales table."),
     )
     terminal = make_terminal(fake_llm, tmp_path)
-    assert terminal.handle_task("summarise sales.csv", skill="summarize-csv") == "complete"
+    assert ask(terminal, "summarise sales.csv", skill="summarize-csv") == "complete"
     read, ran = [e for e in terminal.named("tool") if e["phase"] == "result"]
     assert read["ok"] and 'CSV_PATH = "data.csv"' in read["output"]
     assert ran["ok"], ran["output"]

@@ -13,7 +13,7 @@ from cli.session import run_command
 from cli.terminal import CliTerminal
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import fake_settings, make_terminal
+from tests.helpers import ask, fake_settings, make_terminal
 from tests.skill_helpers import add_skill, skill_md
 from tests.web_helpers import Web, agent_argv, agent_env
 from utils.errors import NotFound
@@ -33,7 +33,7 @@ def test_the_model_sees_the_catalog_and_loads_a_body(fake_llm: FakeLLM, tmp_path
         Reply(tool_calls=[Call("use_skill", {"name": "greet"})]), Reply(content="Waved.")
     )
     terminal = make_terminal(fake_llm, tmp_path)
-    assert terminal.handle_task("say hi") == "complete"
+    assert ask(terminal, "say hi") == "complete"
     system = fake_llm.chat_requests[0].messages[0]["content"]
     assert "# Skills" in system and "- greet: Greets people warmly." in system
     assert "SECRET-BODY-42" not in system
@@ -48,12 +48,12 @@ def test_a_task_with_a_skill_gives_the_body_with_the_message(
     _workspace_skill(tmp_path / "ws")
     fake_llm.script(Reply(content="ok"))
     terminal = make_terminal(fake_llm, tmp_path)
-    assert terminal.handle_task("to Ann", skill="greet") == "complete"
+    assert ask(terminal, "to Ann", skill="greet") == "complete"
     user = fake_llm.chat_requests[0].last_user_text
     assert "invoked the skill 'greet'" in user and "SECRET-BODY-42" in user
     assert user.endswith("to Ann")
     with pytest.raises(NotFound, match="no skill 'nope'"):
-        terminal.handle_task("x", skill="nope")
+        ask(terminal, "x", skill="nope")
 
 
 def test_cli_skill_command_in_a_subprocess(fake_llm: FakeLLM, tmp_path: Path) -> None:

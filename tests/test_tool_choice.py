@@ -12,7 +12,7 @@ import pytest
 
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import TerminalRecorder, fake_settings
+from tests.helpers import TerminalRecorder, ask, fake_settings
 
 PLANNER = "name: planner\ndescription: Plans, then works.\nmode: plan_execute\nmax_iterations: 3\n"
 
@@ -48,7 +48,7 @@ def test_the_plan_and_a_step_end_are_asked_for_by_name(openai_fake, tmp_path):
         Reply(tool_calls=[Call("finish_step", {"ok": True, "summary": "saw two files"})]),
         Reply(content="There are two files."),
     )
-    assert terminal.handle_task("what is here?") == "complete"
+    assert ask(terminal, "what is here?") == "complete"
     plan, step, finish, final = (r.body for r in openai_fake.chat_requests)
     assert plan["tool_choice"] == forced("make_plan") and offered(plan) == ["make_plan"]
     assert "tool_choice" not in step and "finish_step" in offered(step)
@@ -69,7 +69,7 @@ def test_a_step_that_calls_finish_step_itself_is_not_asked_again(openai_fake, tm
         Reply(tool_calls=[Call("finish_step", {"ok": True, "summary": "looked"})]),
         Reply(content="Done."),
     )
-    assert terminal.handle_task("look") == "complete"
+    assert ask(terminal, "look") == "complete"
     assert len(openai_fake.chat_requests) == 3
     assert openai_fake.pending == 0
 
@@ -82,7 +82,7 @@ def test_agent_tool_choice_false_sends_none_and_words_still_plan(openai_fake, tm
         Reply(tool_calls=[Call("finish_step", {"ok": True, "summary": "summed"})]),
         Reply(content="Summed up."),
     )
-    assert terminal.handle_task("sum up my notes") == "complete"
+    assert ask(terminal, "sum up my notes") == "complete"
     assert not any("tool_choice" in r.body for r in openai_fake.chat_requests)
     created = terminal.named("plan")[0]
     assert [s["title"] for s in created["plan"]["steps"]] == ["Read the notes", "Sum them up"]
@@ -97,7 +97,7 @@ def test_a_server_that_ignores_tool_choice_gets_its_words_taken(tmp_path):
             Reply(content="The step is done: answered it."),  # asked for finish_step: words
             Reply(content="All done."),
         )
-        assert terminal.handle_task("answer me") == "complete"
+        assert ask(terminal, "answer me") == "complete"
         assert fake.chat_requests[0].body["tool_choice"] == forced("make_plan")
         assert fake.chat_requests[2].body["tool_choice"] == forced("finish_step")
     plan = terminal.named("plan")
@@ -113,7 +113,7 @@ def test_a_forcing_server_refuses_a_scripted_reply_that_would_not_call_the_named
 ):
     terminal = planner(openai_fake, tmp_path, max_retries=0)
     openai_fake.script(Reply(content="words, not a plan"))
-    assert terminal.handle_task("plan it") == "error"
+    assert ask(terminal, "plan it") == "error"
     error = terminal.named("error")[-1]
     assert "tool_choice names 'make_plan'" in error["message"]
 
@@ -131,7 +131,7 @@ def test_a_thinking_call_does_not_name_the_tool_where_the_provider_refuses_that(
     with FakeLLM(flavour) as fake:
         terminal = planner(fake, tmp_path, mode="thinking")
         fake.script(*THINKING_STEP)
-        assert terminal.handle_task("look") == "complete"
+        assert ask(terminal, "look") == "complete"
         plan, _, finish, _ = (r.body for r in fake.chat_requests)
     assert plan["tool_choice"] == forced("make_plan")
     assert plan["thinking"] == {"type": "disabled"}
@@ -144,7 +144,7 @@ def test_a_thinking_kimi_call_with_a_named_tool_choice_is_refused_by_the_fake(tm
     with FakeLLM("kimi") as fake:
         terminal = planner(fake, tmp_path, mode="thinking", tool_choice=True, max_retries=0)
         fake.script(*THINKING_STEP)
-        assert terminal.handle_task("look") == "error"
+        assert ask(terminal, "look") == "error"
     error = terminal.named("error")[-1]
     assert error["code"] == "request_rejected"
     assert "incompatible with thinking enabled" in error["message"]

@@ -21,7 +21,7 @@ from modules.undo.baseline import BASELINE_MEMORY_BYTES
 from modules.undo.journal import UndoJournal
 from modules.workspace.paths import Workspace
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import call, make_ctx, make_terminal, run_in_thread, state
+from tests.helpers import ask, call, make_ctx, make_terminal, run_in_thread, state
 from tests.web_helpers import REPO
 
 BINARY = bytes(range(256)) * 40
@@ -314,7 +314,7 @@ def test_the_agent_loop_undoes_a_task_byte_for_byte(fake_llm: FakeLLM, tmp_path:
         ),
         Reply(content="All done."),
     )
-    assert terminal.handle_task("reorganise") == "complete"
+    assert ask(terminal, "reorganise") == "complete"
     assert state(root) != before
     result = terminal.undo()
     assert state(root) == before

@@ -20,7 +20,7 @@ from modules.tools.tool_context import ToolContext
 from modules.undo.conflicts import NOT_RECORDED
 from modules.undo.journal import TaskJournal, UndoJournal
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import call, fake_settings, journaled, make_ctx, make_terminal, state
+from tests.helpers import ask, call, fake_settings, journaled, make_ctx, make_terminal, state
 
 
 @pytest.fixture
@@ -295,7 +295,7 @@ def test_undo_never_loses_a_byte_the_user_wrote(
             user_edit(rng, root, step, wrote)
         before = files(root)
         fake_llm.script(Reply(tool_calls=task_calls(rng, step)), Reply(content="done"))
-        assert terminal.handle_task(f"task {step}") == "complete"
+        assert ask(terminal, f"task {step}") == "complete"
         assert terminal.conversation is not None
         tasks.append([r for r in terminal.conversation.path() if r["role"] == "user"][-1]["id"])
         after = files(root)
