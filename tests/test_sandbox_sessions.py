@@ -258,7 +258,8 @@ def test_closing_the_pool_ends_every_session_and_leaves_no_process(pool: Session
     assert time.monotonic() - started < 5
     for name in ("conv-a", "conv-b"):
         assert [r.end_reason for r in pool.history(name)] == ["server_stopped"]
-    left = [c for c in live_command_lines().values() if "sleep 330" in c or "supervisor.py" in c]
+    sandboxes = f"--bind {pool.settings.workspace} "  # its supervisor is its child
+    left = [c for c in live_command_lines().values() if "sleep 330" in c or sandboxes in c]
     assert not left
 
 

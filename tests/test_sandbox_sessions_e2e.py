@@ -138,8 +138,8 @@ def test_a_flood_of_output_leaves_the_server_and_other_conversations_answering(
           f"{max(latencies) * 1000:.0f} ms during ({len(latencies)} asked); another "
           f"conversation's command at most {max(durations)} ms; "
           f"server memory +{grown:.0f} MB")  # fmt: skip
-    assert max(latencies) < 0.3, latencies
-    assert max(durations) < 1000, durations
+    assert max(latencies) < 0.5, latencies  # about 10 ms here, loaded or not
+    assert max(durations) < 2000, durations  # about 200 ms here
     assert grown < 64, f"the server grew by {grown:.0f} MB while a process flooded"
 
 

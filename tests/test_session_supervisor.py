@@ -247,7 +247,7 @@ def test_the_sandbox_ends_with_its_control_socket(bwrapped: tuple[Raw, Launched]
     raw, launched = bwrapped
     marker = f"sleep 7{time.time_ns() % 10**6}"
     raw.run(f"setsid {marker} >/dev/null 2>&1 & {marker} >/dev/null 2>&1 &")
-    assert sum(marker in line for line in _command_lines()) == 2
+    wait_until(lambda: _running(marker) == 2, 5, "both")
     launched.control.close()
     launched.process.wait(timeout=10)
     wait_until(lambda: not any(marker in line for line in _command_lines()), 5, "no process left")
@@ -286,7 +286,7 @@ def test_without_a_namespace_it_kills_what_it_started_when_the_server_goes(
     try:
         assert raw.ask("ping")[0]["pid1"] is False
         raw.run(f"setsid {marker} >/dev/null 2>&1 & {marker} >/dev/null 2>&1 &")
-        wait_until(lambda: sum(marker in line for line in _command_lines()) == 2, 5, "both")
+        wait_until(lambda: _running(marker) == 2, 5, "both")
         ours.close()
         assert child.wait(timeout=10) == 0
         wait_until(lambda: not any(marker in line for line in _command_lines()), 5, "none left")
@@ -300,6 +300,11 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def _running(marker: str) -> int:
+    """How many live processes run the command line `marker` (not a shell naming it)."""
+    return sum(line.startswith(marker) for line in _command_lines())
 
 
 def _command_lines() -> list[str]:

@@ -13,13 +13,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from modules.sandbox.runner import SandboxUnavailable
+from modules.sandbox.session.process import Proc, ProcessInfo
 from modules.sandbox.session.records import ProcessRecord
-from modules.sandbox.session.supervised import (
-    BACKGROUND_RATE,
-    Proc,
-    ProcessInfo,
-    SupervisedSandbox,
-)
+from modules.sandbox.session.supervised import BACKGROUND_RATE, SupervisedSandbox
 
 READ_BYTES = 64 * 1024  # at most this much output in one read
 PORT_POLL_SECONDS = 0.25

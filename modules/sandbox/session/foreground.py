@@ -25,8 +25,9 @@ from typing import Any, Unpack
 from modules.sandbox.resource_limits import memory_note
 from modules.sandbox.runner import CommandResult, LeftRunning, RunOptions, finished
 from modules.sandbox.session.output_store import Capture
+from modules.sandbox.session.process import Proc
 from modules.sandbox.session.records import ProcessRecord
-from modules.sandbox.session.supervised import Proc, SupervisedSandbox
+from modules.sandbox.session.supervised import SupervisedSandbox
 
 EXIT_DRAIN_SECONDS = 0.5  # after it exits, for the rest of its output
 KILL_GRACE_SECONDS = 1.0  # between SIGTERM and SIGKILL at a timeout

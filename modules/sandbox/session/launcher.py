@@ -97,23 +97,9 @@ class LocalLauncher:
     def _launch(self, log_path: Path) -> Launched:
         socket_module = original("socket")
         ours, theirs = socket_module.socketpair(socket_module.AF_UNIX, socket_module.SOCK_SEQPACKET)
-        options = self.settings.local_sandbox
-        cgroup = None
-        if self.limits.roots.folders:
-            memory = options.total_memory_mb * 1024 * 1024
-            cgroup = CommandCgroup.create(self.limits.roots, options.processes, memory)
+        cgroup = self._cgroup()
         procs_files = [] if cgroup is None else cgroup.procs_files
         seccomp_fd = seccomp_pipe(self.confinement.seccomp)
-        argv = [self.python, "-I", "-S", str(SUPERVISOR), str(theirs.fileno())]
-        environment: dict[str, str] = {}
-        wrap = self.confinement.bubblewrap
-        if wrap is not None:
-            argv[3] = SUPERVISOR_INSIDE
-            workspace = self.settings.workspace.resolve()
-            argv = [*wrap.session_args(workspace, SUPERVISOR, seccomp_fd), "--", *argv]
-            environment["HOME"] = "/tmp"
-        else:
-            argv = self.confinement.wrap(argv, self.settings.workspace, self.settings.workspace)
 
         def join_cgroup() -> None:
             # Runs in the forked child: only system calls.
@@ -122,9 +108,10 @@ class LocalLauncher:
                 os.write(fd, str(os.getpid()).encode())
                 os.close(fd)
 
-        log_path.parent.mkdir(parents=True, exist_ok=True)
         real = original("subprocess")
         try:
+            argv, environment = self._argv(theirs.fileno(), seccomp_fd)
+            log_path.parent.mkdir(parents=True, exist_ok=True)
             with open(log_path, "ab") as errors:
                 process = real.Popen(
                     argv,
@@ -147,6 +134,26 @@ class LocalLauncher:
             if seccomp_fd is not None:
                 os.close(seccomp_fd)
         return Launched(ours, process, cgroup, environment)
+
+    def _cgroup(self) -> CommandCgroup | None:
+        """The session's cgroup (as root): its memory and processes bounded together."""
+        if not self.limits.roots.folders:
+            return None
+        options = self.settings.local_sandbox
+        memory = options.total_memory_mb * 1024 * 1024
+        return CommandCgroup.create(self.limits.roots, options.processes, memory)
+
+    def _argv(self, control_fd: int, seccomp_fd: int | None) -> tuple[list[str], dict[str, str]]:
+        """What starts the supervisor, confined as the runner's commands are, and the
+        environment its commands get besides the allow-list."""
+        argv = [self.python, "-I", "-S", str(SUPERVISOR), str(control_fd)]
+        wrap = self.confinement.bubblewrap
+        if wrap is None:
+            workspace = self.settings.workspace
+            return self.confinement.wrap(argv, workspace, workspace), {}
+        argv[3] = SUPERVISOR_INSIDE
+        options = wrap.session_args(self.settings.workspace.resolve(), SUPERVISOR, seccomp_fd)
+        return [*options, "--", *argv], {"HOME": "/tmp"}
 
 
 class _LaunchingThread:

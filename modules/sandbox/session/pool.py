@@ -20,14 +20,10 @@ from modules.sandbox.resource_limits import ResourceLimits
 from modules.sandbox.runner import SandboxUnavailable
 from modules.sandbox.session.launcher import SessionLauncher
 from modules.sandbox.session.os_threads import new_condition, start_thread, wait_for
+from modules.sandbox.session.process import ProcessEvent, SessionConfig
 from modules.sandbox.session.records import EndReason, ProcessIndex, ProcessRecord
 from modules.sandbox.session.session import SandboxSession
-from modules.sandbox.session.supervised import (
-    END_GRACE_SECONDS,
-    ProcessEvent,
-    SessionConfig,
-    SupervisedSandbox,
-)
+from modules.sandbox.session.supervised import END_GRACE_SECONDS, SupervisedSandbox
 from utils.settings import Settings
 
 log = logging.getLogger(__name__)

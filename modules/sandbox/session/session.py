@@ -13,8 +13,9 @@ from modules.sandbox.runner import CommandResult, RunOptions
 from modules.sandbox.session import background
 from modules.sandbox.session.background import Output
 from modules.sandbox.session.foreground import run_foreground
+from modules.sandbox.session.process import Port, ProcessInfo
 from modules.sandbox.session.records import ProcessRecord
-from modules.sandbox.session.supervised import Port, ProcessInfo, SupervisedSandbox
+from modules.sandbox.session.supervised import SupervisedSandbox
 
 
 class SandboxSession:

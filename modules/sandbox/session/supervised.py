@@ -14,17 +14,24 @@ import signal
 import stat
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from modules.sandbox.disk_floor import DiskFloor, Shortage
+from modules.sandbox.disk_floor import Shortage
 from modules.sandbox.disk_watch import WATCHER
 from modules.sandbox.runner import SandboxUnavailable
 from modules.sandbox.session.channel import Answer, ChannelClosed, SupervisorChannel, checked_fds
 from modules.sandbox.session.launcher import Launched, SessionLauncher
 from modules.sandbox.session.os_threads import new_condition, original, wait_for
 from modules.sandbox.session.output_store import Capture, ProcessOutput
+from modules.sandbox.session.process import (
+    Phase,
+    Port,
+    Proc,
+    ProcessEvent,
+    ProcessInfo,
+    SessionConfig,
+)
 from modules.sandbox.session.pump import PUMP
 from modules.sandbox.session.records import EndReason, ProcessIndex, ProcessRecord
 
@@ -34,80 +41,10 @@ START_SECONDS = 15.0  # for a new sandbox's supervisor to answer its first ping
 BACKGROUND_RATE = 4 * 1024 * 1024  # bytes a second a background process's output is read at
 END_GRACE_SECONDS = 2.0  # between SIGTERM and SIGKILL when a session ends
 KEPT_ENDED = 20  # background processes that ended whose output stays in memory
-Phase = Literal["started", "output", "ports", "exited"]
 
 
 class SessionEnded(SandboxUnavailable):
     """The session ended (idle, deleted, server stopping, or its sandbox died)."""
-
-
-@dataclass(frozen=True)
-class SessionConfig:
-    """What one session runs with, worked out by the pool from the settings."""
-
-    conversation_id: str
-    folder: Path  # DATA_DIR/processes/CID
-    environment: dict[str, str]
-    rlimits: dict[str, list[int]]
-    output_limit: int  # characters a foreground command's result keeps
-    max_processes: int  # background processes running at once
-    settle_seconds: float
-    disk_floor: DiskFloor
-    memory_mb: int
-
-
-@dataclass(frozen=True)
-class ProcessInfo:
-    """A process of the session as its users see it."""
-
-    record: ProcessRecord
-    ports: tuple[int, ...] = ()
-    output_end: int = 0  # the offset after everything it wrote
-    read_offset: int = 0  # how far the model has read
-
-
-@dataclass(frozen=True)
-class ProcessEvent:
-    """A change for the conversation's timeline; listeners are called on the session's own
-    threads and must only note it and return."""
-
-    conversation_id: str
-    process_id: str
-    phase: Phase
-    info: ProcessInfo | None = None
-    offset: int | None = None  # phase output: where its output now ends
-
-
-@dataclass(frozen=True)
-class Port:
-    port: int
-    host: str
-    pid: int
-    sid: int
-
-
-@dataclass
-class Proc:
-    """One spawned process and whatever stays in the process sessions it owns (its own sid,
-    and those of what it left behind once adopted); a foreground command until it ends."""
-
-    pid: int
-    output: ProcessOutput
-    stdin: int | None
-    out_fd: int  # the pump's: only looked at (FIONREAD), never read or closed here
-    sids: set[int] = field(default_factory=set)
-    main_exit: tuple[int | None, int | None] | None = None  # (code, signal) of `pid`
-    last_exit: tuple[int | None, int | None] | None = None  # of the last member reaped
-    record: ProcessRecord | None = None  # set when it is (or becomes) a background process
-    read_offset: int = 0
-    stop_reason: EndReason | None = None
-    rate: int | None = None
-    sink: Any = None
-    started: float = field(default_factory=time.monotonic)
-
-    @property
-    def ended(self) -> bool:
-        return not self.sids
 
 
 class _Sink:
