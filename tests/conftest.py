@@ -24,8 +24,8 @@ from tests.browser_helpers import Served, chromium, collect_errors, new_context,
 from tests.cluster_helpers import RedisServer
 from tests.fake_llm import FakeLLM
 from tests.helpers import make_ctx
-from tests.web_helpers import TOKEN, EventClient, ServerProcess, Web, connected, serving
-from utils.settings import load_settings
+from tests.kit import make_settings
+from tests.web_helpers import EventClient, ServerProcess, Web, connected, serving
 from web_server import create_app
 
 # tests/live needs a real model server: `make test-live` runs it (an explicit path still does).
@@ -167,20 +167,7 @@ def make_web(tmp_path: Path, fake_llm: FakeLLM) -> Callable[..., Web]:
     """Build the web app in-process on temporary folders (threading mode)."""
 
     def make(**overrides: Any) -> Web:
-        settings = load_settings(
-            **{
-                "provider": "deepseek",
-                "base_url": fake_llm.base_url,
-                "api_key": fake_llm.api_key,
-                "workspace": tmp_path / "ws",
-                "data_dir": tmp_path / "data",
-                "web_token": TOKEN,
-                "approval": "auto",
-                "mode": "fast",
-                "retry_base_delay": 0.01,
-                **overrides,
-            }
-        )
+        settings = make_settings(fake_llm, tmp_path, **overrides)
         return Web(create_app(settings, async_mode="threading"))
 
     return make

@@ -27,9 +27,8 @@ from modules.workspace.annotations import AnnotationStore
 from modules.workspace.paths import Workspace
 from protocol.events import DoneReason, Event
 from tests.fake_llm import FakeLLM
-from tests.kit import EventLog
+from tests.kit import EventLog, make_settings
 from utils.cancel import CancelToken
-from utils.settings import Settings
 
 
 def make_ctx(tmp_path: Path, **overrides: Any) -> ToolContext:
@@ -37,7 +36,7 @@ def make_ctx(tmp_path: Path, **overrides: Any) -> ToolContext:
     ws, data = tmp_path / "ws", tmp_path / "data"
     ws.mkdir(exist_ok=True)
     data.mkdir(exist_ok=True)
-    settings = Settings(workspace=ws, data_dir=data, **overrides)
+    settings = make_settings(None, tmp_path, **overrides)
     return ToolContext(
         settings=settings,
         workspace=Workspace(ws),
@@ -99,27 +98,10 @@ class TerminalRecorder(MainTerminal, EventLog):
         self.record(event.name, event.to_wire())
 
 
-def fake_settings(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> Settings:
-    """Settings on the fake model (its flavour's provider), workspace and data under tmp_path,
-    quick retries and every call allowed; `overrides` go on top."""
-    return Settings(
-        **{
-            "provider": fake.flavour.name,
-            "base_url": fake.base_url,
-            "api_key": fake.api_key,
-            "workspace": tmp_path / "ws",
-            "data_dir": tmp_path / "data",
-            "retry_base_delay": 0.01,
-            "approval": "auto",
-            **overrides,
-        }
-    )
-
-
 def make_terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> TerminalRecorder:
     """A recording terminal on the fake model, workspace and data under tmp_path."""
     return TerminalRecorder(
-        build_services(fake_settings(fake, tmp_path, provider="deepseek", **overrides))
+        build_services(make_settings(fake, tmp_path, provider="deepseek", **overrides))
     )
 
 

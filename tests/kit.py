@@ -21,9 +21,24 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from utils.settings import Settings
+
+if TYPE_CHECKING:
+    from tests.fake_llm import FakeLLM
 
 T = TypeVar("T")
+TOKEN = "web-test-token-0123456789"  # every test server's and test app's web token
+# What every test's settings hold unless it says otherwise: in-process (`make_settings`) and in
+# a server or CLI process's environment (tests.web_helpers.agent_env), the same.
+TEST_DEFAULTS: dict[str, Any] = {
+    "web_token": TOKEN,
+    "approval": "auto",
+    "mode": "fast",
+    "retry_base_delay": 0.01,
+}
 SLOWNESS = max(1.0, float(os.environ.get("TEST_SLOWNESS", "2")))
 
 
@@ -177,3 +192,22 @@ def text_of(events: list[Received]) -> str:
 def _holds(event: Received, match: dict[str, Any]) -> bool:
     payload = event.payload
     return isinstance(payload, dict) and all(payload.get(k) == v for k, v in match.items())
+
+
+def make_settings(
+    fake: FakeLLM | None = None, root: Path | None = None, **overrides: Any
+) -> Settings:
+    """The test kit's one settings builder: TEST_DEFAULTS, the fake model (its flavour's
+    provider, URL and key) when given, the workspace root/ws and data root/data when given,
+    then `overrides` on top. Nothing is read from the machine's .env, config.yaml
+    or environment."""
+    values = dict(TEST_DEFAULTS)
+    if fake is not None:
+        values |= {
+            "provider": fake.flavour.name,
+            "base_url": fake.base_url,
+            "api_key": fake.api_key,
+        }
+    if root is not None:
+        values |= {"workspace": root / "ws", "data_dir": root / "data"}
+    return Settings(**(values | overrides))

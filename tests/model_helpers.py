@@ -12,8 +12,8 @@ from model.completion import Completion, StreamEnd, StreamItem
 from model.messages import ChatMessage
 from model.providers import resolve_provider
 from tests.fake_llm import FakeLLM
+from tests.kit import make_settings
 from utils.cancel import CancelToken
-from utils.settings import Settings
 
 
 class TreeMessage(ChatMessage):
@@ -25,19 +25,8 @@ class TreeMessage(ChatMessage):
 USER: TreeMessage = {"id": "m1", "parent_id": None, "role": "user", "content": "hi", "meta": {}}
 
 
-def make_settings(fake: FakeLLM | None = None, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {"retry_base_delay": 0.01, "max_retries": 2, "request_timeout": 5}
-    if fake is not None:
-        values |= {
-            "provider": fake.flavour.name,
-            "base_url": fake.base_url,
-            "api_key": fake.api_key,
-        }
-    return Settings(**(values | overrides))
-
-
 def make_client(fake: FakeLLM, **overrides: Any) -> ApiClient:
-    settings = make_settings(fake, **overrides)
+    settings = make_settings(fake, **({"max_retries": 2, "request_timeout": 5} | overrides))
     return ApiClient(resolve_provider(settings), settings)
 
 

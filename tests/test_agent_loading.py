@@ -16,13 +16,14 @@ import pytest
 from core.agent_files import MAX_FILE_BYTES, MAX_FOLDER_BYTES
 from core.agent_loader import MAX_DEFINITIONS, MAX_VALUES, load_agents
 from core.agent_specs import SHIPPED_AGENTS, AgentCatalog
+from tests.kit import make_settings
 from utils.settings import Settings
 
 SHIPPED = ["coder", "data", "general", "research", "supervisor"]
 
 
 def settings(workspace: Path, **overrides: Any) -> Settings:
-    return Settings(workspace=workspace, data_dir=workspace.parent / "data", **overrides)
+    return make_settings(workspace=workspace, data_dir=workspace.parent / "data", **overrides)
 
 
 def planted(workspace: Path, files: dict[str, str | bytes]) -> Path:

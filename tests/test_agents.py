@@ -14,7 +14,8 @@ import pytest
 from core.agent_loader import load_agents
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import TerminalRecorder, ask, fake_settings
+from tests.helpers import TerminalRecorder, ask
+from tests.kit import make_settings
 
 PLANNER = """\
 name: planner
@@ -45,7 +46,7 @@ def terminal_for(
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in (files or {}).items():
         (folder / name).write_text(text)
-    services = build_services(fake_settings(fake, tmp_path, mode=mode, **settings))
+    services = build_services(make_settings(fake, tmp_path, mode=mode, **settings))
     return TerminalRecorder(services, agent=agent)
 
 

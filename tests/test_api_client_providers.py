@@ -11,7 +11,8 @@ from model.errors import NetworkError
 from model.providers import PreparedMessages, prepare_messages, resolve_provider
 from protocol.records import MessageMeta, MessageRecord, ToolCallRecord
 from tests.fake_llm import FakeLLM, Reply
-from tests.model_helpers import closed_port, completion, make_client, make_settings, run
+from tests.kit import make_settings
+from tests.model_helpers import closed_port, completion, make_client, run
 
 pytestmark = pytest.mark.usefixtures("clean_environment")
 

@@ -18,7 +18,7 @@ from core.services import build_services
 from modules.tools.catalogue import build_registry
 from modules.workspace.paths import Workspace
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import fake_settings
+from tests.kit import make_settings
 from tests.web_helpers import Web
 
 
@@ -87,7 +87,7 @@ def test_the_gate_lists_and_revokes_what_was_always_allowed() -> None:
 
 @pytest.fixture
 def terminal(fake_llm: FakeLLM, tmp_path: Path) -> tuple[CliTerminal, io.StringIO, io.StringIO]:
-    settings = fake_settings(fake_llm, tmp_path, approval="ask")
+    settings = make_settings(fake_llm, tmp_path, approval="ask")
     out, err = io.StringIO(), io.StringIO()
     return CliTerminal(build_services(settings), out=out, err=err, stdin=io.StringIO()), out, err
 

@@ -15,8 +15,7 @@ from history.conversation import Conversation
 from history.store import ConversationStore
 from tests.cluster_helpers import ClusterServer, Haproxy, RedisServer, cluster, missing_programs
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import fake_settings
-from tests.kit import Received, wait_until
+from tests.kit import Received, make_settings, wait_until
 from tests.web_helpers import StockSocketIOClient, assert_contiguous, connected
 from web.cluster.redis_cluster import RedisCluster
 from web.hub import TerminalHub
@@ -304,7 +303,7 @@ def test_a_write_landing_during_a_reload_is_read_by_the_next_get(
 ) -> None:
     """Another process writes the history just after this one re-read it: the next `get`
     must read it again (the version is taken before the history, never after)."""
-    services = build_services(fake_settings(fake, tmp_path))
+    services = build_services(make_settings(fake, tmp_path))
     redis_cluster = RedisCluster(redis.url(3))
     try:
         hub = TerminalHub(services, lambda event: None, cluster=redis_cluster)

@@ -21,8 +21,7 @@ from protocol.events import Done, Event
 from protocol.records import ToolCallRecord
 from tests.cluster_helpers import RedisServer, cluster, missing_programs
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import fake_settings
-from tests.kit import Received, wait_until
+from tests.kit import Received, make_settings, wait_until
 from tests.web_helpers import EventClient, connected
 from web.cluster.redis_cluster import RedisCluster
 from web.hub import TerminalHub
@@ -190,7 +189,7 @@ class LeaseAtDone:
 def in_process_hub(
     fake_llm: FakeLLM, tmp_path: Path, redis_url: str, send: LeaseAtDone
 ) -> Iterator[TerminalHub]:
-    services = build_services(fake_settings(fake_llm, tmp_path))
+    services = build_services(make_settings(fake_llm, tmp_path))
     redis_cluster = RedisCluster(redis_url)
     try:
         hub = TerminalHub(services, send, cluster=redis_cluster)

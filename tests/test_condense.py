@@ -36,10 +36,11 @@ from model.providers import prepare_messages, resolve_provider
 from protocol.records import MessageMeta, MessageRecord, ToolCallRecord
 from tests.fake_llm.flavours import FLAVOURS
 from tests.fake_llm.validation import validate_chat
-from utils.settings import Settings
+from tests.kit import make_settings
 
 CONFIGS = {
-    name: resolve_provider(Settings(provider=name, api_key="k")) for name in ("deepseek", "kimi")
+    name: resolve_provider(make_settings(provider=name, api_key="k"))
+    for name in ("deepseek", "kimi")
 }
 
 # --- building conversations ------------------------------------------------------------------

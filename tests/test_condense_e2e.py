@@ -14,8 +14,8 @@ from core.services import build_services
 from history.condensed_view import SUMMARY_HEADER, SUMMARY_SYSTEM
 from protocol.records import MessageRecord
 from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
-from tests.helpers import TerminalRecorder, ask, fake_settings
-from tests.kit import wait_until
+from tests.helpers import TerminalRecorder, ask
+from tests.kit import make_settings, wait_until
 from tests.web_helpers import (
     ServerProcess,
     agent_argv,
@@ -28,7 +28,7 @@ LONG = "".join(f"w{n:03d} " for n in range(1200))[:6000]  # ~1,700 tokens, never
 
 
 def _terminal(fake: FakeLLM, tmp_path: Path, **overrides: Any) -> TerminalRecorder:
-    settings = fake_settings(
+    settings = make_settings(
         fake,
         tmp_path,
         **{

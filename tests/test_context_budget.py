@@ -14,7 +14,7 @@ from model.providers import prepare_messages, resolve_provider
 from protocol.records import Role, ToolCallRecord
 from tests.fake_llm.flavours import FLAVOURS
 from tests.fake_llm.validation import validate_chat
-from utils.settings import Settings
+from tests.kit import make_settings
 
 
 def check_api_rules(messages: Sequence[ChatMessage]) -> None:
@@ -282,7 +282,7 @@ def test_a_call_id_repeated_after_older_calls_left_out_is_renamed_in_the_request
     assert built.messages[-1]["content"] == "three"
     assert path == original, "the records keep the ids the model gave them"
     assert ContextBuilder(100_000).build("sys", path).messages == built.messages
-    config = resolve_provider(Settings(provider="kimi", api_key="k"))
+    config = resolve_provider(make_settings(provider="kimi", api_key="k"))
     body = {
         "model": FLAVOURS["kimi"].models[0],
         "stream": True,

@@ -14,8 +14,8 @@ from cli.session import run_command
 from cli.terminal import CliTerminal
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import ask, fake_settings
-from tests.kit import payloads
+from tests.helpers import ask
+from tests.kit import make_settings, payloads
 from tests.web_helpers import InProcessClient, Web
 
 
@@ -205,7 +205,7 @@ def test_changes_to_gitignored_paths_stay_out_of_the_tree(web: Web, fake_llm: Fa
 def test_the_cli_reopens_a_conversation_with_its_agent_mode_and_approval(
     fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    settings = fake_settings(fake_llm, tmp_path, approval="ask")
+    settings = make_settings(fake_llm, tmp_path, approval="ask")
     fake_llm.script(Reply(content="Done."))
     first = CliTerminal(
         build_services(settings), out=io.StringIO(), err=io.StringIO(), stdin=io.StringIO()

@@ -25,7 +25,7 @@ from modules.sandbox.runner import CommandResult, CommandRunner
 from modules.undo.journal import UndoJournal
 from modules.workspace.paths import Workspace
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import wait_until
+from tests.kit import make_settings, wait_until
 from tests.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
 from tests.web_helpers import ServerProcess, connected
 from utils.cancel import CancelToken
@@ -78,10 +78,7 @@ def free_mb(path: Path) -> float:
 
 
 def disk_settings(disk: Path, **more: Any) -> Settings:
-    return Settings(
-        workspace=disk / "ws", data_dir=disk / "data", disk_floor_mb=FLOOR_MB,
-        disk_floor_percent=0, **more,
-    )  # fmt: skip
+    return make_settings(None, disk, disk_floor_mb=FLOOR_MB, disk_floor_percent=0, **more)
 
 
 def run(runner: CommandRunner, command: str) -> CommandResult:
@@ -175,7 +172,7 @@ def test_one_watcher_stops_every_group_writing_a_disk_below_its_floor(
     floor = DiskFloor(disk_settings(disk))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    other_floor = DiskFloor(Settings(workspace=elsewhere, data_dir=elsewhere, disk_floor_mb=1))
+    other_floor = DiskFloor(make_settings(workspace=elsewhere, data_dir=elsewhere, disk_floor_mb=1))
     script = "head -c 150M /dev/zero > fill-$$; exec sleep 60"
     groups = [
         subprocess.Popen(["sh", "-c", script], cwd=disk / "ws", start_new_session=True),

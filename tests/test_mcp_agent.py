@@ -18,10 +18,9 @@ from core.services import build_services
 from modules.mcp.client import build_manager
 from tests.fake_llm import Call, Reply
 from tests.helpers import ask, make_terminal, run_in_thread
-from tests.kit import wait_until
+from tests.kit import make_settings, wait_until
 from tests.mcp_helpers import manager_for, running, stdio_entry, wait_started, write_config
 from tests.web_helpers import EventClient, ServerProcess
-from utils.settings import Settings
 
 
 def test_mcp_tools_follow_the_approval_mode_in_the_agent_loop(fake_llm, tmp_path):
@@ -127,7 +126,7 @@ def test_slash_mcp_and_the_status_payload_list_the_servers(make_web, tmp_path):
 
 
 def test_no_servers_configured_costs_nothing(tmp_path):
-    settings = Settings(workspace=tmp_path / "ws", data_dir=tmp_path / "data")
+    settings = make_settings(None, tmp_path)
     manager = build_manager(settings)
     assert manager.servers == {} and manager.tools() == {}
     manager.close()

@@ -13,8 +13,8 @@ from mcp_types import INVALID_PARAMS
 
 from mcp_server.server import offered_tools
 from modules.tools.catalogue import build_registry
+from tests.kit import make_settings
 from tests.web_helpers import REPO, agent_argv
-from utils.settings import Settings
 
 
 def serve(tmp_path: Path, *flags: str) -> StdioServerParameters:
@@ -72,7 +72,7 @@ def test_auto_mode_offers_commands_which_run_in_the_workspace(tmp_path):
 
 def test_read_only_mode_refuses_opt_ins_that_change_things(tmp_path):
     registry = build_registry()
-    settings = Settings(
+    settings = make_settings(
         workspace=tmp_path,
         data_dir=tmp_path,
         approval="read-only",

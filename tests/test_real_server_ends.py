@@ -18,8 +18,8 @@ from model.api_client import ApiClient
 from model.errors import BadResponse, ContextTooLong
 from tests.fake_llm import Call, ErrorReply, FakeLLM, RawReply, Reply
 from tests.fake_llm_helpers import chat, chunks, deltas, post
-from tests.helpers import TerminalRecorder, ask, fake_settings
-from tests.kit import wait_until
+from tests.helpers import TerminalRecorder, ask
+from tests.kit import make_settings, wait_until
 from tests.model_helpers import make_client, run
 from utils.cancel import CancelToken, TaskCancelled
 
@@ -37,7 +37,7 @@ def llama() -> Iterator[FakeLLM]:
 
 def terminal_on(fake: FakeLLM, tmp_path: Path) -> TerminalRecorder:
     (tmp_path / "ws").mkdir(exist_ok=True)
-    settings = fake_settings(fake, tmp_path, provider="custom", model=fake.model)
+    settings = make_settings(fake, tmp_path, provider="custom", model=fake.model)
     return TerminalRecorder(build_services(settings))
 
 
@@ -92,7 +92,7 @@ def test_an_answer_cut_by_the_length_limit_is_said_and_the_task_completes(llama,
 
 def test_a_content_filter_stop_is_said(tmp_path):
     with FakeLLM("openai") as fake:
-        terminal = TerminalRecorder(build_services(fake_settings(fake, tmp_path)))
+        terminal = TerminalRecorder(build_services(make_settings(fake, tmp_path)))
         fake.script(Reply(content="I can", finish_reason="content_filter"))
         assert ask(terminal, "something") == "complete"
     assert [n["code"] for n in terminal.named("notice")] == ["content_filter"]
@@ -160,7 +160,7 @@ def test_llama_cpps_empty_stream_is_asked_again_and_told_as_context_too_long(tmp
 @pytest.mark.parametrize("flavour", ["openai", "deepseek", "kimi"])
 def test_a_hosted_apis_refusal_is_context_too_long_with_its_window(flavour, tmp_path):
     with FakeLLM(flavour, context_window=900) as fake:
-        terminal = TerminalRecorder(build_services(fake_settings(fake, tmp_path)))
+        terminal = TerminalRecorder(build_services(make_settings(fake, tmp_path)))
         assert ask(terminal, LONG) == "error"
         assert len(fake.chat_requests) == 1  # neither retried nor asked again
     [error] = terminal.named("error")

@@ -13,7 +13,8 @@ import pytest
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.fake_llm_helpers import chat, deltas, post
-from tests.helpers import TerminalRecorder, ask, fake_settings
+from tests.helpers import TerminalRecorder, ask
+from tests.kit import make_settings
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ def llama() -> Iterator[FakeLLM]:
 
 
 def terminal_on(fake: FakeLLM, tmp_path: Path) -> TerminalRecorder:
-    settings = fake_settings(fake, tmp_path, provider="custom", model=fake.model)
+    settings = make_settings(fake, tmp_path, provider="custom", model=fake.model)
     return TerminalRecorder(build_services(settings))
 
 
@@ -56,7 +57,7 @@ def test_no_usage_is_estimated_and_marked_so_in_done_history_and_task_end(llama,
 
 def test_a_counted_usage_is_not_marked_estimated(tmp_path):
     with FakeLLM("openai") as fake:
-        terminal = TerminalRecorder(build_services(fake_settings(fake, tmp_path)))
+        terminal = TerminalRecorder(build_services(make_settings(fake, tmp_path)))
         fake.script(Reply(content="Counted.", usage=(321, 7)))
         assert ask(terminal, "count") == "complete"
     assert terminal.named("done")[-1]["usage"] == {

@@ -25,10 +25,10 @@ from modules.sandbox.cgroup_place import SERVER_LEAF
 from modules.sandbox.factory import build_runner
 from modules.sandbox.resource_limits import ResourceLimits
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import wait_until
+from tests.kit import make_settings, wait_until
 from tests.web_helpers import ServerProcess, connected
 from utils.cancel import CancelToken, TaskCancelled
-from utils.settings import LocalSandboxSettings, Settings
+from utils.settings import LocalSandboxSettings
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only root makes commands' cgroups")
 
@@ -86,7 +86,7 @@ def test_a_commands_cgroups_are_inside_the_servers_own(tmp_path: Path) -> None:
     controllers = used_controllers()
     ws = tmp_path / "ws"
     ws.mkdir()
-    runner = build_runner(Settings(workspace=ws, data_dir=tmp_path / "data", sandbox="local"))
+    runner = build_runner(make_settings(None, tmp_path, sandbox="local"))
     if runner.kind != "bubblewrap":
         pytest.skip(f"bubblewrap is not usable here ({runner.isolation})")
     marker = f"cgroup-probe-{os.getpid()}"

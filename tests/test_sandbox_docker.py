@@ -17,7 +17,7 @@ from modules.sandbox.docker_runner import DockerRunner
 from modules.sandbox.factory import build_runner
 from modules.sandbox.runner import CommandResult, SandboxUnavailable
 from tests.helpers import call, make_ctx
-from tests.kit import wait_until
+from tests.kit import make_settings, wait_until
 from tests.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
 from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import Settings
@@ -52,10 +52,7 @@ def docker_settings(tmp_path: Path, image: str, **docker: Any) -> Settings:
     if os.geteuid() == 0:
         os.chown(ws, SANDBOX_UID, SANDBOX_UID)
     options = {"image": image, "pool_size": 2, "max_uses": 3, **docker}
-    return Settings(
-        workspace=ws, data_dir=tmp_path / "data", sandbox="docker", docker=options,
-        output_limit_chars=5000,
-    )  # fmt: skip
+    return make_settings(None, tmp_path, sandbox="docker", docker=options, output_limit_chars=5000)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from modules.sandbox.local_runner import LocalRunner
 from modules.sandbox.resource_limits import ResourceLimits
 from modules.sandbox.runner import CommandResult, CommandRunner
 from tests.helpers import call, live_command_lines, make_ctx
-from tests.kit import wait_until
+from tests.kit import make_settings, wait_until
 from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import LocalSandboxSettings, Settings
 
@@ -72,7 +72,7 @@ except OSError as exc:
 def local_settings(tmp_path: Path, **local: Any) -> Settings:
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)
-    return Settings(workspace=ws, data_dir=tmp_path / "data", sandbox="local", local_sandbox=local)
+    return make_settings(None, tmp_path, sandbox="local", local_sandbox=local)
 
 
 def workspace_of(runner: CommandRunner) -> Path:

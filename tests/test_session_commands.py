@@ -16,8 +16,7 @@ from core.services import AgentServices, build_services
 from modules.sandbox.factory import sessions_of
 from modules.tools.tool_context import ToolContext
 from tests.helpers import call, live_command_lines, make_ctx
-from tests.kit import wait_until
-from utils.settings import Settings
+from tests.kit import make_settings, wait_until
 
 LEFT = r"left running in the background: (p\d+) `([^`]*)` \(pid (\d+), listening on (\d+)\)"
 
@@ -25,9 +24,8 @@ LEFT = r"left running in the background: (p\d+) `([^`]*)` \(pid (\d+), listening
 @pytest.fixture
 def services(tmp_path: Path) -> Iterator[AgentServices]:
     """The services a server builds, on a local sandbox."""
-    ws, data = tmp_path / "ws", tmp_path / "data"
-    ws.mkdir()
-    built = build_services(Settings(workspace=ws, data_dir=data, sandbox="local"))
+    (tmp_path / "ws").mkdir()
+    built = build_services(make_settings(None, tmp_path, sandbox="local"))
     if built.runner.kind != "bubblewrap":
         built.close()
         pytest.skip("bubblewrap is not installed or cannot create a sandbox here")
@@ -85,9 +83,7 @@ def test_run_python_runs_in_the_same_session(services: AgentServices) -> None:
 def test_a_one_shot_run_says_its_background_processes_end_with_it(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    services = build_services(
-        Settings(workspace=ws, data_dir=tmp_path / "data", sandbox="local"), ends_with_run=True
-    )
+    services = build_services(make_settings(None, tmp_path, sandbox="local"), ends_with_run=True)
     try:
         if services.runner.kind != "bubblewrap":
             pytest.skip("bubblewrap is not installed or cannot create a sandbox here")

@@ -13,7 +13,8 @@ from cli.session import run_command
 from cli.terminal import CliTerminal
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import ask, fake_settings, make_terminal
+from tests.helpers import ask, make_terminal
+from tests.kit import make_settings
 from tests.skill_helpers import add_skill, skill_md
 from tests.web_helpers import Web, agent_argv, agent_env
 from utils.errors import NotFound
@@ -78,7 +79,7 @@ def test_cli_skill_command_in_a_subprocess(fake_llm: FakeLLM, tmp_path: Path) ->
 def test_cli_skills_lists_ready_and_broken_skills(fake_llm: FakeLLM, tmp_path: Path) -> None:
     _workspace_skill(tmp_path / "ws")
     add_skill(tmp_path / "ws" / ".agents" / "skills", "wrong", skill_md("other"))
-    settings = fake_settings(fake_llm, tmp_path, approval="ask")
+    settings = make_settings(fake_llm, tmp_path, approval="ask")
     out = io.StringIO()
     terminal = CliTerminal(
         build_services(settings), out=out, err=io.StringIO(), stdin=io.StringIO()

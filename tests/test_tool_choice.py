@@ -12,7 +12,8 @@ import pytest
 
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import TerminalRecorder, ask, fake_settings
+from tests.helpers import TerminalRecorder, ask
+from tests.kit import make_settings
 
 PLANNER = "name: planner\ndescription: Plans, then works.\nmode: plan_execute\nmax_iterations: 3\n"
 
@@ -26,7 +27,7 @@ def planner(fake: FakeLLM, tmp_path: Path, **settings: Any) -> TerminalRecorder:
     folder.mkdir(parents=True)
     (folder / "planner.yaml").write_text(PLANNER)
     return TerminalRecorder(
-        build_services(fake_settings(fake, tmp_path, **settings)), agent="planner"
+        build_services(make_settings(fake, tmp_path, **settings)), agent="planner"
     )
 
 

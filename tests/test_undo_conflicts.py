@@ -20,7 +20,8 @@ from modules.tools.tool_context import ToolContext
 from modules.undo.conflicts import NOT_RECORDED
 from modules.undo.journal import TaskJournal, UndoJournal
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import ask, call, fake_settings, journaled, make_ctx, make_terminal, state
+from tests.helpers import ask, call, journaled, make_ctx, make_terminal, state
+from tests.kit import make_settings
 
 
 @pytest.fixture
@@ -172,7 +173,7 @@ def test_an_edit_applied_after_its_task_ended_is_what_undo_compares_with(
 
 
 def test_cli_undo_command(fake_llm: FakeLLM, tmp_path: Path) -> None:
-    settings = fake_settings(fake_llm, tmp_path)
+    settings = make_settings(fake_llm, tmp_path)
     out, err = io.StringIO(), io.StringIO()
     answers = io.StringIO("n\ny\n")  # /undo asks first, listing what it will do
     terminal = CliTerminal(build_services(settings), out=out, err=err, stdin=answers)
@@ -198,7 +199,7 @@ def test_cli_undo_says_what_it_kept_and_how_to_overwrite(fake_llm: FakeLLM, tmp_
     ws.mkdir()
     (ws / "shared.txt").write_text("before\n")
     out, answers = io.StringIO(), io.StringIO("y\ny\n")
-    services = build_services(fake_settings(fake_llm, tmp_path))
+    services = build_services(make_settings(fake_llm, tmp_path))
     terminal = CliTerminal(services, out=out, err=io.StringIO(), stdin=answers)
     fake_llm.script(
         Reply(

@@ -20,7 +20,7 @@ from core.services import build_services
 from modules.tools.catalogue import build_registry
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.helpers import call, live_command_lines, make_ctx
-from tests.kit import wait_until
+from tests.kit import make_settings, wait_until
 from tests.test_extraction import (
     billion_laughs_docx,
     make_docx,
@@ -30,7 +30,6 @@ from tests.test_extraction import (
     zip_bomb_docx,
 )
 from tests.web_helpers import TOKEN, ServerProcess, connected
-from utils.settings import load_settings
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 COOKIE = {"Cookie": f"agent_token={TOKEN}"}  # what a browser sends along, from any page
@@ -214,14 +213,7 @@ def test_attach_in_the_cli_copies_the_file_in_and_sends_its_text(tmp_path: Path,
     outside = tmp_path / "Desktop"
     outside.mkdir()
     (outside / "plan.pptx").write_bytes(make_pptx())
-    settings = load_settings(
-        provider="deepseek",
-        base_url=fake_llm.base_url,
-        api_key=fake_llm.api_key,
-        workspace=tmp_path / "ws",
-        data_dir=tmp_path / "data",
-        approval="auto",
-    )
+    settings = make_settings(fake_llm, tmp_path)
     out, err = io.StringIO(), io.StringIO()
     terminal = CliTerminal(build_services(settings), out=out, err=err)
     assert run_command(terminal, f"/attach {outside / 'plan.pptx'}")

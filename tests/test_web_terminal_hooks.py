@@ -21,8 +21,7 @@ from core.web_terminal import WebTerminal
 from history.conversation import LEAF
 from protocol.events import Event
 from tests.fake_llm import FakeLLM, Reply
-from tests.helpers import fake_settings
-from tests.kit import wait_until
+from tests.kit import make_settings, wait_until
 
 Step = tuple[Any, ...]
 
@@ -64,7 +63,7 @@ def test_the_hooks_hear_each_step_in_the_order_the_room_does(
     fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     fake_llm.script(Reply(content="Done."))
-    services = build_services(fake_settings(fake_llm, tmp_path))
+    services = build_services(make_settings(fake_llm, tmp_path))
     steps: list[Step] = []
     try:
         terminal = WebTerminal(
@@ -95,7 +94,7 @@ def test_the_hooks_hear_each_step_in_the_order_the_room_does(
 def test_a_begin_that_fails_lets_go_of_the_hold_and_keeps_nothing(
     fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    services = build_services(fake_settings(fake_llm, tmp_path))
+    services = build_services(make_settings(fake_llm, tmp_path))
     steps: list[Step] = []
     try:
         terminal = WebTerminal(

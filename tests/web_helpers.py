@@ -27,12 +27,11 @@ from flask.testing import FlaskClient
 from flask_socketio import SocketIO, SocketIOTestClient
 
 from tests.fake_llm import FakeLLM
-from tests.kit import EventLog, Received, wait_until
+from tests.kit import TEST_DEFAULTS, TOKEN, EventLog, Received, wait_until
 from web.state import WebState
 from workspace_client.connection import Connection
 
 REPO = Path(__file__).resolve().parent.parent
-TOKEN = "web-test-token-0123456789"
 URL_LINE = re.compile(r"http://(?P<host>[^:/]+):(?P<port>\d+)/\?token=(?P<token>\S+)")
 
 
@@ -58,17 +57,14 @@ def agent_argv(front: str, workspace: Path, data_dir: Path, *extra: str) -> list
 
 
 def agent_env(base_url: str, api_key: str, **extra: str) -> dict[str, str]:
-    """The environment of a server or CLI process: no inherited AGENT_* settings, the fake
-    model, approval `auto`, mode `fast`, quick retries."""
+    """The environment of a server or CLI process: no inherited AGENT_* settings, the kit's
+    TEST_DEFAULTS, the fake model (as deepseek), then `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}
+    env.update({f"AGENT_{name.upper()}": str(value) for name, value in TEST_DEFAULTS.items()})
     env.update(
         AGENT_PROVIDER="deepseek",
         AGENT_BASE_URL=base_url,
         AGENT_API_KEY=api_key,
-        AGENT_WEB_TOKEN=TOKEN,
-        AGENT_APPROVAL="auto",
-        AGENT_MODE="fast",
-        AGENT_RETRY_BASE_DELAY="0.05",
         PYTHONUNBUFFERED="1",
     )
     env.update(extra)
