@@ -277,3 +277,16 @@ def test_a_sandbox_that_dies_under_a_command_says_so_and_the_next_gets_a_new_one
     assert [r.end_reason for r in pool.history("conv-died")] == ["session_ended"]
     again = pool.session("conv-died")
     assert again is not session and run(pool, again, "echo anew").output == "anew\n"
+
+
+def test_a_process_on_a_terminal_of_its_own(pool: SessionPool) -> None:
+    """The seam the person's terminal uses: a PTY of the asked size, written and read."""
+    sandbox = pool.session("conv-tty").sandbox
+    proc = sandbox.spawn(["bash", "-c", "read line; echo got $line; stty size; tty"],
+                         pool.settings.workspace, stdin=True, terminal=(30, 100))  # fmt: skip
+    assert proc.stdin is not None
+    os.write(proc.stdin, b"hello\n")
+    sandbox.wait(lambda: b"/dev/pts/" in proc.output.ring.read(0, 4096).data, 10)
+    shown = proc.output.ring.read(0, 4096).data.decode()
+    assert "got hello" in shown and "30 100" in shown and "/dev/pts/0" in shown, shown
+    sandbox.forget(proc)

@@ -249,7 +249,7 @@ def test_the_sandbox_ends_with_its_control_socket(bwrapped: tuple[Raw, Launched]
     raw.run(f"setsid {marker} >/dev/null 2>&1 & {marker} >/dev/null 2>&1 &")
     wait_until(lambda: _running(marker) == 2, 5, "both")
     launched.control.close()
-    launched.process.wait(timeout=10)
+    wait_until(lambda: launched.process.poll() is not None, 10, "the sandbox's end")
     wait_until(lambda: not any(marker in line for line in _command_lines()), 5, "no process left")
 
 

@@ -42,6 +42,15 @@ STOP_SECONDS = 2.0  # for the sandbox's outer process to end once its supervisor
 T = TypeVar("T")
 
 
+class OuterProcess(Protocol):
+    """What was started around the supervisor (bwrap, unshare, the supervisor itself, or a
+    container's engine client): it ends once the supervisor has."""
+
+    def poll(self) -> int | None: ...
+
+    def kill(self) -> None: ...
+
+
 @dataclass
 class Launched:
     """A started sandbox: the server's end of its control socket, the process that was
@@ -49,7 +58,7 @@ class Launched:
     environment gets besides the allow-list."""
 
     control: Any  # a real socket.socket, SOCK_SEQPACKET
-    process: Any  # a real subprocess.Popen
+    process: OuterProcess
     cgroup: CommandCgroup | None
     environment: dict[str, str]
 

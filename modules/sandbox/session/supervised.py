@@ -119,17 +119,26 @@ class SupervisedSandbox:
     # --- processes ------------------------------------------------------------------------
 
     def spawn(
-        self, argv: list[str], cwd: Path, *, stdin: bool, capture: Capture | None = None
+        self,
+        argv: list[str],
+        cwd: Path,
+        *,
+        stdin: bool,
+        capture: Capture | None = None,
+        terminal: tuple[int, int] | None = None,
     ) -> Proc:
-        """Start `argv` in a process session of its own; its output is pumped from now on."""
+        """Start `argv` in a process session of its own; its output is pumped from now on.
+        With `terminal` (rows, columns) it runs on a PTY of its own, its controlling
+        terminal: the master is its output, and a copy of it its input (Proc.stdin)."""
 
         def register(answer: Answer) -> Proc:
             pid = answer.fields.get("pid")
             if not isinstance(pid, int) or pid < 2:
                 answer.close()
                 raise ChannelClosed("the supervisor answered a spawn without a pid")
-            fds = checked_fds(answer, [stat.S_IFIFO] * (2 if stdin else 1))
-            proc = Proc(pid, ProcessOutput(capture), fds[0] if stdin else None, fds[-1], {pid})
+            fds = checked_fds(answer, kinds)
+            given = os.dup(fds[0]) if terminal else (fds[0] if stdin else None)
+            proc = Proc(pid, ProcessOutput(capture), given, fds[-1], {pid})
             proc.sink = _Sink(self, proc)
             with self.changed:  # before any later message: its exit notice may be next
                 self.by_pid[pid] = proc
@@ -137,10 +146,13 @@ class SupervisedSandbox:
             PUMP.add(fds[-1], proc.sink)
             return proc
 
+        kinds = [stat.S_IFCHR] if terminal else [stat.S_IFIFO] * (2 if stdin else 1)
         self.touch()
         environment = {**self.config.environment, **self.launched.environment}
         request = {"argv": argv, "cwd": str(cwd), "env": environment,
                    "rlimits": self.config.rlimits, "stdin": stdin}  # fmt: skip
+        if terminal is not None:
+            request["pty"] = {"rows": terminal[0], "cols": terminal[1]}
         proc: Proc = self._ask("spawn", then=register, **request).result
         return proc
 
