@@ -26,7 +26,7 @@ PROTOCOL_TOOLS = {
     "list_files": {"directory", "pattern"},
     "search_code": {"query", "max_results"},
     "run_python": {"code", "timeout"},
-    "run_command": {"command", "timeout"},
+    "run_command": {"command", "timeout", "background"},
     "web_search": {"query", "max_results"},
     "focus_file": {"path"},
     "unfocus_file": {"path"},
@@ -36,6 +36,11 @@ PROTOCOL_TOOLS = {
     "use_skill": {"name"},
     "read_skill_file": {"name", "path"},
     "read_document": {"path", "offset"},
+    # background processes (issue 35)
+    "process_output": {"process_id", "offset", "wait_seconds", "pattern"},
+    "process_input": {"process_id", "text", "eof"},
+    "process_stop": {"process_id", "signal"},
+    "process_list": set(),
 }
 READ_ONLY = {
     "read_file",
@@ -48,6 +53,8 @@ READ_ONLY = {
     "use_skill",
     "read_skill_file",
     "read_document",
+    "process_output",
+    "process_list",
 }
 
 

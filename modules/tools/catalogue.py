@@ -12,6 +12,7 @@ from modules.tools import (
     command_tools,
     document_tool,
     file_tools,
+    process_tools,
     search_tools,
     skill_tools,
     sql_tool,
@@ -139,6 +140,10 @@ def build_registry() -> ToolRegistry:
     registry.register("search_code", search_tools.search_code, read_only=True)
     registry.register("run_python", command_tools.run_python, asks="always", runs_code=True)
     registry.register("run_command", command_tools.run_command, asks="always", runs_code=True)
+    registry.register("process_output", process_tools.process_output, read_only=True)
+    registry.register("process_input", process_tools.process_input, asks="always", runs_code=True)
+    registry.register("process_stop", process_tools.process_stop)
+    registry.register("process_list", process_tools.process_list, read_only=True)
     registry.register("web_search", search_tools.web_search, read_only=True)
     registry.register("sql_query", sql_tool.sql_query, read_only=True)
     registry.register("focus_file", focus_file, read_only=True)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from modules.results import ToolError
 from modules.sandbox.runner import CommandResult, LeftRunning, SandboxUnavailable
+from modules.tools import process_tools
 from modules.tools.tool_context import ToolContext
 
 MAX_TIMEOUT_SECONDS = 600
@@ -29,6 +30,12 @@ class RunCommandArgs(BaseModel):
         description="A bash command line, run with `bash -c` in the workspace folder."
     )
     timeout: float | None = _timeout_field()
+    background: bool = Field(
+        False,
+        description="Start it as a background process (a dev server, a watcher) and return "
+        "after a few seconds with its id and first output instead of waiting for its end "
+        "(timeout does not apply); then use process_output, process_input and process_stop.",
+    )
 
 
 class RunPythonArgs(BaseModel):
@@ -134,13 +141,29 @@ def _journaled(ctx: ToolContext, argv: list[str], timeout: float | None, stdin: 
         ctx.journal.record_changes_later(snapshot)
 
 
+def _journaled_start(ctx: ToolContext, command: str) -> str:
+    """Start a background process between two workspace scans: what it changed while it
+    settled can be undone; what it changes later is the task's next command's to see."""
+    if ctx.journal is None:
+        return process_tools.start_background(ctx, command)
+    snapshot = ctx.journal.snapshot()
+    try:
+        return process_tools.start_background(ctx, command)
+    finally:
+        ctx.journal.record_changes_later(snapshot)
+
+
 def run_command(ctx: ToolContext, args: RunCommandArgs) -> str:
     """Run a shell command in the workspace folder and return its combined stdout and stderr.
 
     Output is streamed while it runs; long output keeps its head and tail. A non-zero exit
     code or a timeout makes the call fail, with the output included. Stdin is empty, so
-    interactive programs will not wait for input.
+    interactive programs will not wait for input. A server or watcher that must keep running
+    goes in the background (background: true), never with `&`: what a command leaves running
+    (`cmd &`) is adopted as a background process and the result names it.
     """
+    if args.background:
+        return _journaled_start(ctx, args.command)
     return _journaled(ctx, ["bash", "-c", args.command], args.timeout, None)
 
 

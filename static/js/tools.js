@@ -23,6 +23,7 @@
 export const TOOL_KINDS = {
   run_command: { runs: { argument: "command", language: "bash" } },
   run_python: { runs: { argument: "code", language: "python" } },
+  process_input: { runs: { argument: "text", language: "plaintext" } },
   create_file: { changesFiles: true },
   create_folder: { changesFiles: true },
   modify_file: { changesFiles: true },

@@ -1,0 +1,131 @@
+"""Background processes for the model, through the real server (`main.py web`, the local
+sandbox under bubblewrap) and the fake model: a server started in the background, waited for,
+fetched in a later call, its log read, stopped; an early failure, `cmd &` and the limit."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fake_llm import Call, FakeLLM, Reply
+from tests.fake_llm.replies import RecordedRequest, Response
+from tests.web_helpers import EventClient, ServerProcess, connected
+
+pytestmark = [pytest.mark.e2e]
+
+TASK_SECONDS = 90
+ENV = {"AGENT_SANDBOX": "local", "AGENT_MAX_PROCESSES": "2"}
+SERVER = "python3 -u -m http.server 8000 --bind 127.0.0.1"
+FETCH = (
+    'python3 -c "import urllib.request as u; '
+    "print('status', u.urlopen('http://127.0.0.1:8000/').status)\""
+)
+
+
+def calls_in_the_message(request: RecordedRequest) -> Response:
+    """The user message is a JSON list of [tool, arguments]; the model calls them one after
+    another, then says it is done."""
+    messages = request.messages
+    last_user = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+    done = sum(1 for m in messages[last_user:] if m.get("role") == "tool")
+    steps = json.loads(request.last_user_text)
+    if done >= len(steps):
+        return Reply(content="done")
+    name, arguments = steps[done]
+    return Reply(tool_calls=[Call(name, arguments, id=f"call_{last_user}_{done}")])
+
+
+@pytest.fixture
+def server(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[ServerProcess]:
+    fake_llm.responder = calls_in_the_message
+    process = ServerProcess(tmp_path / "ws", tmp_path / "data", base_url=fake_llm.base_url,
+                            api_key=fake_llm.api_key, env=ENV)  # fmt: skip
+    with process:
+        yield process
+
+
+@pytest.fixture
+def client(server: ServerProcess) -> Iterator[EventClient]:
+    with connected(server.url) as connection:
+        if connection.call("get_status")["sandbox"]["kind"] != "bubblewrap":
+            pytest.skip("bubblewrap is not usable here")
+        yield connection
+
+
+def run_calls(
+    client: EventClient, steps: list[tuple[str, dict[str, Any]]], cid: str | None = None
+) -> tuple[list[dict[str, Any]], str]:
+    """One task making these calls; their result events' payloads, and the conversation."""
+    before = 0 if cid is None else len(client.dones(cid))
+    cid = client.start(json.dumps(steps), cid)
+    events = client.wait_done(cid, TASK_SECONDS, count=before + 1)
+    results = [e.payload for e in events if e.name == "tool" and e.payload["phase"] == "result"]
+    results = results[-len(steps) :]  # the log holds the earlier tasks' too
+    assert len(results) == len(steps), events
+    return results, cid
+
+
+def test_a_server_in_the_background_is_waited_for_fetched_read_and_stopped(
+    client: EventClient,
+) -> None:
+    started, cid = run_calls(client, [
+        ("run_command", {"command": SERVER, "background": True}),
+        ("process_output", {"process_id": "p1", "pattern": "Serving HTTP", "wait_seconds": 30}),
+    ])  # fmt: skip
+    assert started[0]["ok"], started[0]
+    assert "running in the background as p1" in started[0]["output"]
+    assert started[1]["ok"] and "Serving HTTP on 127.0.0.1 port 8000" in started[1]["output"]
+    assert "listening on 8000" in started[1]["output"], started[1]
+
+    used, _ = run_calls(client, [
+        ("run_command", {"command": FETCH}),
+        ("process_output", {"process_id": "p1", "wait_seconds": 30}),
+        ("process_list", {}),
+        ("process_stop", {"process_id": "p1"}),
+        ("process_output", {"process_id": "p1"}),
+    ], cid)  # fmt: skip
+    fetched, log, listed, stopped, after = used
+    assert fetched["ok"] and "status 200" in fetched["output"], fetched
+    assert log["ok"] and '"GET / HTTP/1.1" 200' in log["output"], log
+    assert "Serving HTTP" not in log["output"]  # without a pattern: only what is new
+    assert "1 of at most 2 running" in listed["output"]
+    assert f"p1 `{SERVER}`" in listed["output"] and "listening on 8000" in listed["output"]
+    assert stopped["ok"] and "ended (stopped)" in stopped["output"], stopped
+    assert after["ok"] and "ended (stopped)" in after["output"]
+
+
+def test_an_early_failure_says_its_exit_code_and_output(client: EventClient) -> None:
+    results, _ = run_calls(client, [
+        ("run_command", {"command": SERVER, "background": True}),
+        ("run_command", {"command": SERVER, "background": True}),
+        ("run_command", {"command": "python3 -c 'import no_such_module'", "background": True}),
+    ])  # fmt: skip
+    first, second, missing = results
+    assert first["ok"]
+    assert not second["ok"] and "It ended at once" in second["output"], second
+    assert "exit code 1" in second["output"] and "Address already in use" in second["output"]
+    assert not missing["ok"] and "No module named 'no_such_module'" in missing["output"]
+
+
+def test_the_limit_and_what_a_command_leaves_running(client: EventClient) -> None:
+    results, _ = run_calls(client, [
+        ("run_command", {"command": "sleep 300 &"}),
+        ("run_command", {"command": "sleep 301", "background": True}),
+        ("run_command", {"command": "sleep 302", "background": True}),
+        ("process_stop", {"process_id": "p1", "signal": "KILL"}),
+        ("process_output", {"process_id": "p9"}),
+        ("process_output", {"process_id": "p2", "pattern": "(unclosed"}),
+        ("process_input", {"process_id": "p2", "text": "hello\n", "eof": True}),
+    ])  # fmt: skip
+    adopted, second, over, stopped, unknown, bad, written = results
+    assert "left running in the background: p1 `sleep 300`" in adopted["output"], adopted
+    assert second["ok"] and "running in the background as p2" in second["output"]
+    assert not over["ok"] and "at most 2 background processes" in over["output"], over
+    assert stopped["ok"] and "p1 `sleep 300`" in stopped["output"]
+    assert not unknown["ok"] and "no process p9" in unknown["output"]
+    assert not bad["ok"] and "not a valid regular expression" in bad["output"]
+    assert written["ok"] and "Wrote 6 bytes to p2; its input is closed" in written["output"]
