@@ -16,7 +16,9 @@ from typing import Any
 from flask import Flask
 from flask_socketio import SocketIO
 
+from core.process_relay import ProcessRelay
 from core.services import build_services
+from modules.sandbox.factory import sessions_of
 from protocol.events import Event
 from utils.settings import Settings
 from web.access import HostGuard, OriginCheck, OriginGuard, is_loopback, origin_checker
@@ -92,6 +94,12 @@ def create_app(
     register_demo_handlers(socketio, state)
     register_mcp_handlers(socketio, state)
     cluster.serve(hub.handle, socketio.start_background_task)
+    sessions = sessions_of(services.runner)
+    if sessions is not None:  # its processes' changes go onto their conversations' timelines
+        relay = ProcessRelay(
+            sessions, hub.report_process, socketio.start_background_task, socketio.sleep
+        )
+        state.closers.append(relay.close)
     state.closers.append(cluster.close)
     state.closers.append(transport.close)
     return app

@@ -19,13 +19,14 @@ from modules.tools.focus import focusable
 from modules.workspace.file_tree import visible_changes
 from protocol.budgets import BudgetOverride
 from protocol.cluster import Joined
-from protocol.events import Done, Event, FileTree
+from protocol.events import Done, Event, FileTree, Process
 from protocol.options import Approval, Mode
 from protocol.records import AttachmentMeta, MessageRecord
 
 Send = Callable[[Event], None]  # to the room of the event's conversation
 Deliver = Callable[[Event], None]  # to one client
 Announce = Callable[[dict[str, Any]], None]  # to every client: a list entry changed ({id, ...})
+LOGGED_OUTPUT_CHARS = 1 << 20  # process output kept for `join` per log; the rest is only live
 
 
 class TaskHooks(Protocol):
@@ -69,6 +70,7 @@ class WebTerminal(MainTerminal):
         self._hooks = hooks
         self._announce = announce
         self._log: list[Event] = []
+        self._logged_output = 0  # characters of process output in the log
         self._task_message: str | None = None  # the user message of the running or last task
         super().__init__(services, conversation_id, sink=self._relay)
         self._replays_after = self.last_seq  # the log holds every event after this seq
@@ -77,7 +79,8 @@ class WebTerminal(MainTerminal):
         # Called with the core's lock held, so the log and the room see one order.
         if isinstance(event, FileTree):
             event.changes = visible_changes(self.services.workspace.root, event.changes)
-        self._log.append(event)
+        if self._logs(event):
+            self._log.append(event)
         self._hooks.relayed(event)
         ended = isinstance(event, Done) and event.depth is None
         if ended and self.conversation_id is not None and self._task_message is not None:
@@ -89,6 +92,20 @@ class WebTerminal(MainTerminal):
             self._announce(
                 {"id": conversation.id, "running": False, "title": conversation.meta.get("title")}
             )
+
+    def _logs(self, event: Event) -> bool:
+        """Whether `join` replays it: every event but process output past LOGGED_OUTPUT_CHARS
+        (a client that missed it reads it with `process_output` from the offset it has)."""
+        if not isinstance(event, Process) or event.delta is None:
+            return True
+        self._logged_output += len(event.delta)
+        return self._logged_output <= LOGGED_OUTPUT_CHARS
+
+    def report_process(self, event: Process) -> None:
+        """A background process of this conversation changed (in a task or between tasks)."""
+        with self.timeline.lock:
+            if self.conversation is not None:
+                self.timeline.report(event)
 
     def begin_task(
         self,
@@ -120,6 +137,7 @@ class WebTerminal(MainTerminal):
         here, or left by a stopped process and ended here): the log starts after the last seq."""
         with self.timeline.lock:
             self._log, self._replays_after = [], self.timeline.seq
+            self._logged_output = 0
             self._task_message = message_id
 
     def start(

@@ -309,6 +309,31 @@ class ConversationUpdate(Event):
     deleted: bool | None = None
 
 
+ProcessPhase = Literal["started", "output", "ports", "exited"]
+
+
+@dataclass
+class Process(Event):
+    """A background process of the conversation's sandbox session (§4.2): `started`, its
+    `output` in batches (`delta` is the text from byte `offset`; `skipped` bytes before it were
+    no longer kept), the `ports` it listens on, `exited` with its code or signal and why.
+    Sent between tasks too: a process outlives the task that started it."""
+
+    name: ClassVar[str] = "process"
+    process_id: str
+    phase: ProcessPhase
+    command: str | None = None
+    pid: int | None = None
+    origin: str | None = None
+    delta: str | None = None
+    offset: int | None = None
+    skipped: int | None = None
+    ports: list[int] | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str | None = None
+
+
 @dataclass
 class Unknown(Event):
     """An event this version does not know, or whose payload did not fit its class."""
@@ -374,6 +399,7 @@ _PARSERS: dict[str, Callable[[dict[str, Any]], Event]] = {
     "done": done_from_wire,
     "file_tree": _file_tree,
     "conversation_update": _plain(ConversationUpdate),
+    "process": _plain(Process),
 }
 
 

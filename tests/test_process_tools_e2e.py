@@ -4,6 +4,7 @@ fetched in a later call, its log read, stopped; an early failure, `cmd &` and th
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -96,6 +97,28 @@ def test_a_server_in_the_background_is_waited_for_fetched_read_and_stopped(
     assert f"p1 `{SERVER}`" in listed["output"] and "listening on 8000" in listed["output"]
     assert stopped["ok"] and "ended (stopped)" in stopped["output"], stopped
     assert after["ok"] and "ended (stopped)" in after["output"]
+
+    exited = client.wait_for("process", TASK_SECONDS, conversation_id=cid, phase="exited")
+    assert exited["process_id"] == "p1" and exited["reason"] == "stopped", exited
+    seen = client.named("process", conversation_id=cid, process_id="p1")
+    assert next(e["phase"] for e in seen) == "started" and seen[0]["command"] == SERVER
+    assert seen[0]["origin"] == "agent" and isinstance(seen[0]["pid"], int)
+    assert 8000 in {p for e in seen if e["phase"] == "ports" for p in e["ports"]}
+    output = [e for e in seen if e["phase"] == "output"]
+    assert output[0]["offset"] == 0
+    for before, then in itertools.pairwise(output):  # contiguous batches
+        assert then["offset"] == before["offset"] + len(before["delta"].encode())
+    text = "".join(e["delta"] for e in output)
+    assert "Serving HTTP on 127.0.0.1" in text and '"GET / HTTP/1.1" 200' in text
+    seqs = [e["seq"] for e in seen]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+    with connected(client.url) as late:  # a page that joins later is replayed them
+        ack = late.call("join", {"conversation_id": cid, "after_seq": 0})
+        assert ack["ok"], ack
+        replayed = late.named("process", conversation_id=cid, process_id="p1")
+    assert replayed[-1]["phase"] == "exited" and replayed[-1]["seq"] == exited["seq"]
+    assert any('"GET / HTTP/1.1" 200' in (e.get("delta") or "") for e in replayed)
 
 
 def test_an_early_failure_says_its_exit_code_and_output(client: EventClient) -> None:

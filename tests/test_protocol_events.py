@@ -24,6 +24,7 @@ from protocol.events import (
     Money,
     Notice,
     PlanEvent,
+    Process,
     Status,
     Thinking,
     Token,
@@ -99,6 +100,17 @@ SAMPLES: list[Event] = [
         **STAMP,
     ),
     ConversationUpdate(id="c1", running=False, title="A title", deleted=True),
+    Process(
+        process_id="p1",
+        phase="started",
+        command="make serve",
+        pid=7,
+        origin="agent",
+        ports=[],
+        **STAMP,
+    ),
+    Process(process_id="p1", phase="output", delta="ready\n", offset=10, skipped=10, **STAMP),
+    Process(process_id="p1", phase="exited", exit_code=None, signal=15, reason="stopped", **STAMP),
 ]
 
 

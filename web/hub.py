@@ -27,7 +27,8 @@ from protocol.cluster import (
     StatusCommand,
     TaskStatus,
 )
-from protocol.events import Event
+from protocol.events import Event, Process
+from utils.errors import NotFound
 from web.cluster import Cluster, LocalCluster
 from web.cluster.leases import TaskLeases
 
@@ -110,6 +111,15 @@ class TerminalHub:
         assert terminal.conversation_id is not None
         with self._lock:
             self._terminals[terminal.conversation_id] = terminal
+
+    def report_process(self, conversation_id: str, event: Process) -> None:
+        """A background process of the conversation changed: onto its timeline, between
+        tasks too (a process outlives the task that started it)."""
+        try:
+            terminal = self.get(conversation_id)
+        except NotFound:  # deleted meanwhile: its processes end with it
+            return
+        terminal.report_process(event)
 
     def running(self) -> list[WebTerminal]:
         """The terminals whose task is running in this process now."""

@@ -106,6 +106,15 @@ def read(
     return Output(text, begin, chunk.next_offset, chunk.skipped, info(sandbox, proc))
 
 
+def peek(sandbox: SupervisedSandbox, process_id: str, offset: int, limit: int) -> Output:
+    """Its output from `offset`, at most `limit` bytes; nothing else changes."""
+    proc = find(sandbox, process_id)
+    with sandbox.changed:
+        chunk = proc.output.ring.read(offset, limit)
+    text = _decode(chunk.data)
+    return Output(text, offset, chunk.next_offset, chunk.skipped, info(sandbox, proc))
+
+
 def write(sandbox: SupervisedSandbox, process_id: str, text: str, eof: bool = False) -> int:
     """Write `text` to its stdin (and close it with `eof`); the bytes written, which may be
     fewer when it does not read them within WRITE_SECONDS."""

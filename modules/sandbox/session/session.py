@@ -60,6 +60,11 @@ class SandboxSession:
         """Output of a background process from `offset` (default: what was not read yet)."""
         return background.read(self.sandbox, process_id, offset, wait, until)
 
+    def peek(self, process_id: str, offset: int, limit: int) -> Output:
+        """Its output from `offset`, at most `limit` bytes, without waiting and without moving
+        what the model has read (for the conversation's timeline)."""
+        return background.peek(self.sandbox, process_id, offset, limit)
+
     def write(self, process_id: str, text: str, eof: bool = False) -> int:
         """Write to a background process's stdin; the bytes it took."""
         return background.write(self.sandbox, process_id, text, eof)
