@@ -29,6 +29,7 @@ from web.hub import TerminalHub
 from web.manage import register_manage_handlers
 from web.mcp_ops import register_mcp_handlers
 from web.payload_depth import DepthBoundJson
+from web.process_ops import register_process_handlers
 from web.routes import routes
 from web.state import AsyncMode, WebState
 from web.token_file import web_token
@@ -93,6 +94,7 @@ def create_app(
     register_manage_handlers(socketio, state)
     register_demo_handlers(socketio, state)
     register_mcp_handlers(socketio, state)
+    register_process_handlers(socketio, state)
     cluster.serve(hub.handle, socketio.start_background_task)
     sessions = sessions_of(services.runner)
     if sessions is not None:  # its processes' changes go onto their conversations' timelines

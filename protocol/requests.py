@@ -168,3 +168,13 @@ class AddServer(BaseModel):
             "url": self.url,
             **({"headers": self.headers} if self.headers else {}),
         }
+
+
+class ProcessRef(ConversationRef):
+    """A background process of a conversation (§4.1 list_processes and what follows it)."""
+
+    process_id: Annotated[str, Field(min_length=1, max_length=32)]
+
+
+class ProcessOutputRequest(ProcessRef):
+    offset: Annotated[int, Field(ge=0)] = 0

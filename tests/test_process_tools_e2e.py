@@ -152,3 +152,26 @@ def test_the_limit_and_what_a_command_leaves_running(client: EventClient) -> Non
     assert not unknown["ok"] and "no process p9" in unknown["output"]
     assert not bad["ok"] and "not a valid regular expression" in bad["output"]
     assert written["ok"] and "Wrote 6 bytes to p2; its input is closed" in written["output"]
+
+
+def test_the_page_lists_reads_stops_and_restarts_a_process(client: EventClient) -> None:
+    results, cid = run_calls(client, [("run_command", {"command": SERVER, "background": True})])
+    assert results[0]["ok"], results[0]
+    listed = client.call("list_processes", {"conversation_id": cid})
+    assert listed["ok"] and isinstance(listed["seq"], int), listed
+    [p1] = listed["processes"]
+    assert p1["id"] == "p1" and p1["command"] == SERVER and p1["running"] is True
+    read = client.call("process_output", {"conversation_id": cid, "process_id": "p1"})
+    assert read["ok"] and read["offset"] == 0 and "Serving HTTP" in read["text"], read
+    assert read["next_offset"] == len(read["text"].encode()) and read["running"] is True
+    unknown = client.call("stop_process", {"conversation_id": cid, "process_id": "p7"})
+    assert unknown["error"]["code"] == "not_found", unknown
+    restarted = client.call("restart_process", {"conversation_id": cid, "process_id": "p1"})
+    assert restarted["ok"] and restarted["process"]["id"] == "p2", restarted
+    assert restarted["process"]["command"] == SERVER
+    stopped = client.call("stop_process", {"conversation_id": cid, "process_id": "p2"})
+    assert stopped["ok"] and stopped["process"]["end_reason"] == "stopped", stopped
+    ended = client.call("list_processes", {"conversation_id": cid})["processes"]
+    assert [(p["id"], p["end_reason"]) for p in ended] == [("p1", "stopped"), ("p2", "stopped")]
+    missing = client.call("list_processes", {"conversation_id": "nope"})
+    assert missing["error"]["code"] == "not_found"
