@@ -2,12 +2,13 @@
 per module (or per test), a client connected to it, the app in-process, tool contexts, and the
 browser with its page.
 
-A module tunes what it gets with constants these fixtures read (or by overriding the fixture
-of the same lower-case name):
-- `ASYNC_MODES`: the modes its `server` runs in, one module-wide server each (["threading"]);
-- `SERVER_ENV`: AGENT_* (and other) variables of its servers ({});
-- `WORKSPACE_FILES`: relative path -> text or bytes, written in their workspace first ({});
-- `CTX_SETTINGS`: settings of its tool context `ctx` ({})."""
+A module says what its fixtures get with markers in its `pytestmark`, read by them:
+- `pytest.mark.server(env={...}, files={...}, modes=[...])`: AGENT_* (and other) variables of its
+  servers, relative path -> text or bytes written in their workspace first, and the modes its
+  module-wide `server` runs in, one each (["threading"]);
+- `pytest.mark.ctx(**settings)`: settings of its tool context `ctx` (a test may mark itself).
+A module may instead override the fixture of the same name (`server_env`, `workspace_files`).
+"""
 
 from __future__ import annotations
 
@@ -32,9 +33,23 @@ from web_server import create_app
 collect_ignore = ["live"]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "server(env, files, modes): what the module's servers run with (conftest)"
+    )
+    config.addinivalue_line("markers", "ctx(**settings): the settings of the tool context `ctx`")
+
+
+def server_marked(node: pytest.Item | pytest.Collector, name: str, default: Any) -> Any:
+    """The `name` argument of the `server` marker closest to `node`, or `default`."""
+    marker = node.get_closest_marker("server")
+    found = marker.kwargs.get(name) if marker is not None else None
+    return default if found is None else found
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """A module's ASYNC_MODES: its module-wide `server` once in each."""
-    modes = getattr(metafunc.module, "ASYNC_MODES", None)
+    """The `server` marker's modes: the module-wide `server` once in each."""
+    modes = server_marked(metafunc.definition, "modes", None)
     if modes and "async_mode" in metafunc.fixturenames:
         metafunc.parametrize("async_mode", modes, indirect=True, scope="module")
 
@@ -103,12 +118,14 @@ def async_mode(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="module")
 def server_env(request: pytest.FixtureRequest) -> dict[str, str]:
-    return dict(getattr(request.module, "SERVER_ENV", {}))
+    """The `server` marker's env: variables of the module's servers."""
+    return dict(server_marked(request.node, "env", {}))
 
 
 @pytest.fixture(scope="module")
 def workspace_files(request: pytest.FixtureRequest) -> dict[str, str | bytes]:
-    return dict(getattr(request.module, "WORKSPACE_FILES", {}))
+    """The `server` marker's files: written in the workspace of the module's servers."""
+    return dict(server_marked(request.node, "files", {}))
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +200,9 @@ def web(make_web: Callable[..., Web]) -> Web:
 
 @pytest.fixture
 def ctx_settings(request: pytest.FixtureRequest) -> dict[str, Any]:
-    return dict(getattr(request.module, "CTX_SETTINGS", {}))
+    """The `ctx` marker's settings (closest to the test)."""
+    marker = request.node.get_closest_marker("ctx")
+    return dict(marker.kwargs) if marker is not None else {}
 
 
 @pytest.fixture

@@ -36,17 +36,21 @@ from tests.kit import wait_until
 from tests.web_helpers import TOKEN, EventClient, ServerProcess
 from web.access import FAILED_LOGIN_LIMIT
 
-pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
-
 ANSWER = "Four, as it has always been."
 AGENTS = {"general", "research", "coder", "data", "supervisor"}
 PLANTED = "name: planted\ndescription: PLANTED-DESCRIPTION\nsystem_prompt: PLANTED-PROMPT\n"
-# A task wrote these: an agent of its own, and the general agent described anew.
-WORKSPACE_FILES = {
-    ".agents/agents/planted.yaml": PLANTED,
-    ".agents/agents/general.yaml": "name: general\ndescription: REWRITTEN-GENERAL\n",
-}
-ASYNC_MODES = ["threading", "eventlet"]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
+    pytest.mark.server(
+        # a task wrote these: an agent of its own, and the general agent described anew
+        files={
+            ".agents/agents/planted.yaml": PLANTED,
+            ".agents/agents/general.yaml": "name: general\ndescription: REWRITTEN-GENERAL\n",
+        },
+        modes=["threading", "eventlet"],
+    ),
+]
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,11 @@ from tests.kit import wait_until
 from tests.web_helpers import EventClient, ServerProcess, free_port
 from utils.settings import RemoteAgent
 
-pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
-
-ASYNC_MODES = ["threading", "eventlet"]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
+    pytest.mark.server(modes=["threading", "eventlet"]),
+]
 
 
 @pytest.fixture(scope="module")

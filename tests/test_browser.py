@@ -12,9 +12,11 @@ from tests.browser_helpers import AGENTS_LOADED, ARTIFACTS, chosen_agent, patien
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import TOKEN, ServerProcess, serving
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-
-WORKSPACE_FILES = {"README.md": "# demo\n"}
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.e2e,
+    pytest.mark.server(files={"README.md": "# demo\n"}),
+]
 
 
 PLANNER = "name: planner\ndescription: Plans the task, then does it.\nmode: plan_execute\n"

@@ -10,13 +10,20 @@ import pytest
 
 from tests.browser_helpers import AGENTS_LOADED, Served, open_page
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
-
-SERVER_ENV = {"AGENT_BUDGET_TASK": "1k tokens"}
-WORKSPACE_FILES = {
-    ".agents/agents/general.yaml": "name: general\ndescription: Planted.\nbudget: 1m tokens\n",
-    ".agents/agents/zz.yaml": "name: zz\ndescription: d\nbudget: .inf\n",
-}
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
+    pytest.mark.server(
+        env={"AGENT_BUDGET_TASK": "1k tokens"},
+        files={
+            ".agents/agents/general.yaml": (
+                "name: general\ndescription: Planted.\nbudget: 1m tokens\n"
+            ),
+            ".agents/agents/zz.yaml": "name: zz\ndescription: d\nbudget: .inf\n",
+        },
+    ),
+]
 
 
 def test_the_picker_shows_what_did_not_load_and_why(browser: Any, served: Served) -> None:

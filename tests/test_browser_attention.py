@@ -12,11 +12,13 @@ import pytest
 from tests.browser_helpers import Served, open_page, send
 from tests.fake_llm import Call, FakeLLM, Reply
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-
 KEY_GUARD_S = 0.45  # a card that just took the focus ignores keys this long
 
-SERVER_ENV = {"AGENT_APPROVAL": "ask"}
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.e2e,
+    pytest.mark.server(env={"AGENT_APPROVAL": "ask"}),
+]
 
 # A spy around the real Notification, and a tab the test can hide (headless tabs never are).
 PAGE_SETUP = """

@@ -11,10 +11,11 @@ import pytest
 from tests.browser_helpers import Served, open_page, send
 from tests.fake_llm import Call, Reply
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-
-SERVER_ENV = {"AGENT_BUDGET_TASK": "1000 tokens"}
-WORKSPACE_FILES = {"a.txt": "alpha\n"}
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.e2e,
+    pytest.mark.server(env={"AGENT_BUDGET_TASK": "1000 tokens"}, files={"a.txt": "alpha\n"}),
+]
 READ = Call("read_file", {"path": "a.txt"})
 STOPPED = "Stopped: the task budget of 1,000 tokens is reached (1,400 tokens used)."
 

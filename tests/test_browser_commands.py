@@ -12,11 +12,16 @@ import pytest
 from tests.browser_helpers import AGENTS_LOADED, Served, chosen_agent, open_page
 from tests.fake_llm import Call, Reply
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
-
-SERVER_ENV = {"AGENT_APPROVAL": "auto"}
 GREET = "---\nname: greet\ndescription: Greets the user.\n---\nSay hello like a friend.\n"
-WORKSPACE_FILES = {"README.md": "# demo\n", ".agents/skills/greet/SKILL.md": GREET}
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
+    pytest.mark.server(
+        env={"AGENT_APPROVAL": "auto"},
+        files={"README.md": "# demo\n", ".agents/skills/greet/SKILL.md": GREET},
+    ),
+]
 MENU = "[data-testid=command-menu]"
 SHIPPED = ["coder", "data", "general", "research", "supervisor"]
 

@@ -11,10 +11,11 @@ import pytest
 from tests.browser_helpers import Served, open_page, send
 from tests.fake_llm import Call, Reply
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-
-SERVER_ENV = {"AGENT_APPROVAL": "auto"}
-WORKSPACE_FILES = {"README.md": "# demo\n"}
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.e2e,
+    pytest.mark.server(env={"AGENT_APPROVAL": "auto"}, files={"README.md": "# demo\n"}),
+]
 REASON = "which Workspace Agent reads as an agent definition or its prompt file"
 MAKES_AGENT = "mkdir -p .agents/agents && echo 'name: y' > .agents/agents/y.yaml"
 

@@ -10,8 +10,13 @@ import pytest
 from tests.fake_llm import Call, Reply
 from tests.web_helpers import TOKEN
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-WORKSPACE_FILES = {"README.md": "# notes\n" + "A line of notes about the garden.\n" * 40}
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.e2e,
+    pytest.mark.server(
+        files={"README.md": "# notes\n" + "A line of notes about the garden.\n" * 40}
+    ),
+]
 
 # Every figure the meter's tooltip gave, in order, recorded in the page.
 RECORD_FIGURES = """() => {

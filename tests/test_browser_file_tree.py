@@ -16,9 +16,11 @@ import pytest
 from tests.browser_helpers import Served, open_page
 from tests.helpers import live_command_lines
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-
-WORKSPACE_FILES = {"keep/notes.txt": "kept\n", "README.md": "# hi\n"}
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.e2e,
+    pytest.mark.server(files={"keep/notes.txt": "kept\n", "README.md": "# hi\n"}),
+]
 MAKE = """
 import os, sys
 root, folders = sys.argv[1], int(sys.argv[2])

@@ -15,8 +15,6 @@ from tests.browser_helpers import Served, open_page
 from tests.fake_llm import Reply
 from tests.web_helpers import connected
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
-
 
 def png(width: int, height: int) -> bytes:
     data = io.BytesIO()
@@ -29,14 +27,21 @@ SVG = (
     '<rect width="40" height="20" fill="teal"/>'
     "<script>window.parent.svgRan = true; document.title = 'svg ran'</script></svg>"
 )
-WORKSPACE_FILES: dict[str, str | bytes] = {
-    "README.md": "# demo\n",
-    "art/dot.png": png(3, 2),
-    "art/logo.svg": SVG,
-    "art/fake.png": "not an image at all\n",
-    "names/constructor": "plain words\n",
-    "names/notes.__proto__": "more plain words\n",
-}
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
+    pytest.mark.server(
+        files={
+            "README.md": "# demo\n",
+            "art/dot.png": png(3, 2),
+            "art/logo.svg": SVG,
+            "art/fake.png": "not an image at all\n",
+            "names/constructor": "plain words\n",
+            "names/notes.__proto__": "more plain words\n",
+        }
+    ),
+]
 ANSWER = (
     "## Fixed\n\nI changed **`calc.py`**: the [divide](https://example.com/d) function now "
     'checks for *zero* first, and <img src=x onerror="window.listRan=true"> stays text.'

@@ -10,8 +10,11 @@ from tests.browser_helpers import AGENTS_LOADED, ARTIFACTS, send
 from tests.fake_llm import Call, Reply
 from tests.web_helpers import TOKEN
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-WORKSPACE_FILES = {"README.md": "# demo\n"}
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.e2e,
+    pytest.mark.server(files={"README.md": "# demo\n"}),
+]
 
 # Every text the task label of the status bar showed, recorded in the page.
 RECORD_LABELS = """() => {

@@ -11,12 +11,13 @@ import pytest
 from tests.browser_helpers import Served, open_page
 from tests.fake_llm import Call, Reply
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-
 PHONE = {"width": 390, "height": 844}
 
-SERVER_ENV = {"AGENT_APPROVAL": "ask"}
-WORKSPACE_FILES = {"README.md": "# demo\n"}
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.e2e,
+    pytest.mark.server(env={"AGENT_APPROVAL": "ask"}, files={"README.md": "# demo\n"}),
+]
 
 # Elements sticking out of the viewport on the right, or wider than it, unless an ancestor that
 # clips or scrolls them (a code block, say) itself fits. The drawer off screen is hidden.

@@ -13,10 +13,11 @@ from tests.browser_helpers import ARTIFACTS, Served, open_page, send
 from tests.fake_llm import Reply
 from tests.test_browser_phone import PHONE, STATUS_OVERLAPS, assert_fits
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-
-SERVER_ENV = {"AGENT_APPROVAL": "ask"}
-WORKSPACE_FILES = {"README.md": "# demo\n"}
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.e2e,
+    pytest.mark.server(env={"AGENT_APPROVAL": "ask"}, files={"README.md": "# demo\n"}),
+]
 
 # Whether each option's text fits in the select as drawn (its arrow takes about 20 px).
 APPROVAL_FITS = """() => {

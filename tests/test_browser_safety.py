@@ -15,10 +15,11 @@ from tests.browser_helpers import ARTIFACTS, Served, open_page, send
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import connected, serving
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-
-SERVER_ENV = {"AGENT_APPROVAL": "ask"}
-WORKSPACE_FILES = {"README.md": "# demo\n"}
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.e2e,
+    pytest.mark.server(env={"AGENT_APPROVAL": "ask"}, files={"README.md": "# demo\n"}),
+]
 
 
 @pytest.fixture

@@ -13,9 +13,7 @@ import pytest
 from tests.browser_helpers import Served, open_page, send
 from tests.fake_llm import Call, FakeLLM, Reply
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-
-WORKSPACE_FILES = {"a.txt": "alpha\n"}
+pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.server(files={"a.txt": "alpha\n"})]
 READ = Call("read_file", {"path": "a.txt"})
 SPEND = "[data-testid=status-spend]"
 

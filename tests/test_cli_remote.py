@@ -18,9 +18,12 @@ from tests.tty_helpers import Tmux, needs_tmux
 from tests.web_helpers import REPO, TOKEN, ServerProcess, agent_env, free_port
 from workspace_client import Client
 
-pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
-SERVER_ENV = {"AGENT_APPROVAL": "ask"}  # the page asks too
-WORKSPACE_FILES = {"notes.md": "# Notes\n"}
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
+    # approval ask: the page asks too
+    pytest.mark.server(env={"AGENT_APPROVAL": "ask"}, files={"notes.md": "# Notes\n"}),
+]
 
 
 def _argv(url: str, *extra: str) -> list[str]:

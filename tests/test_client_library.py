@@ -18,9 +18,11 @@ from tests.kit import wait_until
 from tests.web_helpers import TOKEN, ServerProcess
 from workspace_client import AsyncClient, Client, Reloaded, WorkspaceError
 
-pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
-
-WORKSPACE_FILES = {"notes.txt": "first line\n", "src/app.py": "print('hi')\n"}
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
+    pytest.mark.server(files={"notes.txt": "first line\n", "src/app.py": "print('hi')\n"}),
+]
 
 
 @pytest.fixture

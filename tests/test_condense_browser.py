@@ -7,9 +7,12 @@ import pytest
 from tests.fake_llm import Reply
 from tests.web_helpers import TOKEN, connected
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 SUMMARY = "The user asked three questions about fruit; the answers were long."
-SERVER_ENV = {"AGENT_CONTEXT_WINDOW": "40000"}  # the meter moves visibly
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.e2e,
+    pytest.mark.server(env={"AGENT_CONTEXT_WINDOW": "40000"}),  # the meter moves visibly
+]
 
 
 def _meter(page) -> int:

@@ -15,9 +15,7 @@ from tests.raw_socket import RawSocketIO
 from tests.web_helpers import TOKEN, ServerProcess, free_port
 from web.payload_depth import MAX_DEPTH
 
-pytestmark = [pytest.mark.e2e]
-
-ASYNC_MODES = ["threading", "eventlet"]
+pytestmark = [pytest.mark.e2e, pytest.mark.server(modes=["threading", "eventlet"])]
 LEVELS = 100_000
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 

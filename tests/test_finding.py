@@ -12,17 +12,21 @@ from tests.fake_llm import FakeLLM, Reply
 from tests.web_helpers import TOKEN, ServerProcess, connected
 from web.routes import IMAGE_LIMIT_BYTES
 
-pytestmark = [pytest.mark.usefixtures("clean_fake")]
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 40
 SVG = b'<?xml version="1.0"?>\n<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>'
-WORKSPACE_FILES: dict[str, str | bytes] = {
-    "art/dot.png": PNG,
-    "art/logo.svg": SVG,
-    "art/fake.png": b"just text\n",
-    "art/script.svg": b"<html><script>alert(1)</script></html>",
-    "notes.txt": "hello\n",
-}
+pytestmark = [
+    pytest.mark.usefixtures("clean_fake"),
+    pytest.mark.server(
+        files={
+            "art/dot.png": PNG,
+            "art/logo.svg": SVG,
+            "art/fake.png": b"just text\n",
+            "art/script.svg": b"<html><script>alert(1)</script></html>",
+            "notes.txt": "hello\n",
+        }
+    ),
+]
 ANSWER = (
     "## Fixed\n\nI changed **`calc.py`**: the [divide](https://example.com/d) function now "
     "checks for *zero* first.\n\n```python\ndef divide(a, b):\n    return a / b\n```\n"

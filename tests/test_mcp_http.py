@@ -23,18 +23,21 @@ from mcp.shared.exceptions import MCPError
 from tests.kit import wait_until
 from tests.web_helpers import TOKEN, ServerProcess, free_port
 
-pytestmark = [pytest.mark.e2e]
-
-ASYNC_MODES = ["threading", "eventlet"]
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(40))
-WORKSPACE_FILES: dict[str, str | bytes] = {
-    "notes.txt": "first line\n",
-    "src/app.py": "print('hi')\n",
-    "pic.png": PNG,
-    "big.txt": "x" * (600 * 1024),
-    ".gitignore": "secret/\n",
-    "secret/key.txt": "hidden\n",
-}
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.server(
+        modes=["threading", "eventlet"],
+        files={
+            "notes.txt": "first line\n",
+            "src/app.py": "print('hi')\n",
+            "pic.png": PNG,
+            "big.txt": "x" * (600 * 1024),
+            ".gitignore": "secret/\n",
+            "secret/key.txt": "hidden\n",
+        },
+    ),
+]
 WAIT_SECONDS = 15
 
 

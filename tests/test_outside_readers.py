@@ -35,11 +35,16 @@ from tests.web_helpers import (
 from utils import setting_sources
 from web import demo_sample
 
-pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake"), pytest.mark.timeout(180)]
-
 BACKTRACKING = "*a" * 25 + "b"  # with a free-backtracking regex: hours against a long name
 LONG_NAME = "a" * 80
-WORKSPACE_FILES = {".gitignore": BACKTRACKING + "\n*.log\n", LONG_NAME: "x", "app.log": "x"}
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
+    pytest.mark.timeout(180),
+    pytest.mark.server(
+        files={".gitignore": BACKTRACKING + "\n*.log\n", LONG_NAME: "x", "app.log": "x"}
+    ),
+]
 GROWN_MB = 900  # sparse: no disk, but the bytes a whole read would bring into memory
 PEAK_GROWTH_MB = 300  # what reading a focused file may add to the server's peak memory, at most
 

@@ -13,11 +13,16 @@ import pytest
 from tests.fake_llm import FakeLLM, echo_responder
 from tests.web_helpers import TOKEN, ServerProcess, free_port
 
-pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
 README = Path(__file__).resolve().parent.parent / "README.md"
 MCP_PORT = free_port()
-SERVER_ENV = {"AGENT_MCP_HTTP": "true", "AGENT_MCP_HTTP_PORT": str(MCP_PORT)}
-WORKSPACE_FILES = {"notes.txt": "first line\n"}
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
+    pytest.mark.server(
+        env={"AGENT_MCP_HTTP": "true", "AGENT_MCP_HTTP_PORT": str(MCP_PORT)},
+        files={"notes.txt": "first line\n"},
+    ),
+]
 RUN_SECONDS = 60
 
 

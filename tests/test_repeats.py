@@ -16,9 +16,11 @@ from tests.fake_llm.replies import RecordedRequest
 from tests.kit import payloads
 from tests.web_helpers import EventClient, ServerProcess, agent_argv, agent_env
 
-pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
-
-WORKSPACE_FILES = {"notes.txt": "buy milk\n", "status.txt": "0\n"}
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
+    pytest.mark.server(files={"notes.txt": "buy milk\n", "status.txt": "0\n"}),
+]
 LOOPING = "I will read the file and then tell you what it says. " * 40
 
 

@@ -14,12 +14,10 @@ from tests.fake_llm import Call, FakeLLM, Reply
 from tests.kit import Received
 from tests.web_helpers import ServerProcess, assert_contiguous, connected
 
-pytestmark = pytest.mark.e2e
-
 FIRST = "Let me write the notes file first, one small piece at a time. "
 SECOND = "The notes are written; here is a summary of what they hold."
 RELOADS = 12
-ASYNC_MODES = ["threading", "eventlet"]
+pytestmark = [pytest.mark.e2e, pytest.mark.server(modes=["threading", "eventlet"])]
 
 
 def reload_view(url: str, cid: str) -> dict[str, Any]:

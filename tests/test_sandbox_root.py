@@ -18,21 +18,24 @@ import pytest
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.web_helpers import EventClient, ServerProcess, connected
 
-pytestmark = pytest.mark.e2e
-
 SECRET = "acme-service-password-9f8e7d"
 NAMED = "tool-home-visible-1a2b"
 TOTAL_MB = 200
 TMP_MB = 32
 TASK_SECONDS = 60  # a command plus two model calls, on a loaded machine
-SERVER_ENV = {
-    "AGENT_SANDBOX": "local",
-    "ACME_SERVICE_PASSWORD": SECRET,
-    "MY_TOOL_HOME": NAMED,
-    "AGENT_COMMAND_ENV": '["MY_TOOL_HOME"]',
-    "AGENT_LOCAL_SANDBOX_TOTAL_MEMORY_MB": str(TOTAL_MB),
-    "AGENT_LOCAL_SANDBOX_TMP_MB": str(TMP_MB),
-}
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.server(
+        env={
+            "AGENT_SANDBOX": "local",
+            "ACME_SERVICE_PASSWORD": SECRET,
+            "MY_TOOL_HOME": NAMED,
+            "AGENT_COMMAND_ENV": '["MY_TOOL_HOME"]',
+            "AGENT_LOCAL_SANDBOX_TOTAL_MEMORY_MB": str(TOTAL_MB),
+            "AGENT_LOCAL_SANDBOX_TMP_MB": str(TMP_MB),
+        }
+    ),
+]
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from modules.tools.search_tools import tavily_search
 from modules.tools.tool_context import ToolContext
 from tests.helpers import call
 
-CTX_SETTINGS = {"tavily_api_key": None}
+pytestmark = pytest.mark.ctx(tavily_api_key=None)
 
 
 @pytest.fixture

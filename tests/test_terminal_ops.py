@@ -16,7 +16,7 @@ from tests.helpers import call, make_ctx
 from tests.kit import wait_until
 from utils.cancel import CancelToken, TaskCancelled
 
-CTX_SETTINGS = {"output_limit_chars": 5000}
+pytestmark = pytest.mark.ctx(output_limit_chars=5000)
 
 
 def process_gone(pid: int, within: float = 0.5) -> bool:

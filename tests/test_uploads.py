@@ -33,14 +33,16 @@ from tests.web_helpers import TOKEN, ServerProcess, connected
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 COOKIE = {"Cookie": f"agent_token={TOKEN}"}  # what a browser sends along, from any page
-SERVER_ENV = {"AGENT_UPLOAD_LIMIT_MB": "2", "AGENT_EXTRACT_TIMEOUT": "3"}  # 3 s to parse one
-WORKSPACE_FILES: dict[str, str | bytes] = {
-    "README.md": "# demo\n",
-    "src/app.py": "print('app')\n",
-    "node_modules/dep/index.js": "junk\n",
-    ".gitignore": "build/\n",
-    "build/out.bin": b"\x00",
-}
+pytestmark = pytest.mark.server(
+    env={"AGENT_UPLOAD_LIMIT_MB": "2", "AGENT_EXTRACT_TIMEOUT": "3"},  # 3 s to parse one
+    files={
+        "README.md": "# demo\n",
+        "src/app.py": "print('app')\n",
+        "node_modules/dep/index.js": "junk\n",
+        ".gitignore": "build/\n",
+        "build/out.bin": b"\x00",
+    },
+)
 
 
 def upload(server: ServerProcess, name: str, data: bytes, **kwargs: Any) -> requests.Response:

@@ -8,8 +8,11 @@ import pytest
 from tests.fake_llm import Call, Reply
 from tests.web_helpers import TOKEN
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-WORKSPACE_FILES = {"README.md": "# demo\n\nSome *words*.\n"}
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.e2e,
+    pytest.mark.server(files={"README.md": "# demo\n\nSome *words*.\n"}),
+]
 
 DROP_FILE = """([name, text]) => {
   const transfer = new DataTransfer();

@@ -18,11 +18,12 @@ from tests.raw_socket import RawSocketIO
 from tests.web_helpers import TOKEN, EventClient, ServerProcess, assert_contiguous, connected
 from web.transport.client_queue_cap import ClientQueueCap
 
-pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
-
-ASYNC_MODES = ["threading", "eventlet"]
 CAP_MB = 0.5
-SERVER_ENV = {"AGENT_CLIENT_QUEUE_MB": str(CAP_MB)}
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
+    pytest.mark.server(modes=["threading", "eventlet"], env={"AGENT_CLIENT_QUEUE_MB": str(CAP_MB)}),
+]
 CHUNK = 2000  # characters per token event: a packet of about 2.1 kB
 # The kernel takes a few MB for a client before anything waits in the server's queue.
 ANSWER = "".join(f"{n:07d} " for n in range(1_000_000))  # 8 MB

@@ -10,9 +10,11 @@ from tests.fake_llm import Call, FakeLLM, Reply
 from tests.kit import Received, text_of, tokens, wait_until
 from tests.web_helpers import EventClient, ServerProcess, ack_latency, assert_contiguous, connected
 
-pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
-
-ASYNC_MODES = ["threading", "eventlet"]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
+    pytest.mark.server(modes=["threading", "eventlet"]),
+]
 STREAM_DELAY = 0.0005  # the fast stream's pause between deltas
 
 

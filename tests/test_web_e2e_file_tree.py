@@ -18,9 +18,11 @@ from tests.fake_llm import Call, FakeLLM, Reply
 from tests.kit import Received, wait_until
 from tests.web_helpers import EventClient, ServerProcess, ack_latency, assert_contiguous, connected
 
-pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
-
-ASYNC_MODES = ["threading", "eventlet"]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
+    pytest.mark.server(modes=["threading", "eventlet"]),
+]
 # An ack slower than this many idle ones (plus a floor for a pause the collector takes) is a
 # stall: the server's loop held up by the workspace. A stall holds up every ack while it lasts,
 # so the bound is on the 90th percentile; one ack a loaded machine did not schedule in time may

@@ -18,9 +18,12 @@ from tests.web_helpers import (
     connected,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
-
-ASYNC_MODES = ["threading", "eventlet"]
+MODES = ["threading", "eventlet"]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
+    pytest.mark.server(modes=MODES),
+]
 
 
 # --- rooms and reconnection ------------------------------------------------------------
@@ -116,7 +119,7 @@ def test_origin_check(server: ServerProcess, transports: list[str] | None):
         same.disconnect()
 
 
-@pytest.mark.parametrize("mode", ASYNC_MODES)
+@pytest.mark.parametrize("mode", MODES)
 def test_restart_keeps_every_conversation(fake: FakeLLM, tmp_path: Path, mode: str):
     fake.script(
         Reply(content="first answer"),

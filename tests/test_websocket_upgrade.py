@@ -15,9 +15,7 @@ import pytest
 from tests.raw_socket import client_frame, parse_frame, upgrade_request
 from tests.web_helpers import ServerProcess
 
-pytestmark = [pytest.mark.e2e]
-
-ASYNC_MODES = ["threading", "eventlet"]
+pytestmark = [pytest.mark.e2e, pytest.mark.server(modes=["threading", "eventlet"])]
 PATIENCE = 30.0
 
 
