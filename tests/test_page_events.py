@@ -22,7 +22,7 @@ from protocol.events import Usage
 ROOT = Path(__file__).resolve().parent.parent
 PAGE_EVENTS = ROOT / "static" / "js" / "events.js"
 CONNECTION = ROOT / "static" / "js" / "connection.js"
-WEB_EMITTERS = [*sorted((ROOT / "web").glob("*.py")), ROOT / "web_server.py"]
+WEB_EMITTERS = [*sorted((ROOT / "web").rglob("*.py")), ROOT / "web_server.py"]
 EMIT_CALLS = {"emit", "_emit"}
 JS_STRING = re.compile(r'"([^"\\]*)"')
 
