@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from types import FrameType
 from typing import Any
@@ -107,6 +108,13 @@ def create_app(
     return app
 
 
+def _warm_up(state: WebState) -> None:
+    """Get ready for the first message (the SDK imported, the undo baseline begun), then keep
+    what start-up built out of full collections: it lives as long as the server."""
+    state.services.warm_up()
+    gc.freeze()
+
+
 def _guard(app: Flask, host: str, hosts: list[str], origin_allowed: OriginCheck) -> None:
     """Outermost, so the Socket.IO handshake is checked like every HTTP request: the Host of
     everything, then the Origin of whatever changes something."""
@@ -138,8 +146,10 @@ def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) ->
     check_port(host, port)  # before anything starts, and before a URL is printed
     app = create_app(settings, async_mode=async_mode, host=host)
     state: WebState = app.extensions["agent"]
-    state.services.warm_up()  # the first message must not wait for the SDK's import
-    gc.freeze()  # what start-up built lives as long as the server: full collections skip it
+    if async_mode == "threading":  # it listens meanwhile: the SDK's import takes a second
+        threading.Thread(target=_warm_up, args=(state,), name="warm-up", daemon=True).start()
+    else:  # in a green thread the import would stall eventlet's loop: before it listens
+        _warm_up(state)
     a2a_url = _start_a2a(state, host, port) if settings.a2a else None
     mcp_url = _start_mcp_http(state, host, port) if settings.mcp_http else None
     state.start_watcher()

@@ -95,8 +95,8 @@ class AgentServices:
     def warm_up(self) -> None:
         """Get ready for the first task rather than at its start: the undo baseline, the model
         client (the `openai` SDK is imported then) and the sandbox (the Docker engine asked).
-        A server does it before it listens, the interactive CLI while the first prompt is
-        typed; `cli -p` does none of it ahead."""
+        A server does it as it starts listening (before, in eventlet mode), the interactive
+        CLI while the first prompt is typed; `cli -p` does none of it ahead."""
         self.journal.start_baseline()  # a child keeps the workspace for undo meanwhile
         self.warm_model()
         _ = self.runner.kind
