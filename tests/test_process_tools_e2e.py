@@ -103,7 +103,6 @@ def test_a_server_in_the_background_is_waited_for_fetched_read_and_stopped(
     seen = client.named("process", conversation_id=cid, process_id="p1")
     assert next(e["phase"] for e in seen) == "started" and seen[0]["command"] == SERVER
     assert seen[0]["origin"] == "agent" and isinstance(seen[0]["pid"], int)
-    assert 8000 in {p for e in seen if e["phase"] == "ports" for p in e["ports"]}
     output = [e for e in seen if e["phase"] == "output"]
     assert output[0]["offset"] == 0
     for before, then in itertools.pairwise(output):  # contiguous batches
