@@ -10,6 +10,7 @@ from protocol.events import (
     FileTree,
     Notice,
     PlanEvent,
+    Process,
     Status,
     Thinking,
     Token,
@@ -20,10 +21,12 @@ from protocol.events import (
 from workspace_client.aio import AsyncClient
 from workspace_client.client import Client, Started, WorkspaceError
 from workspace_client.connection import ConnectionRefused, Disconnected
+from workspace_client.processes import BackgroundProcess, ProcessOutput
 from workspace_client.stream import Reloaded
 
 __all__ = [
     "AsyncClient",
+    "BackgroundProcess",
     "Client",
     "ConnectionRefused",
     "ContextEvent",
@@ -35,6 +38,8 @@ __all__ = [
     "FileTree",
     "Notice",
     "PlanEvent",
+    "Process",
+    "ProcessOutput",
     "Reloaded",
     "Started",
     "Status",

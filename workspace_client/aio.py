@@ -24,6 +24,7 @@ from typing import Any
 from protocol.events import Done, Event, ToolEvent
 from workspace_client.client import ApprovalAnswer, Client, Started
 from workspace_client.connection import Disconnected
+from workspace_client.processes import BackgroundProcess, ProcessOutput
 
 AsyncApprovalCallback = Callable[[ToolEvent], ApprovalAnswer | Awaitable[ApprovalAnswer]]
 
@@ -123,6 +124,22 @@ class AsyncClient:
 
     async def upload(self, source: str | Path, name: str | None = None) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync.upload, source, name)
+
+    async def list_processes(self, conversation_id: str) -> list[BackgroundProcess]:
+        return await asyncio.to_thread(self.sync.list_processes, conversation_id)
+
+    async def process_output(
+        self, conversation_id: str, process_id: str, offset: int = 0
+    ) -> ProcessOutput:
+        return await asyncio.to_thread(
+            self.sync.process_output, conversation_id, process_id, offset
+        )
+
+    async def stop_process(self, conversation_id: str, process_id: str) -> BackgroundProcess:
+        return await asyncio.to_thread(self.sync.stop_process, conversation_id, process_id)
+
+    async def restart_process(self, conversation_id: str, process_id: str) -> BackgroundProcess:
+        return await asyncio.to_thread(self.sync.restart_process, conversation_id, process_id)
 
     async def call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync.call, op, payload)

@@ -49,6 +49,7 @@ import simple_websocket
 
 from protocol.events import Event, ToolEvent
 from workspace_client.connection import Connection, ConnectionRefused, Disconnected
+from workspace_client.processes import BackgroundProcess, ProcessOutput
 from workspace_client.stream import Followed, Handler, Stream
 
 ApprovalAnswer = bool | Literal["always"]
@@ -227,6 +228,39 @@ class Client:
         source = Path(source)
         query = urlencode({"name": name or source.name})
         return self._http("POST", f"/api/upload?{query}", source.read_bytes())
+
+    # --- background processes -------------------------------------------------------
+
+    def list_processes(self, conversation_id: str) -> list[BackgroundProcess]:
+        """The conversation's background processes, running and ended."""
+        ack = self.call("list_processes", {"conversation_id": conversation_id})
+        return [BackgroundProcess.from_wire(p) for p in ack["processes"]]
+
+    def process_output(
+        self, conversation_id: str, process_id: str, offset: int = 0
+    ) -> ProcessOutput:
+        """A process's output from byte `offset` (at most 64 KiB); what the model has read
+        does not move. Raises WorkspaceError `not_found` when it does not run in the server."""
+        ack = self.call(
+            "process_output",
+            {"conversation_id": conversation_id, "process_id": process_id, "offset": offset},
+        )
+        return ProcessOutput.from_wire(ack)
+
+    def stop_process(self, conversation_id: str, process_id: str) -> BackgroundProcess:
+        """Stop a running process; returns it as it ended."""
+        ack = self.call(
+            "stop_process", {"conversation_id": conversation_id, "process_id": process_id}
+        )
+        return BackgroundProcess.from_wire(ack["process"])
+
+    def restart_process(self, conversation_id: str, process_id: str) -> BackgroundProcess:
+        """Run a process's command again (stopping it first if it runs): the new process,
+        with an id of its own. Raises WorkspaceError `busy` past the server's limit."""
+        ack = self.call(
+            "restart_process", {"conversation_id": conversation_id, "process_id": process_id}
+        )
+        return BackgroundProcess.from_wire(ack["process"])
 
     # --- the connection -------------------------------------------------------------
 
