@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from core.services import AgentServices
 from modules.tools.tool_context import ToolContext
 from modules.undo.blob_store import BlobStore
 from tests.browser_helpers import Served, chromium, collect_errors, new_context, require_chromium
@@ -106,6 +107,24 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
     for name in KEY_VARS:
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def services_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every AgentServices a test builds in-process is closed when the test ends, as every
+    front closes its own: the sandbox sessions its commands started (their processes and
+    cgroups) end with the test, not with the pytest process. Closing twice is harmless."""
+    built: list[AgentServices] = []
+    init = AgentServices.__init__
+
+    def tracked(self: AgentServices, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        built.append(self)
+
+    monkeypatch.setattr(AgentServices, "__init__", tracked)
+    yield
+    for services in built:
+        services.close()
 
 
 # --- a server process ------------------------------------------------------------------
