@@ -18,10 +18,10 @@ from protocol.events import (
     Unknown,
     parse_event,
 )
+from protocol.processes import BackgroundProcess, ProcessOutput
 from workspace_client.aio import AsyncClient
 from workspace_client.client import Client, Started, WorkspaceError
 from workspace_client.connection import ConnectionRefused, Disconnected
-from workspace_client.processes import BackgroundProcess, ProcessOutput
 from workspace_client.stream import Reloaded
 
 __all__ = [

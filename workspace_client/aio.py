@@ -22,9 +22,9 @@ from types import TracebackType
 from typing import Any
 
 from protocol.events import Done, Event, ToolEvent
+from protocol.processes import BackgroundProcess, ProcessOutput
 from workspace_client.client import ApprovalAnswer, Client, Started
 from workspace_client.connection import Disconnected
-from workspace_client.processes import BackgroundProcess, ProcessOutput
 
 AsyncApprovalCallback = Callable[[ToolEvent], ApprovalAnswer | Awaitable[ApprovalAnswer]]
 

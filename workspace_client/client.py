@@ -48,8 +48,8 @@ from urllib.parse import urlencode
 import simple_websocket
 
 from protocol.events import Event, ToolEvent
+from protocol.processes import BackgroundProcess, ProcessOutput
 from workspace_client.connection import Connection, ConnectionRefused, Disconnected
-from workspace_client.processes import BackgroundProcess, ProcessOutput
 from workspace_client.stream import Followed, Handler, Stream
 
 ApprovalAnswer = bool | Literal["always"]

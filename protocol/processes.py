@@ -1,5 +1,6 @@
 """The typed answers of the process ops (docs/protocol.md §4.1): a conversation's background
-processes and a piece of one's output."""
+processes and a piece of one's output, as workspace_client gives them and the terminal shows
+them."""
 
 from __future__ import annotations
 
