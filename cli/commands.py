@@ -4,13 +4,31 @@ command's argument, returns what to print."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from cli.command_texts import agents_text, mcp_text, skills_text
 from cli.history import find_conversation, listing
+from cli.process_texts import (
+    LOG_TAIL_BYTES,
+    find,
+    logs_text,
+    process_id,
+    process_line,
+    ps_text,
+    tail_offset,
+)
 from cli.slash_commands import commands_of
 from cli.terminal import CliTerminal
 from cli.undo import undo_command
 from core.main_terminal import NothingToCondense
 from core.spend import conversation_totals, spend_text, today_totals
+from modules.sandbox.factory import sessions_of
+from modules.sandbox.session.background import UnknownProcess
+from modules.sandbox.session.pool import SessionPool
+from modules.sandbox.session.process import ProcessInfo
+from modules.sandbox.session.records import ProcessRecord
+from modules.sandbox.session.session import SandboxSession
+from protocol.processes import BackgroundProcess, ProcessOutput
 
 
 def _status(t: CliTerminal, _: str) -> str:
@@ -108,6 +126,69 @@ def _mcp(t: CliTerminal, arg: str) -> str:
     return mcp_text(status, str(t.settings.mcp_config or t.settings.data_dir / "mcp.json"))
 
 
+def _sessions(t: CliTerminal) -> tuple[SessionPool, str]:
+    """The sandbox sessions and the open conversation; ValueError when either is missing."""
+    pool = sessions_of(t.services.runner)
+    if pool is None:
+        kind = t.services.runner.kind
+        raise ValueError(f"this terminal's sandbox ({kind}) keeps no background processes")
+    if t.conversation_id is None:
+        raise ValueError("no conversation yet: send a message, or open one with /history")
+    return pool, t.conversation_id
+
+
+def _typed(record: ProcessRecord, info: ProcessInfo | None = None) -> BackgroundProcess:
+    wire = {**asdict(record), "running": record.running}
+    if info is not None:
+        wire |= {"ports": list(info.ports), "output_end": info.output_end}
+    return BackgroundProcess.from_wire(wire)
+
+
+def _live(t: CliTerminal, arg: str, command: str) -> tuple[SandboxSession, BackgroundProcess]:
+    """The conversation's session and the process of `/command ID`."""
+    pool, cid = _sessions(t)
+    wanted = process_id(arg, command)
+    session = pool.existing(cid)
+    if session is None:
+        raise ValueError(f"{wanted} is not running in this terminal (/ps lists them)")
+    return session, find([_typed(i.record, i) for i in session.processes()], wanted)
+
+
+def _ps(t: CliTerminal, _: str) -> str:
+    pool, cid = _sessions(t)
+    session = pool.existing(cid)
+    if session is not None:
+        return ps_text([_typed(i.record, i) for i in session.processes()])
+    return ps_text([_typed(r) for r in pool.history(cid)])
+
+
+def _logs(t: CliTerminal, arg: str) -> str:
+    session, process = _live(t, arg, "logs")
+    try:
+        out = session.peek(process.id, tail_offset(process), LOG_TAIL_BYTES)
+    except UnknownProcess as exc:
+        raise ValueError(str(exc)) from None
+    typed = ProcessOutput(
+        text=out.text,
+        offset=out.offset + out.skipped,
+        skipped=out.skipped,
+        next_offset=out.next_offset,
+        output_end=out.info.output_end,
+        running=out.info.record.running,
+        exit_code=out.info.record.exit_code,
+    )
+    return logs_text(process, typed)
+
+
+def _stop(t: CliTerminal, arg: str) -> str:
+    session, process = _live(t, arg, "stop")
+    try:
+        info = session.stop(process.id)
+    except UnknownProcess as exc:
+        raise ValueError(str(exc)) from None
+    return process_line(_typed(info.record, info))
+
+
 COMMANDS = commands_of(
     "local",
     {
@@ -121,5 +202,8 @@ COMMANDS = commands_of(
         "skills": _skills,
         "mcp": _mcp,
         "compact": _compact,
+        "ps": _ps,
+        "logs": _logs,
+        "stop": _stop,
     },
 )

@@ -11,6 +11,7 @@ from typing import Any
 from cli.command_texts import agents_text, mcp_text, skills_text
 from cli.history import format_listing
 from cli.painter import DIM
+from cli.process_texts import find, logs_text, process_id, process_line, ps_text, tail_offset
 from cli.remote_terminal import RemoteTerminal
 from cli.slash_commands import commands_of
 from cli.undo import undo_dialog
@@ -172,6 +173,21 @@ def _compact(t: RemoteTerminal, arg: str) -> str:
     return "the server summarises the older turns now; /status shows the context after"
 
 
+def _ps(t: RemoteTerminal, _: str) -> str:
+    return ps_text(t.client.list_processes(t.needs_conversation()))
+
+
+def _logs(t: RemoteTerminal, arg: str) -> str:
+    cid, wanted = t.needs_conversation(), process_id(arg, "logs")
+    process = find(t.client.list_processes(cid), wanted)
+    return logs_text(process, t.client.process_output(cid, wanted, tail_offset(process)))
+
+
+def _stop(t: RemoteTerminal, arg: str) -> str:
+    cid, wanted = t.needs_conversation(), process_id(arg, "stop")
+    return process_line(t.client.stop_process(cid, wanted))
+
+
 Handler = Callable[[RemoteTerminal, str], str]
 
 
@@ -203,6 +219,9 @@ COMMANDS: dict[str, Handler] = {
             "skills": _skills,
             "mcp": _mcp,
             "compact": _compact,
+            "ps": _ps,
+            "logs": _logs,
+            "stop": _stop,
         },
     ).items()
 }

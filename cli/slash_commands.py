@@ -166,6 +166,11 @@ TABLE = (
         "put back the files the last task (or that message's task) changed;\n"
         "files changed since it stay as they are unless --overwrite",
     ),
+    SlashCommand(
+        "ps", "", "list this conversation's background processes: id, state, ports, command"
+    ),
+    SlashCommand("logs", "ID", "show the last output of background process ID"),
+    SlashCommand("stop", "ID", "stop background process ID"),
     SlashCommand("agents", "", "list the agents; /agent NAME switches this conversation to one"),
     SlashCommand("agent", "[NAME]"),
     SlashCommand(
