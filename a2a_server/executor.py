@@ -28,10 +28,8 @@ from a2a.types import Part, TaskState
 from google.protobuf.json_format import MessageToDict
 
 from core.main_terminal import TaskBusy
-from history.conversation import LEAF
 from history.store import ConversationNotFound
 from protocol.events import Done, Error, Event, Token, ToolEvent
-from protocol.records import MessageRecord
 from utils.errors import AgentError, Invalid
 from web.refusals import refusal
 from web.state import WebState
@@ -160,19 +158,11 @@ class ConversationExecutor(AgentExecutor):
         state = self._state
         known = self._conversations.get(context_id)
         try:
-            terminal = state.hub.get(known) if known else state.hub.new()
-
-            def enter(record: MessageRecord) -> None:
-                state.hub.register(terminal)
-                state.taps.subscribe(record["conversation_id"], listen)
-
-            record = terminal.start(
+            record = state.hub.send(
+                known,
                 text,
-                parent_id=LEAF,
-                mode=None,
-                approval=None,
                 agent=agent,
-                on_begun=enter,
+                on_begun=lambda begun: state.taps.subscribe(begun["conversation_id"], listen),
                 run_in_background=state.socketio.start_background_task,
             )
         except TaskBusy:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
-from typing import Any, get_args
+from typing import Any, TypedDict, Unpack, get_args
 
 from core.agent_loop import AgentLoop
 from core.approval import ApprovalGate
@@ -43,6 +43,15 @@ from utils.logger import log_context
 from utils.text import shown
 
 log = logging.getLogger(__name__)
+
+
+class MessageOptions(TypedDict, total=False):
+    """How a user message is recorded (`MainTerminal.begin_task`), each key optional."""
+
+    parent_id: str | None  # None: a new root; absent: under the leaf (LEAF)
+    skill: str | None  # a skill whose instructions go to the model with this message
+    attachments: list[AttachmentMeta] | None  # AttachmentStore.attach, as dicts
+    budget_override: BudgetOverride | None  # a higher limit for this task only
 
 
 class TaskBusy(Busy):
@@ -190,24 +199,15 @@ class MainTerminal:
                 raise TaskBusy("a task is running in this conversation; undo when it ends")
             return self.services.journal.undo(self.conversation_id or "", message_id, overwrite)
 
-    def begin_task(
-        self,
-        text: str,
-        *,
-        parent_id: str | None = LEAF,
-        skill: str | None = None,
-        attachments: list[AttachmentMeta] | None = None,
-        budget_override: BudgetOverride | None = None,
-    ) -> Task:
-        """Record the user message under `parent_id` (None: a new root; default: the leaf).
-
-        `skill` names a skill whose instructions go to the model with this message;
-        `attachments` (AttachmentStore.attach, as dicts) the files that go with it;
-        `budget_override` a higher limit for this task only. Claims the conversation for the
-        task; raises NotConfigured, TaskBusy, DiskFull, NotFound for an unknown parent, agent
-        or skill, or BudgetRefused for an override that raises no limit. A message it raises
-        for is not kept.
-        """
+    def begin_task(self, text: str, **options: Unpack[MessageOptions]) -> Task:
+        """Record the user message as `options` say (MessageOptions) and claim the
+        conversation for its task; raises NotConfigured, TaskBusy, DiskFull, NotFound for an
+        unknown parent, agent or skill, or BudgetRefused for an override that raises no
+        limit. A message it raises for is not kept."""
+        parent_id = options.get("parent_id", LEAF)
+        skill = options.get("skill")
+        attachments = options.get("attachments")
+        budget_override = options.get("budget_override")
         with self.timeline.lock:
             self._check_free()
             agent = self.services.agents.get(self.agent)

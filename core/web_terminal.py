@@ -9,24 +9,32 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack, cast
 
-from core.main_terminal import MainTerminal, TaskBusy
+from core.main_terminal import MainTerminal, MessageOptions, TaskBusy
 from core.services import AgentServices
 from core.task import Task
-from history.conversation import LEAF
 from modules.tools.focus import focusable
 from modules.workspace.file_tree import visible_changes
-from protocol.budgets import BudgetOverride
 from protocol.cluster import Joined
 from protocol.events import Done, Event, FileTree, Process
 from protocol.options import Approval, Mode
-from protocol.records import AttachmentMeta, MessageRecord
+from protocol.records import MessageRecord
 
 Send = Callable[[Event], None]  # to the room of the event's conversation
 Deliver = Callable[[Event], None]  # to one client
 Announce = Callable[[dict[str, Any]], None]  # to every client: a list entry changed ({id, ...})
 LOGGED_OUTPUT_CHARS = 1 << 20  # process output kept for `join` per log; the rest is only live
+
+
+class SendOptions(MessageOptions, total=False):
+    """A front's send (`WebTerminal.start`): the message's options, and what the conversation
+    runs with from this task on."""
+
+    mode: Mode | None
+    approval: Approval | None
+    agent: str | None  # checked: NotFound names the agents there are
+    focus: list[str] | None  # the files a new conversation starts with in focus
 
 
 class TaskHooks(Protocol):
@@ -107,24 +115,10 @@ class WebTerminal(MainTerminal):
             if self.conversation is not None:
                 self.timeline.report(event)
 
-    def begin_task(
-        self,
-        text: str,
-        *,
-        parent_id: str | None = LEAF,
-        skill: str | None = None,
-        attachments: list[AttachmentMeta] | None = None,
-        budget_override: BudgetOverride | None = None,
-    ) -> Task:
+    def begin_task(self, text: str, **options: Unpack[MessageOptions]) -> Task:
         with self.timeline.lock:
             created = self.conversation is None
-            task = super().begin_task(
-                text,
-                parent_id=parent_id,
-                skill=skill,
-                attachments=attachments,
-                budget_override=budget_override,
-            )
+            task = super().begin_task(text, **options)
             message_id = task.user_record["id"]
             self.log_task(message_id)
             self._hooks.begun(
@@ -144,26 +138,19 @@ class WebTerminal(MainTerminal):
         self,
         text: str,
         *,
-        parent_id: str | None,
-        mode: Mode | None,
-        approval: Approval | None,
         run_in_background: Callable[..., Any],
-        agent: str | None = None,
-        skill: str | None = None,
-        focus: list[str] | None = None,
-        attachments: list[AttachmentMeta] | None = None,
         on_begun: Callable[[MessageRecord], None] | None = None,
-        budget_override: BudgetOverride | None = None,
+        **options: Unpack[SendOptions],
     ) -> MessageRecord:
         """Begin a task and run it in the background; raises TaskBusy, NotFound, BudgetRefused
-        (`budget_override`: a higher limit for this task only) or what the hooks' `hold` does.
-
-        `parent_id` as in `begin_task`: LEAF (the current leaf), None (a new root) or an id.
-        `focus`: the files a new conversation starts with in focus (workspace paths).
+        or what the hooks' `hold` does.
 
         `on_begun(user_record)` runs after the conversation exists and before the first event,
         so the sender can join the room without missing anything.
         """
+        agent, focus = options.pop("agent", None), options.pop("focus", None)
+        mode, approval = options.pop("mode", None), options.pop("approval", None)
+        message = cast(MessageOptions, options)  # what is left is the message's own
         with self.timeline.lock:
             if self.running:
                 raise TaskBusy("a task is already running in this conversation")
@@ -176,13 +163,7 @@ class WebTerminal(MainTerminal):
                     self.focus.reset([focusable(workspace, path) for path in focus])
                 self.mode = mode or self.mode
                 self.approval = approval or self.approval
-                task = self.begin_task(
-                    text,
-                    parent_id=parent_id,
-                    skill=skill,
-                    attachments=attachments,
-                    budget_override=budget_override,
-                )
+                task = self.begin_task(text, **message)
         if on_begun is not None:
             on_begun(task.user_record)
         if self._announce is not None:

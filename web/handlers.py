@@ -95,16 +95,14 @@ def _register_task_handlers(socketio: SocketIO, state: WebState) -> None:
             return _send(msg)
 
     def _send(msg: SendMessage) -> dict[str, Any]:
-        terminal = hub.get(msg.conversation_id) if msg.conversation_id else hub.new()
-
         def enter(record: MessageRecord) -> None:
-            hub.register(terminal)
             join_room(state.room_for(request.sid, record["conversation_id"]))  # type: ignore[attr-defined]
 
         # Absent: under the current leaf; an explicit null: a new root (editing the first message).
         parent = msg.parent_id if "parent_id" in msg.model_fields_set else LEAF
         attached = services.attachments.attach(msg.attachments) if msg.attachments else []
-        record = terminal.start(
+        record = hub.send(
+            msg.conversation_id,
             msg.text,
             parent_id=parent,
             mode=msg.mode,

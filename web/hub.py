@@ -7,11 +7,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 from core.main_terminal import TaskBusy
 from core.services import AgentServices
-from core.web_terminal import Announce, Send, WebTerminal
+from core.web_terminal import Announce, Send, SendOptions, WebTerminal
 from protocol.cluster import (
     Answer,
     Applied,
@@ -28,6 +28,7 @@ from protocol.cluster import (
     TaskStatus,
 )
 from protocol.events import Event, Process
+from protocol.records import MessageRecord
 from utils.errors import NotFound
 from web.cluster import Cluster, LocalCluster
 from web.cluster.leases import TaskLeases
@@ -111,6 +112,26 @@ class TerminalHub:
         assert terminal.conversation_id is not None
         with self._lock:
             self._terminals[terminal.conversation_id] = terminal
+
+    def send(
+        self,
+        conversation_id: str | None,
+        text: str,
+        *,
+        run_in_background: Callable[..., Any],
+        on_begun: Callable[[MessageRecord], None],
+        **options: Unpack[SendOptions],
+    ) -> MessageRecord:
+        """Start a task in the conversation (None: a new one) and run it in the background
+        (WebTerminal.start); once the conversation exists its terminal is registered, then
+        `on_begun(user_record)` runs, before the task's first event."""
+        terminal = self.get(conversation_id) if conversation_id else self.new()
+
+        def enter(record: MessageRecord) -> None:
+            self.register(terminal)
+            on_begun(record)
+
+        return terminal.start(text, run_in_background=run_in_background, on_begun=enter, **options)
 
     def report_process(self, conversation_id: str, event: Process) -> None:
         """A background process of the conversation changed: onto its timeline, between
