@@ -112,6 +112,26 @@
 /** @typedef {EventBase & ContextFields} ContextEvent */
 
 /**
+ * `process`: a background process of the conversation's sandbox session (protocol/events.py `Process`), sent
+ * between tasks too. The page admits it to the conversation's seq order (a join's replay counts it); the
+ * processes panel is yet to come.
+ * @typedef {object} ProcessFields
+ * @property {string} process_id
+ * @property {"started" | "output" | "ports" | "exited"} phase
+ * @property {string} [command]
+ * @property {number} [pid]
+ * @property {string} [origin]
+ * @property {number[]} [ports]
+ * @property {string} [delta] output text beginning at byte `offset`
+ * @property {number} [offset]
+ * @property {number} [skipped] bytes before it no longer kept
+ * @property {number} [exit_code]
+ * @property {number} [signal]
+ * @property {string} [reason]
+ */
+/** @typedef {EventBase & ProcessFields} ProcessEvent */
+
+/**
  * `notice`: something the user should know that does not end the task (protocol/events.py `Notice`).
  * @typedef {EventBase & {code: string, message: string, seconds?: number}} NoticeEvent
  */
@@ -203,6 +223,7 @@
  * @property {DoneEvent} done
  * @property {ConversationUpdate} conversation_update
  * @property {ContextEvent} context
+ * @property {ProcessEvent} process
  */
 
 /** @typedef {keyof ServerEventMap} ServerEventName */
@@ -231,7 +252,7 @@
  * The server's events the page handles, each as it comes (connection.js listens to each).
  * @type {ServerEventName[]}
  */
-export const SERVER_EVENTS = ["token", "thinking", "tool", "plan", "file_tree", "status", "notice", "error", "done", "conversation_update", "context"];
+export const SERVER_EVENTS = ["token", "thinking", "tool", "plan", "file_tree", "status", "notice", "error", "done", "conversation_update", "context", "process"];
 
 /** The gathered deltas, unpacked by connection.js into the `token` and `thinking` events they hold. */
 export const DELTAS_EVENT = "deltas";
