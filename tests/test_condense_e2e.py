@@ -118,8 +118,12 @@ def test_a_failed_summary_leaves_the_context_and_the_task_goes_on(tmp_path: Path
 
 
 def test_compact_on_request_and_after_a_restart_the_same_request(tmp_path: Path):
+    # A window the tools' schemas leave room in: after the restart the context is estimated,
+    # not the provider's count, and must not reach the threshold by itself (the process tools
+    # made it, at 20,000); the compaction here is the user's.
+    window = {"context_window": 40_000}
     with FakeLLM("deepseek") as fake:
-        terminal = _terminal(fake, tmp_path)
+        terminal = _terminal(fake, tmp_path, **window)
         _earlier_tasks(terminal, fake, count=3)
         fake.script(Reply(content="SUMMARY: three tasks; the user likes bananas."))
         cancel = terminal.begin_compaction("keep the word banana")
@@ -135,7 +139,7 @@ def test_compact_on_request_and_after_a_restart_the_same_request(tmp_path: Path)
         ask(terminal, "what next?")
         before_restart = fake.chat_requests[-1].body
 
-        restarted = _terminal(fake, tmp_path)
+        restarted = _terminal(fake, tmp_path, **window)
         restarted.open_conversation(terminal.conversation_id or "")
         fake.script(Reply(content="next answer"))
         ask(restarted, "what next?", parent_id=summary["id"])  # the same place, again
