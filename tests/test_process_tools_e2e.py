@@ -14,7 +14,7 @@ import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.fake_llm.replies import RecordedRequest, Response
-from tests.web_helpers import EventClient, ServerProcess, connected
+from tests.web_helpers import EventClient, ServerProcess, connected, serving
 
 pytestmark = [pytest.mark.e2e]
 
@@ -43,9 +43,7 @@ def calls_in_the_message(request: RecordedRequest) -> Response:
 @pytest.fixture
 def server(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[ServerProcess]:
     fake_llm.responder = calls_in_the_message
-    process = ServerProcess(tmp_path / "ws", tmp_path / "data", base_url=fake_llm.base_url,
-                            api_key=fake_llm.api_key, env=ENV)  # fmt: skip
-    with process:
+    with serving(tmp_path, fake_llm, ENV, {}) as process:
         yield process
 
 

@@ -21,7 +21,7 @@ from tests.fake_llm import Call, FakeLLM, Reply
 from tests.fake_llm.replies import RecordedRequest, Response
 from tests.helpers import live_command_lines
 from tests.kit import wait_until
-from tests.web_helpers import EventClient, ServerProcess, ack_latency, connected
+from tests.web_helpers import EventClient, ServerProcess, ack_latency, connected, serving
 
 pytestmark = [pytest.mark.e2e]
 
@@ -40,9 +40,7 @@ def run_what_is_asked(request: RecordedRequest) -> Response:
 @pytest.fixture
 def server(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[ServerProcess]:
     fake_llm.responder = run_what_is_asked
-    process = ServerProcess(tmp_path / "ws", tmp_path / "data", base_url=fake_llm.base_url,
-                            api_key=fake_llm.api_key, env=ENV)  # fmt: skip
-    with process:
+    with serving(tmp_path, fake_llm, ENV, {}) as process:
         yield process
 
 
