@@ -135,19 +135,16 @@ class RemoteTerminal(TaskConsole):
         return answer
 
     def _typed(self, call_id: str) -> str | None:
-        try:
-            while True:
-                with self._lock:
-                    if call_id in self._settled or ANY_CALL in self._settled:
-                        return None
-                typed = self.stdin.fileno()
-                ready, _, _ = select.select([typed, self._wake_r], [], [])
-                if self._wake_r in ready:
-                    os.read(self._wake_r, 4096)
-                if typed in ready:
-                    return self.stdin.readline()
-        except KeyboardInterrupt:
-            return ""
+        while True:
+            with self._lock:
+                if call_id in self._settled or ANY_CALL in self._settled:
+                    return None
+            typed = self.stdin.fileno()
+            ready, _, _ = select.select([typed, self._wake_r], [], [])
+            if self._wake_r in ready:
+                os.read(self._wake_r, 4096)
+            if typed in ready:
+                return self.stdin.readline()
 
     def give_answer(self, request: ToolEvent, approved: bool, *, always: bool = False) -> None:
         assert request.conversation_id is not None

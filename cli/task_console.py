@@ -91,10 +91,13 @@ class TaskConsole(abc.ABC):
             self.err.write(said)
             self._decline(request, why)
             return
-        self.err.write(self.printer.approval_text(request))
-        self.err.write(ALLOW_QUESTION)
-        self.err.flush()
-        answer = self.read_answer(request)
+        try:  # from the moment the question can show, Ctrl-C answers it
+            self.err.write(self.printer.approval_text(request))
+            self.err.write(ALLOW_QUESTION)
+            self.err.flush()
+            answer = self.read_answer(request)
+        except KeyboardInterrupt:
+            answer = ""
         if answer is None:
             return
         if not answer.endswith("\n"):  # Ctrl-C or Ctrl-D: the line was left open
@@ -113,8 +116,8 @@ class TaskConsole(abc.ABC):
 
     @abc.abstractmethod
     def read_answer(self, request: ToolEvent) -> str | None:
-        """The line typed at the approval's prompt ("" for Ctrl-C); None when the call was
-        answered elsewhere meanwhile."""
+        """The line typed at the approval's prompt (Ctrl-C raises KeyboardInterrupt); None when
+        the call was answered elsewhere meanwhile."""
 
     @abc.abstractmethod
     def give_answer(self, request: ToolEvent, approved: bool, *, always: bool = False) -> None:

@@ -104,10 +104,7 @@ class CliTerminal(TaskConsole, MainTerminal):
         return self.approval, self.gate.allowed(), "session"
 
     def read_answer(self, request: ToolEvent) -> str:
-        try:
-            return self.stdin.readline()
-        except KeyboardInterrupt:
-            return ""
+        return self.stdin.readline()
 
     def give_answer(self, request: ToolEvent, approved: bool, *, always: bool = False) -> None:
         self.approve(request.call_id, approved, always=always)
