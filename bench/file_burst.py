@@ -29,7 +29,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.fake_llm import FakeLLM
-from tests.web_helpers import EventClient, ServerProcess, ack_latency
+from tests.kit.clients import EventClient, ack_latency
+from tests.kit.server import ServerProcess
 
 MAX_BYTES_PER_CLIENT = 200_000
 MAX_P99_RATIO = 10.0

@@ -45,7 +45,8 @@ from bench.long_conversation_fake import CAPTURE, workspace_files
 from bench.pace_fake import FakeProcess
 from bench.pace_figures import cpu_times, percentile, verdict
 from bench.pace_profile import start_py_spy, summarise_py_spy
-from tests.web_helpers import TOKEN, ServerProcess
+from tests.kit.server import ServerProcess
+from tests.kit.settings import TOKEN
 from workspace_client.connection import Connection
 
 GOAL_RATIO = 1.5

@@ -63,10 +63,10 @@ from bench.pace_figures import (
     verdict,
 )
 from bench.pace_profile import start_py_spy, summarise_py_spy
-from tests.web_helpers import ServerProcess
+from tests.kit.server import ServerProcess
+from tests.kit.settings import TOKEN
 from workspace_client.connection import Connection
 
-TOKEN = "web-test-token-0123456789"  # tests.web_helpers' server token
 START_TIMEOUT = 30.0
 
 

@@ -60,9 +60,11 @@ from bench.page_figures import (
     print_report,
     print_run,
 )
-from tests.browser_helpers import CHROMIUM, CHROMIUM_ARGS, collect_errors
 from tests.fake_llm import FakeLLM, Reply
-from tests.web_helpers import TOKEN, EventClient, ServerProcess
+from tests.kit.browser import CHROMIUM, CHROMIUM_ARGS, collect_errors
+from tests.kit.clients import EventClient
+from tests.kit.server import ServerProcess
+from tests.kit.settings import TOKEN
 
 REPO = Path(__file__).resolve().parent.parent
 BASELINE_COMMIT = "43dbda2"  # the last commit with the full re-render of a streamed answer

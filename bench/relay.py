@@ -28,7 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import openai
 
 from tests.fake_llm import FakeLLM, RecordedRequest, Reply, Response
-from tests.web_helpers import EventClient, Received, ServerProcess
+from tests.kit.clients import EventClient
+from tests.kit.events import Received
+from tests.kit.server import ServerProcess
 
 GOAL_RATIO = 0.9
 RUNS = 3

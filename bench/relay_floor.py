@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.pace import TOKEN, Served, relay_run, warm_up
 from bench.pace_fake import FakeProcess
 from bench.pace_figures import Run, percentile, verdict
-from tests.web_helpers import ServerProcess
+from tests.kit.server import ServerProcess
 
 SHAPES = ("flask", "asgi", "ours")
 START_TIMEOUT = 30.0

@@ -3,7 +3,7 @@
 Run from the repo root: `python bench/sandbox.py [--runs N] [--cold-runs N] [--image IMAGE]`.
 Local and bubblewrap always; Docker warm (a pooled container) and cold (a new container per
 command) when an engine answers. The image is --image, else the configured one when it is
-present, else the small test image that tests/sandbox_image.py builds.
+present, else the small test image that tests/kit/sandbox_image.py builds.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def _docker(settings: Settings, image: str | None) -> tuple[Any, str] | None:
             client.images.get(settings.docker.image)
             image = settings.docker.image
         except Exception:
-            from tests.sandbox_image import build_test_image
+            from tests.kit.sandbox_image import build_test_image
 
             image = build_test_image(client)
     return client, image

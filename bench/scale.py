@@ -29,9 +29,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.pace_figures import Stamps, percentile
-from tests.cluster_helpers import Haproxy, RedisServer, cluster, missing_programs
 from tests.fake_llm import FakeLLM, Reply, Response
-from tests.web_helpers import EventClient, Received, ServerProcess, StockSocketIOClient
+from tests.kit.clients import EventClient, StockSocketIOClient
+from tests.kit.cluster import Haproxy, RedisServer, cluster, missing_programs
+from tests.kit.events import Received
+from tests.kit.server import ServerProcess
 
 
 @dataclass

@@ -95,7 +95,7 @@ def child(workspace: Path, data_dir: Path, baseline: bool) -> None:
     workspace, and the commands come once it is done (its seconds are printed too).
     """
     from modules.undo.journal import UndoJournal
-    from tests.helpers import call, make_ctx
+    from tests.kit.tools import call, make_ctx
 
     ctx = make_ctx(workspace.parent)
     journal = UndoJournal(data_dir, ctx.workspace)

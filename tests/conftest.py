@@ -22,12 +22,13 @@ import pytest
 from core.services import AgentServices
 from modules.tools.tool_context import ToolContext
 from modules.undo.blob_store import BlobStore
-from tests.browser_helpers import Served, chromium, collect_errors, new_context, require_chromium
-from tests.cluster_helpers import RedisServer
 from tests.fake_llm import FakeLLM
-from tests.helpers import make_ctx
-from tests.kit import make_settings
-from tests.web_helpers import EventClient, ServerProcess, Web, connected, serving
+from tests.kit.browser import Served, chromium, collect_errors, new_context, require_chromium
+from tests.kit.clients import EventClient, Web, connected
+from tests.kit.cluster import RedisServer
+from tests.kit.server import ServerProcess, serving
+from tests.kit.settings import make_settings
+from tests.kit.tools import make_ctx
 from web_server import create_app
 
 # tests/live needs a real model server: `make test-live` runs it (an explicit path still does).
@@ -266,7 +267,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.fixture
 def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     """A blank page (1400×900) in a browser context of the test's own (its pages wait with
-    room for a loaded machine, tests/browser_helpers.py `new_context`); its console errors and
+    room for a loaded machine, tests/kit/browser.py `new_context`); its console errors and
     uncaught exceptions collect in `page.console_errors`. When the test fails, what the page
     showed (the conversation's text, the end of its console) is printed with the failure: a
     failure seen only on a loaded CI machine then says what the page was doing."""

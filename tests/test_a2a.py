@@ -29,11 +29,12 @@ from google.protobuf import json_format
 from a2a_server.card import CARD_PATHS, agent_card
 from core.agent_loader import load_agents
 from core.agent_specs import SHIPPED_AGENTS
-from tests.a2a_helpers import a2a_env, history
 from tests.fake_llm import FakeLLM, Reply
-from tests.helpers import session_from
-from tests.kit import wait_until
-from tests.web_helpers import TOKEN, EventClient, ServerProcess
+from tests.kit.a2a import a2a_env, history
+from tests.kit.clients import EventClient
+from tests.kit.server import ServerProcess, session_from
+from tests.kit.settings import TOKEN
+from tests.kit.waits import wait_until
 from web.access import FAILED_LOGIN_LIMIT
 
 ANSWER = "Four, as it has always been."

@@ -9,10 +9,11 @@ import pytest
 
 from modules.results import ToolError
 from modules.tools.remote_agents import CallAgentArgs, RemoteAgents
-from tests.a2a_helpers import a2a_env, history
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import wait_until
-from tests.web_helpers import EventClient, ServerProcess, free_port
+from tests.kit.a2a import a2a_env, history
+from tests.kit.clients import EventClient
+from tests.kit.server import ServerProcess, free_port
+from tests.kit.waits import wait_until
 from utils.settings import RemoteAgent
 
 pytestmark = [

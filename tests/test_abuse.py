@@ -20,9 +20,9 @@ from modules.sandbox.docker_runner import DockerRunner
 from modules.sandbox.factory import build_runner
 from modules.sandbox.local_runner import LocalRunner
 from modules.tools.tool_context import ToolContext
-from tests.helpers import call, make_ctx, snapshot
-from tests.kit import wait_until
-from tests.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
+from tests.kit.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
+from tests.kit.tools import call, make_ctx, snapshot
+from tests.kit.waits import wait_until
 
 TIMEOUT = 5
 SLACK_SECONDS = 4.0  # kill grace, container kill and output drain on top of the timeout

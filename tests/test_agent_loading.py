@@ -16,7 +16,7 @@ import pytest
 from core.agent_files import MAX_FILE_BYTES, MAX_FOLDER_BYTES
 from core.agent_loader import MAX_DEFINITIONS, MAX_VALUES, load_agents
 from core.agent_specs import SHIPPED_AGENTS, AgentCatalog
-from tests.kit import make_settings
+from tests.kit.settings import make_settings
 from utils.settings import Settings
 
 SHIPPED = ["coder", "data", "general", "research", "supervisor"]

@@ -14,8 +14,8 @@ from pydantic import BaseModel
 import history.conversation as conversation_module
 from modules.tools.tool_context import ToolContext
 from tests.fake_llm import Call, ErrorReply, Reply
-from tests.helpers import ask, make_terminal, run_in_thread
-from tests.kit import wait_until
+from tests.kit.terminal import ask, make_terminal, run_in_thread
+from tests.kit.waits import wait_until
 from utils.files import atomic_write
 
 

@@ -14,8 +14,8 @@ import pytest
 from core.agent_loader import load_agents
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import TerminalRecorder, ask
-from tests.kit import make_settings
+from tests.kit.settings import make_settings
+from tests.kit.terminal import TerminalRecorder, ask
 
 PLANNER = """\
 name: planner

@@ -15,8 +15,9 @@ from model.messages import ChatMessage
 from model.providers import resolve_provider
 from model.tool_calls import ToolCallArgs, ToolCallStarted
 from tests.fake_llm import Call, FakeLLM, RawReply, Reply
-from tests.kit import make_settings, wait_until
-from tests.model_helpers import USER, TreeMessage, completion, make_client, run
+from tests.kit.model import USER, TreeMessage, completion, make_client, run
+from tests.kit.settings import make_settings
+from tests.kit.waits import wait_until
 from utils.cancel import CancelToken
 
 pytestmark = pytest.mark.usefixtures("clean_environment")

@@ -11,8 +11,8 @@ from model.errors import NetworkError
 from model.providers import PreparedMessages, prepare_messages, resolve_provider
 from protocol.records import MessageMeta, MessageRecord, ToolCallRecord
 from tests.fake_llm import FakeLLM, Reply
-from tests.kit import make_settings
-from tests.model_helpers import closed_port, completion, make_client, run
+from tests.kit.model import closed_port, completion, make_client, run
+from tests.kit.settings import make_settings
 
 pytestmark = pytest.mark.usefixtures("clean_environment")
 

@@ -13,8 +13,8 @@ from model.completion import ContentDelta, StreamItem
 from model.errors import NetworkError, RateLimitError, ServerError
 from model.providers import resolve_provider
 from tests.fake_llm import ErrorReply, FakeLLM, Reply
-from tests.kit import make_settings
-from tests.model_helpers import USER, closed_port, completion, make_client, run
+from tests.kit.model import USER, closed_port, completion, make_client, run
+from tests.kit.settings import make_settings
 from utils.cancel import CancelToken, TaskCancelled
 
 pytestmark = pytest.mark.usefixtures("clean_environment")

@@ -18,8 +18,8 @@ from core.services import build_services
 from modules.tools.catalogue import build_registry
 from modules.workspace.paths import Workspace
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import make_settings
-from tests.web_helpers import Web
+from tests.kit.clients import Web
+from tests.kit.settings import make_settings
 
 
 def delete_preview(ws: Workspace, path: str) -> str:

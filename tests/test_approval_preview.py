@@ -12,7 +12,7 @@ from core.approval import planned_change, preview
 from modules.tools.catalogue import build_registry
 from modules.workspace.paths import Workspace
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import make_terminal, run_in_thread
+from tests.kit.terminal import make_terminal, run_in_thread
 
 
 @pytest.fixture

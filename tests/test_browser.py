@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_helpers import AGENTS_LOADED, ARTIFACTS, chosen_agent, patience, pick_agent
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.web_helpers import TOKEN, ServerProcess, serving
+from tests.kit.browser import AGENTS_LOADED, ARTIFACTS, chosen_agent, patience, pick_agent
+from tests.kit.server import ServerProcess, serving
+from tests.kit.settings import TOKEN
 
 pytestmark = [
     pytest.mark.browser,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import AGENTS_LOADED, Served, open_page
+from tests.kit.browser import AGENTS_LOADED, Served, open_page
 
 pytestmark = [
     pytest.mark.browser,

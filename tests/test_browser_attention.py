@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served, open_page, send
 from tests.fake_llm import Call, FakeLLM, Reply
+from tests.kit.browser import Served, open_page, send
 
 KEY_GUARD_S = 0.45  # a card that just took the focus ignores keys this long
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import open_page
-from tests.cluster_helpers import RedisServer, cluster, missing_programs
 from tests.fake_llm import FakeLLM, Reply
-from tests.web_helpers import connected
+from tests.kit.browser import open_page
+from tests.kit.clients import connected
+from tests.kit.cluster import RedisServer, cluster, missing_programs
 
 pytestmark = [
     pytest.mark.browser,

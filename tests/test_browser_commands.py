@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import AGENTS_LOADED, Served, chosen_agent, open_page
 from tests.fake_llm import Call, Reply
+from tests.kit.browser import AGENTS_LOADED, Served, chosen_agent, open_page
 
 GREET = "---\nname: greet\ndescription: Greets the user.\n---\nSay hello like a friend.\n"
 pytestmark = [

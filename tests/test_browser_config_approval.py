@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served, open_page, send
 from tests.fake_llm import Call, Reply
+from tests.kit.browser import Served, open_page, send
 
 pytestmark = [
     pytest.mark.browser,

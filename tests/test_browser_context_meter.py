@@ -8,7 +8,7 @@ import re
 import pytest
 
 from tests.fake_llm import Call, Reply
-from tests.web_helpers import TOKEN
+from tests.kit.settings import TOKEN
 
 pytestmark = [
     pytest.mark.browser,

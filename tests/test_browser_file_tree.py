@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served, open_page
-from tests.helpers import live_command_lines
+from tests.kit.browser import Served, open_page
+from tests.kit.processes import live_command_lines
 
 pytestmark = [
     pytest.mark.browser,

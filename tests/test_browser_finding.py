@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from tests.browser_helpers import Served, open_page
 from tests.fake_llm import Reply
-from tests.web_helpers import connected
+from tests.kit.browser import Served, open_page
+from tests.kit.clients import connected
 
 
 def png(width: int, height: int) -> bytes:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser_helpers import AGENTS_LOADED, ARTIFACTS, send
 from tests.fake_llm import Call, Reply
-from tests.web_helpers import TOKEN
+from tests.kit.browser import AGENTS_LOADED, ARTIFACTS, send
+from tests.kit.settings import TOKEN
 
 pytestmark = [
     pytest.mark.browser,

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served, open_page, send
 from tests.fake_llm import Reply
-from tests.web_helpers import TOKEN
+from tests.kit.browser import Served, open_page, send
+from tests.kit.settings import TOKEN
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 

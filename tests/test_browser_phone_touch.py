@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import ARTIFACTS, Served, open_page, send
 from tests.fake_llm import Reply
+from tests.kit.browser import ARTIFACTS, Served, open_page, send
 from tests.test_browser_phone import PHONE, STATUS_OVERLAPS, assert_fits
 
 pytestmark = [

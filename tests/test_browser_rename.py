@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import patience, send
 from tests.fake_llm import Reply
-from tests.web_helpers import TOKEN, connected
+from tests.kit.browser import patience, send
+from tests.kit.clients import connected
+from tests.kit.settings import TOKEN
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import ARTIFACTS, Served, open_page, send
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.web_helpers import connected, serving
+from tests.kit.browser import ARTIFACTS, Served, open_page, send
+from tests.kit.clients import connected
+from tests.kit.server import serving
 
 pytestmark = [
     pytest.mark.browser,

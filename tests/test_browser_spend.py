@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served, open_page, send
 from tests.fake_llm import Call, FakeLLM, Reply
+from tests.kit.browser import Served, open_page, send
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.server(files={"a.txt": "alpha\n"})]
 READ = Call("read_file", {"path": "a.txt"})

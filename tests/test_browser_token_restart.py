@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import collect_errors, new_context, send
 from tests.fake_llm import FakeLLM, Reply
-from tests.web_helpers import URL_LINE, ServerProcess
+from tests.kit.browser import collect_errors, new_context, send
+from tests.kit.server import URL_LINE, ServerProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 

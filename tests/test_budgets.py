@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import payloads
-from tests.tty_helpers import Tmux, needs_tmux
-from tests.web_helpers import EventClient, agent_argv, agent_env, connected, serving
+from tests.kit.clients import EventClient, connected
+from tests.kit.events import payloads
+from tests.kit.server import agent_argv, agent_env, serving
+from tests.kit.tty import Tmux, needs_tmux
 
 pytestmark = pytest.mark.e2e
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
-from tests.helpers import live_command_lines
-from tests.kit import wait_until
-from tests.web_helpers import agent_argv, agent_env
+from tests.kit.processes import live_command_lines
+from tests.kit.server import agent_argv, agent_env
+from tests.kit.waits import wait_until
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.web_helpers import REPO, TOKEN, ServerProcess, agent_argv, agent_env
+from tests.kit.server import REPO, ServerProcess, agent_argv, agent_env
+from tests.kit.settings import TOKEN
 
 pytestmark = [
     pytest.mark.e2e,

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from protocol.events import Done
-from tests.browser_helpers import Served, send
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import wait_until
-from tests.tty_helpers import Tmux, needs_tmux
-from tests.web_helpers import REPO, TOKEN, ServerProcess, agent_env, free_port
+from tests.kit.browser import Served, send
+from tests.kit.server import REPO, ServerProcess, agent_env, free_port
+from tests.kit.settings import TOKEN
+from tests.kit.tty import Tmux, needs_tmux
+from tests.kit.waits import wait_until
 from workspace_client import Client
 
 pytestmark = [

@@ -15,8 +15,8 @@ from cli.painter import GREEN, RED, diff_path
 from cli.printer import EventPrinter
 from protocol.events import Token, ToolEvent
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.tty_helpers import ANSI, HEIGHT, Tmux, clean_env, needs_tmux
-from tests.web_helpers import agent_argv
+from tests.kit.server import agent_argv
+from tests.kit.tty import ANSI, HEIGHT, Tmux, clean_env, needs_tmux
 
 ANSWER = (
     "# Release notes\n\nThis version is **much faster** than the last one.\n\n"

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.web_helpers import REPO, agent_argv, agent_env
+from tests.kit.server import REPO, agent_argv, agent_env
 
 # What the web server (and the payloads it validates), the MCP server and client, A2A, Docker,
 # the file watcher, remote agents and the demo bring: a -p task on a plain workspace uses none

@@ -12,8 +12,8 @@ import pytest
 
 from history.store import ConversationStore
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.tty_helpers import Tmux, clean_env, needs_tmux
-from tests.web_helpers import agent_argv
+from tests.kit.server import agent_argv
+from tests.kit.tty import Tmux, clean_env, needs_tmux
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -14,8 +14,9 @@ import pytest
 
 from protocol.events import Done, Event, Status, Token, ToolEvent
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import wait_until
-from tests.web_helpers import TOKEN, ServerProcess
+from tests.kit.server import ServerProcess
+from tests.kit.settings import TOKEN
+from tests.kit.waits import wait_until
 from workspace_client import AsyncClient, Client, Reloaded, WorkspaceError
 
 pytestmark = [

@@ -11,8 +11,9 @@ import pytest
 
 from protocol.events import Done, ToolEvent
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import wait_until
-from tests.web_helpers import TOKEN, ServerProcess
+from tests.kit.server import ServerProcess
+from tests.kit.settings import TOKEN
+from tests.kit.waits import wait_until
 from workspace_client import AsyncClient, BackgroundProcess, Client, ProcessOutput, WorkspaceError
 
 pytestmark = [

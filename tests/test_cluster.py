@@ -13,10 +13,12 @@ import pytest
 from core.services import build_services
 from history.conversation import Conversation
 from history.store import ConversationStore
-from tests.cluster_helpers import ClusterServer, Haproxy, RedisServer, cluster, missing_programs
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import Received, make_settings, wait_until
-from tests.web_helpers import StockSocketIOClient, assert_contiguous, connected
+from tests.kit.clients import StockSocketIOClient, assert_contiguous, connected
+from tests.kit.cluster import ClusterServer, Haproxy, RedisServer, cluster, missing_programs
+from tests.kit.events import Received
+from tests.kit.settings import make_settings
+from tests.kit.waits import wait_until
 from web.cluster.redis_cluster import RedisCluster
 from web.hub import TerminalHub
 

@@ -19,10 +19,12 @@ from history.conversation import LEAF
 from history.store import ConversationStore
 from protocol.events import Done, Event
 from protocol.records import ToolCallRecord
-from tests.cluster_helpers import RedisServer, cluster, missing_programs
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import Received, make_settings, wait_until
-from tests.web_helpers import EventClient, connected
+from tests.kit.clients import EventClient, connected
+from tests.kit.cluster import RedisServer, cluster, missing_programs
+from tests.kit.events import Received
+from tests.kit.settings import make_settings
+from tests.kit.waits import wait_until
 from web.cluster.redis_cluster import RedisCluster
 from web.hub import TerminalHub
 

@@ -16,10 +16,11 @@ import redis as redis_lib
 
 from protocol.cluster import NotHere
 from protocol.events import Token
-from tests.cluster_helpers import ClusterServer, RedisServer, cluster, missing_programs
 from tests.fake_llm import FakeLLM, Reply
-from tests.kit import Received, wait_until
-from tests.web_helpers import EventClient, connected
+from tests.kit.clients import EventClient, connected
+from tests.kit.cluster import ClusterServer, RedisServer, cluster, missing_programs
+from tests.kit.events import Received
+from tests.kit.waits import wait_until
 from web.cluster.redis_cluster import RedisCluster
 
 pytestmark = [

@@ -34,8 +34,8 @@ from protocol.cluster import (
     command_from_wire,
     command_to_wire,
 )
-from tests.cluster_helpers import RedisServer, missing_programs
-from tests.kit import wait_until
+from tests.kit.cluster import RedisServer, missing_programs
+from tests.kit.waits import wait_until
 from web.cluster.redis_cluster import RedisCluster
 
 STATUS = {"state": "tool", "iteration": 2, "context": {"used_tokens": 5, "limit_tokens": 9}}

@@ -36,7 +36,7 @@ from model.providers import prepare_messages, resolve_provider
 from protocol.records import MessageMeta, MessageRecord, ToolCallRecord
 from tests.fake_llm.flavours import FLAVOURS
 from tests.fake_llm.validation import validate_chat
-from tests.kit import make_settings
+from tests.kit.settings import make_settings
 
 CONFIGS = {
     name: resolve_provider(make_settings(provider=name, api_key="k"))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.fake_llm import Reply
-from tests.web_helpers import TOKEN, connected
+from tests.kit.clients import connected
+from tests.kit.settings import TOKEN
 
 SUMMARY = "The user asked three questions about fruit; the answers were long."
 pytestmark = [

@@ -14,15 +14,11 @@ from core.services import build_services
 from history.condensed_view import SUMMARY_HEADER, SUMMARY_SYSTEM
 from protocol.records import MessageRecord
 from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
-from tests.helpers import TerminalRecorder, ask
-from tests.kit import make_settings, wait_until
-from tests.web_helpers import (
-    ServerProcess,
-    agent_argv,
-    agent_env,
-    assert_contiguous,
-    connected,
-)
+from tests.kit.clients import assert_contiguous, connected
+from tests.kit.server import ServerProcess, agent_argv, agent_env
+from tests.kit.settings import make_settings
+from tests.kit.terminal import TerminalRecorder, ask
+from tests.kit.waits import wait_until
 
 LONG = "".join(f"w{n:03d} " for n in range(1200))[:6000]  # ~1,700 tokens, never repeating
 

@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import state
-from tests.kit import Received, payloads
-from tests.web_helpers import TOKEN, EventClient, ServerProcess, agent_argv, agent_env
+from tests.kit.clients import EventClient
+from tests.kit.events import Received, payloads
+from tests.kit.server import ServerProcess, agent_argv, agent_env
+from tests.kit.settings import TOKEN
+from tests.kit.tools import state
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
 

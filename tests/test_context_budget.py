@@ -14,7 +14,7 @@ from model.providers import prepare_messages, resolve_provider
 from protocol.records import Role, ToolCallRecord
 from tests.fake_llm.flavours import FLAVOURS
 from tests.fake_llm.validation import validate_chat
-from tests.kit import make_settings
+from tests.kit.settings import make_settings
 
 
 def check_api_rules(messages: Sequence[ChatMessage]) -> None:

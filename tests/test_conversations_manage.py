@@ -14,9 +14,10 @@ from cli.session import run_command
 from cli.terminal import CliTerminal
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import ask
-from tests.kit import make_settings, payloads
-from tests.web_helpers import InProcessClient, Web
+from tests.kit.clients import InProcessClient, Web
+from tests.kit.events import payloads
+from tests.kit.settings import make_settings
+from tests.kit.terminal import ask
 
 
 def updates(client: InProcessClient, cid: str) -> list[dict[str, Any]]:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import Served
 from tests.fake_llm import Reply
-from tests.web_helpers import TOKEN
+from tests.kit.browser import Served
+from tests.kit.settings import TOKEN
 from web.routes import read_log
 
 

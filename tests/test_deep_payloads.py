@@ -10,9 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.a2a_helpers import a2a_env
-from tests.raw_socket import RawSocketIO
-from tests.web_helpers import TOKEN, ServerProcess, free_port
+from tests.kit.a2a import a2a_env
+from tests.kit.raw_socket import RawSocketIO
+from tests.kit.server import ServerProcess, free_port
+from tests.kit.settings import TOKEN
 from web.payload_depth import MAX_DEPTH
 
 pytestmark = [pytest.mark.e2e, pytest.mark.server(modes=["threading", "eventlet"])]

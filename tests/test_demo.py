@@ -17,9 +17,10 @@ from model.demo import DemoModel
 from model.demo_scripts import DEMO_DIR, load_scripts
 from model.messages import ChatMessage
 from model.tool_calls import ToolCallArgs, ToolCallStarted
-from tests.demo_helpers import BUGGY, FIXED
-from tests.tty_helpers import clean_env
-from tests.web_helpers import ServerProcess, agent_argv, connected
+from tests.kit.clients import connected
+from tests.kit.demo import BUGGY, FIXED
+from tests.kit.server import ServerProcess, agent_argv
+from tests.kit.tty import clean_env
 from utils.cancel import CancelToken, TaskCancelled
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from model.demo_scripts import DEMO_DIR
-from tests.browser_helpers import patience
-from tests.web_helpers import TOKEN, ServerProcess
+from tests.kit.browser import patience
+from tests.kit.server import ServerProcess
+from tests.kit.settings import TOKEN
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 

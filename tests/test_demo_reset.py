@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from model.demo_scripts import DEMO_DIR
-from tests.kit import SLOWNESS
-from tests.web_helpers import ServerProcess, connected
+from tests.kit.clients import connected
+from tests.kit.server import ServerProcess
+from tests.kit.waits import SLOWNESS
 
 SAMPLE = DEMO_DIR / "workspace"
 REPO = DEMO_DIR.parent

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from model.demo_scripts import DEMO_DIR
-from tests.demo_helpers import BUGGY, FIXED
-from tests.kit import SLOWNESS
-from tests.tty_helpers import clean_env
-from tests.web_helpers import ServerProcess, agent_argv, connected
+from tests.kit.clients import connected
+from tests.kit.demo import BUGGY, FIXED
+from tests.kit.server import ServerProcess, agent_argv
+from tests.kit.tty import clean_env
+from tests.kit.waits import SLOWNESS
 
 
 @pytest.fixture

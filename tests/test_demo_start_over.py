@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from model.demo_scripts import DEMO_DIR
-from tests.browser_helpers import new_context
-from tests.demo_helpers import BUGGY
-from tests.kit import SLOWNESS
-from tests.tty_helpers import Tmux, clean_env, needs_tmux
-from tests.web_helpers import TOKEN, ServerProcess, agent_argv
+from tests.kit.browser import new_context
+from tests.kit.demo import BUGGY
+from tests.kit.server import ServerProcess, agent_argv
+from tests.kit.settings import TOKEN
+from tests.kit.tty import Tmux, clean_env, needs_tmux
+from tests.kit.waits import SLOWNESS
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 

@@ -25,9 +25,11 @@ from modules.sandbox.runner import CommandResult, CommandRunner
 from modules.undo.journal import UndoJournal
 from modules.workspace.paths import Workspace
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import make_settings, wait_until
-from tests.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
-from tests.web_helpers import ServerProcess, connected
+from tests.kit.clients import connected
+from tests.kit.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
+from tests.kit.server import ServerProcess
+from tests.kit.settings import make_settings
+from tests.kit.waits import wait_until
 from utils.cancel import CancelToken
 from utils.settings import Settings
 

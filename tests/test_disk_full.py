@@ -19,10 +19,11 @@ import pytest
 from history import conversation as conversation_module
 from history.conversation import META_SAVE_INTERVAL
 from history.store import ConversationStore
-from tests.browser_helpers import open_page, send
 from tests.fake_llm import FakeLLM, Reply
-from tests.kit import tokens
-from tests.web_helpers import ServerProcess, agent_argv, agent_env, connected
+from tests.kit.browser import open_page, send
+from tests.kit.clients import connected
+from tests.kit.events import tokens
+from tests.kit.server import ServerProcess, agent_argv, agent_env
 
 pytestmark = pytest.mark.e2e
 

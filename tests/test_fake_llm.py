@@ -8,7 +8,7 @@ from typing import Any
 import requests
 
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.fake_llm_helpers import USER, chat, chunks, deltas, frames, joined, post, tool_fragments
+from tests.kit.fake_llm_http import USER, chat, chunks, deltas, frames, joined, post, tool_fragments
 
 # --- wire format ----------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from tests.fake_llm import ErrorReply, FakeLLM, RecordedRequest, Reply
-from tests.fake_llm_helpers import chat, joined, post
+from tests.kit.fake_llm_http import chat, joined, post
 
 ROOT = Path(__file__).resolve().parent.parent
 

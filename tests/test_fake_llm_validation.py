@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.fake_llm_helpers import USER, chat, joined, post, tool_fragments
+from tests.kit.fake_llm_http import USER, chat, joined, post, tool_fragments
 
 
 def call(call_id: str, name: str = "read_file", arguments: object = '{"path": "a"}') -> dict:

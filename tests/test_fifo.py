@@ -11,8 +11,9 @@ import pytest
 
 from modules.results import ToolError
 from modules.tools.tool_context import ToolContext
-from tests.helpers import call, journaled
-from tests.web_helpers import TOKEN, Web
+from tests.kit.clients import Web
+from tests.kit.settings import TOKEN
+from tests.kit.tools import call, journaled
 
 pytestmark = pytest.mark.timeout(60)
 PROMPT_SECONDS = 10

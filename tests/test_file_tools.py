@@ -8,7 +8,7 @@ from pathlib import Path
 
 from modules.tools.tool_context import ToolContext
 from protocol.events import FileChange
-from tests.helpers import call
+from tests.kit.tools import call
 
 
 def ws(ctx: ToolContext) -> Path:

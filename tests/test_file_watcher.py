@@ -18,9 +18,10 @@ import pytest
 from modules.workspace.change_batch import FOLD_ABOVE
 from modules.workspace.file_watcher import MEMORY_BYTES, WorkspaceWatcher
 from tests.fake_llm import FakeLLM
-from tests.helpers import live_command_lines
-from tests.kit import wait_until
-from tests.web_helpers import REPO, connected, serving
+from tests.kit.clients import connected
+from tests.kit.processes import live_command_lines
+from tests.kit.server import REPO, serving
+from tests.kit.waits import wait_until
 
 
 class WatcherRun:

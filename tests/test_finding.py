@@ -9,7 +9,9 @@ import requests
 
 from history.snippets import plain_text, snippet_parts
 from tests.fake_llm import FakeLLM, Reply
-from tests.web_helpers import TOKEN, ServerProcess, connected
+from tests.kit.clients import connected
+from tests.kit.server import ServerProcess
+from tests.kit.settings import TOKEN
 from web.routes import IMAGE_LIMIT_BYTES
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

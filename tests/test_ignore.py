@@ -18,8 +18,8 @@ from modules.workspace import ignore as ignore_module
 from modules.workspace.file_tree import describe_tree, file_tree
 from modules.workspace.file_watcher import WorkspaceWatcher
 from modules.workspace.ignore import MAX_GITIGNORE_BYTES, SKIPPED_DIRS, WorkspaceIgnore
-from tests.helpers import call
-from tests.kit import wait_until
+from tests.kit.tools import call
+from tests.kit.waits import wait_until
 
 F, D = False, True  # is_dir
 

@@ -13,10 +13,10 @@ from core.interrupted_calls import INTERRUPTED_CALL
 from history.context_builder import MISSING_RESULT
 from history.store import ConversationStore
 from protocol.records import ToolCallRecord
-from tests.cluster_helpers import ClusterServer
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import Received
-from tests.web_helpers import Web, connected
+from tests.kit.clients import Web, connected
+from tests.kit.cluster import ClusterServer
+from tests.kit.events import Received
 
 
 def history(data_dir: Path, cid: str) -> list[dict[str, Any]]:

@@ -98,7 +98,7 @@ def test_the_graph_covers_every_layer_and_the_imports_it_should() -> None:
     assert "modules.sandbox.local_runner" in GRAPH["modules.sandbox.factory"]
     assert "core.main_terminal" in GRAPH["core.web_terminal"]
     assert "protocol.events" in GRAPH["workspace_client.stream"]
-    assert "tests.web_helpers" in GRAPH["bench.pace"]
+    assert "tests.kit.server" in GRAPH["bench.pace"]
     assert "main" in MODULES and "web_server" in MODULES
 
 

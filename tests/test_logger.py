@@ -6,7 +6,7 @@ import json
 import logging
 from pathlib import Path
 
-from tests.kit import wait_until
+from tests.kit.waits import wait_until
 from utils.logger import log_context, setup_logging
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import anyio
 
-from tests.kit import SLOWNESS, wait_until
-from tests.mcp_helpers import FIXTURE, running
-from tests.web_helpers import REPO, free_port
+from tests.kit.mcp_servers import FIXTURE, running
+from tests.kit.server import REPO, free_port
+from tests.kit.waits import SLOWNESS, wait_until
 from utils.async_loop import LoopThread
 
 UNCLEAN = ("never awaited", "is closed", "Task was destroyed")
@@ -49,7 +49,7 @@ def test_a_task_scheduled_as_the_loop_stops_still_runs_and_ends() -> None:
 CLOSE_WHILE_CONNECTING = """
 import sys
 from pathlib import Path
-from tests.mcp_helpers import manager_for
+from tests.kit.mcp_servers import manager_for
 manager = manager_for(Path(sys.argv[1]), {
     "nobody": {"url": sys.argv[2]},
     "fixture": {"command": sys.executable, "args": [sys.argv[3], "--marker", "loop-shutdown"]},

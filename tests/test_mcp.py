@@ -16,9 +16,16 @@ import pytest
 
 from modules.mcp.client import McpManager
 from modules.results import ToolError
-from tests.kit import wait_until
-from tests.mcp_helpers import FIXTURE, manager_for, running, stdio_entry, wait_started, write_config
-from tests.web_helpers import free_port
+from tests.kit.mcp_servers import (
+    FIXTURE,
+    manager_for,
+    running,
+    stdio_entry,
+    wait_started,
+    write_config,
+)
+from tests.kit.server import free_port
+from tests.kit.waits import wait_until
 from utils.cancel import CancelToken, TaskCancelled
 
 

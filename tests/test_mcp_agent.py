@@ -17,10 +17,12 @@ from core.approval import ApprovalGate
 from core.services import build_services
 from modules.mcp.client import build_manager
 from tests.fake_llm import Call, Reply
-from tests.helpers import ask, make_terminal, run_in_thread
-from tests.kit import make_settings, wait_until
-from tests.mcp_helpers import manager_for, running, stdio_entry, wait_started, write_config
-from tests.web_helpers import EventClient, ServerProcess
+from tests.kit.clients import EventClient
+from tests.kit.mcp_servers import manager_for, running, stdio_entry, wait_started, write_config
+from tests.kit.server import ServerProcess
+from tests.kit.settings import make_settings
+from tests.kit.terminal import ask, make_terminal, run_in_thread
+from tests.kit.waits import wait_until
 
 
 def test_mcp_tools_follow_the_approval_mode_in_the_agent_loop(fake_llm, tmp_path):

@@ -5,21 +5,20 @@ from __future__ import annotations
 import json
 import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
 from history.store import ConversationStore
-from tests.browser_helpers import ARTIFACTS
 from tests.fake_llm import FakeLLM
-from tests.helpers import live_command_lines
-from tests.kit import wait_until
-from tests.mcp_fixture_server import TOOLS as FIXTURE_TOOLS
-from tests.mcp_helpers import running, stdio_entry, write_config
-from tests.web_helpers import TOKEN, ServerProcess
+from tests.kit.browser import ARTIFACTS
+from tests.kit.mcp_fixture_server import TOOLS as FIXTURE_TOOLS
+from tests.kit.mcp_servers import FIXTURE, running, stdio_entry, write_config
+from tests.kit.processes import live_command_lines
+from tests.kit.server import ServerProcess
+from tests.kit.settings import TOKEN
+from tests.kit.waits import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-FIXTURE = Path(__file__).resolve().parent / "mcp_fixture_server.py"
 
 
 def test_the_panel_lists_each_server_with_its_state_and_tools(tmp_path, page):

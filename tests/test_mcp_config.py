@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from core.agent_specs import AgentSpec
 from modules.mcp.config import ServerConfig, ServerEntry, load_config, tool_name
-from tests.mcp_helpers import write_config
+from tests.kit.mcp_servers import write_config
 
 
 def entry_of(server: ServerConfig) -> ServerEntry:

@@ -20,8 +20,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.kit import wait_until
-from tests.web_helpers import TOKEN, ServerProcess, free_port
+from tests.kit.server import ServerProcess, free_port
+from tests.kit.settings import TOKEN
+from tests.kit.waits import wait_until
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(40))
 pytestmark = [

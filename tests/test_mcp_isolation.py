@@ -27,9 +27,10 @@ from modules.mcp.client import McpManager
 from modules.mcp.config import load_config
 from modules.mcp.launch import guarded
 from tests.fake_llm import FakeLLM
-from tests.kit import wait_until
-from tests.mcp_helpers import FIXTURE, running, stdio_entry, wait_started, write_config
-from tests.web_helpers import EventClient, ServerProcess, connected
+from tests.kit.clients import EventClient, connected
+from tests.kit.mcp_servers import FIXTURE, running, stdio_entry, wait_started, write_config
+from tests.kit.server import ServerProcess
+from tests.kit.waits import wait_until
 from utils.cancel import CancelToken
 
 NPX, UVX = shutil.which("npx"), shutil.which("uvx")

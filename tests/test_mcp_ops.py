@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import wait_until
-from tests.mcp_helpers import FIXTURE, running, stdio_entry
-from tests.web_helpers import EventClient, connected, free_port, serving
+from tests.kit.clients import EventClient, connected
+from tests.kit.mcp_servers import FIXTURE, running, stdio_entry
+from tests.kit.server import free_port, serving
+from tests.kit.waits import wait_until
 
 pytestmark = [pytest.mark.e2e]
 

@@ -12,7 +12,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.web_helpers import REPO, agent_argv
+from tests.kit.server import REPO, agent_argv
 
 pytestmark = [pytest.mark.e2e]
 

@@ -13,8 +13,8 @@ from mcp_types import INVALID_PARAMS
 
 from mcp_server.server import offered_tools
 from modules.tools.catalogue import build_registry
-from tests.kit import make_settings
-from tests.web_helpers import REPO, agent_argv
+from tests.kit.server import REPO, agent_argv
+from tests.kit.settings import make_settings
 
 
 def serve(tmp_path: Path, *flags: str) -> StdioServerParameters:

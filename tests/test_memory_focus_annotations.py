@@ -13,7 +13,7 @@ from modules.tools.focus import FocusFiles
 from modules.tools.memory import MemoryStore
 from modules.tools.tool_context import ToolContext
 from modules.workspace.annotations import AnnotationStore
-from tests.helpers import call
+from tests.kit.tools import call
 
 
 def test_annotations_persist_move_drop_prune(tmp_path: Path) -> None:

@@ -23,15 +23,9 @@ from modules.undo.journal import UndoJournal
 from modules.workspace import file_watcher, ignore, text_files
 from modules.workspace.paths import Workspace
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import call
-from tests.web_helpers import (
-    REPO,
-    EventClient,
-    ServerProcess,
-    agent_argv,
-    agent_env,
-    connected,
-)
+from tests.kit.clients import EventClient, connected
+from tests.kit.server import REPO, ServerProcess, agent_argv, agent_env
+from tests.kit.tools import call
 from utils import setting_sources
 from web import demo_sample
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from modules.undo.journal import UndoJournal
-from tests.helpers import call, make_ctx, state
+from tests.kit.tools import call, make_ctx, state
 
 SECRET = "SECRET-7d1e9a-never-shown"
 MARKER = "outside-only-marker.txt"

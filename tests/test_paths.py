@@ -9,7 +9,7 @@ import pytest
 
 from modules.tools.tool_context import ToolContext
 from modules.workspace.paths import PathOutsideWorkspace, Workspace
-from tests.helpers import call, make_ctx, snapshot
+from tests.kit.tools import call, make_ctx, snapshot
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.fake_llm.replies import RecordedRequest, Response
-from tests.web_helpers import EventClient, ServerProcess, connected, serving
+from tests.kit.clients import EventClient, connected
+from tests.kit.server import ServerProcess, serving
 
 pytestmark = [pytest.mark.e2e]
 

@@ -16,11 +16,12 @@ from modules.undo.journal import UndoJournal
 from modules.workspace.paths import Workspace
 from modules.workspace.protected import WORKSPACE_CONFIG, ConfigPath, ProtectedPaths
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import state
-from tests.kit import payloads
-from tests.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
+from tests.kit.clients import connected
+from tests.kit.events import payloads
+from tests.kit.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
+from tests.kit.server import serving
+from tests.kit.tools import state
 from tests.test_mcp_server import serve, text
-from tests.web_helpers import connected, serving
 
 AGENT = ".agents/agents/general.yaml"
 WRITES = (

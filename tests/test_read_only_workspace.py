@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 import requests
 
-from tests.browser_helpers import new_context
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import SLOWNESS
-from tests.tty_helpers import Tmux, needs_tmux
-from tests.web_helpers import TOKEN, ServerProcess, agent_argv, agent_env
+from tests.kit.browser import new_context
+from tests.kit.server import ServerProcess, agent_argv, agent_env
+from tests.kit.settings import TOKEN
+from tests.kit.tty import Tmux, needs_tmux
+from tests.kit.waits import SLOWNESS
 
 # Binds the workspace (its first argument) onto itself read-only, then execs the rest.
 READ_ONLY = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@"'

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.fake_llm import FakeLLM, echo_responder
-from tests.web_helpers import TOKEN, ServerProcess, free_port
+from tests.kit.server import ServerProcess, free_port
+from tests.kit.settings import TOKEN
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 MCP_PORT = free_port()

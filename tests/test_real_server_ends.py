@@ -17,10 +17,11 @@ from core.services import build_services
 from model.api_client import ApiClient
 from model.errors import BadResponse, ContextTooLong
 from tests.fake_llm import Call, ErrorReply, FakeLLM, RawReply, Reply
-from tests.fake_llm_helpers import chat, chunks, deltas, post
-from tests.helpers import TerminalRecorder, ask
-from tests.kit import make_settings, wait_until
-from tests.model_helpers import make_client, run
+from tests.kit.fake_llm_http import chat, chunks, deltas, post
+from tests.kit.model import make_client, run
+from tests.kit.settings import make_settings
+from tests.kit.terminal import TerminalRecorder, ask
+from tests.kit.waits import wait_until
 from utils.cancel import CancelToken, TaskCancelled
 
 pytestmark = pytest.mark.usefixtures("clean_environment")

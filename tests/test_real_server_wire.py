@@ -12,9 +12,9 @@ import pytest
 
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.fake_llm_helpers import chat, deltas, post
-from tests.helpers import TerminalRecorder, ask
-from tests.kit import make_settings
+from tests.kit.fake_llm_http import chat, deltas, post
+from tests.kit.settings import make_settings
+from tests.kit.terminal import TerminalRecorder, ask
 
 
 @pytest.fixture

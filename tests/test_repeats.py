@@ -13,8 +13,9 @@ import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.fake_llm.replies import RecordedRequest
-from tests.kit import payloads
-from tests.web_helpers import EventClient, ServerProcess, agent_argv, agent_env
+from tests.kit.clients import EventClient
+from tests.kit.events import payloads
+from tests.kit.server import ServerProcess, agent_argv, agent_env
 
 pytestmark = [
     pytest.mark.e2e,

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import Received
-from tests.web_helpers import ServerProcess, assert_contiguous, connected
+from tests.kit.clients import assert_contiguous, connected
+from tests.kit.events import Received
+from tests.kit.server import ServerProcess
 
 FIRST = "Let me write the notes file first, one small piece at a time. "
 SECOND = "The notes are written; here is a summary of what they hold."

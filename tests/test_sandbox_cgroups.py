@@ -25,8 +25,10 @@ from modules.sandbox.cgroup_place import SERVER_LEAF
 from modules.sandbox.factory import build_runner
 from modules.sandbox.resource_limits import ResourceLimits
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import make_settings, wait_until
-from tests.web_helpers import ServerProcess, connected
+from tests.kit.clients import connected
+from tests.kit.server import ServerProcess
+from tests.kit.settings import make_settings
+from tests.kit.waits import wait_until
 from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import LocalSandboxSettings
 

@@ -16,9 +16,10 @@ from modules.sandbox.docker_pool import LABEL
 from modules.sandbox.docker_runner import DockerRunner
 from modules.sandbox.factory import build_runner
 from modules.sandbox.runner import CommandResult, SandboxUnavailable
-from tests.helpers import call, make_ctx
-from tests.kit import make_settings, wait_until
-from tests.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
+from tests.kit.sandbox_image import SANDBOX_UID, build_test_image, docker_client_or_skip
+from tests.kit.settings import make_settings
+from tests.kit.tools import call, make_ctx
+from tests.kit.waits import wait_until
 from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import Settings
 

@@ -23,8 +23,10 @@ from modules.sandbox.factory import DeferredRunner, build_runner, runner_for
 from modules.sandbox.local_runner import LocalRunner
 from modules.sandbox.resource_limits import ResourceLimits
 from modules.sandbox.runner import CommandResult, CommandRunner
-from tests.helpers import call, live_command_lines, make_ctx
-from tests.kit import make_settings, wait_until
+from tests.kit.processes import live_command_lines
+from tests.kit.settings import make_settings
+from tests.kit.tools import call, make_ctx
+from tests.kit.waits import wait_until
 from utils.cancel import CancelToken, TaskCancelled
 from utils.settings import LocalSandboxSettings, Settings
 

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.web_helpers import EventClient, ServerProcess, connected
+from tests.kit.clients import EventClient, connected
+from tests.kit.server import ServerProcess
 
 SECRET = "acme-service-password-9f8e7d"
 NAMED = "tool-home-visible-1a2b"

@@ -22,8 +22,9 @@ from modules.sandbox.session.output_store import LOG_BYTES, RING_BYTES
 from modules.sandbox.session.pool import SessionPool
 from modules.sandbox.session.session import SandboxSession
 from modules.sandbox.session.supervised import BACKGROUND_RATE
-from tests.helpers import live_command_lines, make_ctx
-from tests.kit import wait_until
+from tests.kit.processes import live_command_lines
+from tests.kit.tools import make_ctx
+from tests.kit.waits import wait_until
 from utils.cancel import CancelToken, TaskCancelled
 
 MB = 1024 * 1024

@@ -19,9 +19,10 @@ import pytest
 from modules.sandbox.cgroup import CGROUP_PREFIX, find_roots
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.fake_llm.replies import RecordedRequest, Response
-from tests.helpers import live_command_lines
-from tests.kit import wait_until
-from tests.web_helpers import EventClient, ServerProcess, ack_latency, connected, serving
+from tests.kit.clients import EventClient, ack_latency, connected
+from tests.kit.processes import live_command_lines
+from tests.kit.server import ServerProcess, serving
+from tests.kit.waits import wait_until
 
 pytestmark = [pytest.mark.e2e]
 

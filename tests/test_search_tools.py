@@ -13,7 +13,7 @@ import pytest
 from modules.results import ToolError
 from modules.tools.search_tools import tavily_search
 from modules.tools.tool_context import ToolContext
-from tests.helpers import call
+from tests.kit.tools import call
 
 pytestmark = pytest.mark.ctx(tavily_api_key=None)
 

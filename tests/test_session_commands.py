@@ -15,8 +15,10 @@ import pytest
 from core.services import AgentServices, build_services
 from modules.sandbox.factory import sessions_of
 from modules.tools.tool_context import ToolContext
-from tests.helpers import call, live_command_lines, make_ctx
-from tests.kit import make_settings, wait_until
+from tests.kit.processes import live_command_lines
+from tests.kit.settings import make_settings
+from tests.kit.tools import call, make_ctx
+from tests.kit.waits import wait_until
 
 LEFT = r"left running in the background: (p\d+) `([^`]*)` \(pid (\d+), listening on (\d+)\)"
 

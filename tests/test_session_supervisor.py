@@ -21,7 +21,7 @@ import pytest
 from modules.sandbox.confinement import detect_confinement
 from modules.sandbox.resource_limits import ResourceLimits
 from modules.sandbox.session.launcher import SUPERVISOR, Launched, LocalLauncher
-from tests.kit import wait_until
+from tests.kit.waits import wait_until
 from utils.settings import Settings
 
 PY = os.path.realpath(sys.executable)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from main import main
-from tests.web_helpers import REPO
+from tests.kit.server import REPO
 from utils.setting_sources import SETTINGS_FILE_BYTES
 from utils.settings import BadConfiguration, load_settings
 
@@ -20,7 +20,7 @@ PEAK_OF_MAIN = f"""
 import sys
 sys.path.insert(0, {str(REPO)!r})
 from main import main
-from tests.web_helpers import REPO
+from tests.kit.server import REPO
 try:
     code = main(sys.argv[1:])
 finally:

@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 
-from tests.browser_helpers import collect_errors, new_context
 from tests.fake_llm import FakeLLM, Reply
-from tests.kit import tokens
-from tests.web_helpers import TOKEN, EventClient, ServerProcess, connected
+from tests.kit.browser import collect_errors, new_context
+from tests.kit.clients import EventClient, connected
+from tests.kit.events import tokens
+from tests.kit.server import ServerProcess
+from tests.kit.settings import TOKEN
 from web_server import SHUTDOWN_GRACE_SECONDS
 
 pytestmark = pytest.mark.e2e

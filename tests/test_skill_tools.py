@@ -11,8 +11,9 @@ from modules.skills import MAX_BODY_LINES, SHIPPED_SKILLS, SkillCatalog
 from modules.tools.catalogue import build_registry
 from modules.tools.tool_context import ToolContext
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import ask, call, make_ctx, make_terminal
-from tests.skill_helpers import add_skill, skill_md
+from tests.kit.skills import add_skill, skill_md
+from tests.kit.terminal import ask, make_terminal
+from tests.kit.tools import call, make_ctx
 from utils.workspace_config import SKILLS
 
 # --- the tools --------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 
 from modules.skill_folders import MAX_FILE_BYTES, MAX_SKILLS, SkillFolder
 from modules.skills import SkillCatalog
-from tests.skill_helpers import GOOD_BODY, add_skill, skill_md
+from tests.kit.skills import GOOD_BODY, add_skill, skill_md
 from utils.errors import NotFound
 from utils.workspace_config import SKILLS
 

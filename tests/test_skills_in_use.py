@@ -13,10 +13,11 @@ from cli.session import run_command
 from cli.terminal import CliTerminal
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import ask, make_terminal
-from tests.kit import make_settings
-from tests.skill_helpers import add_skill, skill_md
-from tests.web_helpers import Web, agent_argv, agent_env
+from tests.kit.clients import Web
+from tests.kit.server import agent_argv, agent_env
+from tests.kit.settings import make_settings
+from tests.kit.skills import add_skill, skill_md
+from tests.kit.terminal import ask, make_terminal
 from utils.errors import NotFound
 
 

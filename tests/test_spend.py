@@ -12,7 +12,7 @@ import pytest
 
 from core.spend import today_totals
 from tests.fake_llm import FakeLLM, Reply
-from tests.web_helpers import agent_argv, agent_env
+from tests.kit.server import agent_argv, agent_env
 
 
 @pytest.fixture

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import payloads
-from tests.web_helpers import EventClient, connected, serving
+from tests.kit.clients import EventClient, connected
+from tests.kit.events import payloads
+from tests.kit.server import serving
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from modules.tools.tool_context import ToolContext
-from tests.helpers import call
+from tests.kit.tools import call
 
 
 @pytest.fixture

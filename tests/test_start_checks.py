@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.fake_llm import FakeLLM, Reply
-from tests.kit import SLOWNESS
-from tests.mcp_helpers import FIXTURE, write_config
-from tests.web_helpers import REPO, agent_argv, agent_env
+from tests.kit.mcp_servers import FIXTURE, write_config
+from tests.kit.server import REPO, agent_argv, agent_env
+from tests.kit.waits import SLOWNESS
 
 FRONTS = [["web", "--port", "0"], ["cli", "-p", "hi"]]
 

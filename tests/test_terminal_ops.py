@@ -12,8 +12,8 @@ import pytest
 
 from modules.sandbox.local_runner import LocalRunner
 from modules.tools.tool_context import ToolContext
-from tests.helpers import call, make_ctx
-from tests.kit import wait_until
+from tests.kit.tools import call, make_ctx
+from tests.kit.waits import wait_until
 from utils.cancel import CancelToken, TaskCancelled
 
 pytestmark = pytest.mark.ctx(output_limit_chars=5000)

@@ -12,8 +12,8 @@ import pytest
 
 from core.services import build_services
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import TerminalRecorder, ask
-from tests.kit import make_settings
+from tests.kit.settings import make_settings
+from tests.kit.terminal import TerminalRecorder, ask
 
 PLANNER = "name: planner\ndescription: Plans, then works.\nmode: plan_execute\nmax_iterations: 3\n"
 

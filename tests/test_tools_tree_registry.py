@@ -13,7 +13,7 @@ from modules.tools.catalogue import build_registry
 from modules.tools.tool_context import ToolContext
 from modules.workspace.file_tree import describe_tree, file_tree
 from modules.workspace.ignore import WorkspaceIgnore
-from tests.helpers import call, make_ctx
+from tests.kit.tools import call, make_ctx
 
 PROTOCOL_TOOLS = {
     "create_file": {"path", "content", "annotation"},

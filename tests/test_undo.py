@@ -21,8 +21,9 @@ from modules.undo.baseline import BASELINE_MEMORY_BYTES
 from modules.undo.journal import UndoJournal
 from modules.workspace.paths import Workspace
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import ask, call, make_ctx, make_terminal, run_in_thread, state
-from tests.web_helpers import REPO
+from tests.kit.server import REPO
+from tests.kit.terminal import ask, make_terminal, run_in_thread
+from tests.kit.tools import call, make_ctx, state
 
 BINARY = bytes(range(256)) * 40
 

@@ -12,7 +12,7 @@ import pytest
 
 from modules.tools.tool_context import ToolContext
 from modules.undo.journal import UndoJournal
-from tests.helpers import call, state
+from tests.kit.tools import call, state
 from utils.files import directory_lock
 
 PAST = time.time() - 120

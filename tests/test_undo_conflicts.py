@@ -20,8 +20,9 @@ from modules.tools.tool_context import ToolContext
 from modules.undo.conflicts import NOT_RECORDED
 from modules.undo.journal import TaskJournal, UndoJournal
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import ask, call, journaled, make_ctx, make_terminal, state
-from tests.kit import make_settings
+from tests.kit.settings import make_settings
+from tests.kit.terminal import ask, make_terminal
+from tests.kit.tools import call, journaled, make_ctx, state
 
 
 @pytest.fixture

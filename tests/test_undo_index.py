@@ -16,7 +16,7 @@ from modules.undo.blob_store import Stat
 from modules.undo.index import FileIndex
 from modules.undo.journal import UndoJournal
 from modules.workspace.paths import Workspace
-from tests.helpers import call, make_ctx
+from tests.kit.tools import call, make_ctx
 
 REPO = Path(__file__).resolve().parent.parent
 PAST = time.time() - 120

@@ -19,8 +19,12 @@ from cli.terminal import CliTerminal
 from core.services import build_services
 from modules.tools.catalogue import build_registry
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.helpers import call, live_command_lines, make_ctx
-from tests.kit import make_settings, wait_until
+from tests.kit.clients import connected
+from tests.kit.processes import live_command_lines
+from tests.kit.server import ServerProcess
+from tests.kit.settings import TOKEN, make_settings
+from tests.kit.tools import call, make_ctx
+from tests.kit.waits import wait_until
 from tests.test_extraction import (
     billion_laughs_docx,
     make_docx,
@@ -29,7 +33,6 @@ from tests.test_extraction import (
     slow_pdf,
     zip_bomb_docx,
 )
-from tests.web_helpers import TOKEN, ServerProcess, connected
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 COOKIE = {"Cookie": f"agent_token={TOKEN}"}  # what a browser sends along, from any page

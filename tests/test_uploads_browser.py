@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fake_llm import Call, Reply
-from tests.web_helpers import TOKEN
+from tests.kit.settings import TOKEN
 
 pytestmark = [
     pytest.mark.browser,

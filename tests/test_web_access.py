@@ -15,17 +15,9 @@ import requests
 import socketio
 
 from tests.fake_llm import FakeLLM
-from tests.helpers import session_from
-from tests.web_helpers import (
-    TOKEN,
-    ServerProcess,
-    StockSocketIOClient,
-    Web,
-    agent_argv,
-    agent_env,
-    connected,
-    free_port,
-)
+from tests.kit.clients import StockSocketIOClient, Web, connected
+from tests.kit.server import ServerProcess, agent_argv, agent_env, free_port, session_from
+from tests.kit.settings import TOKEN
 from web.access import FAILED_LOGIN_LIMIT, HostGuard, host_name, origin_checker
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

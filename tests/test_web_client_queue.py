@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 
 from tests.fake_llm import FakeLLM, Reply
-from tests.kit import text_of, tokens
-from tests.raw_socket import RawSocketIO
-from tests.web_helpers import TOKEN, EventClient, ServerProcess, assert_contiguous, connected
+from tests.kit.clients import EventClient, assert_contiguous, connected
+from tests.kit.events import text_of, tokens
+from tests.kit.raw_socket import RawSocketIO
+from tests.kit.server import ServerProcess
+from tests.kit.settings import TOKEN
 from web.transport.client_queue_cap import ClientQueueCap
 
 CAP_MB = 0.5

@@ -7,8 +7,10 @@ import time
 import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import Received, text_of, tokens, wait_until
-from tests.web_helpers import EventClient, ServerProcess, ack_latency, assert_contiguous, connected
+from tests.kit.clients import EventClient, ack_latency, assert_contiguous, connected
+from tests.kit.events import Received, text_of, tokens
+from tests.kit.server import ServerProcess
+from tests.kit.waits import wait_until
 
 pytestmark = [
     pytest.mark.e2e,

@@ -9,14 +9,10 @@ import pytest
 import socketio
 
 from tests.fake_llm import FakeLLM, RecordedRequest, Reply, Response
-from tests.kit import text_of, tokens, wait_until
-from tests.web_helpers import (
-    EventClient,
-    ServerProcess,
-    StockSocketIOClient,
-    assert_contiguous,
-    connected,
-)
+from tests.kit.clients import EventClient, StockSocketIOClient, assert_contiguous, connected
+from tests.kit.events import text_of, tokens
+from tests.kit.server import ServerProcess
+from tests.kit.waits import wait_until
 
 MODES = ["threading", "eventlet"]
 pytestmark = [

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import payloads
-from tests.web_helpers import ServerProcess, Web, connected
+from tests.kit.clients import Web, connected
+from tests.kit.events import payloads
+from tests.kit.server import ServerProcess
 
 
 def test_undo_task_puts_the_workspace_back_and_reports_the_paths(web: Web, fake_llm: FakeLLM):

@@ -11,7 +11,8 @@ import pytest
 from werkzeug.test import TestResponse
 
 from tests.fake_llm import FakeLLM, Reply
-from tests.web_helpers import TOKEN, Web
+from tests.kit.clients import Web
+from tests.kit.settings import TOKEN
 from web.routes import LOG_CHUNK_BYTES, PREVIEW_LIMIT_BYTES
 
 

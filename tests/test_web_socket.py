@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.kit import Received, payloads
-from tests.web_helpers import TOKEN, Web
+from tests.kit.clients import Web
+from tests.kit.events import Received, payloads
+from tests.kit.settings import TOKEN
 
 # --- connect ---------------------------------------------------------------------------
 

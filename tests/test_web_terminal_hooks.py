@@ -21,7 +21,8 @@ from core.web_terminal import WebTerminal
 from history.conversation import LEAF
 from protocol.events import Event
 from tests.fake_llm import FakeLLM, Reply
-from tests.kit import make_settings, wait_until
+from tests.kit.settings import make_settings
+from tests.kit.waits import wait_until
 
 Step = tuple[Any, ...]
 

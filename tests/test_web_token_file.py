@@ -14,8 +14,9 @@ import requests
 import socketio
 
 from tests.fake_llm import FakeLLM
-from tests.kit import SLOWNESS
-from tests.web_helpers import TOKEN, URL_LINE, ServerProcess, agent_argv, agent_env
+from tests.kit.server import URL_LINE, ServerProcess, agent_argv, agent_env
+from tests.kit.settings import TOKEN
+from tests.kit.waits import SLOWNESS
 
 
 def token_server(tmp_path: Path, fake: FakeLLM) -> ServerProcess:

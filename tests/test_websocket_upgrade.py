@@ -12,8 +12,8 @@ import urllib.request
 
 import pytest
 
-from tests.raw_socket import client_frame, parse_frame, upgrade_request
-from tests.web_helpers import ServerProcess
+from tests.kit.raw_socket import client_frame, parse_frame, upgrade_request
+from tests.kit.server import ServerProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.server(modes=["threading", "eventlet"])]
 PATIENCE = 30.0

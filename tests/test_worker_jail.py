@@ -18,8 +18,8 @@ import pytest
 from modules.sandbox.worker_jail import FILES, WorkerJail, confine_workers, worker_jail
 from modules.uploads.extraction import Limits, extract
 from modules.uploads.file_types import ExtractionError
-from tests.helpers import live_command_lines
-from tests.kit import wait_until
+from tests.kit.processes import live_command_lines
+from tests.kit.waits import wait_until
 from tests.test_extraction import make_docx, slow_pdf
 from utils.settings import PROGRAM_DIR, LocalSandboxSettings
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
-from tests.web_helpers import EventClient, ServerProcess, connected, serving
+from tests.kit.clients import EventClient, connected
+from tests.kit.server import ServerProcess, serving
 
 pytestmark = pytest.mark.e2e
 

@@ -29,7 +29,7 @@ from tests.internals.kit import (
     same_code,
     wait_for,
 )
-from tests.raw_socket import client_frame
+from tests.kit.raw_socket import client_frame
 
 internal = Checks()
 

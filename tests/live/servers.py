@@ -18,8 +18,8 @@ from typing import Any
 
 import requests
 
-from tests.kit import wait_until
-from tests.web_helpers import REPO, agent_env, free_port
+from tests.kit.server import REPO, agent_env, free_port
+from tests.kit.waits import wait_until
 
 LIVE_VENV = REPO / ".venv-live"
 LIVE_PYTHON = LIVE_VENV / "bin" / "python"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import SLOWNESS
+from tests.kit.server import agent_argv
+from tests.kit.waits import SLOWNESS
 from tests.live.servers import RecordingProxy, live_env
-from tests.web_helpers import agent_argv
 
 pytestmark = pytest.mark.timeout(600)
 

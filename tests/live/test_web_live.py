@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from tests.kit import Received, text_of
+from tests.kit.clients import EventClient, assert_contiguous
+from tests.kit.events import Received, text_of
+from tests.kit.server import ServerProcess
 from tests.live.servers import API_KEY, N_CTX, SETTINGS, RecordingProxy
-from tests.web_helpers import EventClient, ServerProcess, assert_contiguous
 
 pytestmark = pytest.mark.timeout(600)
 ANSWER = 120  # seconds a short answer may take (prompt and all) on a loaded machine

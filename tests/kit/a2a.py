@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.web_helpers import TOKEN, EventClient, free_port
+from tests.kit.clients import EventClient
+from tests.kit.server import free_port
+from tests.kit.settings import TOKEN
 
 
 def a2a_env() -> dict[str, str]:

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from tests.fake_llm import FakeLLM
-from tests.kit import SLOWNESS
-from tests.web_helpers import TOKEN, ServerProcess
+from tests.kit.server import ServerProcess
+from tests.kit.settings import TOKEN
+from tests.kit.waits import SLOWNESS
 
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"  # screenshots the tests take
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"  # screenshots the tests take
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # As root in a container, without the network: no sandbox, GPU, QUIC or background traffic.
 CHROMIUM_ARGS = [

@@ -12,7 +12,7 @@ from model.completion import Completion, StreamEnd, StreamItem
 from model.messages import ChatMessage
 from model.providers import resolve_provider
 from tests.fake_llm import FakeLLM
-from tests.kit import make_settings
+from tests.kit.settings import make_settings
 from utils.cancel import CancelToken
 
 

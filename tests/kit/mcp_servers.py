@@ -1,5 +1,5 @@
 """The MCP part of the test kit: a configuration of stdio servers running our fixture server
-(tests/mcp_fixture_server.py), a manager on it, and the processes a marker names."""
+(tests/kit/mcp_fixture_server.py), a manager on it, and the processes a marker names."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 from modules.mcp.client import McpManager
 from modules.mcp.config import load_config
-from tests.helpers import live_command_lines
-from tests.kit import wait_until
+from tests.kit.processes import live_command_lines
+from tests.kit.waits import wait_until
 
 FIXTURE = Path(__file__).resolve().parent / "mcp_fixture_server.py"
 

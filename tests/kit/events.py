@@ -1,75 +1,23 @@
-"""The base of the test kit: the one wait on a condition (`wait_until`) and the one shape of a
-received event (`Received`), kept by `EventLog`, which every recorder of the kit is.
-
-The recorders (each an EventLog, so each waits and filters the same way):
-- `tests.web_helpers.EventClient`: a Socket.IO client over the network (workspace_client's
+"""The one shape of a received event (`Received`), kept by `EventLog`, which every recorder of
+the kit is, so each waits and filters the same way:
+- `tests.kit.clients.EventClient`: a Socket.IO client over the network (workspace_client's
   connection; `StockSocketIOClient`, python-socketio's, for the tests of transports);
-- `tests.web_helpers.InProcessClient`: Flask-SocketIO's test client, in-process;
-- `tests.helpers.TerminalRecorder`: a `MainTerminal` run in-process, its events as it emits them.
-
-Every wait allows `SLOWNESS` times its timeout (a loaded machine is slow, and a wait that passes
-returns as soon as its condition holds): TEST_SLOWNESS sets it, never below 1; unset, it is 2,
-for CI's loaded 2-core machine (a larger allowance costs a passing test nothing, only a failing
-one waits longer to say so).
+- `tests.kit.clients.InProcessClient`: Flask-SocketIO's test client, in-process;
+- `tests.kit.terminal.TerminalRecorder`: a `MainTerminal` run in-process, its events as it
+  emits them.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from utils.settings import Settings
-
-if TYPE_CHECKING:
-    from tests.fake_llm import FakeLLM
+from tests.kit.waits import wait_until
 
 T = TypeVar("T")
-TOKEN = "web-test-token-0123456789"  # every test server's and test app's web token
-# What every test's settings hold unless it says otherwise: in-process (`make_settings`) and in
-# a server or CLI process's environment (tests.web_helpers.agent_env), the same.
-TEST_DEFAULTS: dict[str, Any] = {
-    "web_token": TOKEN,
-    "approval": "auto",
-    "mode": "fast",
-    "retry_base_delay": 0.01,
-}
-SLOWNESS = max(1.0, float(os.environ.get("TEST_SLOWNESS", "2")))
-
-
-def wait_until(
-    condition: Callable[[], T | None],
-    timeout: float = 10,
-    what: str = "the condition",
-    *,
-    every: float = 0.02,
-    woken_by: threading.Condition | None = None,
-    details: Callable[[], str] | None = None,
-) -> T:
-    """Check `condition()` until it is truthy and return its value (so never None); fail with
-    an AssertionError naming `what` (and `details()`) once `timeout` × SLOWNESS seconds have
-    passed.
-
-    Between checks it sleeps `every` seconds, or, with `woken_by`, waits on that condition
-    variable (held while checking) at most that long, so a notified change is seen at once."""
-    allowed = timeout * SLOWNESS
-    deadline = time.monotonic() + allowed
-    with woken_by if woken_by is not None else contextlib.nullcontext():
-        while not (found := condition()):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                more = f"; {details()}" if details is not None else ""
-                raise AssertionError(f"{what} did not happen within {allowed:g} s{more}")
-            if woken_by is not None:
-                woken_by.wait(min(every, remaining))
-            else:
-                time.sleep(min(every, remaining))
-    return found
 
 
 @dataclass
@@ -192,22 +140,3 @@ def text_of(events: list[Received]) -> str:
 def _holds(event: Received, match: dict[str, Any]) -> bool:
     payload = event.payload
     return isinstance(payload, dict) and all(payload.get(k) == v for k, v in match.items())
-
-
-def make_settings(
-    fake: FakeLLM | None = None, root: Path | None = None, **overrides: Any
-) -> Settings:
-    """The test kit's one settings builder: TEST_DEFAULTS, the fake model (its flavour's
-    provider, URL and key) when given, the workspace root/ws and data root/data when given,
-    then `overrides` on top. Nothing is read from the machine's .env, config.yaml
-    or environment."""
-    values = dict(TEST_DEFAULTS)
-    if fake is not None:
-        values |= {
-            "provider": fake.flavour.name,
-            "base_url": fake.base_url,
-            "api_key": fake.api_key,
-        }
-    if root is not None:
-        values |= {"workspace": root / "ws", "data_dir": root / "data"}
-    return Settings(**(values | overrides))

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
-from tests.web_helpers import REPO, ServerProcess, free_port, listening
+from tests.kit.server import REPO, ServerProcess, free_port, listening
 
 T = TypeVar("T")
 HAPROXY_CFG = REPO / "deploy" / "haproxy.cfg"

@@ -15,7 +15,7 @@ from types import TracebackType
 
 import pytest
 
-from tests.kit import wait_until
+from tests.kit.waits import wait_until
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 WIDTH, HEIGHT = 120, 40

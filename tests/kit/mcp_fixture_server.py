@@ -1,6 +1,6 @@
 """An MCP server for tests, built on the SDK's low-level server API.
 
-`python tests/mcp_fixture_server.py [--http PORT | --sse PORT] [--marker TEXT]`: stdio by
+`python tests/kit/mcp_fixture_server.py [--http PORT | --sse PORT] [--marker TEXT]`: stdio by
 default; `--marker` only tags the command line so tests can find the process in /proc.
 Tools: `echo` (read-only), `write_note` (asks), `slow`, `hang`, `fail`, `crash`, `environment`.
 """
