@@ -12,6 +12,7 @@ import pytest
 
 from modules.tools.tool_context import ToolContext
 from modules.undo.journal import UndoJournal
+from tests.kit.processes import live_command_lines
 from tests.kit.tools import call, state
 from utils.files import directory_lock
 
@@ -78,6 +79,16 @@ def test_a_stopped_baseline_leaves_the_command_to_keep_what_is_missing(
     journal.close()  # at once: the child may have kept anything from nothing to all
     run(ctx, journal, "t1", EDIT)
     assert journal.undo("conv-1").skipped == [] and state(ctx.workspace.root) == before
+
+
+def test_a_journal_closed_before_its_warm_up_starts_no_child(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    journal = UndoJournal(tmp_path / "data", ctx.workspace)
+    journal.close()  # a server stopped before its warm-up thread ran
+    journal.start_baseline()
+    children = live_command_lines(os.getpid()).values()
+    assert not [line for line in children if "modules.undo.journal" in line]
 
 
 def test_a_snapshot_waits_while_another_process_builds(ctx: ToolContext, tmp_path: Path) -> None:

@@ -48,12 +48,14 @@ class Baseline:
         self.floor = floor
         self.lock_dir = data_dir / "undo"
         self._child: subprocess.Popen[bytes] | None = None
+        self._stopped = False  # a warm-up that comes after close starts nothing
         self._mutex = threading.Lock()
 
     def start(self) -> None:
-        """Start building in a child process, unless this journal's child is at it already."""
+        """Start building in a child process, unless this journal's child is at it already or
+        the journal was closed."""
         with self._mutex:
-            if self._child is not None and self._child.poll() is None:
+            if self._stopped or (self._child is not None and self._child.poll() is None):
                 return
             argv = [
                 sys.executable,
@@ -108,8 +110,11 @@ class Baseline:
         return (child is not None and child.poll() is None) or self._locked()
 
     def stop(self) -> None:
-        """Stop this process's child, if it still runs (what it kept so far stays kept)."""
-        child = self._child
+        """Stop this process's child, if it still runs (what it kept so far stays kept); no
+        child starts after this."""
+        with self._mutex:
+            self._stopped = True
+            child = self._child
         if child is None or child.poll() is not None:
             return
         child.terminate()
