@@ -113,7 +113,7 @@ def _output_text(ctx: ToolContext, out: Output) -> str:
     next_offset = out.next_offset
     if len(text) > limit:
         text = text[:limit]
-        next_offset = out.offset + len(text.encode("utf-8"))
+        next_offset = out.offset + out.skipped + len(text.encode("utf-8"))
         more = f"\n[output cut at {limit} characters: read on with offset {next_offset}]"
     elif out.next_offset < out.info.output_end:
         more = f"\n[more output: read on with offset {out.next_offset}]"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from modules.sandbox.runner import SandboxUnavailable
 from modules.sandbox.session.process import Proc, ProcessInfo
-from modules.sandbox.session.records import ProcessRecord
+from modules.sandbox.session.records import Origin, ProcessRecord
 from modules.sandbox.session.supervised import BACKGROUND_RATE, SupervisedSandbox
 
 READ_BYTES = 64 * 1024  # at most this much output in one read
@@ -45,9 +45,12 @@ class Output:
     info: ProcessInfo
 
 
-def start(sandbox: SupervisedSandbox, command: str, cwd: Path, settle: float) -> Output:
-    """Start `bash -c command` in the background; return after `settle` seconds at most, or
-    as soon as it ends or listens on a port, with what it wrote so far."""
+def start(
+    sandbox: SupervisedSandbox, command: str, cwd: Path, settle: float, origin: Origin = "agent"
+) -> Output:
+    """Start `bash -c command` in the background for `origin` (who asked); return after
+    `settle` seconds at most, or as soon as it ends or listens on a port, with what it wrote
+    so far."""
     running = sandbox.running()
     limit = sandbox.config.max_processes
     if len(running) >= limit:
@@ -59,7 +62,7 @@ def start(sandbox: SupervisedSandbox, command: str, cwd: Path, settle: float) ->
     sandbox.config.disk_floor.refuse_if_short()
     proc = sandbox.spawn(["bash", "-c", command], cwd, stdin=True)
     with sandbox.changed:
-        record = ProcessRecord(sandbox.index.next_id(), proc.pid, command)
+        record = ProcessRecord(sandbox.index.next_id(), proc.pid, command, origin)
         proc.output.keep_in(sandbox.config.folder / f"{record.id}.log")
         proc.rate = BACKGROUND_RATE
         sandbox.track(proc, record)
@@ -100,19 +103,17 @@ def read(
         sandbox.wait(ready, wait)
     sandbox.touch()
     with sandbox.changed:
-        chunk = proc.output.ring.read(begin, READ_BYTES)
+        chunk = proc.output.read_text(begin, READ_BYTES)
         proc.read_offset = max(proc.read_offset, chunk.next_offset)
-    text = _decode(chunk.data)
-    return Output(text, begin, chunk.next_offset, chunk.skipped, info(sandbox, proc))
+    return Output(chunk.text, begin, chunk.next_offset, chunk.skipped, info(sandbox, proc))
 
 
 def peek(sandbox: SupervisedSandbox, process_id: str, offset: int, limit: int) -> Output:
     """Its output from `offset`, at most `limit` bytes; nothing else changes."""
     proc = find(sandbox, process_id)
     with sandbox.changed:
-        chunk = proc.output.ring.read(offset, limit)
-    text = _decode(chunk.data)
-    return Output(text, offset, chunk.next_offset, chunk.skipped, info(sandbox, proc))
+        chunk = proc.output.read_text(offset, limit)
+    return Output(chunk.text, offset, chunk.next_offset, chunk.skipped, info(sandbox, proc))
 
 
 def write(sandbox: SupervisedSandbox, process_id: str, text: str, eof: bool = False) -> int:

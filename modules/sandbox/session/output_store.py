@@ -17,6 +17,39 @@ LOG_BYTES = 4 * 1024 * 1024  # a log file rotates at this size: ID.log, then ID.
 
 
 @dataclass(frozen=True)
+class Text:
+    """Output read as text: whole characters only, `next_offset` right after the last one's
+    bytes, `skipped` bytes no longer held (or the rest of a character cut by the ring) before
+    it."""
+
+    text: str
+    next_offset: int
+    skipped: int
+
+
+def whole_end(data: bytes) -> int:
+    """The length of `data` without a UTF-8 character its end cuts short (at most 3 bytes
+    fewer): what follows may still complete it."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte < 0x80:
+            return len(data)
+        if byte >= 0xC0:  # the lead byte of the last character
+            needs = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4 if byte < 0xF8 else 1
+            return len(data) - back if needs > back else len(data)
+    return len(data)  # continuation bytes with no lead: nothing can complete them
+
+
+def cut_start(data: bytes) -> int:
+    """How many continuation bytes `data` starts with (at most 3): the rest of a character
+    whose start is not in it."""
+    count = 0
+    while count < min(3, len(data)) and 0x80 <= data[count] < 0xC0:
+        count += 1
+    return count
+
+
+@dataclass(frozen=True)
 class Chunk:
     """Output read from an offset: its bytes, where the next read starts, and how many bytes
     the ring no longer held between the offset asked for and the data."""
@@ -132,6 +165,18 @@ class ProcessOutput:
             self.log.write(data)
         if self.capture is not None:
             self.capture.add(data)
+
+    def read_text(self, offset: int, limit: int) -> Text:
+        """At most `limit` bytes from `offset` as text, whole characters only: a character
+        split across two writes is held back until its rest comes (or the stream ends), so a
+        reader going on from `next_offset` never gets it as two U+FFFD."""
+        chunk = self.ring.read(offset, limit)
+        data = chunk.data
+        begin = cut_start(data)  # from the middle of a character (an offset, a ring overrun)
+        final = self.eof and chunk.next_offset == self.ring.end
+        end = len(data) if final else max(begin, whole_end(data))
+        text = data[begin:end].decode("utf-8", errors="replace")
+        return Text(text, chunk.next_offset - len(data) + end, chunk.skipped + begin)
 
     def end(self) -> None:
         """The stream ended (every writer closed it)."""
