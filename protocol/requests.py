@@ -178,3 +178,17 @@ class ProcessRef(ConversationRef):
 
 class ProcessOutputRequest(ProcessRef):
     offset: Annotated[int, Field(ge=0)] = 0
+
+
+class OpenApp(ConversationRef):
+    """An app of the conversation to open (§4.1 open_app): the port a background process
+    listens on, named by the process (its first port), the port, or both."""
+
+    process_id: Annotated[str, Field(min_length=1, max_length=32)] | None = None
+    port: Annotated[int, Field(ge=1, le=65535)] | None = None
+
+    @model_validator(mode="after")
+    def _something_to_open(self) -> OpenApp:
+        if self.process_id is None and self.port is None:
+            raise ValueError("give `process_id`, `port` or both")
+        return self

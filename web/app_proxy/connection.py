@@ -1,0 +1,159 @@
+"""One browser connection to an app: each request head read, admitted (Host, then the app's
+token or cookie), its workspace cookies taken out and sent on to a socket the session's
+supervisor connected inside the sandbox; bodies and the app's answers pass as they are, and
+after an upgrade (a WebSocket) everything does."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hmac
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from modules.sandbox.session.os_threads import start_thread
+from web.app_proxy.http_head import (
+    APP_COOKIE_PREFIX,
+    BadRequest,
+    RequestHead,
+    answer,
+    page,
+    parse_head,
+    strip_cookies,
+)
+from web.app_proxy.stream import Closed, Reader, pump
+
+log = logging.getLogger(__name__)
+
+FIRST_HEAD_SECONDS = 15  # for a new connection's first request head
+IDLE_SECONDS = 300  # for any later read (a keep-alive connection between requests)
+
+UNAUTHORISED = page(
+    "Open this app from its workspace",
+    "This address is an app running in a Workspace Agent conversation. Open it with the "
+    "<b>Open</b> button of the conversation's processes panel: that link carries the key "
+    "this browser has not shown.",
+)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What an app admits: its port on the proxy (its cookie's name), its token, and the
+    Host names it answers to."""
+
+    app_port: int
+    token: str
+    host_ok: Callable[[str], bool]
+
+    @property
+    def cookie(self) -> str:
+        return f"{APP_COOKIE_PREFIX}{self.app_port}"
+
+    def token_ok(self, candidate: str | None) -> bool:
+        if candidate is None:
+            return False
+        given = candidate.encode("utf-8", "surrogatepass")
+        return hmac.compare_digest(given, self.token.encode("utf-8", "surrogatepass"))
+
+
+def refusal(head: RequestHead, admission: Admission) -> bytes | None:
+    """The proxy's own answer to a request that does not go on to the app (None: it goes):
+    a foreign Host, the token in the address (its cookie set, sent back without it), or
+    neither the token nor its cookie."""
+    if not admission.host_ok(head.one("host") or ""):
+        return answer(
+            "403 Forbidden", page("Forbidden", "This app answers to its own address only.")
+        )
+    given = head.query_token()
+    if given is not None and admission.token_ok(given):
+        cookie = f"{admission.cookie}={admission.token}; HttpOnly; SameSite=Lax; Path=/"
+        headers = (("Location", head.without_token()), ("Set-Cookie", cookie))
+        return answer("303 See Other", headers=headers)
+    if any(
+        name == admission.cookie and admission.token_ok(value) for name, value in head.cookies()
+    ):
+        return None
+    return answer("401 Unauthorized", UNAUTHORISED)
+
+
+Connect = Callable[[], socket.socket]  # a socket to the app (OSError when it is not there)
+
+
+def serve(browser: socket.socket, admission: Admission, connect: Connect) -> None:
+    """Serve one browser connection to its end (either side closing, or a refusal)."""
+    reader = Reader(browser)
+    reader.quiet_limit(FIRST_HEAD_SECONDS)
+    app: socket.socket | None = None
+    try:
+        while True:
+            raw = reader.head()
+            head = parse_head(raw)
+            length = head.body()  # a body framed unclearly is refused before anything goes on
+            refused = refusal(head, admission)
+            if refused is not None:
+                browser.sendall(refused)
+                return
+            if app is None:
+                app = _open(connect, browser)
+                if app is None:
+                    return
+                start_thread(functools.partial(pump, app, browser), "app-proxy-answers")
+                reader.quiet_limit(IDLE_SECONDS)
+            app.sendall(strip_cookies(raw, head))
+            if head.upgrade:
+                reader.quiet_limit(0)  # a WebSocket may stay quiet as long as it likes
+                app.sendall(reader.take(len(reader.buffer)))
+                pump(browser, app)
+                return
+            _body(reader, length, app)
+    except BadRequest as exc:
+        with contextlib.suppress(OSError):
+            browser.sendall(answer("400 Bad Request", page("Bad request", str(exc))))
+    except (Closed, OSError):
+        pass
+    finally:
+        _close(browser, app)
+
+
+def _open(connect: Connect, browser: socket.socket) -> socket.socket | None:
+    try:
+        return connect()
+    except OSError as exc:
+        text = f"The app does not answer ({exc}). It may have stopped."
+        with contextlib.suppress(OSError):
+            browser.sendall(answer("502 Bad Gateway", page("The app does not answer", text)))
+        return None
+
+
+def _body(reader: Reader, length: int | None, app: socket.socket) -> None:
+    """Send the request's body on: `length` bytes, or chunk by chunk (None)."""
+    if length is not None:
+        reader.copy(length, app)
+        return
+    while True:
+        line = reader.line()
+        app.sendall(line)
+        size_text = line.split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise BadRequest("a malformed chunk size") from None
+        if size < 0:
+            raise BadRequest("a malformed chunk size")
+        if size == 0:
+            while (trailer := reader.line()) not in (b"\r\n", b"\n"):
+                app.sendall(trailer)
+            app.sendall(trailer)
+            return
+        reader.copy(size + 2, app)
+
+
+def _close(browser: socket.socket, app: socket.socket | None) -> None:
+    for sock in (browser, app):
+        if sock is None:
+            continue
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
