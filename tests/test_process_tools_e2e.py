@@ -5,16 +5,14 @@ fetched in a later call, its log read, stopped; an early failure, `cmd &` and th
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.fake_llm import Call, FakeLLM, Reply
-from tests.fake_llm.replies import RecordedRequest, Response
+from tests.fake_llm import FakeLLM
 from tests.kit.clients import EventClient, connected
+from tests.kit.model import calls_in_the_message, run_calls
 from tests.kit.server import ServerProcess, serving
 
 pytestmark = [pytest.mark.e2e]
@@ -26,19 +24,6 @@ FETCH = (
     'python3 -c "import urllib.request as u; '
     "print('status', u.urlopen('http://127.0.0.1:8000/').status)\""
 )
-
-
-def calls_in_the_message(request: RecordedRequest) -> Response:
-    """The user message is a JSON list of [tool, arguments]; the model calls them one after
-    another, then says it is done."""
-    messages = request.messages
-    last_user = max(i for i, m in enumerate(messages) if m.get("role") == "user")
-    done = sum(1 for m in messages[last_user:] if m.get("role") == "tool")
-    steps = json.loads(request.last_user_text)
-    if done >= len(steps):
-        return Reply(content="done")
-    name, arguments = steps[done]
-    return Reply(tool_calls=[Call(name, arguments, id=f"call_{last_user}_{done}")])
 
 
 @pytest.fixture
@@ -54,19 +39,6 @@ def client(server: ServerProcess) -> Iterator[EventClient]:
         if connection.call("get_status")["sandbox"]["kind"] != "bubblewrap":
             pytest.skip("bubblewrap is not usable here")
         yield connection
-
-
-def run_calls(
-    client: EventClient, steps: list[tuple[str, dict[str, Any]]], cid: str | None = None
-) -> tuple[list[dict[str, Any]], str]:
-    """One task making these calls; their result events' payloads, and the conversation."""
-    before = 0 if cid is None else len(client.dones(cid))
-    cid = client.start(json.dumps(steps), cid)
-    events = client.wait_done(cid, TASK_SECONDS, count=before + 1)
-    results = [e.payload for e in events if e.name == "tool" and e.payload["phase"] == "result"]
-    results = results[-len(steps) :]  # the log holds the earlier tasks' too
-    assert len(results) == len(steps), events
-    return results, cid
 
 
 def test_a_server_in_the_background_is_waited_for_fetched_read_and_stopped(

@@ -121,7 +121,7 @@ def register_process_handlers(socketio: SocketIO, state: WebState) -> None:
             with contextlib.suppress(UnknownProcess):  # it ended meanwhile
                 session.stop(msg.process_id)
         try:
-            out = session.start(old.command, services.workspace.root, settle=0)
+            out = session.start(old.command, services.workspace.root, settle=0, origin="user")
         except ProcessLimitReached as exc:
             return failure("busy", str(exc))
         return {"ok": True, "process": process_wire(out.info.record, out.info)}

@@ -14,7 +14,7 @@ from modules.sandbox.session import background
 from modules.sandbox.session.background import Output
 from modules.sandbox.session.foreground import run_foreground
 from modules.sandbox.session.process import Port, ProcessInfo
-from modules.sandbox.session.records import ProcessRecord
+from modules.sandbox.session.records import Origin
 from modules.sandbox.session.supervised import SupervisedSandbox
 
 
@@ -34,21 +34,18 @@ class SandboxSession:
     def ended(self) -> bool:
         return self.sandbox.closed or self.sandbox.end_reason is not None
 
-    def ended_with_the_server(self) -> list[ProcessRecord]:
-        """The processes that were running when the server that ran them stopped, ended now
-        as `server_stopped` as this session began (for the model and the page to be told)."""
-        return list(self.sandbox.stale)
-
     def run(self, argv: list[str], **options: Unpack[RunOptions]) -> CommandResult:
         """Run a foreground command to its end, timeout or cancel (as CommandRunner.run); what
         it leaves running is adopted as background processes (`CommandResult.left`)."""
         return run_foreground(self.sandbox, self.kind, argv, **options)
 
-    def start(self, command: str, cwd: Path, settle: float | None = None) -> Output:
-        """Start `bash -c command` in the background (see background.start); its first
-        output and its ports. ProcessLimitReached past AGENT_MAX_PROCESSES."""
+    def start(
+        self, command: str, cwd: Path, settle: float | None = None, origin: Origin = "agent"
+    ) -> Output:
+        """Start `bash -c command` in the background for `origin` (see background.start); its
+        first output and its ports. ProcessLimitReached past AGENT_MAX_PROCESSES."""
         wait = self.sandbox.config.settle_seconds if settle is None else settle
-        return background.start(self.sandbox, command, cwd, wait)
+        return background.start(self.sandbox, command, cwd, wait, origin)
 
     def read(
         self,
