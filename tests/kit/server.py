@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -158,9 +158,11 @@ class ServerProcess:
         stderr.close()
         seen = threading.Event()
         threading.Thread(target=self._pump, args=(self._process, seen), daemon=True).start()
-        if not seen.wait(timeout) or self._process.poll() is not None:
+        process = self._process
+        if not seen.wait(timeout) or process.poll() is not None:
             return False
-        return listening(self.port, timeout)
+        # the URL line comes before the bind: a port taken meanwhile ends the process
+        return listening(self.port, timeout, alive=lambda: process.poll() is None)
 
     def _pump(self, process: subprocess.Popen[str], seen: threading.Event) -> None:
         assert process.stdout is not None
@@ -228,16 +230,21 @@ def serving(
         yield process
 
 
-def listening(port: int, timeout: float) -> bool:
-    """True once something accepts connections on 127.0.0.1:`port` (False after `timeout`)."""
+def listening(port: int, timeout: float, alive: Callable[[], bool] | None = None) -> bool:
+    """True once something accepts connections on 127.0.0.1:`port`; False after `timeout`, or
+    as soon as `alive()` says the process that was to listen there has ended."""
 
     def accepts() -> bool:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
             return True
         return False
 
+    def settled() -> str | None:
+        if alive is not None and not alive():
+            return "ended"
+        return "listening" if accepts() else None
+
     try:
-        wait_until(accepts, timeout, f"a listener on port {port}", every=0.05)
+        return wait_until(settled, timeout, f"a listener on port {port}", every=0.05) == "listening"
     except AssertionError:
         return False
-    return True
