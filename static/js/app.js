@@ -13,6 +13,7 @@ import { Followup, lastUserRecord } from "./followup.js";
 import { McpPanel } from "./mcppanel.js";
 import { MemoryPanel } from "./memorypanel.js";
 import { FilePreview } from "./preview.js";
+import { ProcessesPanel } from "./processes.js";
 import { AlwaysAllowed } from "./safety.js";
 import { Session } from "./session.js";
 import { renderApiSetup } from "./setup.js";
@@ -64,6 +65,7 @@ class App {
       composer: this.composer,
       onOpen: (cid) => this.#onOpen(cid),
     });
+    this.session.events.onProcess = (event) => this.processes.apply(event);
     this.conn = new Connection({
       token,
       onEvent: (...event) => {
@@ -103,6 +105,9 @@ class App {
     });
     this.memory = new MemoryPanel($("#memory-button"), { request, conversationId: () => this.session.cid });
     this.mcpPanel = new McpPanel($("#mcp-panel"), { reload: () => this.loadStatus(), request });
+    this.processes = new ProcessesPanel($("#processes-panel"), {
+      request, count: $("#status-bar [data-role=processes]"), reveal: () => this.drawer.setOpen(true),
+    });
     this.loadStatus = async () => {
       const status = await request("get_status", {}).catch(() => null);
       if (!status?.ok) return;
@@ -250,7 +255,10 @@ class App {
 
   #onOpen(cid) {
     if (cid !== this.openCid && this.openCid !== null) this.composer.clearQueue();
-    if (cid !== this.openCid) this.#loadAllowed(cid);
+    if (cid !== this.openCid) {
+      this.#loadAllowed(cid);
+      this.processes.show(cid);
+    }
     this.openCid = cid;
     this.statusBar.setCompactable(Boolean(cid));
     rememberConversation(cid);
@@ -268,7 +276,10 @@ class App {
       this.loadStatus();
       this.conversations.refresh();
       this.tree.reload();
-      if (!detail.first) this.session.resync();
+      if (!detail.first) {
+        this.session.resync();
+        this.processes.show(this.session.cid); // the events it missed meanwhile are not replayed to it
+      }
       else if (this.initialConversation) this.session.open(this.initialConversation);
       return;
     }

@@ -14,6 +14,8 @@ export class ConversationEvents {
   /** @param {Session} session the open conversation, and the parts of the page it shows in */
   constructor(session) {
     this.session = session;
+    /** @type {((event: import("./events.js").ProcessEvent) => void) | null} the processes panel's (app.js) */
+    this.onProcess = null;
   }
 
   /** A server event (connection.js), or one held back and delivered now (taskfeed.js).
@@ -67,6 +69,7 @@ export class ConversationEvents {
       case "error": chat.onError(payload); break;
       case "notice": chat.showNotice(payload.message ?? "", "info"); break;
       case "context": this.#onContext(payload); break;
+      case "process": this.onProcess?.(payload); break;
       case "status": this.#onStatus(payload, top); break;
       case "done":
         chat.onDone(payload);

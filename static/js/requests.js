@@ -89,6 +89,24 @@
 /** @typedef {Ack & ConversationFields} ConversationAck */
 
 /**
+ * A background process of a conversation (`list_processes`, docs/protocol.md §4.1).
+ * @typedef {object} ProcessItem
+ * @property {string} id
+ * @property {number} [pid]
+ * @property {string} command
+ * @property {string} [origin] "agent" or "user"
+ * @property {string | null} [started_at]
+ * @property {boolean} running
+ * @property {number | null} [exit_code]
+ * @property {number | null} [signal]
+ * @property {string | null} [end_reason]
+ * @property {number[]} ports
+ * @property {number} [output_end] the byte offset after everything it wrote
+ */
+/** @typedef {Ack & {text?: string, offset?: number, skipped?: number, next_offset?: number, output_end?: number,
+ *   running?: boolean, exit_code?: number | null}} ProcessOutputAck */
+
+/**
  * The ack of each request the page makes, by event name.
  * @typedef {object} AckMap
  * @property {Ack & {conversation_id?: string, message_id?: string}} send_message
@@ -117,6 +135,11 @@
  * @property {Ack & {mcp?: McpStatus}} mcp_set_enabled
  * @property {Ack & {mcp?: McpStatus}} mcp_remove_server
  * @property {Ack & {mcp?: McpStatus}} mcp_restart_server
+ * @property {Ack & {processes?: ProcessItem[], seq?: number}} list_processes
+ * @property {ProcessOutputAck} process_output
+ * @property {Ack & {process?: ProcessItem}} stop_process
+ * @property {Ack & {process?: ProcessItem}} restart_process
+ * @property {Ack & {url?: string, process_id?: string, port?: number}} open_app
  */
 
 /**
