@@ -1,7 +1,8 @@
 """What server processes sharing a data folder tell each other (docs/protocol.md §13).
 
-A process asks the one running a conversation's task to act on it: a command goes out as
-`{"op", "conversation_id", ...}` and comes back as an answer, both JSON objects; `running`
+A process asks the one running a conversation's task (for a process op: the one holding its
+sandbox session) to act on it: a command goes out as `{"op", "conversation_id", ...}` and
+comes back as an answer, both JSON objects; `running`
 entries say which process runs which task. Processes of two versions may share a Redis during
 a rolling restart, so the JSON keys stay as they are: a field is added, never renamed, and an
 op a process does not know is answered as not handled (the asker then acts as if no process
@@ -90,9 +91,36 @@ class ReapCommand:
         return cls(cid)
 
 
-Command = CancelCommand | ApproveCommand | JoinCommand | StatusCommand | ReapCommand
+@dataclass(frozen=True)
+class ProcessCommand:
+    """Apply a process op (§4.1: list_processes, process_output, stop_process,
+    restart_process) where the conversation's sandbox session lives; `request` is the op's
+    payload as the client sent it, validated again there."""
+
+    op: ClassVar[str] = "process"
+    conversation_id: str
+    name: str
+    request: dict[str, Any]
+
+    @classmethod
+    def _from(cls, data: dict[str, Any], cid: str) -> ProcessCommand:
+        request = data.get("request")
+        return cls(cid, str(data.get("name")), request if isinstance(request, dict) else {})
+
+
+Command = (
+    CancelCommand | ApproveCommand | JoinCommand | StatusCommand | ReapCommand | ProcessCommand
+)
 _COMMANDS: dict[str, type[Command]] = {
-    cls.op: cls for cls in (CancelCommand, ApproveCommand, JoinCommand, StatusCommand, ReapCommand)
+    cls.op: cls
+    for cls in (
+        CancelCommand,
+        ApproveCommand,
+        JoinCommand,
+        StatusCommand,
+        ReapCommand,
+        ProcessCommand,
+    )
 }
 
 
@@ -164,6 +192,16 @@ class Applied:
 
 
 @dataclass(frozen=True)
+class ProcessAnswer:
+    """A process op's ack (§4.1), as the process holding the sandbox session gave it."""
+
+    ack: dict[str, Any]
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"ok": True, "ack": self.ack}
+
+
+@dataclass(frozen=True)
 class NotHere:
     """The task does not run in the answering process (it ended meanwhile): the asker acts
     on its own."""
@@ -183,7 +221,7 @@ class Failed:
         return failure(self.code, self.message)
 
 
-Answer = Cancelled | Approved | Joined | TaskStatus | Applied | NotHere | Failed
+Answer = Cancelled | Approved | Joined | TaskStatus | Applied | ProcessAnswer | NotHere | Failed
 
 
 def answer_from_wire(command: Command, data: Any) -> Answer:
@@ -205,6 +243,9 @@ def answer_from_wire(command: Command, data: Any) -> Answer:
     if isinstance(command, StatusCommand):
         status = wire.get("status")
         return TaskStatus(status if isinstance(status, dict) else None)
+    if isinstance(command, ProcessCommand):
+        ack = wire.get("ack")
+        return ProcessAnswer(ack) if isinstance(ack, dict) else NotHere()
     return Applied()
 
 

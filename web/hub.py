@@ -12,6 +12,7 @@ from typing import Any, Unpack
 from core.main_terminal import TaskBusy
 from core.services import AgentServices
 from core.web_terminal import Announce, Send, SendOptions, WebTerminal
+from modules.sandbox.factory import sessions_of
 from protocol.cluster import (
     Answer,
     Applied,
@@ -23,6 +24,7 @@ from protocol.cluster import (
     JoinCommand,
     Joined,
     NotHere,
+    ProcessCommand,
     ReapCommand,
     StatusCommand,
     TaskStatus,
@@ -58,6 +60,7 @@ class TerminalHub:
         self._to_client = to_client
         self._enter_room = enter_room
         self.announce: Announce | None = None  # set by the Socket.IO handlers
+        self.process_commands: Callable[[ProcessCommand], Answer] | None = None  # process_ops
         self._lock = threading.Lock()
         self._terminals: dict[str, WebTerminal] = {}
         self._versions: dict[str, tuple[int, int]] = {}  # what each terminal's history read
@@ -135,7 +138,13 @@ class TerminalHub:
 
     def report_process(self, conversation_id: str, event: Process) -> None:
         """A background process of the conversation changed: onto its timeline, between
-        tasks too (a process outlives the task that started it)."""
+        tasks too (a process outlives the task that started it). One that started makes this
+        process the one other processes relay the conversation's process ops to."""
+        sessions = sessions_of(self.services.runner)
+        if event.phase == "started" and sessions is not None:
+            self.cluster.hold_session(
+                conversation_id, lambda: sessions.existing(conversation_id) is not None
+            )
         try:
             terminal = self.get(conversation_id)
         except NotFound:  # deleted meanwhile: its processes end with it
@@ -258,11 +267,14 @@ class TerminalHub:
             self._to_client(sid, name, payload)
 
     def handle(self, command: Command) -> Answer:
-        """Apply a command another process forwarded for a task of this one."""
+        """Apply a command another process forwarded for a task (or a sandbox session) of
+        this one."""
         cid = command.conversation_id
         if isinstance(command, ReapCommand):
             self._reap(cid)
             return Applied()
+        if isinstance(command, ProcessCommand):
+            return NotHere() if self.process_commands is None else self.process_commands(command)
         with self._lock:
             terminal = self._terminals.get(cid)
         if terminal is None or not terminal.running:

@@ -1,23 +1,32 @@
 """The Socket.IO ops on a conversation's background processes (§4.1): list_processes,
-process_output, stop_process, restart_process. The page's own acts: nothing asks."""
+process_output, stop_process, restart_process. The page's own acts: nothing asks.
+
+Scaled out, a conversation's sandbox session lives in one server process (the one holding its
+session lease, web/cluster/): an op sent to another is applied there, as cancel and approve
+are, and answered here as it answered it."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 from flask_socketio import SocketIO
+from pydantic import BaseModel
 
 from modules.sandbox.factory import sessions_of
 from modules.sandbox.session.background import ProcessLimitReached, UnknownProcess
+from modules.sandbox.session.pool import SessionPool
 from modules.sandbox.session.process import ProcessInfo
 from modules.sandbox.session.records import ProcessRecord
+from protocol.cluster import Answer, NotHere, ProcessAnswer, ProcessCommand
 from protocol.errors import failure
 from protocol.requests import ConversationRef, ProcessOutputRequest, ProcessRef
 from web.handlers import acked
 from web.state import WebState
 
 READ_BYTES = 64 * 1024
+RELAY_SECONDS = 10.0  # for the session's process to answer: a stop may take 4 s (TERM, KILL)
 
 
 def process_wire(record: ProcessRecord, info: ProcessInfo | None = None) -> dict[str, Any]:
@@ -40,47 +49,75 @@ def process_wire(record: ProcessRecord, info: ProcessInfo | None = None) -> dict
     return wire
 
 
-def register_process_handlers(socketio: SocketIO, state: WebState) -> None:
-    """The process ops, where the runner keeps sandbox sessions (not_configured elsewhere)."""
-    services = state.services
+class ProcessOps:
+    """The ops applied in this process (`apply`), or where the session lives (`answer`)."""
 
-    def no_sessions() -> dict[str, Any]:
-        return failure(
-            "not_configured",
-            f"this server's sandbox ({services.runner.kind}) keeps no background processes",
-        )
+    def __init__(self, state: WebState) -> None:
+        self.state = state
+        self.services = state.services
+        self.requests: dict[str, tuple[type[BaseModel], Callable[[Any], dict[str, Any]]]] = {
+            "list_processes": (ConversationRef, self.list_processes),
+            "process_output": (ProcessOutputRequest, self.process_output),
+            "stop_process": (ProcessRef, self.stop_process),
+            "restart_process": (ProcessRef, self.restart_process),
+        }
 
-    def missing(exc: Exception) -> dict[str, Any]:
-        return failure("not_found", str(exc))
+    @property
+    def pool(self) -> SessionPool | None:
+        return sessions_of(self.services.runner)
 
-    @socketio.on("list_processes")
-    @acked(ConversationRef)
-    def on_list_processes(msg: ConversationRef) -> dict[str, Any]:
-        terminal = state.hub.get(msg.conversation_id)  # not_found for an unknown one
-        found = sessions_of(services.runner)
-        if found is None:
-            return {"ok": True, "processes": [], "seq": terminal.last_seq}
-        session = found.existing(msg.conversation_id)
+    def answer(self, name: str, msg: ConversationRef) -> dict[str, Any]:
+        """The op's ack: from the process holding the conversation's session when another
+        does (and answers), else applied here."""
+        self.state.hub.get(msg.conversation_id)  # not_found for an unknown conversation
+        cluster = self.state.hub.cluster
+        owner = cluster.session_owner(msg.conversation_id)
+        if owner is not None:
+            command = ProcessCommand(msg.conversation_id, name, msg.model_dump())
+            answer = cluster.ask(owner, command, wait=RELAY_SECONDS)
+            if isinstance(answer, ProcessAnswer):
+                return answer.ack
+        return self.requests[name][1](msg)
+
+    def handle(self, command: ProcessCommand) -> Answer:
+        """An op another process relayed: applied when the conversation's session lives here
+        (NotHere otherwise: that process applies it itself)."""
+        pool = self.pool
+        known = self.requests.get(command.name)
+        if known is None or pool is None or pool.existing(command.conversation_id) is None:
+            return NotHere()
+        model, apply = known
+        msg = model.model_validate({**command.request, "conversation_id": command.conversation_id})
+        return ProcessAnswer(apply(msg))
+
+    def no_sessions(self) -> dict[str, Any]:
+        kind = self.services.runner.kind
+        return failure("not_configured", f"this server's sandbox ({kind}) keeps no background "
+                       "processes")  # fmt: skip
+
+    def list_processes(self, msg: ConversationRef) -> dict[str, Any]:
+        seq = self.state.hub.get(msg.conversation_id).last_seq
+        pool = self.pool
+        if pool is None:
+            return {"ok": True, "processes": [], "seq": seq}
+        session = pool.existing(msg.conversation_id)
         if session is not None:
             listed = [process_wire(i.record, i) for i in session.processes()]
         else:
-            listed = [process_wire(r) for r in found.history(msg.conversation_id)]
-        return {"ok": True, "processes": listed, "seq": terminal.last_seq}
+            listed = [process_wire(r) for r in pool.history(msg.conversation_id)]
+        return {"ok": True, "processes": listed, "seq": seq}
 
-    @socketio.on("process_output")
-    @acked(ProcessOutputRequest)
-    def on_process_output(msg: ProcessOutputRequest) -> dict[str, Any]:
-        state.hub.get(msg.conversation_id)
-        found = sessions_of(services.runner)
-        if found is None:
-            return no_sessions()
-        session = found.existing(msg.conversation_id)
+    def process_output(self, msg: ProcessOutputRequest) -> dict[str, Any]:
+        pool = self.pool
+        if pool is None:
+            return self.no_sessions()
+        session = pool.existing(msg.conversation_id)
         if session is None:
             return failure("not_found", f"{msg.process_id} is not running in this server")
         try:
             out = session.peek(msg.process_id, msg.offset, READ_BYTES)
         except UnknownProcess as exc:
-            return missing(exc)
+            return failure("not_found", str(exc))
         return {
             "ok": True,
             "text": out.text,
@@ -92,36 +129,58 @@ def register_process_handlers(socketio: SocketIO, state: WebState) -> None:
             "exit_code": out.info.record.exit_code,
         }
 
-    @socketio.on("stop_process")
-    @acked(ProcessRef)
-    def on_stop_process(msg: ProcessRef) -> dict[str, Any]:
-        state.hub.get(msg.conversation_id)
-        found = sessions_of(services.runner)
-        session = None if found is None else found.existing(msg.conversation_id)
+    def stop_process(self, msg: ProcessRef) -> dict[str, Any]:
+        pool = self.pool
+        session = None if pool is None else pool.existing(msg.conversation_id)
         if session is None:
             return failure("not_found", f"{msg.process_id} is not running in this server")
         try:
             info = session.stop(msg.process_id)
         except UnknownProcess as exc:
-            return missing(exc)
+            return failure("not_found", str(exc))
         return {"ok": True, "process": process_wire(info.record, info)}
+
+    def restart_process(self, msg: ProcessRef) -> dict[str, Any]:
+        pool = self.pool
+        if pool is None:
+            return self.no_sessions()
+        old = {r.id: r for r in pool.history(msg.conversation_id)}.get(msg.process_id)
+        if old is None:
+            return failure("not_found", f"no process {msg.process_id} in this conversation")
+        session = pool.session(msg.conversation_id)
+        if old.running:
+            with contextlib.suppress(UnknownProcess):  # it ended meanwhile
+                session.stop(msg.process_id)
+        root = self.services.workspace.root
+        try:
+            out = session.start(old.command, root, settle=0, origin="user")
+        except ProcessLimitReached as exc:
+            return failure("busy", str(exc))
+        return {"ok": True, "process": process_wire(out.info.record, out.info)}
+
+
+def register_process_handlers(socketio: SocketIO, state: WebState) -> None:
+    """The process ops, where the runner keeps sandbox sessions (not_configured elsewhere);
+    those other processes relay here go to the same ops."""
+    ops = ProcessOps(state)
+    state.hub.process_commands = ops.handle
+
+    @socketio.on("list_processes")
+    @acked(ConversationRef)
+    def on_list_processes(msg: ConversationRef) -> dict[str, Any]:
+        return ops.answer("list_processes", msg)
+
+    @socketio.on("process_output")
+    @acked(ProcessOutputRequest)
+    def on_process_output(msg: ProcessOutputRequest) -> dict[str, Any]:
+        return ops.answer("process_output", msg)
+
+    @socketio.on("stop_process")
+    @acked(ProcessRef)
+    def on_stop_process(msg: ProcessRef) -> dict[str, Any]:
+        return ops.answer("stop_process", msg)
 
     @socketio.on("restart_process")
     @acked(ProcessRef)
     def on_restart_process(msg: ProcessRef) -> dict[str, Any]:
-        state.hub.get(msg.conversation_id)
-        found = sessions_of(services.runner)
-        if found is None:
-            return no_sessions()
-        old = {r.id: r for r in found.history(msg.conversation_id)}.get(msg.process_id)
-        if old is None:
-            return failure("not_found", f"no process {msg.process_id} in this conversation")
-        session = found.session(msg.conversation_id)
-        if old.running:
-            with contextlib.suppress(UnknownProcess):  # it ended meanwhile
-                session.stop(msg.process_id)
-        try:
-            out = session.start(old.command, services.workspace.root, settle=0, origin="user")
-        except ProcessLimitReached as exc:
-            return failure("busy", str(exc))
-        return {"ok": True, "process": process_wire(out.info.record, out.info)}
+        return ops.answer("restart_process", msg)

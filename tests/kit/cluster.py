@@ -157,8 +157,10 @@ def cluster(
     api_key: str,
     processes: int = 2,
     async_mode: str = "threading",
+    env: dict[str, str] | None = None,
 ) -> Iterator[list[ClusterServer]]:
-    """`processes` web servers sharing root/ws and root/data through `redis_url`."""
+    """`processes` web servers sharing root/ws and root/data through `redis_url` (with `env`
+    besides)."""
     servers = [
         ClusterServer(
             root / "ws",
@@ -166,7 +168,7 @@ def cluster(
             base_url=base_url,
             api_key=api_key,
             async_mode=async_mode,
-            env={"AGENT_REDIS_URL": redis_url},
+            env={**(env or {}), "AGENT_REDIS_URL": redis_url},
         )
         for _ in range(processes)
     ]

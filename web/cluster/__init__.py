@@ -87,8 +87,19 @@ class Cluster(Protocol):
         ClusterUnavailable."""
         ...
 
-    def ask(self, owner: str, command: Command) -> Answer | None:
-        """Have the owner process apply a command; None when it does not answer in time."""
+    def hold_session(self, conversation_id: str, alive: Callable[[], bool]) -> None:
+        """The conversation's sandbox session lives here: process ops sent to other processes
+        come here while `alive()` (asked at each heartbeat)."""
+        ...
+
+    def session_owner(self, conversation_id: str) -> str | None:
+        """The other process holding the conversation's sandbox session; None: here or
+        nowhere."""
+        ...
+
+    def ask(self, owner: str, command: Command, wait: float | None = None) -> Answer | None:
+        """Have the owner process apply a command; None when it does not answer in time
+        (`wait` seconds; None: the time a task's command is given)."""
         ...
 
     def serve(self, handler: Handler, start: Callable[..., Any]) -> None:
@@ -140,7 +151,13 @@ class LocalCluster:
     def settling(self) -> float:
         return 0.0
 
-    def ask(self, owner: str, command: Command) -> Answer | None:
+    def hold_session(self, conversation_id: str, alive: Callable[[], bool]) -> None:
+        pass
+
+    def session_owner(self, conversation_id: str) -> str | None:
+        return None
+
+    def ask(self, owner: str, command: Command, wait: float | None = None) -> Answer | None:
         return None
 
     def serve(self, handler: Handler, start: Callable[..., Any]) -> None:

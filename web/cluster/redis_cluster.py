@@ -9,12 +9,16 @@ What each key holds (all under `agent:`):
 - `log:CID`    a stream of the running or last task's events, id `SEQ-0`, expiring a while
   after the task's records are stored; `state:CID` its `last_seq` and `replays_after`
   (replay_log.py);
+- `session:CID` the process id holding the conversation's sandbox session (its background
+  processes): set when one of them starts, renewed by the heartbeat while the session lives,
+  released when it ends; process ops sent to another process are applied there;
 - `proc:PID`   the channel where the process PID takes commands (cancel, approve, join,
-  status); it answers on the list named in the request (`reply:...`).
+  status, process ops); it answers on the list named in the request (`reply:...`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -31,6 +35,7 @@ from protocol.cluster import (
     CancelCommand,
     Command,
     Failed,
+    ProcessCommand,
     ReapCommand,
     RunningTask,
     UnknownCommand,
@@ -110,6 +115,8 @@ class RedisCluster:
         self._end = self._redis.register_script(_END)
         self._claim_orphan = self._redis.register_script(_CLAIM_ORPHAN)
         self._held: dict[str, str] = {}  # conversation id -> message id of our running task
+        self._sessions: dict[str, Callable[[], bool]] = {}  # conversation id -> whether it lives
+        self._start: Callable[..., Any] | None = None
         self._leases = threading.Lock()  # held while renewing: no renewal outlives its end
         self._log = ReplayLog(self._redis, sleep)
         self._closed = False
@@ -219,9 +226,42 @@ class RedisCluster:
             raise ClusterUnavailable(f"Redis does not answer ({exc}); try again shortly") from exc
         return float(max(SETTLE_SECONDS - uptime, 0))
 
+    # --- sandbox sessions ---------------------------------------------------------------
+
+    def hold_session(self, conversation_id: str, alive: Callable[[], bool]) -> None:
+        with self._leases:
+            self._sessions[conversation_id] = alive
+        try:  # the newest session is where the conversation's processes start from now on
+            self._redis.set(_session(conversation_id), self.process_id, ex=LEASE_SECONDS)
+        except RedisError as exc:  # the heartbeat sets it once Redis answers
+            log.warning(
+                "could not record a sandbox session in Redis",
+                extra={"fields": {"conversation_id": conversation_id, "error": str(exc)}},
+            )
+
+    def session_owner(self, conversation_id: str) -> str | None:
+        try:
+            holder = self._redis.get(_session(conversation_id))
+        except RedisError:
+            return None
+        return _text(holder) if holder and _text(holder) != self.process_id else None
+
+    def _keep_sessions(self) -> None:
+        """Renew the leases of our sessions that live; give back the others'."""
+        with self._leases:
+            sessions = list(self._sessions.items())
+        for cid, alive in sessions:
+            key = _session(cid)
+            kept = alive() and self._renew(keys=[key], args=[self.process_id, LEASE_SECONDS])
+            if not kept:
+                self._release(keys=[key], args=[self.process_id])
+                with self._leases:
+                    if self._sessions.get(cid) is alive:
+                        del self._sessions[cid]
+
     # --- commands between processes ---------------------------------------------------
 
-    def ask(self, owner: str, command: Command) -> Answer | None:
+    def ask(self, owner: str, command: Command, wait: float | None = None) -> Answer | None:
         reply = f"{PREFIX}reply:{uuid.uuid4().hex}"
         try:
             heard = self._redis.publish(
@@ -229,7 +269,7 @@ class RedisCluster:
             )
             if not heard:
                 return None
-            got = self._redis.blpop([reply], timeout=ASK_SECONDS)
+            got = self._redis.blpop([reply], timeout=wait or ASK_SECONDS)
         except RedisError as exc:
             log.warning(
                 "could not reach the owner process",
@@ -239,6 +279,7 @@ class RedisCluster:
         return answer_from_wire(command, _json(got[1])) if got else None
 
     def serve(self, handler: Handler, start: Callable[..., Any]) -> None:
+        self._start = start
         start(self._listen, handler)
         start(self._keep_leases, handler)
         start(self._log.run)
@@ -252,7 +293,7 @@ class RedisCluster:
                     while not self._closed:
                         message = pubsub.get_message(timeout=LISTEN_POLL_SECONDS)
                         if message is not None and message.get("type") == "message":
-                            self._answer(handler, _json(message.get("data")))
+                            self._take(handler, _json(message.get("data")))
             except (RedisError, OSError, ValueError) as exc:  # the latter two: close() ran
                 if self._closed:
                     return
@@ -260,6 +301,14 @@ class RedisCluster:
                     "lost the command channel; resubscribing", extra={"fields": {"error": str(exc)}}
                 )
                 self._sleep(RETRY_SECONDS)
+
+    def _take(self, handler: Handler, request: dict[str, Any]) -> None:
+        """Answer a command; a process op (which may wait seconds for a process to stop) in
+        a task of its own, so no cancel or approval waits behind it."""
+        if request.get("op") == ProcessCommand.op and self._start is not None:
+            self._start(self._answer, handler, request)
+        else:
+            self._answer(handler, request)
 
     def _answer(self, handler: Handler, request: dict[str, Any]) -> None:
         reply = request.pop("reply", None)
@@ -283,6 +332,7 @@ class RedisCluster:
             self._sleep(HEARTBEAT_SECONDS)
             try:
                 self._heartbeat(handler)
+                self._keep_sessions()
                 self._reap(handler)
             except RedisError as exc:
                 log.warning(
@@ -339,6 +389,9 @@ class RedisCluster:
             held = dict(self._held)
         for cid, message_id in held.items():
             self.end(cid, message_id)
+        for cid in list(self._sessions):
+            with contextlib.suppress(RedisError):
+                self._release(keys=[_session(cid)], args=[self.process_id])
         self._log.close()
         self._redis.close()
 
@@ -350,6 +403,10 @@ def _text(value: bytes | str) -> str:
 
 def _lease(conversation_id: str) -> str:
     return f"{PREFIX}lease:{conversation_id}"
+
+
+def _session(conversation_id: str) -> str:
+    return f"{PREFIX}session:{conversation_id}"
 
 
 def _json(text: object) -> dict[str, Any]:
