@@ -7,14 +7,14 @@ import logging
 import os
 import socket
 import threading
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from docker.errors import DockerException
 from docker.types import Ulimit
 
 from modules.sandbox.runner import SandboxUnavailable, pid_alive
-from utils.settings import Settings
+from utils.settings import DockerSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -143,28 +143,13 @@ class ContainerPool:
         return container
 
     def _config(self) -> dict[str, Any]:
-        o = self.options
-        size = o.file_size_mb * 1024 * 1024
         return {
+            **locked_down(self.options, self.workspace, self.owner),
             "entrypoint": ["sleep", "infinity"],
             "command": [],
-            "detach": True,
             "init": True,
-            "auto_remove": True,
             "user": "0:0",  # only the idle PID 1; commands run as container_user()
-            "working_dir": str(WORKDIR),
-            "volumes": {str(self.workspace): {"bind": str(WORKDIR), "mode": "rw"}},
-            "network_disabled": not o.network,
-            "cap_drop": ["ALL"],
-            "security_opt": ["no-new-privileges"],
-            "read_only": True,
-            "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={o.tmp_size},mode=1777"},
-            "mem_limit": o.memory,
-            "memswap_limit": o.memory,
-            "nano_cpus": int(o.cpus * 1e9),
-            "pids_limit": o.pids_limit,
-            "ulimits": [Ulimit(name="fsize", soft=size, hard=size)],
-            "labels": {LABEL: self.owner},
+            "network_disabled": not self.options.network,
         }
 
     def _retire(self, container_id: str) -> None:
@@ -183,6 +168,40 @@ class ContainerPool:
             closed = self._closed
         if not closed:
             self.warm()
+
+
+def locked_down(options: DockerSettings, workspace: Path, owner: str) -> dict[str, Any]:
+    """What every sandbox container runs with (containers.run's arguments): no capabilities,
+    no privilege escalation, a read-only root with a private /tmp, the workspace at WORKDIR,
+    the memory, CPU, process and file size limits, removed when it ends, labelled with its
+    owner (`reap_orphans`)."""
+    size = options.file_size_mb * 1024 * 1024
+    return {
+        "detach": True,
+        "auto_remove": True,
+        "working_dir": str(WORKDIR),
+        "volumes": {str(workspace): {"bind": str(WORKDIR), "mode": "rw"}},
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "read_only": True,
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={options.tmp_size},mode=1777"},
+        "mem_limit": options.memory,
+        "memswap_limit": options.memory,
+        "nano_cpus": int(options.cpus * 1e9),
+        "pids_limit": options.pids_limit,
+        "ulimits": [Ulimit(name="fsize", soft=size, hard=size)],
+        "labels": {LABEL: owner},
+    }
+
+
+def container_path(workspace: Path, cwd: Path) -> PurePosixPath:
+    """Where `cwd`, a folder of the workspace on this machine, is inside a container (WORKDIR
+    for anything outside the workspace)."""
+    try:
+        relative = cwd.resolve().relative_to(workspace.resolve())
+    except ValueError:
+        return WORKDIR
+    return WORKDIR.joinpath(*relative.parts)
 
 
 def reap_orphans(client: Any) -> None:

@@ -12,7 +12,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Unpack
 
 import docker
@@ -20,7 +20,13 @@ from docker.errors import DockerException, ImageNotFound
 
 from modules.sandbox.disk_floor import DiskFloor
 from modules.sandbox.disk_watch import WATCHER
-from modules.sandbox.docker_pool import API_TIMEOUT_SECONDS, WORKDIR, ContainerPool, reap_orphans
+from modules.sandbox.docker_pool import (
+    API_TIMEOUT_SECONDS,
+    WORKDIR,
+    ContainerPool,
+    container_path,
+    reap_orphans,
+)
 from modules.sandbox.environment import named_variables
 from modules.sandbox.output import OutputReader
 from modules.sandbox.runner import CommandResult, RunOptions, SandboxUnavailable, finished
@@ -187,7 +193,7 @@ class DockerRunner:
                     [*_WRAPPER, *argv],
                     stdin=True,
                     user=self.user,
-                    workdir=str(self._workdir(cwd)),
+                    workdir=str(container_path(self.settings.workspace, cwd)),
                     environment={
                         **named_variables(self.settings),
                         "HOME": "/tmp",
@@ -220,13 +226,6 @@ class DockerRunner:
         self._kill_soon(container)
         output.until(time.monotonic() + DRAIN_SECONDS, lambda: output.eof)
         return None, not finished
-
-    def _workdir(self, cwd: Path) -> PurePosixPath:
-        try:
-            relative = cwd.resolve().relative_to(self.settings.workspace.resolve())
-        except ValueError:
-            return WORKDIR
-        return WORKDIR.joinpath(*relative.parts)
 
     def _exit_code(self, exec_id: str) -> int | None:
         deadline = time.monotonic() + EXIT_CODE_WAIT_SECONDS
