@@ -11,7 +11,7 @@ import hmac
 import logging
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from modules.sandbox.session.os_threads import start_thread
 from web.app_proxy.http_head import (
@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 FIRST_HEAD_SECONDS = 15  # for a new connection's first request head
 IDLE_SECONDS = 300  # for any later read (a keep-alive connection between requests)
+KNOWN_HOSTS = 16
 
 UNAUTHORISED = page(
     "Open this app from its workspace",
@@ -45,7 +46,17 @@ class Admission:
 
     app_port: int
     token: str
-    host_ok: Callable[[str], bool]
+    host_check: Callable[[str], bool]
+    _hosts: dict[str, bool] = field(default_factory=dict)  # the Host values seen, checked
+
+    def host_ok(self, header: str) -> bool:
+        """Whether a Host header names this app (a few values recur: each checked once)."""
+        known = self._hosts.get(header)
+        if known is None:
+            known = self.host_check(header)
+            if len(self._hosts) < KNOWN_HOSTS:
+                self._hosts[header] = known
+        return known
 
     @property
     def cookie(self) -> str:

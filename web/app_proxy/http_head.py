@@ -73,6 +73,8 @@ class RequestHead:
 
     def query_token(self) -> str | None:
         """The app token given in the query (`?agent_app_token=...`)."""
+        if TOKEN_PARAM not in self.target:  # the common case, answered cheaply
+            return None
         query = urlsplit(self.target).query
         found = [v for k, v in parse_qsl(query, keep_blank_values=True) if k == TOKEN_PARAM]
         return found[0] if found else None
