@@ -13,8 +13,11 @@ from tests.kit.settings import TOKEN
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
     pytest.mark.server(files={"README.md": "# demo\n"}),
 ]
+# One server for the module: each test works in a conversation of its own (a page opened
+# without one starts a new one) on files of its own names.
 
 # Every text the task label of the status bar showed, recorded in the page.
 RECORD_LABELS = """() => {
@@ -29,8 +32,8 @@ def status(tab, role: str) -> str:
     return tab.inner_text(f"#status-bar [data-role={role}]")
 
 
-def test_the_status_bar_tells_the_truth_and_what_a_task_kept_survives_reload(fresh_served, page):
-    server, fake, _ = fresh_served
+def test_the_status_bar_tells_the_truth_and_what_a_task_kept_survives_reload(served, page):
+    server, fake, _ = served
     fake.script(
         Reply(
             reasoning="let me see " * 30,
@@ -79,12 +82,12 @@ def test_the_status_bar_tells_the_truth_and_what_a_task_kept_survives_reload(fre
     assert page.console_errors == []
 
 
-def test_conversations_are_renamed_searched_deleted_and_run_in_every_tab(fresh_served, page):
-    server, fake, _ = fresh_served
+def test_conversations_are_renamed_searched_deleted_and_run_in_every_tab(served, page):
+    server, fake, _ = served
     fake.script(
         Reply(content="Hello! I can help you tidy the notes folder. Where do we start?"),
         # 160 words, never a run said again (a reply repeating itself is a loop: core/repeats.py)
-        Reply(content=" ".join(f"slow words {n}" for n in range(55)), chunk_size=6, delay=0.02),
+        Reply(content=" ".join(f"lexer tale {n}" for n in range(55)), chunk_size=6, delay=0.02),
     )
     page.goto(f"{server.url}/?token={TOKEN}")
     send(page, "hi")
@@ -112,8 +115,8 @@ def test_conversations_are_renamed_searched_deleted_and_run_in_every_tab(fresh_s
     page.press("[data-testid=rename-input]", "Enter")
     other.wait_for_selector(".conv-title:text-is('Notes cleanup')")  # renamed in every tab
 
-    page.fill("#conversation-search", "slow words")
-    page.wait_for_selector(".conv-snippet:has-text('slow words')")
+    page.fill("#conversation-search", "lexer tale")
+    page.wait_for_selector(".conv-snippet:has-text('lexer tale')")
     assert page.locator(".conv-item").count() == 1
     page.fill("#conversation-search", "cleanup")
     page.wait_for_selector(".conv-item .conv-title mark:text-is('cleanup')")  # the hit, marked
@@ -124,6 +127,7 @@ def test_conversations_are_renamed_searched_deleted_and_run_in_every_tab(fresh_s
 
     other.click(".conv-item:has-text('Notes cleanup')")
     other.wait_for_selector(".assistant-message:has-text('tidy the notes')")
+    listed = other.locator(".conv-item").count()  # the module's other tests' conversations too
     page.bring_to_front()
     row = page.locator(".conv-row", has=page.locator(".conv-title", has_text="Notes cleanup"))
     row.hover()
@@ -136,15 +140,15 @@ def test_conversations_are_renamed_searched_deleted_and_run_in_every_tab(fresh_s
     page.click("[data-testid=delete-dialog] button:text-is('Delete')")
     page.wait_for_selector(".conv-item:has-text('Notes cleanup')", state="detached")
     other.wait_for_selector(".inline-notice:has-text('This conversation was deleted.')")
-    assert other.locator(".conv-item").count() == 1
+    assert other.locator(".conv-item").count() == listed - 1
     assert page.console_errors == []
 
 
-def test_a_message_sent_before_the_server_said_its_defaults_runs_with_them(fresh_served, page):
+def test_a_message_sent_before_the_server_said_its_defaults_runs_with_them(served, page):
     """The approval control starts at the page's placeholder ("ask") and takes the server's
     default (here "auto") when get_status answers: a message sent before that answer carries no
     approval, so the server's default applies, not the placeholder."""
-    server, fake, workspace = fresh_served
+    server, fake, workspace = served
     fake.script(
         Reply(tool_calls=[Call("create_file", {"path": "early.txt", "content": "x"})]),
         Reply(content="Made it."),
@@ -181,8 +185,8 @@ def test_a_message_sent_before_the_server_said_its_defaults_runs_with_them(fresh
     assert page.console_errors == []
 
 
-def test_undo_lists_what_it_will_do_and_editing_offers_it(fresh_served, page):
-    server, fake, _ = fresh_served
+def test_undo_lists_what_it_will_do_and_editing_offers_it(served, page):
+    server, fake, _ = served
     fake.script(
         Reply(
             tool_calls=[
@@ -239,10 +243,8 @@ def test_undo_lists_what_it_will_do_and_editing_offers_it(fresh_served, page):
     assert page.console_errors == []
 
 
-def test_undo_shows_a_file_changed_since_the_task_and_overwrites_it_only_when_asked(
-    fresh_served, page
-):
-    server, fake, _ = fresh_served
+def test_undo_shows_a_file_changed_since_the_task_and_overwrites_it_only_when_asked(served, page):
+    server, fake, _ = served
     shared = server.workspace / "shared.txt"
     shared.write_text("before\n")
     fake.script(
@@ -282,8 +284,8 @@ def test_undo_shows_a_file_changed_since_the_task_and_overwrites_it_only_when_as
     assert page.console_errors == []
 
 
-def test_the_branch_dialog_leaves_a_file_changed_since_its_task(fresh_served, page):
-    server, fake, _ = fresh_served
+def test_the_branch_dialog_leaves_a_file_changed_since_its_task(served, page):
+    server, fake, _ = served
     fake.script(
         Reply(content="Hello."),
         Reply(tool_calls=[Call("create_file", {"path": "later.txt", "content": "x"})]),
@@ -309,8 +311,8 @@ def test_the_branch_dialog_leaves_a_file_changed_since_its_task(fresh_served, pa
     assert page.console_errors == []
 
 
-def test_the_workspace_panel_pins_files_edits_memory_and_hides_ignored_ones(fresh_served, page):
-    server, fake, _ = fresh_served
+def test_the_workspace_panel_pins_files_edits_memory_and_hides_ignored_ones(served, page):
+    server, fake, _ = served
     (server.workspace / ".gitignore").write_text("build/\n*.log\n")
     (server.workspace / "build").mkdir()
     (server.workspace / "build" / "out.txt").write_text("built")
@@ -334,11 +336,13 @@ def test_the_workspace_panel_pins_files_edits_memory_and_hides_ignored_ones(fres
     page.hover('#file-tree .tree-item:has([data-path="wide.py"])')
     page.click('#file-tree .tree-item:has([data-path="wide.py"]) [data-testid=pin-file]')
     page.wait_for_selector("[data-testid=status-focus] .focus-chip:has-text('wide.py')")
+    before = len(fake.chat_requests)  # the module's other tests' requests
     send(page, "list the files")
     page.wait_for_selector(".assistant-message:has-text('Listed.')")
-    listing = next(m["content"] for m in fake.chat_requests[1].messages if m["role"] == "tool")
+    first, second = fake.chat_requests[before:]
+    listing = next(m["content"] for m in second.messages if m["role"] == "tool")
     assert "wide.py" in listing and "debug.log" not in listing and "build" not in listing
-    assert "long long" in fake.chat_requests[0].messages[0]["content"]  # the pinned file went
+    assert "long long" in first.messages[0]["content"]  # the pinned file went
     page.reload()
     page.wait_for_selector("[data-testid=status-focus] .focus-chip:has-text('wide.py')")
     page.click("[data-testid=status-focus] .focus-remove")
