@@ -3,43 +3,38 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.fake_llm import Call, FakeLLM, Reply
+from tests.fake_llm import Call, Reply
 from tests.kit.browser import AGENTS_LOADED, ARTIFACTS, chosen_agent, patience, pick_agent
-from tests.kit.server import ServerProcess, serving
+from tests.kit.server import ServerProcess
 from tests.kit.settings import TOKEN
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.e2e,
-    pytest.mark.server(files={"README.md": "# demo\n"}),
-]
-
 
 PLANNER = "name: planner\ndescription: Plans the task, then does it.\nmode: plan_execute\n"
 GREET_SKILL = "---\nname: greet\ndescription: Greets the user.\n---\nSay hello like a friend.\n"
 
+# One server for the module, each test in a conversation of its own: its workspace defines a
+# plan_execute agent and skills (read at start-up), trusted to (a workspace's agent may not
+# otherwise work in a mode of more model calls).
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
+    pytest.mark.server(
+        env={"AGENT_TRUST_WORKSPACE_AGENTS": "true"},
+        files={
+            "README.md": "# demo\n",
+            ".agents/agents/planner.yaml": PLANNER,
+            ".agents/skills/greet/SKILL.md": GREET_SKILL,
+            ".agents/skills/grumpy/SKILL.md": "no front matter\n",
+        },
+    ),
+]
 
-@pytest.fixture
-def served_agents(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[tuple[ServerProcess, FakeLLM]]:
-    """A server whose workspace defines a plan_execute agent and skills (read at start-up),
-    trusted to (a workspace's agent may not otherwise work in a mode of more model calls)."""
-    files = {
-        ".agents/agents/planner.yaml": PLANNER,
-        ".agents/skills/greet/SKILL.md": GREET_SKILL,
-        ".agents/skills/grumpy/SKILL.md": "no front matter\n",
-    }
-    trusted = {"AGENT_TRUST_WORKSPACE_AGENTS": "true"}
-    with serving(tmp_path, fake_llm, trusted, files) as server:
-        yield server, fake_llm
 
-
-def test_a_task_streams_into_the_page_and_stop_ends_a_slow_one(fresh_served, page):
-    server, fake, _ = fresh_served
+def test_a_task_streams_into_the_page_and_stop_ends_a_slow_one(served, page):
+    server, fake, _ = served
     fake.script(
         Reply(
             reasoning="",
@@ -81,8 +76,8 @@ def test_a_task_streams_into_the_page_and_stop_ends_a_slow_one(fresh_served, pag
     assert page.console_errors == []
 
 
-def test_reload_mid_task_shows_each_token_once_and_the_approval_still_waits(fresh_served, page):
-    server, fake, _ = fresh_served
+def test_reload_mid_task_shows_each_token_once_and_the_approval_still_waits(served, page):
+    server, fake, _ = served
     words = " ".join(f"w{n:03d}" for n in range(120))
     fake.script(
         Reply(
@@ -130,8 +125,8 @@ def _follows(page, earlier: str, later: str) -> bool:
     )
 
 
-def test_a_plan_is_a_live_checklist_and_survives_a_reload(served_agents, page):
-    server, fake = served_agents
+def test_a_plan_is_a_live_checklist_and_survives_a_reload(served, page):
+    server, fake, _ = served
     fake.script(
         Reply(tool_calls=[Call("make_plan", {"steps": ["Look", "Write"]})]),
         Reply(tool_calls=[Call("list_files", {})]),
@@ -173,8 +168,8 @@ def test_a_plan_is_a_live_checklist_and_survives_a_reload(served_agents, page):
     assert page.console_errors == []
 
 
-def test_a_sub_agent_works_inside_the_card_of_the_delegating_call(served_agents, page):
-    server, fake = served_agents
+def test_a_sub_agent_works_inside_the_card_of_the_delegating_call(served, page):
+    server, fake, _ = served
     fake.script(
         Reply(tool_calls=[Call("delegate_to_coder", {"task": "make hello.txt"})]),
         Reply(
@@ -216,8 +211,8 @@ def test_a_sub_agent_works_inside_the_card_of_the_delegating_call(served_agents,
     assert page.console_errors == []
 
 
-def test_a_sub_agents_call_waits_for_approval_inside_the_delegating_card(served_agents, page):
-    server, fake = served_agents
+def test_a_sub_agents_call_waits_for_approval_inside_the_delegating_card(served, page):
+    server, fake, _ = served
     fake.script(
         Reply(tool_calls=[Call("delegate_to_coder", {"task": "say hi"})]),
         Reply(tool_calls=[Call("run_command", {"command": "echo nested-ran"})]),
@@ -242,8 +237,8 @@ def test_a_sub_agents_call_waits_for_approval_inside_the_delegating_card(served_
     assert page.console_errors == []
 
 
-def test_skill_names_complete_after_slash_skill_and_messages_show_theirs(served_agents, page):
-    server, fake = served_agents
+def test_skill_names_complete_after_slash_skill_and_messages_show_theirs(served, page):
+    server, fake, _ = served
     fake.script(Reply(content="Hello, friend!"))
     page.goto(f"{server.url}/?token={TOKEN}")
     page.wait_for_selector(AGENTS_LOADED, state="attached")
