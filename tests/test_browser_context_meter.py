@@ -13,6 +13,7 @@ from tests.kit.settings import TOKEN
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
     pytest.mark.server(
         files={"README.md": "# notes\n" + "A line of notes about the garden.\n" * 40}
     ),
@@ -44,8 +45,8 @@ def _tooltip_figure(page) -> int:
     return int(match[1].replace(",", ""))
 
 
-def test_the_meter_grows_during_a_task_and_shows_the_providers_count(fresh_served, page):
-    server, fake, _ = fresh_served
+def test_the_meter_grows_during_a_task_and_shows_the_providers_count(served, page):
+    server, fake, _ = served
     page.goto(f"{server.url}/?token={TOKEN}")
     page.wait_for_selector("#reconnect-banner[data-state]", state="attached")
     title = page.get_attribute("#context-meter", "title") or ""

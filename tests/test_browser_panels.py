@@ -54,6 +54,7 @@ def test_the_latest_pill_shows_only_when_the_newest_part_is_out_of_view(
 def test_an_empty_model_stream_says_what_it_shows_and_why_it_is_empty(
     browser: Any, fresh_served: Served
 ) -> None:
+    # a server of its own: no model call in its log, which the module's server has made
     server, _, _ = fresh_served
     context = browser.new_context()
     page = context.new_page()

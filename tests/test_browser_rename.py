@@ -12,11 +12,11 @@ from tests.kit.browser import patience, send
 from tests.kit.clients import connected
 from tests.kit.settings import TOKEN
 
-pytestmark = [pytest.mark.browser, pytest.mark.e2e]
+pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
 
 
-def test_a_rename_in_progress_outlives_the_list_being_drawn_again(fresh_served, page):
-    server, fake, _ = fresh_served
+def test_a_rename_in_progress_outlives_the_list_being_drawn_again(served, page):
+    server, fake, _ = served
     sockets: list[Any] = []
     page.on("websocket", lambda socket: sockets.append(socket))
     fake.script(Reply(content="Here are the notes."), Reply(content="Another answer."))

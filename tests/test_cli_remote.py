@@ -128,9 +128,9 @@ def test_the_terminal_asks_an_approval_and_lists_the_servers_conversations(
 @needs_tmux()
 @pytest.mark.browser
 def test_a_task_started_in_the_terminal_is_approved_in_the_page(
-    fresh_served: Served, page: Any, tmp_path: Path
+    served: Served, page: Any, tmp_path: Path
 ):
-    server, fake_llm, workspace = fresh_served
+    server, fake_llm, workspace = served
     fake_llm.script(
         Reply(tool_calls=[Call("run_command", {"command": "echo approved > page.txt"})]),
         Reply(content="Written after the page said yes."),
@@ -157,8 +157,8 @@ def test_a_task_started_in_the_terminal_is_approved_in_the_page(
 
 @needs_tmux()
 @pytest.mark.browser
-def test_the_terminal_follows_a_task_the_page_runs(fresh_served: Served, page: Any, tmp_path: Path):
-    server, fake_llm, _ = fresh_served
+def test_the_terminal_follows_a_task_the_page_runs(served: Served, page: Any, tmp_path: Path):
+    server, fake_llm, _ = served
     fake_llm.script(
         Reply(tool_calls=[Call("run_command", {"command": "echo from-the-page"})]),
         Reply(content="The page's task is done."),

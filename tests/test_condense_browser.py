@@ -12,6 +12,7 @@ SUMMARY = "The user asked three questions about fruit; the answers were long."
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
     pytest.mark.server(env={"AGENT_CONTEXT_WINDOW": "40000"}),  # the meter moves visibly
 ]
 
@@ -20,8 +21,8 @@ def _meter(page) -> int:
     return int(page.get_attribute("#context-meter", "aria-valuenow") or 0)
 
 
-def test_compact_greys_the_older_turns_shows_the_summary_and_drops_the_meter(fresh_served, page):
-    server, fake, _ = fresh_served
+def test_compact_greys_the_older_turns_shows_the_summary_and_drops_the_meter(served, page):
+    server, fake, _ = served
     with connected(server.url) as client:
         cid = None
         for number in range(3):

@@ -39,6 +39,7 @@ def test_read_log_keeps_the_lines_with_every_asked_field(tmp_path: Path) -> None
 def test_follow_a_conversation_and_a_trace_with_json_laid_out(
     fresh_served: Served, page: Any
 ) -> None:
+    # a server of its own: its filter lists every conversation of the server, two here
     server, fake, _ = fresh_served
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))

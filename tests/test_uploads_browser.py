@@ -11,6 +11,7 @@ from tests.kit.settings import TOKEN
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.e2e,
+    pytest.mark.usefixtures("clean_fake"),
     pytest.mark.server(files={"README.md": "# demo\n\nSome *words*.\n"}),
 ]
 
@@ -25,10 +26,8 @@ DROP_FILE = """([name, text]) => {
 }"""
 
 
-def test_attached_and_dropped_files_upload_show_in_the_tree_and_go_with_the_message(
-    fresh_served, page
-):
-    server, fake, _ = fresh_served
+def test_attached_and_dropped_files_upload_show_in_the_tree_and_go_with_the_message(served, page):
+    server, fake, _ = served
     page.goto(f"{server.url}/?token={TOKEN}")
     page.wait_for_selector('#file-tree [data-path="README.md"]')
 
@@ -78,8 +77,8 @@ def test_attached_and_dropped_files_upload_show_in_the_tree_and_go_with_the_mess
     assert unexpected == []  # the refused fake.pdf is the browser's one logged failure
 
 
-def test_a_path_and_line_in_a_tool_result_opens_the_preview_there(fresh_served, page):
-    server, fake, _ = fresh_served
+def test_a_path_and_line_in_a_tool_result_opens_the_preview_there(served, page):
+    server, fake, _ = served
     (server.workspace / "long.py").write_text("".join(f"x{n} = {n}\n" for n in range(1, 200)))
     fake.script(
         Reply(tool_calls=[Call("search_code", {"query": "x150 ="})]), Reply(content="Found it.")
