@@ -1,6 +1,7 @@
 """workspace_client's process ops against the real server (`main.py web`, the local sandbox
 under bubblewrap) on the fake model: a server the model started in the background is listed
-with its port, its output read from an offset, stopped and restarted, sync and asyncio."""
+with its port, its output read from an offset, opened as an app, stopped and restarted, sync
+and asyncio."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
+import requests
 
 from protocol.events import Done, ToolEvent
 from tests.fake_llm import Call, FakeLLM, Reply
@@ -69,6 +71,11 @@ def test_processes_are_listed_read_stopped_and_restarted(client: Client, fake: F
     later = client.process_output(cid, "p1", offset=len("Serving "))
     assert later.offset == len("Serving ") and later.text.startswith("HTTP on 127.0.0.1")
     assert client.process_output(cid, "p1").text == out.text  # reading moves nothing
+
+    url = client.open_app(cid, "p1")
+    assert client.open_app(cid, port=8000) == url  # the same app, however it is named
+    listing = requests.get(url, timeout=30)  # through the proxy: the token, then its cookie
+    assert listing.ok and "Directory listing" in listing.text, listing.text[:200]
 
     stopped = client.stop_process(cid, "p1")
     assert stopped.id == "p1" and not stopped.running and stopped.end_reason == "stopped"

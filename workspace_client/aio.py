@@ -141,6 +141,11 @@ class AsyncClient:
     async def restart_process(self, conversation_id: str, process_id: str) -> BackgroundProcess:
         return await asyncio.to_thread(self.sync.restart_process, conversation_id, process_id)
 
+    async def open_app(
+        self, conversation_id: str, process_id: str | None = None, port: int | None = None
+    ) -> str:
+        return await asyncio.to_thread(self.sync.open_app, conversation_id, process_id, port)
+
     async def call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync.call, op, payload)
 

@@ -262,6 +262,21 @@ class Client:
         )
         return BackgroundProcess.from_wire(ack["process"])
 
+    def open_app(
+        self, conversation_id: str, process_id: str | None = None, port: int | None = None
+    ) -> str:
+        """The URL of an app a background process serves (docs/protocol.md §3 Apps): on its
+        `port`, or the process's first. Raises WorkspaceError `not_found` when none listens."""
+        ack = self.call(
+            "open_app",
+            {
+                "conversation_id": conversation_id,
+                **({"process_id": process_id} if process_id is not None else {}),
+                **({"port": port} if port is not None else {}),
+            },
+        )
+        return str(ack["url"])
+
     # --- the connection -------------------------------------------------------------
 
     def call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
