@@ -23,7 +23,13 @@ from core.services import AgentServices
 from modules.tools.tool_context import ToolContext
 from modules.undo.blob_store import BlobStore
 from tests.fake_llm import FakeLLM
-from tests.kit.browser import Served, chromium, collect_errors, new_context, require_chromium
+from tests.kit.browser import (
+    Served,
+    SharedChromium,
+    collect_errors,
+    new_context,
+    require_chromium,
+)
 from tests.kit.clients import EventClient, Web, connected
 from tests.kit.cluster import RedisServer
 from tests.kit.server import ServerProcess, serving
@@ -249,10 +255,18 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 # --- the browser -----------------------------------------------------------------------
 
 
+@pytest.fixture(scope="session")
+def shared_chromium() -> Iterator[SharedChromium]:
+    """The pytest process's one Chromium (skips its tests when there is none)."""
+    shared = SharedChromium(require_chromium())
+    yield shared
+    shared.close()
+
+
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """A headless Chromium for the module's pages (skips it when there is none)."""
-    with chromium(require_chromium()) as launched:
+def browser(shared_chromium: SharedChromium) -> Iterator[Any]:
+    """The headless Chromium, lent to the module for its pages."""
+    with shared_chromium.lend() as launched:
         yield launched
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 from collections.abc import Callable, Iterator
@@ -54,15 +55,51 @@ def require_chromium() -> Any:
     return pytest.importorskip("playwright.sync_api")
 
 
-@contextlib.contextmanager
-def chromium(playwright: Any) -> Iterator[Any]:
-    """A launched headless Chromium, closed afterwards."""
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+class SharedChromium:
+    """One headless Chromium for every browser module of a pytest process: a launch (its
+    driver and its browser) costs seconds on a loaded machine, thirty times over.
+
+    Between its calls, sync playwright leaves its event loop marked as the thread's running
+    one, and asyncio.run() refuses to start under it: `lend` marks it for a module's use and
+    clears the mark after, so the modules between run as if no browser were open."""
+
+    def __init__(self, playwright: Any) -> None:
+        self._playwright = playwright
+        self._driver: Any = None
+        self._browser: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @contextlib.contextmanager
+    def lend(self) -> Iterator[Any]:
+        """The browser for one module (launched again if it went); the contexts it leaves
+        are closed."""
+        if self._loop is not None:
+            asyncio._set_running_loop(self._loop)  # as playwright's last call left it
         try:
-            yield browser
+            if self._browser is None or not self._browser.is_connected():
+                self._launch()
+            yield self._browser
+            for context in self._browser.contexts:
+                context.close()
         finally:
-            browser.close()
+            asyncio._set_running_loop(None)
+
+    def _launch(self) -> None:
+        self.close()
+        self._driver = self._playwright.sync_playwright().start()
+        self._loop = asyncio._get_running_loop()
+        self._browser = self._driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+    def close(self) -> None:
+        """Close the browser and its driver (at the end of the session)."""
+        if self._driver is None:
+            return
+        asyncio._set_running_loop(self._loop)
+        with contextlib.suppress(Exception):  # a browser that crashed is closed already
+            self._browser.close()
+        self._driver.stop()
+        self._driver = self._browser = self._loop = None
+        asyncio._set_running_loop(None)
 
 
 def collect_errors(page: Any) -> list[str]:
