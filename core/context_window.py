@@ -24,6 +24,7 @@ from history.context_builder import BuiltContext, ContextBuilder
 from history.conversation import Conversation
 from model.messages import ChatMessage
 from modules.tools.focus import FocusFiles
+from modules.tools.process_tools import with_ended_processes
 from modules.workspace.file_tree import describe_tree
 from protocol.events import ContextEvent, ContextUsage, Event, Notice
 from protocol.records import MessageRecord
@@ -157,7 +158,8 @@ class ContextWindow:
         images = getattr(services.model_for(agent), "config", services.provider).images
 
         def expand(record: ChatMessage) -> ChatMessage:
-            return services.attachments.expand(services.skills.expand(record), images=images)
+            told = with_ended_processes(services.skills.expand(record))
+            return services.attachments.expand(told, images=images)
 
         return self._builder.build(prompt, self._views.view(path, expand, images), tools=tools)
 

@@ -58,6 +58,14 @@ class PlanMeta(TypedDict):
     steps: list[PlanStepMeta]
 
 
+class EndedProcessMeta(TypedDict):
+    """A background process that ended when the server stopped, told to the model with the
+    next user message of its conversation (modules/tools/process_tools.py words it)."""
+
+    id: str
+    command: str
+
+
 class AttachmentMeta(TypedDict):
     """One attached file (§11): modules/uploads/attachments.py's Attachment, as JSON."""
 
@@ -95,6 +103,7 @@ class MessageMeta(TypedDict, total=False):
 
     skill: str  # user
     attachments: list[AttachmentMeta]  # user
+    processes_ended: list[EndedProcessMeta]  # user: ended with the server since the last task
     plan_prompt: str  # user: created | replanned | finish | final
     plan_step: int  # user
     plan: PlanMeta  # user (with plan_prompt or plan_step), tool (make_plan, finish_step)

@@ -31,11 +31,13 @@ ENV = {"AGENT_SANDBOX": "local"}
 
 
 def run_what_is_asked(request: RecordedRequest) -> Response:
-    """The model runs each message as a command, then says it is done."""
+    """The model runs each message's first line as a command (what the server adds for the
+    model follows on later lines), then says it is done."""
     last = request.messages[-1] if request.messages else {}
     if isinstance(last, dict) and last.get("role") == "tool":
         return Reply(content="done")
-    return Reply(tool_calls=[Call("run_command", {"command": request.last_user_text})])
+    command = request.last_user_text.split("\n", 1)[0]
+    return Reply(tool_calls=[Call("run_command", {"command": command})])
 
 
 @pytest.fixture

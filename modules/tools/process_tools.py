@@ -11,6 +11,7 @@ from typing import Literal
 import regex
 from pydantic import BaseModel, Field
 
+from model.messages import ChatMessage
 from modules.results import ToolError
 from modules.sandbox.runner import SandboxUnavailable
 from modules.sandbox.session.background import Output, ProcessLimitReached, UnknownProcess
@@ -240,3 +241,21 @@ def process_list(ctx: ToolContext, args: ProcessListArgs) -> str:
     running = sum(1 for info in found if info.record.running)
     lines = [describe(info) for info in found[-50:]]
     return f"{running} of at most {limit} running:\n" + "\n".join(lines)
+
+
+def with_ended_processes(record: ChatMessage) -> ChatMessage:
+    """A user message as the model gets it: with a line naming the background processes that
+    ended when the server stopped since the last task (its meta.processes_ended)."""
+    ended = (record.get("meta") or {}).get("processes_ended")
+    content = record.get("content")
+    if record.get("role") != "user" or not isinstance(ended, list) or not isinstance(content, str):
+        return record
+    ended = [p for p in ended if isinstance(p, dict)]
+    if not ended:
+        return record
+    named = ", ".join(f"{p.get('id')} `{_one_line(str(p.get('command')))}`" for p in ended)
+    note = (
+        f"[Background processes of this conversation ended when the server stopped: {named}. "
+        "Start again what is still needed (run_command with background: true).]"
+    )
+    return {**record, "content": f"{content}\n\n{note}"}

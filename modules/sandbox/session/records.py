@@ -30,6 +30,7 @@ EndReason = Literal[
     "disk_floor",
     "session_ended",
 ]
+Audience = Literal["page", "model"]  # who is told of a process that ended with the server
 INDEX_NAME = "index.json"
 
 
@@ -75,6 +76,10 @@ class ProcessRecord:
     exit_code: int | None = None
     signal: int | None = None
     end_reason: EndReason | None = None
+    # It ended with the server: the page (an `exited` event, once a server runs) and the model
+    # (a line with the next user message) are yet to be told.
+    told_page: bool = True
+    told_model: bool = True
 
     @property
     def running(self) -> bool:
@@ -83,8 +88,10 @@ class ProcessRecord:
     def ended(
         self, reason: EndReason, code: int | None = None, signal: int | None = None
     ) -> ProcessRecord:
-        """This record, ended now for `reason`."""
-        return replace(self, ended_at=now_iso(), end_reason=reason, exit_code=code, signal=signal)
+        """This record, ended now for `reason` (to be told when the server stopped)."""
+        told = reason != "server_stopped"
+        return replace(self, ended_at=now_iso(), end_reason=reason, exit_code=code, signal=signal,
+                       told_page=told, told_model=told)  # fmt: skip
 
     @classmethod
     def from_json(cls, value: object) -> ProcessRecord | None:
@@ -142,6 +149,17 @@ class ProcessIndex:
         if stale:
             self._write()
         return [self.records[r.id] for r in stale]
+
+    def take_untold(self, audience: Audience) -> list[ProcessRecord]:
+        """The records whose end `audience` is yet to be told of, marked told from now on."""
+        page = audience == "page"
+        untold = [r for r in self.records.values() if not (r.told_page if page else r.told_model)]
+        for record in untold:
+            told = replace(record, told_page=True) if page else replace(record, told_model=True)
+            self.records[record.id] = told
+        if untold:
+            self._write()
+        return untold
 
     def _write(self) -> None:
         data = {"processes": [asdict(r) for r in self.records.values()]}
