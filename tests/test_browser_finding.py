@@ -60,7 +60,7 @@ def test_workspace_images_show_in_the_preview(browser: Any, served: Served):
         open_file(page, "art/dot.png")
         image = page.locator("[data-testid=preview-image]")
         page.wait_for_function(
-            "() => document.querySelector('[data-testid=preview-image]').naturalWidth"
+            "() => document.querySelector('[data-testid=preview-image]')?.naturalWidth"
         )
         assert image.evaluate("img => [img.naturalWidth, img.naturalHeight]") == [3, 2]
         page.wait_for_selector("#file-preview [data-role=meta]:has-text('3 × 2 px')")
