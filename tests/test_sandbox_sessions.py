@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from modules.sandbox.factory import runner_for, sessions_of
+from modules.sandbox.resource_limits import ResourceLimits
 from modules.sandbox.runner import CommandResult, CommandRunner
 from modules.sandbox.session.background import ProcessLimitReached
+from modules.sandbox.session.launcher import LocalLauncher
 from modules.sandbox.session.output_store import LOG_BYTES, RING_BYTES
 from modules.sandbox.session.pool import SessionPool
 from modules.sandbox.session.session import SandboxSession
@@ -69,6 +71,12 @@ def pool(runner: CommandRunner) -> SessionPool:
     sessions = sessions_of(runner)
     assert sessions is not None
     return sessions
+
+
+def local_limits(pool: SessionPool) -> ResourceLimits:
+    """The limits of the local runner whose sessions `pool` keeps."""
+    assert isinstance(pool.launcher, LocalLauncher)
+    return pool.launcher.limits
 
 
 def run(
@@ -168,7 +176,7 @@ def test_a_timeout_or_cancel_ends_everything_the_command_started(pool: SessionPo
 @pytest.mark.skipif(os.geteuid() != 0, reason="the session's cgroup is made as root only")
 @pytest.mark.parametrize("extra_settings", [dict(local_sandbox={"total_memory_mb": 200})])
 def test_the_memory_limit_covers_every_process_of_the_session(pool: SessionPool) -> None:
-    if pool.limits.roots.memory is None:
+    if local_limits(pool).roots.memory is None:
         pytest.skip("no writable memory cgroup here")
     session = pool.session("conv-memory")
     held = session.start(f"python3 -c {shlex.quote(TOUCH.format(130) + HOLD)}",
@@ -185,7 +193,7 @@ def test_the_memory_limit_covers_every_process_of_the_session(pool: SessionPool)
 @pytest.mark.skipif(os.geteuid() != 0, reason="the session's pids cgroup is made as root only")
 @pytest.mark.parametrize("extra_settings", [dict(local_sandbox={"processes": 40})])
 def test_the_process_limit_covers_every_process_of_the_session(pool: SessionPool) -> None:
-    if pool.limits.roots.pids is None:
+    if local_limits(pool).roots.pids is None:
         pytest.skip("no writable pids cgroup here")
     session = pool.session("conv-pids")
     for _ in range(3):

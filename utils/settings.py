@@ -19,6 +19,7 @@ PROGRAM_DIR = Path(__file__).resolve().parent.parent
 
 Provider = Literal["deepseek", "kimi", "qwen", "siliconflow", "openai", "custom", "demo"]
 SandboxKind = Literal["auto", "local", "docker"]
+SessionNetwork = Literal["off", "outbound"]
 
 ENV_PREFIX = "AGENT_"
 # Settings read from their provider's own variable rather than from AGENT_<FIELD>.
@@ -198,6 +199,12 @@ class Settings(BaseModel):
         gt=0,
         description="a conversation's sandbox session ends after this long with no command, "
         "no output and nobody attached (its background processes end with it)",
+    )
+    session_network: SessionNetwork = Field(
+        "off",
+        description="a sandbox session's network: off (its own loopback only) or outbound "
+        "(out through a user-mode network stack, slirp4netns, or for Docker a bridge network "
+        "of its own; never the host's loopback services)",
     )
     max_processes: int = Field(
         5, ge=1, le=50, description="background processes running at once in a conversation"

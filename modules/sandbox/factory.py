@@ -14,6 +14,7 @@ from modules.sandbox.runner import CommandResult, CommandRunner, RunOptions
 from utils.settings import Settings
 
 if TYPE_CHECKING:
+    from modules.sandbox.session.network import NetworkMode
     from modules.sandbox.session.pool import SessionPool
 
 log = logging.getLogger(__name__)
@@ -96,24 +97,41 @@ def runner_for(settings: Settings, ends_with_run: bool = False) -> CommandRunner
     local one keeps a sandbox session per conversation (`ends_with_run`: `cli -p`, whose
     sessions end when its one task does)."""
     if settings.sandbox == "docker":
-        return build_runner(settings)
+        return with_sessions(build_runner(settings), ends_with_run)
     return DeferredRunner(settings, ends_with_run)
 
 
 def with_sessions(runner: CommandRunner, ends_with_run: bool = False) -> CommandRunner:
     """`runner` keeping a sandbox session per conversation, where it can (a local runner that
-    runs commands at all); Docker's runs each command fresh until it has sessions too."""
+    runs commands at all, or Docker's)."""
     if isinstance(runner, LocalRunner) and runner.confinement.refusal is None:
-        from modules.sandbox.session.session_runner import SessionRunner
+        from modules.sandbox.session.session_runner import local_sessions
 
-        return SessionRunner(runner, ends_with_run)
+        return local_sessions(runner, ends_with_run)
+    if runner.kind == "docker":  # checked by kind: the class would import the docker SDK
+        from modules.sandbox.docker_runner import DockerRunner
+        from modules.sandbox.session.session_runner import docker_sessions
+
+        assert isinstance(runner, DockerRunner)
+        return docker_sessions(runner, ends_with_run)
     return runner
 
 
 def sessions_of(runner: CommandRunner) -> SessionPool | None:
     """The conversations' sandbox sessions `runner` keeps (built now if it was deferred); None
-    where it runs each command in a sandbox of its own (Docker, for now)."""
+    where it runs each command in a sandbox of its own (a local runner that refuses
+    commands)."""
     from modules.sandbox.session.session_runner import SessionRunner
 
     built = runner.built if isinstance(runner, DeferredRunner) else runner
     return built.sessions if isinstance(built, SessionRunner) else None
+
+
+def network_of(runner: CommandRunner) -> NetworkMode:
+    """What network `runner`'s commands have (docs/protocol.md §4 get_status.sandbox.network):
+    `off` (their own loopback only), `outbound` (out, never the host's loopback services) or
+    `host` (the host's own: no isolation, or local_sandbox.network)."""
+    from modules.sandbox.session.session_runner import SessionRunner
+
+    built = runner.built if isinstance(runner, DeferredRunner) else runner
+    return built.network if isinstance(built, SessionRunner) else "off"  # commands refused

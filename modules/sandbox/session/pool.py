@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from modules.sandbox.disk_floor import DiskFloor
-from modules.sandbox.environment import command_environment
-from modules.sandbox.resource_limits import ResourceLimits
 from modules.sandbox.runner import SandboxUnavailable
 from modules.sandbox.session.launcher import SessionLauncher
 from modules.sandbox.session.os_threads import new_condition, start_thread, wait_for
@@ -41,12 +39,10 @@ class SessionPool:
         self,
         settings: Settings,
         launcher: SessionLauncher,
-        limits: ResourceLimits,
         ends_with_process: bool = False,
     ) -> None:
         self.settings = settings
         self.launcher = launcher
-        self.limits = limits
         self.disk_floor = DiskFloor(settings)
         self.ends_with_process = ends_with_process  # `cli -p`: sessions end with this run
         self.listeners: list[Callable[[ProcessEvent], None]] = []
@@ -136,13 +132,13 @@ class SessionPool:
         config = SessionConfig(
             conversation_id=conversation_id,
             folder=self._folder(conversation_id),
-            environment=command_environment(self.settings),
-            rlimits=self.limits.named_rlimits(),
+            environment=self.launcher.environment(),
+            rlimits=self.launcher.rlimits(),
             output_limit=self.settings.output_limit_chars,
             max_processes=self.settings.max_processes,
             settle_seconds=self.settings.process_settle_seconds,
             disk_floor=self.disk_floor,
-            memory_mb=self.settings.local_sandbox.total_memory_mb,
+            memory_mb=self.launcher.memory_mb,
         )
         sandbox = SupervisedSandbox.start(config, self.launcher, self._emit)
         return SandboxSession(sandbox, self.launcher.kind, self.ends_with_process)

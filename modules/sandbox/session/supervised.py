@@ -149,7 +149,7 @@ class SupervisedSandbox:
         kinds = [stat.S_IFCHR] if terminal else [stat.S_IFIFO] * (2 if stdin else 1)
         self.touch()
         environment = {**self.config.environment, **self.launched.environment}
-        request = {"argv": argv, "cwd": str(cwd), "env": environment,
+        request = {"argv": argv, "cwd": self.launched.inside(cwd), "env": environment,
                    "rlimits": self.config.rlimits, "stdin": stdin}  # fmt: skip
         if terminal is not None:
             request["pty"] = {"rows": terminal[0], "cols": terminal[1]}
