@@ -22,7 +22,7 @@ from cli.terminal import CliTerminal
 from cli.undo import undo_command
 from core.main_terminal import NothingToCondense
 from core.spend import conversation_totals, spend_text, today_totals
-from modules.sandbox.factory import sessions_of
+from modules.sandbox.factory import network_of, sessions_of
 from modules.sandbox.session.background import UnknownProcess
 from modules.sandbox.session.pool import SessionPool
 from modules.sandbox.session.process import ProcessInfo
@@ -42,7 +42,7 @@ def _status(t: CliTerminal, _: str) -> str:
         f"conversation {t.conversation_id or '(new)'} · iteration {t.iteration}\n"
         f"context {usage.used_tokens:,} / {usage.limit_tokens:,} tokens · focus: {focus}\n"
         f"{_spend_lines(t)}"
-        f"sandbox {runner.kind}:{isolation}"
+        f"sandbox {runner.kind} · network {network_of(runner)}:{isolation}"
     )
 
 

@@ -41,7 +41,10 @@ def _status(t: RemoteTerminal, _: str) -> str:
             spent = done_from_wire({"reason": "complete", "usage": conversation["spend"][scope]})
             lines.append(f"{scope} {spend_text(spent.usage, spent.cost)}")
     sandbox = status["sandbox"]
-    lines.append(f"sandbox {sandbox['kind']}:" + "".join(f"\n  {x}" for x in sandbox["isolation"]))
+    network = f" · network {sandbox['network']}" if "network" in sandbox else ""
+    lines.append(
+        f"sandbox {sandbox['kind']}{network}:" + "".join(f"\n  {x}" for x in sandbox["isolation"])
+    )
     return "\n".join(lines)
 
 

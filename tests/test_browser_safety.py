@@ -240,8 +240,10 @@ def test_status_bar_shows_the_sandbox(page: Any, served: Served) -> None:
         sandbox = client.call("get_status")["sandbox"]
     button = page.locator("[data-testid=sandbox-status]")
     assert sandbox["kind"] in button.inner_text()
+    assert f"network {sandbox['network']}" in button.inner_text()
     exposed = any(line.startswith("not isolated") for line in sandbox["isolation"])
-    assert button.get_attribute("data-level") == ("warn" if exposed else "ok")
+    weak = exposed or sandbox["network"] == "host"
+    assert button.get_attribute("data-level") == ("warn" if weak else "ok")
     button.hover()
     details = page.locator("[data-testid=sandbox-details]")
     details.wait_for()

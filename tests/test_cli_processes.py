@@ -55,6 +55,7 @@ def check(done: subprocess.CompletedProcess[str]) -> None:
     stopped, listed stopped; a missing ID and an unknown process are refused saying so."""
     out, err = done.stdout, done.stderr
     assert "It runs." in out
+    assert "sandbox bubblewrap · network off:" in out  # /status says the sessions' network
     running = f"p1  running  :8000  {SERVER}"
     stopped = f"p1  stopped  -  {SERVER}"
     assert out.count(running) == 2, out  # /ps, then /logs's first line

@@ -8,7 +8,7 @@ from typing import Any
 from core.spend import Totals, conversation_totals, today_totals
 from core.web_terminal import WebTerminal
 from model.demo_scripts import demo_suggestions
-from modules.sandbox.factory import sessions_of
+from modules.sandbox.factory import network_of, sessions_of
 from modules.workspace.file_tree import file_tree
 from modules.workspace.folder import read_only_warning
 from utils.settings import Settings
@@ -114,6 +114,7 @@ def status_payload(state: WebState, conversation_id: str | None = None) -> dict[
             "kind": runner.kind,
             "isolation": list(runner.isolation),
             "sessions": sessions_of(runner) is not None,
+            "network": network_of(runner),
         },
         "agent": settings.default_agent,
         "agents": state.services.agents.summaries(),

@@ -203,15 +203,18 @@ export class StatusBar {
     if (status.context) this.setContext(status.context);
   }
 
-  /** Kind of sandbox, in a warning style when commands are refused or some part of the machine is not isolated from them. */
-  setSandbox({ kind, isolation }) {
+  /** Kind of sandbox and its network (off, outbound, host), in a warning style when commands are refused or some
+   * part of the machine is not isolated from them. */
+  setSandbox({ kind, isolation, network }) {
     const lines = Array.isArray(isolation) ? isolation.map(String) : [];
     const refused = lines.some((line) => REFUSED.test(line));
     const exposed = lines.some((line) => NOT_ISOLATED.test(line));
     const note = refused ? " · commands refused" : exposed ? " · not isolated" : "";
+    const net = typeof network === "string" && !refused ? ` · network ${network}` : "";
     const button = this.part("sandbox");
-    button.replaceChildren(note ? icon("alert") : icon("shield"), kind ?? "—", note);
-    button.dataset.level = note ? "warn" : "ok";
+    button.replaceChildren(note ? icon("alert") : icon("shield"), kind ?? "—", net, note);
+    button.dataset.level = note || network === "host" ? "warn" : "ok";
+    button.dataset.network = typeof network === "string" ? network : "";
     this.sandboxDetails.querySelector("[data-role=isolation]").replaceChildren(
       ...(lines.length ? lines : ["No details reported."]).map((line) => h("li", { class: WEAK.test(line) ? "warn" : null }, line)),
     );
