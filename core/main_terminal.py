@@ -31,12 +31,13 @@ from core.timeline import EventSink, Timeline
 from core.tool_step import ToolStep
 from core.user_message import record_user_message
 from history.conversation import LEAF, Conversation, MessageNotFound
+from modules.sandbox.factory import sessions_of
 from modules.tools.focus import FocusFiles, focusable
 from modules.undo.restore import UndoResult
 from protocol.budgets import BudgetOverride
 from protocol.events import ContextUsage, Done, DoneReason, Event, TaskState
 from protocol.options import Approval, Mode
-from protocol.records import AttachmentMeta, ConversationState, MessageRecord
+from protocol.records import AttachmentMeta, ConversationState, EndedProcessMeta, MessageRecord
 from utils.cancel import CancelReason, CancelToken
 from utils.errors import Busy, Invalid, NotConfigured
 from utils.logger import log_context
@@ -220,6 +221,9 @@ class MainTerminal:
             meta: dict[str, Any] = {"skill": skill} if skill else {}
             if attachments:
                 meta["attachments"] = attachments
+            ended = self._ended_with_the_server()
+            if ended:
+                meta["processes_ended"] = ended
             chosen: ConversationState = {
                 "agent": agent.name,
                 "mode": self.mode,
@@ -248,6 +252,15 @@ class MainTerminal:
             )
             self.status.iteration = 0
             return self.task
+
+    def _ended_with_the_server(self) -> list[EndedProcessMeta]:
+        """The conversation's background processes that ended when a server stopped and the
+        model is yet to be told of (told with this message, once)."""
+        sessions = sessions_of(self.services.runner)
+        if sessions is None or self.conversation is None:
+            return []
+        ended = sessions.take_untold(self.conversation.id)
+        return [{"id": record.id, "command": record.command} for record in ended]
 
     def run_task(self, task: Task) -> DoneReason:
         """Run a task begun with `begin_task` to its end, which is always a `done` event."""

@@ -48,7 +48,8 @@ def process_event(process_id: str, phase: str, info: ProcessInfo | None) -> Proc
 
 class ProcessRelay:
     """Listens to a SessionPool; hands each change to `deliver` in the process's order, from
-    its own thread (a listener is called holding a session's lock: it only notes the change)."""
+    its own thread (a listener is called holding a session's lock: it only notes the change).
+    It begins with the processes a stopped server left marked running, ended now."""
 
     def __init__(
         self,
@@ -66,6 +67,7 @@ class ProcessRelay:
         self._changes: list[ProcessEvent] = []  # started, ports, exited: to send in order
         self._closed = False
         pool.listeners.append(self.on_event)
+        pool.end_stale()  # what a stopped server left running: an `exited` event each
         start(self._run)
 
     def on_event(self, event: ProcessEvent) -> None:
@@ -91,6 +93,8 @@ class ProcessRelay:
                 waiting, self._waiting = self._waiting, set()
                 changes, self._changes = self._changes, []
             if not (waiting or changes):
+                if idle:
+                    self._forget_ended_sessions()
                 continue
             last = time.monotonic()
             try:
@@ -105,10 +109,13 @@ class ProcessRelay:
                 self._flush(key)  # its last output before its end
                 waiting.discard(key)
             self._send(key, process_event(change.process_id, change.phase, change.info))
-            if change.phase == "exited":
-                self._sent.pop(key, None)
-        for key in waiting:
+        for key in waiting:  # of an ended one too: the pipe may be read after its exit
             self._flush(key)
+
+    def _forget_ended_sessions(self) -> None:
+        """Drop what was sent of the processes of sessions that ended."""
+        live = {cid for cid, _ in self._sent if self.pool.existing(cid) is not None}
+        self._sent = {key: sent for key, sent in self._sent.items() if key[0] in live}
 
     def _flush(self, key: tuple[str, str]) -> None:
         """Send its output not sent yet, a batch at a time."""
@@ -121,6 +128,7 @@ class ProcessRelay:
             try:
                 out = session.peek(process_id, offset, BATCH_BYTES)
             except UnknownProcess:
+                self._sent.pop(key, None)
                 return
             if out.next_offset <= offset:
                 return

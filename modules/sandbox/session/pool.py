@@ -18,8 +18,8 @@ from modules.sandbox.disk_floor import DiskFloor
 from modules.sandbox.runner import SandboxUnavailable
 from modules.sandbox.session.launcher import SessionLauncher
 from modules.sandbox.session.os_threads import new_condition, start_thread, wait_for
-from modules.sandbox.session.process import ProcessEvent, SessionConfig
-from modules.sandbox.session.records import EndReason, ProcessIndex, ProcessRecord
+from modules.sandbox.session.process import ProcessEvent, ProcessInfo, SessionConfig
+from modules.sandbox.session.records import INDEX_NAME, EndReason, ProcessIndex, ProcessRecord
 from modules.sandbox.session.session import SandboxSession
 from modules.sandbox.session.supervised import END_GRACE_SECONDS, SupervisedSandbox
 from utils.settings import Settings
@@ -96,9 +96,38 @@ class SessionPool:
         found = self.existing(conversation_id)
         if found is not None:
             return [info.record for info in found.processes()]
-        index = ProcessIndex(self._folder(conversation_id))
-        index.end_stale()
+        with self._changed:  # no session starts meanwhile: the index is ours alone
+            index = ProcessIndex(self._folder(conversation_id))
+            if not self._has_session(conversation_id):
+                index.end_stale()
+                self._tell_ended(conversation_id, index.take_untold("page"))
         return list(index.records.values())
+
+    def end_stale(self) -> None:
+        """End as `server_stopped` the processes a stopped server left marked running, in
+        every conversation with no session here (as this server starts), telling the
+        listeners (an `exited` event each)."""
+        for folder in sorted((self.settings.data_dir / "processes").glob("*")):
+            if CONVERSATION_ID.fullmatch(folder.name) and (folder / INDEX_NAME).is_file():
+                self.history(folder.name)
+
+    def take_untold(self, conversation_id: str) -> list[ProcessRecord]:
+        """The processes that ended with a stopped server and the model is yet to be told of;
+        from now on it has been (a task of the conversation begins)."""
+        self.history(conversation_id)  # what a server that stopped since left, ended first
+        found = self.existing(conversation_id)
+        if found is not None:
+            with found.sandbox.changed:
+                return found.sandbox.index.take_untold("model")
+        with self._changed:
+            if self._has_session(conversation_id):
+                return []  # its session begins now: the next task is told
+            return ProcessIndex(self._folder(conversation_id)).take_untold("model")
+
+    def _has_session(self, conversation_id: str) -> bool:
+        """Whether the conversation's session lives or starts (holding the lock)."""
+        found = self._sessions.get(conversation_id)
+        return conversation_id in self._starting or (found is not None and not found.ended)
 
     def end(self, conversation_id: str, reason: EndReason) -> None:
         """End the conversation's session, if it has one (its processes end for `reason`)."""
@@ -141,10 +170,17 @@ class SessionPool:
             memory_mb=self.launcher.memory_mb,
         )
         sandbox = SupervisedSandbox.start(config, self.launcher, self._emit)
+        with sandbox.changed:  # those its index ended as stale, and any a server stopping ended
+            untold = sandbox.index.take_untold("page")
+        self._tell_ended(conversation_id, untold)
         return SandboxSession(sandbox, self.launcher.kind, self.ends_with_process)
 
     def _folder(self, conversation_id: str) -> Path:
         return self.settings.data_dir / "processes" / conversation_id
+
+    def _tell_ended(self, conversation_id: str, records: list[ProcessRecord]) -> None:
+        for record in records:
+            self._emit(ProcessEvent(conversation_id, record.id, "exited", ProcessInfo(record)))
 
     def _emit(self, event: ProcessEvent) -> None:
         for listener in list(self.listeners):
