@@ -34,6 +34,7 @@ from web.payload_depth import DepthBoundJson
 from web.process_ops import register_process_handlers
 from web.routes import routes
 from web.state import AsyncMode, WebState
+from web.terminal_ops import register_terminal_handlers
 from web.token_file import web_token
 from web.transport import SERVER_OPTIONS, install
 
@@ -98,6 +99,7 @@ def create_app(
     register_mcp_handlers(socketio, state)
     register_process_handlers(socketio, state)
     register_app_handlers(socketio, state, host)
+    register_terminal_handlers(socketio, state)
     cluster.serve(hub.handle, socketio.start_background_task)
     sessions = sessions_of(services.runner)
     if sessions is not None:  # its processes' changes go onto their conversations' timelines
