@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What the tests need from the system: Debian's Chromium for the browser test, bubblewrap for
-# the local sandbox, redis-server and haproxy for the scale-out tests (which start their own
+# the local sandbox (slirp4netns for its outbound network), tmux for the terminal tests, git,
+# redis-server and haproxy for the scale-out tests (which start their own
 # instances; the services apt may start are stopped), and a Docker engine (docker.io, started here when it is not running) for
 # the Docker sandbox. Installed only when missing and when this user may run apt-get; every
 # step is optional: when one is impossible, a note is printed and the tests that need it skip.
@@ -20,6 +21,9 @@ install_packages() {
   command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
   command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
   command -v haproxy >/dev/null 2>&1 || need+=(haproxy)
+  command -v slirp4netns >/dev/null 2>&1 || need+=(slirp4netns)
+  command -v tmux >/dev/null 2>&1 || need+=(tmux)
+  command -v git >/dev/null 2>&1 || need+=(git)
   [ ${#need[@]} -eq 0 ] && return 0
   if [ "$sudo" = "unavailable" ]; then
     echo "note: ${need[*]} missing and apt-get is not allowed here; the tests that need them will skip"
