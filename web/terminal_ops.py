@@ -79,8 +79,13 @@ def register_terminal_handlers(socketio: SocketIO, state: WebState) -> None:
     def on_attach(msg: TerminalRef) -> dict[str, Any]:
         found = ready(msg)
         sid = request.sid  # type: ignore[attr-defined]
-        text, offset, next_offset = found.attach(msg.conversation_id, msg.terminal_id, sid)
-        return {"ok": True, "data": text, "offset": offset, "next_offset": next_offset}
+        back = found.attach(msg.conversation_id, msg.terminal_id, sid)
+        return {
+            "ok": True,
+            "data": back.text,
+            "offset": back.offset,
+            "next_offset": back.next_offset,
+        }
 
     @socketio.on("terminal_input")
     @acked(TerminalInput)

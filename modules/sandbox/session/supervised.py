@@ -126,10 +126,12 @@ class SupervisedSandbox:
         stdin: bool,
         capture: Capture | None = None,
         terminal: tuple[int, int] | None = None,
+        pumped: bool = True,
     ) -> Proc:
         """Start `argv` in a process session of its own; its output is pumped from now on.
         With `terminal` (rows, columns) it runs on a PTY of its own, its controlling
-        terminal: the master is its output, and a copy of it its input (Proc.stdin)."""
+        terminal: the master is its output, and a copy of it its input (Proc.stdin); not
+        `pumped`, the master itself is Proc.stdin, read by the caller (a person's terminal)."""
 
         def register(answer: Answer) -> Proc:
             pid = answer.fields.get("pid")
@@ -137,13 +139,16 @@ class SupervisedSandbox:
                 answer.close()
                 raise ChannelClosed("the supervisor answered a spawn without a pid")
             fds = checked_fds(answer, kinds)
-            given = os.dup(fds[0]) if terminal else (fds[0] if stdin else None)
+            given = (
+                (os.dup(fds[0]) if pumped else fds[0]) if terminal else (fds[0] if stdin else None)
+            )
             proc = Proc(pid, ProcessOutput(capture), given, fds[-1], {pid})
             proc.sink = _Sink(self, proc)
             with self.changed:  # before any later message: its exit notice may be next
                 self.by_pid[pid] = proc
                 self.by_sid[pid] = proc
-            PUMP.add(fds[-1], proc.sink)
+            if pumped or not terminal:
+                PUMP.add(fds[-1], proc.sink)
             return proc
 
         kinds = [stat.S_IFCHR] if terminal else [stat.S_IFIFO] * (2 if stdin else 1)
