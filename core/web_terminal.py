@@ -113,7 +113,7 @@ class WebTerminal(MainTerminal):
         """A background process of this conversation changed (in a task or between tasks)."""
         with self.timeline.lock:
             if self.conversation is not None:
-                self.timeline.report(event)
+                self.timeline.report(event, outside_task=not self.running)
 
     def begin_task(self, text: str, **options: Unpack[MessageOptions]) -> Task:
         with self.timeline.lock:

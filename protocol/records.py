@@ -156,6 +156,7 @@ class ConversationState(TypedDict, total=False):
     focus: list[str]
     title_by_user: bool
     last_seq: int
+    seq_reserved: int  # no event outside a task had a higher seq (core/timeline.py)
     task_ends: dict[str, TaskEnd]  # by the id of the task's user message
 
 
