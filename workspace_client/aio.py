@@ -146,6 +146,26 @@ class AsyncClient:
     ) -> str:
         return await asyncio.to_thread(self.sync.open_app, conversation_id, process_id, port)
 
+    async def open_terminal(self, conversation_id: str, rows: int = 24, cols: int = 80) -> str:
+        return await asyncio.to_thread(self.sync.open_terminal, conversation_id, rows, cols)
+
+    async def terminal_input(self, conversation_id: str, terminal_id: str, data: str) -> int:
+        return await asyncio.to_thread(self.sync.terminal_input, conversation_id, terminal_id, data)
+
+    async def resize_terminal(
+        self, conversation_id: str, terminal_id: str, rows: int, cols: int
+    ) -> None:
+        await asyncio.to_thread(self.sync.resize_terminal, conversation_id, terminal_id, rows, cols)
+
+    async def terminal_scrollback(self, conversation_id: str, terminal_id: str) -> str:
+        return await asyncio.to_thread(self.sync.terminal_scrollback, conversation_id, terminal_id)
+
+    async def close_terminal(self, conversation_id: str, terminal_id: str) -> None:
+        await asyncio.to_thread(self.sync.close_terminal, conversation_id, terminal_id)
+
+    async def list_terminals(self, conversation_id: str) -> list[str]:
+        return await asyncio.to_thread(self.sync.list_terminals, conversation_id)
+
     async def call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync.call, op, payload)
 

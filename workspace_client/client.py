@@ -277,6 +277,41 @@ class Client:
         )
         return str(ack["url"])
 
+    def open_terminal(self, conversation_id: str, rows: int = 24, cols: int = 80) -> str:
+        """A new terminal (bash on a PTY in the conversation's sandbox session); its id. Its
+        output comes as `terminal` events; `terminal_scrollback` reads what it holds."""
+        ack = self.call(
+            "terminal_open", {"conversation_id": conversation_id, "rows": rows, "cols": cols}
+        )
+        return str(ack["terminal_id"])
+
+    def terminal_input(self, conversation_id: str, terminal_id: str, data: str) -> int:
+        """Type `data` (16 KiB at most) into a terminal; the bytes it took."""
+        ref = {"conversation_id": conversation_id, "terminal_id": terminal_id}
+        return int(self.call("terminal_input", {**ref, "data": data})["written"])
+
+    def resize_terminal(self, conversation_id: str, terminal_id: str, rows: int, cols: int) -> None:
+        """Set a terminal's size in characters."""
+        ref = {"conversation_id": conversation_id, "terminal_id": terminal_id}
+        self.call("terminal_resize", {**ref, "rows": rows, "cols": cols})
+
+    def terminal_scrollback(self, conversation_id: str, terminal_id: str) -> str:
+        """What a terminal holds of its output (its last 256 KiB); this client follows it
+        from then on (terminal_attach)."""
+        ref = {"conversation_id": conversation_id, "terminal_id": terminal_id}
+        return str(self.call("terminal_attach", ref)["data"])
+
+    def close_terminal(self, conversation_id: str, terminal_id: str) -> None:
+        """End a terminal's shell and all it runs."""
+        self.call(
+            "terminal_close", {"conversation_id": conversation_id, "terminal_id": terminal_id}
+        )
+
+    def list_terminals(self, conversation_id: str) -> list[str]:
+        """The ids of the conversation's open terminals."""
+        ack = self.call("list_terminals", {"conversation_id": conversation_id})
+        return [str(t["terminal_id"]) for t in ack["terminals"]]
+
     # --- the connection -------------------------------------------------------------
 
     def call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
