@@ -1,8 +1,10 @@
 """The sandbox sessions' process changes as `process` events on each conversation's timeline:
-started, ports and exited as they come, output gathered per process (every BATCH_SECONDS, at
-most BATCH_BYTES an event, with `skipped` when the ring overran the relay). One thread for the
-whole server (a Socket.IO background task, green under eventlet: the sessions' OS threads only
-note a change under a real lock, and the relay looks every BATCH_SECONDS, less often idle)."""
+started, ports and exited as they come, output gathered per process (at most BATCH_BYTES an
+event: what came in BATCH_SECONDS, or at once while a backlog remains, one batch per process
+a round). The pool's sessions hold a process's output in its pipe while too much of it was not
+sent yet (ProcessOutput), so none is lost to the ring. One thread for the whole server (a
+Socket.IO background task, green under eventlet: the sessions' OS threads only note a change
+under a real lock, and the relay looks every BATCH_SECONDS, less often idle)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ log = logging.getLogger(__name__)
 BATCH_SECONDS = 0.05
 BATCH_BYTES = 64 * 1024
 IDLE_SECONDS = 0.25  # how often it looks after a second with nothing to send
+FLOOD_SECONDS = 0.002  # how often it looks for a flood's next batch (BATCH_SECONDS long)
+MAX_CUT_BYTES = 3  # the most a batch leaves of a character the output's end cuts short
 
 Deliver = Callable[[str, Process], None]  # (conversation id, event): onto its timeline
 
@@ -66,7 +70,9 @@ class ProcessRelay:
         self._waiting: set[tuple[str, str]] = set()  # output to send
         self._changes: list[ProcessEvent] = []  # started, ports, exited: to send in order
         self._closed = False
+        self._flooded = False  # the last batch sent was full: more may come any moment
         pool.listeners.append(self.on_event)
+        pool.relayed = True
         pool.end_stale()  # what a stopped server left running: an `exited` event each
         start(self._run)
 
@@ -86,57 +92,73 @@ class ProcessRelay:
 
     def _run(self) -> None:
         last = time.monotonic()
+        backlog: set[tuple[str, str]] = set()  # more to send than its last batch took
         while not self._closed:
-            idle = time.monotonic() - last > 1.0
-            self._sleep(IDLE_SECONDS if idle else BATCH_SECONDS)
+            quiet = time.monotonic() - last
+            self._sleep(0 if backlog else self._pause(quiet))
             with self._lock:
-                waiting, self._waiting = self._waiting, set()
+                waiting, self._waiting = self._waiting | backlog, set()
                 changes, self._changes = self._changes, []
+            backlog = set()
             if not (waiting or changes):
-                if idle:
+                if quiet > 1.0:
                     self._forget_ended_sessions()
                 continue
-            last = time.monotonic()
+            last, self._flooded = time.monotonic(), False
             try:
-                self._send_all(waiting, changes)
+                backlog = self._send_all(waiting, changes)
             except Exception:  # one process's trouble must not stop the others'
                 log.exception("relaying a process's events failed")
 
-    def _send_all(self, waiting: set[tuple[str, str]], changes: list[ProcessEvent]) -> None:
+    def _pause(self, quiet: float) -> float:
+        """How long to wait for output after `quiet` seconds with nothing sent."""
+        if self._flooded and quiet < BATCH_SECONDS:
+            return FLOOD_SECONDS
+        return IDLE_SECONDS if quiet > 1.0 else BATCH_SECONDS
+
+    def _send_all(
+        self, waiting: set[tuple[str, str]], changes: list[ProcessEvent]
+    ) -> set[tuple[str, str]]:
+        """Send the changes, and a batch of each waiting output; those with more to send."""
         for change in changes:
             key = (change.conversation_id, change.process_id)
             if change.phase == "exited":
-                self._flush(key)  # its last output before its end
+                while self._flush(key):  # its last output before its end
+                    pass
                 waiting.discard(key)
             self._send(key, process_event(change.process_id, change.phase, change.info))
-        for key in waiting:  # of an ended one too: the pipe may be read after its exit
-            self._flush(key)
+        # Of an ended one too: the pipe may be read after its exit.
+        return {key for key in waiting if self._flush(key)}
 
     def _forget_ended_sessions(self) -> None:
         """Drop what was sent of the processes of sessions that ended."""
         live = {cid for cid, _ in self._sent if self.pool.existing(cid) is not None}
         self._sent = {key: sent for key, sent in self._sent.items() if key[0] in live}
 
-    def _flush(self, key: tuple[str, str]) -> None:
-        """Send its output not sent yet, a batch at a time."""
+    def _flush(self, key: tuple[str, str]) -> bool:
+        """Send a batch of its output not sent yet; whether more may follow at once."""
         conversation_id, process_id = key
         session = self.pool.existing(conversation_id)
         if session is None:
-            return
-        while True:
-            offset = self._sent.get(key, 0)
-            try:
-                out = session.peek(process_id, offset, BATCH_BYTES)
-            except UnknownProcess:
-                self._sent.pop(key, None)
-                return
-            if out.next_offset <= offset:
-                return
-            self._sent[key] = out.next_offset
-            event = Process(process_id=process_id, phase="output", delta=out.text)
-            event.offset = offset + out.skipped
-            event.skipped = out.skipped or None
-            self._send(key, event)
+            return False
+        offset = self._sent.get(key, 0)
+        try:
+            out = session.peek(process_id, offset, BATCH_BYTES)
+        except UnknownProcess:
+            self._sent.pop(key, None)
+            return False
+        if out.next_offset <= offset:
+            return False
+        self._sent[key] = out.next_offset
+        event = Process(process_id=process_id, phase="output", delta=out.text)
+        event.offset = offset + out.skipped
+        event.skipped = out.skipped or None
+        self._send(key, event)
+        with contextlib.suppress(UnknownProcess):
+            session.relay_sent(process_id, out.next_offset)
+        full = out.next_offset - offset >= BATCH_BYTES - MAX_CUT_BYTES
+        self._flooded = self._flooded or full
+        return out.info.output_end - out.next_offset > MAX_CUT_BYTES
 
     def _send(self, key: tuple[str, str], event: Process) -> None:
         try:

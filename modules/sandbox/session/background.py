@@ -14,8 +14,9 @@ from pathlib import Path
 
 from modules.sandbox.runner import SandboxUnavailable
 from modules.sandbox.session.process import Proc, ProcessInfo
+from modules.sandbox.session.pump import PUMP
 from modules.sandbox.session.records import Origin, ProcessRecord
-from modules.sandbox.session.supervised import BACKGROUND_RATE, SupervisedSandbox
+from modules.sandbox.session.supervised import SupervisedSandbox
 
 READ_BYTES = 64 * 1024  # at most this much output in one read
 PORT_POLL_SECONDS = 0.25
@@ -64,7 +65,6 @@ def start(
     with sandbox.changed:
         record = ProcessRecord(sandbox.index.next_id(), proc.pid, command, origin)
         proc.output.keep_in(sandbox.config.folder / f"{record.id}.log")
-        proc.rate = BACKGROUND_RATE
         sandbox.track(proc, record)
     deadline = time.monotonic() + settle
     ports: tuple[int, ...] = ()
@@ -114,6 +114,15 @@ def peek(sandbox: SupervisedSandbox, process_id: str, offset: int, limit: int) -
     with sandbox.changed:
         chunk = proc.output.read_text(offset, limit)
     return Output(chunk.text, offset, chunk.next_offset, chunk.skipped, info(sandbox, proc))
+
+
+def relay_sent(sandbox: SupervisedSandbox, process_id: str, offset: int) -> None:
+    """The conversation's relay sent its output up to `offset`: read more if it was held."""
+    proc = find(sandbox, process_id)
+    with sandbox.changed:
+        resume = proc.output.relay_sent(offset)
+    if resume:
+        PUMP.resume(proc.sink)
 
 
 def write(sandbox: SupervisedSandbox, process_id: str, text: str, eof: bool = False) -> int:

@@ -13,6 +13,9 @@ from pathlib import Path
 from modules.sandbox.output import OutputBuffer
 
 RING_BYTES = 256 * 1024
+READ_BYTES = 64 * 1024  # the most one read of the pump takes
+HIGH_WATER = RING_BYTES - READ_BYTES  # not relayed yet above this: the stream is held
+LOW_WATER = HIGH_WATER - READ_BYTES  # a held stream is read again once this much is left
 LOG_BYTES = 4 * 1024 * 1024  # a log file rotates at this size: ID.log, then ID.log.1
 
 
@@ -150,21 +153,41 @@ class Capture:
 
 class ProcessOutput:
     """Everything one process wrote to its output pipe or PTY: ring, log once it has one,
-    capture while it is a foreground command. Its owner's lock guards it."""
+    capture while it is a foreground command. Its owner's lock guards it.
+
+    A relayed one (a background process's, in a server) is held, its bytes left in the pipe so
+    the process waits on its write, while more than HIGH_WATER of the ring was not relayed:
+    the ring never overruns the relay. Without a relay it is not held and the ring overruns."""
 
     def __init__(self, capture: Capture | None = None) -> None:
         self.ring = OutputRing()
         self.log: OutputLog | None = None
         self.capture = capture
         self.eof = False
+        self.relayed: int | None = None  # the offset its relay sent it up to; None: no relay
+        self.held = False
 
-    def take(self, data: bytes) -> None:
-        """What the pump read."""
+    def take(self, data: bytes) -> bool:
+        """What the pump read; False: hold the stream (read it again once `relay_sent` says)."""
         self.ring.append(data)
         if self.log is not None:
             self.log.write(data)
         if self.capture is not None:
             self.capture.add(data)
+        if self.relayed is not None and self.ring.end - self.relayed > HIGH_WATER:
+            self.held = True
+        return not self.held
+
+    def relay_sent(self, offset: int) -> bool:
+        """Its relay sent everything before `offset`; True when the held stream is to be read
+        again."""
+        if self.relayed is None:
+            return False
+        self.relayed = max(self.relayed, offset)
+        if self.held and self.ring.end - self.relayed <= LOW_WATER:
+            self.held = False
+            return True
+        return False
 
     def read_text(self, offset: int, limit: int) -> Text:
         """At most `limit` bytes from `offset` as text, whole characters only: a character

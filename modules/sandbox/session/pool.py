@@ -46,6 +46,7 @@ class SessionPool:
         self.disk_floor = DiskFloor(settings)
         self.ends_with_process = ends_with_process  # `cli -p`: sessions end with this run
         self.listeners: list[Callable[[ProcessEvent], None]] = []
+        self.relayed = False  # a relay sends every output (core/process_relay.py)
         self._changed = new_condition()
         self._sessions: dict[str, SandboxSession] = {}
         self._starting: set[str] = set()
@@ -168,6 +169,7 @@ class SessionPool:
             settle_seconds=self.settings.process_settle_seconds,
             disk_floor=self.disk_floor,
             memory_mb=self.launcher.memory_mb,
+            relayed=self.relayed,
         )
         sandbox = SupervisedSandbox.start(config, self.launcher, self._emit)
         with sandbox.changed:  # those its index ended as stale, and any a server stopping ended

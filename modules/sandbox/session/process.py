@@ -29,6 +29,7 @@ class SessionConfig:
     settle_seconds: float
     disk_floor: DiskFloor
     memory_mb: int
+    relayed: bool = False  # a relay sends its processes' output: hold it until sent
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """One OS thread for the whole server that reads every session process's output pipe and PTY
 master (non-blocking, one poll over all of them) into its sink: no thread per command, none
-per line, and a flood from one process is read at a bounded rate, so it waits on its full pipe
-rather than making the server copy without end."""
+per line. A flood from one process waits on its full pipe rather than making the server copy
+without end: its sink holds the stream until someone consumed what it took (then `resume`), or
+has it read at a bounded rate."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ RATE_WINDOW_SECONDS = 0.1
 class Sink(Protocol):
     """Where one stream's bytes go; called on the pump's thread, briefly."""
 
-    def take(self, data: bytes) -> None: ...
+    def take(self, data: bytes) -> bool:
+        """Keep the bytes; False: read no more until `OutputPump.resume`."""
+        ...
 
     def ended(self) -> None:
         """The stream ended: end of file, or an error reading it."""
@@ -40,6 +43,11 @@ class _Stream:
         self.window_start = 0.0
         self.window_bytes = 0
         self.paused_until: float | None = None
+        self.held = False  # by its sink, until resumed
+
+    @property
+    def polled(self) -> bool:
+        return self.paused_until is None and not self.held
 
 
 class OutputPump:
@@ -63,6 +71,10 @@ class OutputPump:
         """Stop reading into `sink` and close its descriptor (it hears nothing more, not even
         `ended`); nothing when its stream ended already."""
         self._ask(("remove", -1, sink))
+
+    def resume(self, sink: Sink) -> None:
+        """Read again the stream whose `take` said to hold it."""
+        self._ask(("resume", -1, sink))
 
     def _ask(self, change: tuple[str, int, Sink]) -> None:
         with self._changed:
@@ -99,11 +111,16 @@ class OutputPump:
                 poller.register(fd, POLL_READ)
                 continue
             for stream in [s for s in streams.values() if s.sink is sink]:
-                self._drop(poller, streams, stream)
+                if what == "remove":
+                    self._drop(poller, streams, stream)
+                elif stream.held:
+                    stream.held = False
+                    if stream.polled:
+                        poller.register(stream.fd, POLL_READ)
 
     def _drop(self, poller: Any, streams: dict[int, _Stream], stream: _Stream) -> None:
         streams.pop(stream.fd, None)
-        if stream.paused_until is None:
+        if stream.polled:
             with contextlib.suppress(KeyError, ValueError):
                 poller.unregister(stream.fd)
         with contextlib.suppress(OSError):
@@ -120,7 +137,10 @@ class OutputPump:
             self._drop(poller, streams, stream)
             self._tell(stream.sink.ended)
             return
-        self._tell(lambda: stream.sink.take(data))
+        if self._tell(lambda: stream.sink.take(data)) is False:
+            poller.unregister(stream.fd)
+            stream.held = True
+            return
         rate = stream.sink.rate
         if rate is None:
             return
@@ -142,18 +162,20 @@ class OutputPump:
             if stream.paused_until <= now:
                 stream.paused_until = None
                 stream.window_start, stream.window_bytes = now, 0
-                poller.register(stream.fd, POLL_READ)
+                if stream.polled:
+                    poller.register(stream.fd, POLL_READ)
             else:
                 left = stream.paused_until - now
                 soonest = left if soonest is None else min(soonest, left)
         return soonest
 
     @staticmethod
-    def _tell(call: Any) -> None:
+    def _tell(call: Any) -> Any:
         try:
-            call()
+            return call()
         except Exception:
             log.exception("a session output sink failed")
+            return None
 
 
 PUMP = OutputPump()

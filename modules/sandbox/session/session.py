@@ -62,6 +62,10 @@ class SandboxSession:
         what the model has read (for the conversation's timeline)."""
         return background.peek(self.sandbox, process_id, offset, limit)
 
+    def relay_sent(self, process_id: str, offset: int) -> None:
+        """The timeline's relay sent its output up to `offset` (see ProcessOutput)."""
+        background.relay_sent(self.sandbox, process_id, offset)
+
     def write(self, process_id: str, text: str, eof: bool = False) -> int:
         """Write to a background process's stdin; the bytes it took."""
         return background.write(self.sandbox, process_id, text, eof)

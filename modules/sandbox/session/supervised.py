@@ -38,7 +38,7 @@ from modules.sandbox.session.records import EndReason, ProcessIndex, ProcessReco
 log = logging.getLogger(__name__)
 
 START_SECONDS = 15.0  # for a new sandbox's supervisor to answer its first ping
-BACKGROUND_RATE = 4 * 1024 * 1024  # bytes a second a background process's output is read at
+BACKGROUND_RATE = 4 * 1024 * 1024  # bytes a second an unrelayed background process is read at
 END_GRACE_SECONDS = 2.0  # between SIGTERM and SIGKILL when a session ends
 KEPT_ENDED = 20  # background processes that ended whose output stays in memory
 
@@ -58,8 +58,8 @@ class _Sink:
     def rate(self) -> int | None:
         return self._proc.rate
 
-    def take(self, data: bytes) -> None:
-        self._session.output_taken(self._proc, data)
+    def take(self, data: bytes) -> bool:
+        return self._session.output_taken(self._proc, data)
 
     def ended(self) -> None:
         self._session.output_ended(self._proc)
@@ -223,13 +223,17 @@ class SupervisedSandbox:
                 self.by_sid[sid] = proc
             proc.output.capture = None
             proc.output.keep_in(self.config.folder / f"{record.id}.log")
-            proc.rate = BACKGROUND_RATE
             self.track(proc, record, proc.output.ring.end)  # its result showed the rest
 
     def track(self, proc: Proc, record: ProcessRecord, unread: int = 0) -> None:
         """Keep `proc` as the background process `record` (holding the lock), its output
-        from offset `unread` on not read yet."""
+        from offset `unread` on not read yet. A relay of the pool's, if any, holds its output
+        back until sent (from offset 0); without one it is read at BACKGROUND_RATE."""
         proc.record = record
+        if self.config.relayed:
+            proc.output.relayed = 0
+        else:
+            proc.rate = BACKGROUND_RATE
         proc.read_offset = unread
         self.background[record.id] = proc
         self.index.put(record)
@@ -274,14 +278,15 @@ class SupervisedSandbox:
 
     # --- what the threads tell ------------------------------------------------------------
 
-    def output_taken(self, proc: Proc, data: bytes) -> None:
+    def output_taken(self, proc: Proc, data: bytes) -> bool:
         with self.changed:
-            proc.output.take(data)
+            keep_reading = proc.output.take(data)
             self.last_activity = time.monotonic()
             self.changed.notify_all()
             end = proc.output.ring.end
         if proc.record is not None:
             self._emit(ProcessEvent(self.conversation_id, proc.record.id, "output", offset=end))
+        return keep_reading
 
     def output_ended(self, proc: Proc) -> None:
         with self.changed:
