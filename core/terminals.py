@@ -15,6 +15,7 @@ from typing import Any
 from modules.sandbox.session.os_threads import new_condition, original, wait_for
 from modules.sandbox.session.pool import SessionPool
 from modules.sandbox.session.terminal import Output, SessionTerminal
+from protocol.terminals import TerminalOutput
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,7 @@ LOOK_SECONDS = 0.5  # how often a quiet terminal's relay looks whether its shell
 END_SECONDS = 10.0  # for a relay to come to its terminal's end after a hang-up
 
 # (client sid, `terminal` event payload): False when that client is gone
-Emit = Callable[[str, dict[str, Any]], bool]
+Emit = Callable[[str, TerminalOutput], bool]
 
 
 class UnknownTerminal(LookupError):
@@ -131,9 +132,12 @@ class Terminals:
                 terminal.hang_up()
         self._end(relayed)
 
-    def _send(self, relayed: _Relayed, clients: list[str], out: Output, **extra: Any) -> None:
-        event = {"conversation_id": relayed.conversation_id, "terminal_id": relayed.terminal.id,
-                 "offset": out.offset, "data": out.text, **extra}  # fmt: skip
+    def _send(
+        self, relayed: _Relayed, clients: list[str], out: Output, *, ended: bool = False
+    ) -> None:
+        event = TerminalOutput(
+            relayed.conversation_id, relayed.terminal.id, out.offset, out.text, ended
+        )
         for sid in clients:
             if not self.emit(sid, event):
                 with self._lock:

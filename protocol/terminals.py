@@ -3,7 +3,8 @@ conversation's sandbox session, as the server validates them."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -37,3 +38,26 @@ class TerminalInput(TerminalRef):
 class TerminalResize(TerminalRef):
     rows: Rows
     cols: Cols
+
+
+@dataclass(frozen=True)
+class TerminalOutput:
+    """A terminal's output (§4.2 `terminal`), sent only to the clients attached to it: `data`
+    (whole UTF-8 characters) begins at byte `offset` of its output; `ended` comes once, last."""
+
+    conversation_id: str
+    terminal_id: str
+    offset: int
+    data: str
+    ended: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {
+            "conversation_id": self.conversation_id,
+            "terminal_id": self.terminal_id,
+            "offset": self.offset,
+            "data": self.data,
+        }
+        if self.ended:
+            wire["ended"] = True
+        return wire

@@ -166,8 +166,13 @@ def test_no_workspace_cookie_reaches_the_app_on_any_request(
     cookies = f"agent_token={secret}; theirs=kept; agent_app_{port}={opened['token']}"
     answers = exchange(port, *[get(f"/n{i}", port, cookie=cookies) for i in range(3)])
     assert answers.count(b"HTTP/1.1 200") == 3, answers  # one keep-alive connection
+
+    def three_logged() -> str | None:
+        text = output(client, opened)
+        return text if text.count("cookie: theirs=kept\n") >= 3 else None
+
     log = wait_until(
-        lambda: (text := output(client, opened)).count("cookie: theirs=kept\n") >= 3 and text,
+        three_logged,
         10,
         "the app's log of the three requests",
         details=lambda: output(client, opened),

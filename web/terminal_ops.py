@@ -16,7 +16,13 @@ from modules.sandbox.factory import sessions_of
 from modules.sandbox.runner import SandboxUnavailable
 from protocol.errors import failure
 from protocol.requests import ConversationRef
-from protocol.terminals import TerminalInput, TerminalOpen, TerminalRef, TerminalResize
+from protocol.terminals import (
+    TerminalInput,
+    TerminalOpen,
+    TerminalOutput,
+    TerminalRef,
+    TerminalResize,
+)
 from web.handlers import acked
 from web.state import WebState
 
@@ -45,10 +51,10 @@ def register_terminal_handlers(socketio: SocketIO, state: WebState) -> None:
     the terminals end with the server."""
     pool = sessions_of(state.services.runner)
 
-    def emit(sid: str, payload: dict[str, Any]) -> bool:
+    def emit(sid: str, output: TerminalOutput) -> bool:
         if not socketio.server.manager.is_connected(sid, "/"):
             return False
-        socketio.emit("terminal", payload, to=sid)
+        socketio.emit("terminal", output.to_wire(), to=sid)
         return True
 
     terminals = None
