@@ -23,7 +23,10 @@ from workspace_client import Client
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.usefixtures("clean_fake"),
-    pytest.mark.server(env={"AGENT_SANDBOX": "local", "AGENT_PROCESS_SETTLE_SECONDS": "0.2"}),
+    pytest.mark.server(
+        env={"AGENT_SANDBOX": "local", "AGENT_PROCESS_SETTLE_SECONDS": "0.2"},
+        modes=["threading", "eventlet"],
+    ),
 ]
 
 WAIT_SECONDS = 120
