@@ -11,6 +11,7 @@ seq a page may have seen.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,8 @@ from typing import Any
 from history.conversation import Conversation
 from protocol.events import Event
 from protocol.records import MessageRecord, Role
+
+log = logging.getLogger(__name__)
 
 EventSink = Callable[[Event], None]
 SEQ_RESERVE = 1000  # seqs meta.json reserves ahead of an event outside a task
@@ -72,7 +75,10 @@ class Timeline:
                 _reported[conversation.id] = self.seq
                 if outside_task and self.seq > self._reserved:
                     self._reserved = self.seq + SEQ_RESERVE
-                    conversation.update_meta(seq_reserved=self._reserved)
+                    try:
+                        conversation.update_meta(seq_reserved=self._reserved)
+                    except OSError:  # kept in memory: the next save of meta.json writes it
+                        log.warning("the seq reserve was not saved", exc_info=True)
             if before_send is not None:
                 before_send(event)
             self.sink(event)
