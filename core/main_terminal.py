@@ -32,6 +32,7 @@ from core.tool_step import ToolStep
 from core.user_message import record_user_message
 from history.conversation import LEAF, Conversation, MessageNotFound
 from modules.sandbox.factory import sessions_of
+from modules.sandbox.session.records import has_processes
 from modules.tools.focus import FocusFiles, focusable
 from modules.undo.restore import UndoResult
 from protocol.budgets import BudgetOverride
@@ -256,8 +257,12 @@ class MainTerminal:
     def _ended_with_the_server(self) -> list[EndedProcessMeta]:
         """The conversation's background processes that ended when a server stopped and the
         model is yet to be told of (told with this message, once)."""
+        if self.conversation is None or not has_processes(
+            self.services.settings.data_dir, self.conversation.id
+        ):
+            return []  # and the sandbox is not built for nothing (`cli -p` answering)
         sessions = sessions_of(self.services.runner)
-        if sessions is None or self.conversation is None:
+        if sessions is None:
             return []
         ended = sessions.take_untold(self.conversation.id)
         return [{"id": record.id, "command": record.command} for record in ended]

@@ -19,7 +19,14 @@ from modules.sandbox.runner import SandboxUnavailable
 from modules.sandbox.session.launcher import SessionLauncher
 from modules.sandbox.session.os_threads import new_condition, start_thread, wait_for
 from modules.sandbox.session.process import ProcessEvent, ProcessInfo, SessionConfig
-from modules.sandbox.session.records import INDEX_NAME, EndReason, ProcessIndex, ProcessRecord
+from modules.sandbox.session.records import (
+    INDEX_NAME,
+    PROCESSES_DIR,
+    EndReason,
+    ProcessIndex,
+    ProcessRecord,
+    processes_folder,
+)
 from modules.sandbox.session.session import SandboxSession
 from modules.sandbox.session.supervised import END_GRACE_SECONDS, SupervisedSandbox
 from utils.settings import Settings
@@ -108,7 +115,7 @@ class SessionPool:
         """End as `server_stopped` the processes a stopped server left marked running, in
         every conversation with no session here (as this server starts), telling the
         listeners (an `exited` event each)."""
-        for folder in sorted((self.settings.data_dir / "processes").glob("*")):
+        for folder in sorted((self.settings.data_dir / PROCESSES_DIR).glob("*")):
             if CONVERSATION_ID.fullmatch(folder.name) and (folder / INDEX_NAME).is_file():
                 self.history(folder.name)
 
@@ -178,7 +185,7 @@ class SessionPool:
         return SandboxSession(sandbox, self.launcher.kind, self.ends_with_process)
 
     def _folder(self, conversation_id: str) -> Path:
-        return self.settings.data_dir / "processes" / conversation_id
+        return processes_folder(self.settings.data_dir, conversation_id)
 
     def _tell_ended(self, conversation_id: str, records: list[ProcessRecord]) -> None:
         for record in records:

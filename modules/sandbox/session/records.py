@@ -32,6 +32,18 @@ EndReason = Literal[
 ]
 Audience = Literal["page", "model"]  # who is told of a process that ended with the server
 INDEX_NAME = "index.json"
+PROCESSES_DIR = "processes"  # DATA_DIR/processes/CID: a conversation's records and logs
+
+
+def processes_folder(data_dir: Path, conversation_id: str) -> Path:
+    """Where a conversation's process records and logs are kept."""
+    return data_dir / PROCESSES_DIR / conversation_id
+
+
+def has_processes(data_dir: Path, conversation_id: str) -> bool:
+    """Whether the conversation ever had a process in a session (its index exists): what a
+    front can ask without starting a sandbox."""
+    return (processes_folder(data_dir, conversation_id) / INDEX_NAME).exists()
 
 
 def now_iso() -> str:
