@@ -23,6 +23,7 @@ export class ConversationEvents {
   handle(...event) {
     const { session } = this;
     if (event[0] === "conversation_update") return void this.#onConversationUpdate(event[1]);
+    if (event[0] === "terminal") return; // only to a terminal's attached clients: the page attaches none
     const [name, payload] = event; // one of protocol/events.py's
     const cid = payload.conversation_id ?? null;
     if (!cid) {

@@ -132,6 +132,16 @@
 /** @typedef {EventBase & ProcessFields} ProcessEvent */
 
 /**
+ * A person's terminal's output (protocol/terminals.py TerminalOutput), sent only to the clients attached to it.
+ * @typedef {object} TerminalEvent
+ * @property {string} conversation_id
+ * @property {string} terminal_id
+ * @property {number} offset byte offset of `data`'s first byte in the terminal's output
+ * @property {string} data
+ * @property {boolean} [ended]
+ */
+
+/**
  * `notice`: something the user should know that does not end the task (protocol/events.py `Notice`).
  * @typedef {EventBase & {code: string, message: string, seconds?: number}} NoticeEvent
  */
@@ -224,6 +234,7 @@
  * @property {ConversationUpdate} conversation_update
  * @property {ContextEvent} context
  * @property {ProcessEvent} process
+ * @property {TerminalEvent} terminal
  */
 
 /** @typedef {keyof ServerEventMap} ServerEventName */
@@ -234,8 +245,9 @@
  */
 
 /**
- * The events of protocol/events.py (all but `conversation_update`): they may carry the `EventBase` fields.
- * @typedef {Exclude<ServerEventName, "conversation_update">} CoreEventName
+ * The events of protocol/events.py (all but `conversation_update` and `terminal`): they may carry the `EventBase`
+ * fields.
+ * @typedef {Exclude<ServerEventName, "conversation_update" | "terminal">} CoreEventName
  */
 
 /**
@@ -252,7 +264,7 @@
  * The server's events the page handles, each as it comes (connection.js listens to each).
  * @type {ServerEventName[]}
  */
-export const SERVER_EVENTS = ["token", "thinking", "tool", "plan", "file_tree", "status", "notice", "error", "done", "conversation_update", "context", "process"];
+export const SERVER_EVENTS = ["token", "thinking", "tool", "plan", "file_tree", "status", "notice", "error", "done", "conversation_update", "context", "process", "terminal"];
 
 /** The gathered deltas, unpacked by connection.js into the `token` and `thinking` events they hold. */
 export const DELTAS_EVENT = "deltas";
