@@ -6,8 +6,10 @@ import json
 import logging
 from pathlib import Path
 
+import pytest
+
 from tests.kit.waits import wait_until
-from utils.logger import log_context, setup_logging
+from utils.logger import JsonLinesHandler, log_context, setup_logging
 
 
 def _records(path: Path) -> list[dict]:
@@ -52,3 +54,14 @@ def test_the_stream_log_reaches_the_disk_without_an_explicit_flush(tmp_path: Pat
         "the delta to reach the file",
         every=0.05,
     )
+
+
+def test_a_full_disk_loses_the_line_without_a_traceback_on_the_terminal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    handler = JsonLinesHandler(Path("/dev/full"), redact_content=False)  # every write: ENOSPC
+    try:
+        handler.handle(logging.makeLogRecord({"msg": "a line the disk has no room for"}))
+    finally:
+        handler.close()
+    assert "Logging error" not in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import errno
 import hashlib
 import json
 import logging
@@ -73,6 +74,10 @@ class JsonLinesHandler(logging.Handler):
             with self.lock or contextlib.nullcontext():
                 self._file.write(line)
                 self._file.flush()
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                self.handleError(record)
+            # a full disk: the line is lost, and the user is told of the disk, not of the log
         except Exception:
             self.handleError(record)
 
