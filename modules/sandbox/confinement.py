@@ -146,13 +146,17 @@ def _seccomp(fd: int | None) -> list[str]:
 
 
 def seccomp_pipe(program: bytes | None) -> int | None:
-    """A pipe's reading end holding a seccomp `program` for bwrap to read (far below a pipe's
-    buffer); the caller closes it once the child started."""
-    if program is None:
-        return None
+    """A pipe's reading end holding a seccomp `program` for bwrap to read; the caller closes
+    it once the child started."""
+    return None if program is None else data_pipe(program)
+
+
+def data_pipe(data: bytes) -> int:
+    """A pipe's reading end holding `data` (far below a pipe's buffer, so the write never
+    waits for a reader)."""
     read, write = os.pipe()
     try:
-        os.write(write, program)
+        os.write(write, data)
     finally:
         os.close(write)
     return read

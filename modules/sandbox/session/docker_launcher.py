@@ -36,7 +36,7 @@ from docker.errors import APIError, DockerException, NotFound
 from modules.sandbox.docker_pool import container_path, locked_down
 from modules.sandbox.environment import named_variables
 from modules.sandbox.runner import SandboxUnavailable
-from modules.sandbox.session.launcher import SUPERVISOR, Launched
+from modules.sandbox.session.launcher import SUPERVISOR, Launched, log_tail
 from modules.sandbox.session.network import NetworkMode
 from modules.sandbox.session.os_threads import original, sleep
 from utils.settings import Settings
@@ -157,7 +157,7 @@ class DockerLauncher:
                     _keep_logs(container, log_path)
                     raise SandboxUnavailable(
                         "the session's container ended before its supervisor listened"
-                        + _tail(log_path)
+                        + log_tail(log_path)
                     )
             if now > deadline:
                 raise SandboxUnavailable("the session's container did not listen in time")
@@ -254,11 +254,3 @@ def _keep_logs(container: _Container, log_path: Path) -> None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as file:
             file.write(logs)
-
-
-def _tail(path: Path) -> str:
-    try:
-        text = path.read_bytes()[-500:].decode(errors="replace").strip()
-    except OSError:
-        return ""
-    return f": {text}" if text else ""

@@ -296,3 +296,15 @@ class _LaunchingThread:
 
 
 LAUNCHING = _LaunchingThread()
+
+
+def log_tail(path: Path, size: int = 500) -> str:
+    """ ": " and the last `size` bytes of a sandbox's log (what it said as it failed), or "";
+    only the tail is read: the sandbox writes the log."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(max(0, os.fstat(log.fileno()).st_size - size))
+            text = log.read(size).decode(errors="replace").strip()
+    except OSError:
+        return ""
+    return f": {text}" if text else ""

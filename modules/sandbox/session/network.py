@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from modules.sandbox.confinement import data_pipe
 from modules.sandbox.runner import SandboxUnavailable
 from modules.sandbox.session.os_threads import original
 
@@ -101,7 +102,7 @@ class UserNetwork:
     def prepare(self) -> Prepared:
         """bubblewrap's options: its --info-fd, and a resolv.conf naming slirp's DNS."""
         info_read, info_write = os.pipe()
-        resolv = _data_pipe(f"nameserver {SLIRP_DNS}\n".encode())
+        resolv = data_pipe(f"nameserver {SLIRP_DNS}\n".encode())
         options = ["--info-fd", str(info_write), "--ro-bind-data", str(resolv), _resolv_target()]
         return Prepared(options, [info_write, resolv], info_read)
 
@@ -182,16 +183,6 @@ def _read_until(fd: int, deadline: float, done: Any) -> bytes:
             break
         got += chunk
     return got
-
-
-def _data_pipe(data: bytes) -> int:
-    """A pipe's reading end holding `data` (far below a pipe's buffer)."""
-    read, write = os.pipe()
-    try:
-        os.write(write, data)
-    finally:
-        os.close(write)
-    return read
 
 
 def _resolv_target() -> str:

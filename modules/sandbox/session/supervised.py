@@ -21,7 +21,7 @@ from modules.sandbox.disk_floor import Shortage
 from modules.sandbox.disk_watch import WATCHER
 from modules.sandbox.runner import SandboxUnavailable
 from modules.sandbox.session.channel import Answer, ChannelClosed, SupervisorChannel, checked_fds
-from modules.sandbox.session.launcher import Launched, SessionLauncher
+from modules.sandbox.session.launcher import Launched, SessionLauncher, log_tail
 from modules.sandbox.session.os_threads import new_condition, original, wait_for
 from modules.sandbox.session.output_store import Capture, ProcessOutput
 from modules.sandbox.session.process import (
@@ -110,7 +110,7 @@ class SupervisedSandbox:
             session.channel.request("ping", timeout=START_SECONDS)
         except (ChannelClosed, OSError) as exc:
             session.close("session_ended")
-            tail = _tail(log_path)
+            tail = log_tail(log_path)
             raise SandboxUnavailable(f"the sandbox session did not start: {exc}{tail}") from None
         log.info("sandbox session started", extra={"fields": {
             "conversation_id": config.conversation_id, "kind": launcher.kind}})  # fmt: skip
@@ -453,11 +453,3 @@ def _close(fd: int | None) -> None:
     if fd is not None:
         with contextlib.suppress(OSError):
             os.close(fd)
-
-
-def _tail(path: Path) -> str:
-    try:
-        text = path.read_bytes()[-500:].decode(errors="replace").strip()
-    except OSError:
-        return ""
-    return f": {text}" if text else ""
