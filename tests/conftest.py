@@ -46,6 +46,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "server(env, files, modes): what the module's servers run with (conftest)"
     )
     config.addinivalue_line("markers", "ctx(**settings): the settings of the tool context `ctx`")
+    config.addinivalue_line(
+        "markers",
+        "host_network: adds network interfaces to the host (a Docker network, a container's "
+        "veth); `make test` runs these alone, after the rest: Chromium aborts its requests on "
+        "any such change (ERR_NETWORK_CHANGED)",
+    )
 
 
 def server_marked(node: pytest.Item | pytest.Collector, name: str, default: Any) -> Any:

@@ -138,6 +138,7 @@ def test_a_background_server_is_reached_later_and_two_conversations_share_port_8
     assert "hello.txt" in run(pool, two, FETCH).output
 
 
+@pytest.mark.host_network
 def test_outbound_is_a_bridge_of_its_own_that_never_reaches_the_hosts_loopback(
     make_pool: Any, engine: tuple[Any, str]
 ) -> None:

@@ -136,6 +136,7 @@ def test_containers_are_reused_then_retired(runner: DockerRunner, engine: Any) -
     assert gone(client, short_id)
 
 
+@pytest.mark.host_network
 def test_network_is_disabled(make_runner: Any) -> None:
     server = socket.create_server(("0.0.0.0", 0))
     server.listen(8)
