@@ -125,13 +125,8 @@ def test_leftovers_of_a_dead_server_are_reaped_where_commands_cgroups_are_made()
     leftovers = [folder / f"{CGROUP_PREFIX}999999999-deadbeef" for folder in roots.folders]
     if not leftovers:
         pytest.skip("no writable pids or memory cgroup here")
-    for leftover in leftovers:
-        leftover.mkdir()
-    joins = "; ".join(f"echo $$ > {shlex.quote(str(f / 'cgroup.procs'))}" for f in leftovers)
-    straggler = subprocess.Popen(["sh", "-c", f"{joins}; exec sleep 60"])
+    straggler = wait_until(lambda: _planted(leftovers), 30, "a straggler in the leftovers")
     try:
-        wait_until(lambda: all(str(straggler.pid) in (f / "cgroup.procs").read_text().split()
-                               for f in leftovers), 10, "the straggler to join")  # fmt: skip
         ResourceLimits(LocalSandboxSettings())
         assert straggler.wait(timeout=10) == -9
         assert not any(leftover.exists() for leftover in leftovers)
@@ -141,6 +136,34 @@ def test_leftovers_of_a_dead_server_are_reaped_where_commands_cgroups_are_made()
         for leftover in leftovers:
             if leftover.exists():
                 leftover.rmdir()
+
+
+def _planted(leftovers: list[Path]) -> subprocess.Popen[bytes] | None:
+    """A process in every leftover cgroup, or None when a server starting in another test
+    reaped them first (it reaps whatever a dead server left: these too)."""
+    for leftover in leftovers:
+        leftover.mkdir(exist_ok=True)
+    joins = "; ".join(f"echo $$ > {shlex.quote(str(f / 'cgroup.procs'))}" for f in leftovers)
+    straggler = subprocess.Popen(["sh", "-c", f"{joins} && exec sleep 60"])
+
+    def joined(folder: Path) -> bool | None:
+        try:
+            return str(straggler.pid) in (folder / "cgroup.procs").read_text().split()
+        except OSError:  # ENOENT, or ENODEV while it is being removed
+            return None  # reaped meanwhile
+
+    def state() -> list[bool | None] | None:
+        """Each leftover's: joined (True) or reaped (None); None while it is joining."""
+        if straggler.poll() is not None:  # it ended: a leftover was reaped before or after
+            return [None]
+        found = [joined(f) for f in leftovers]
+        return None if False in found else found
+
+    if all(wait_until(state, 10, "the straggler to join")):
+        return straggler
+    straggler.kill()
+    straggler.wait()
+    return None
 
 
 @pytest.fixture
