@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import http.server
+import contextlib
 import os
+import socket
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -252,22 +254,26 @@ def test_status_bar_shows_the_sandbox(page: Any, served: Served) -> None:
 
 @pytest.fixture
 def listener() -> Iterator[tuple[int, list[str]]]:
-    """A web server on loopback that records every request it gets."""
+    """A socket on loopback that records the path of every request it gets. Its teardown waits
+    on nothing (shutting the socket down ends the accepting thread): in one CI run the worker's
+    threading waited on an eventlet semaphore and http.server's shutdown() hung."""
     seen: list[str] = []
+    server = socket.create_server(("127.0.0.1", 0))
 
-    class Record(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(self.path)
-            self.send_response(200)
-            self.end_headers()
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _ = server.accept()
+                with connection:
+                    connection.settimeout(5)
+                    head = connection.recv(65536).decode("latin-1").split(" ")
+                    seen.append(head[1] if len(head) > 1 else "")
+                    connection.sendall(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
 
-        def log_message(self, *args: Any) -> None:
-            return None
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Record)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1], seen
-    server.shutdown()
+    threading.Thread(target=accept, daemon=True).start()
+    yield server.getsockname()[1], seen
+    server.shutdown(socket.SHUT_RDWR)
+    server.close()
 
 
 def test_remote_images_become_links_and_nothing_is_fetched(
@@ -292,6 +298,8 @@ def test_remote_images_become_links_and_nothing_is_fetched(
     assert link.get_attribute("href") == leak and "chart" in link.inner_text()
     assert page.locator(".assistant-message img").count() == 0
     assert seen == [], f"the page fetched {seen}"
+    urllib.request.urlopen(f"http://127.0.0.1:{port}/probe", timeout=10).close()
+    assert seen == ["/probe"]  # the recorder sees what is fetched
     policy = page.evaluate("fetch('/').then(r => r.headers.get('content-security-policy'))")
     assert "img-src 'self' data:" in policy
 
