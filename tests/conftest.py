@@ -32,6 +32,7 @@ from tests.kit.browser import (
 )
 from tests.kit.clients import EventClient, Web, connected
 from tests.kit.cluster import RedisServer
+from tests.kit.model import calls_in_the_message
 from tests.kit.server import ServerProcess, serving
 from tests.kit.settings import make_settings
 from tests.kit.tools import make_ctx
@@ -206,6 +207,16 @@ def client(server: ServerProcess) -> Iterator[EventClient]:
     """A Socket.IO client connected to the module's server for the test."""
     with connected(server.url) as sio:
         yield sio
+
+
+@pytest.fixture
+def agent(fake: FakeLLM, client: EventClient) -> EventClient:
+    """The module's client, on a server whose model makes the calls a message lists and whose
+    commands run in bubblewrap sessions (skipped where bubblewrap is not usable)."""
+    fake.responder = calls_in_the_message
+    if client.call("get_status")["sandbox"]["kind"] != "bubblewrap":
+        pytest.skip("bubblewrap is not usable here")
+    return client
 
 
 # --- the app in-process ----------------------------------------------------------------

@@ -8,9 +8,8 @@ import itertools
 
 import pytest
 
-from tests.fake_llm import FakeLLM
 from tests.kit.clients import EventClient
-from tests.kit.model import calls_in_the_message, run_calls
+from tests.kit.model import run_calls
 from tests.kit.server import ServerProcess
 from tests.kit.waits import wait_until
 
@@ -29,15 +28,6 @@ pytestmark = [
     ),
 ]
 WAIT = 60
-
-
-@pytest.fixture
-def agent(fake: FakeLLM, client: EventClient) -> EventClient:
-    """The module's client, on a server whose model makes the calls a message lists."""
-    fake.responder = calls_in_the_message
-    if client.call("get_status")["sandbox"]["kind"] != "bubblewrap":
-        pytest.skip("bubblewrap is not usable here")
-    return client
 
 
 def output_of(client: EventClient, cid: str, process_id: str, offset: int = 0) -> dict:

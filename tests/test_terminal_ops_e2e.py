@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fake_llm import FakeLLM
 from tests.kit.clients import EventClient, connected
-from tests.kit.model import calls_in_the_message, run_calls
+from tests.kit.model import run_calls
 from tests.kit.server import ServerProcess
 from tests.kit.waits import wait_until
 from workspace_client.connection import ConnectionRefused
@@ -22,15 +21,6 @@ pytestmark = [
     ),
 ]
 WAIT = 30
-
-
-@pytest.fixture
-def agent(fake: FakeLLM, client: EventClient) -> EventClient:
-    """The module's client, on a server whose model makes the calls a message lists."""
-    fake.responder = calls_in_the_message
-    if client.call("get_status")["sandbox"]["kind"] != "bubblewrap":
-        pytest.skip("bubblewrap is not usable here")
-    return client
 
 
 def conversation(client: EventClient) -> str:
