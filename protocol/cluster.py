@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from protocol.errors import ErrorCode, failure
 
@@ -22,23 +22,29 @@ from protocol.errors import ErrorCode, failure
 
 
 @dataclass(frozen=True)
-class CancelCommand:
-    """Stop the conversation's task or condensation."""
+class _ConversationCommand:
+    """A command about a conversation that says nothing more (its subclasses may)."""
 
-    op: ClassVar[str] = "cancel"
+    op: ClassVar[str]
     conversation_id: str
 
     @classmethod
-    def _from(cls, data: dict[str, Any], cid: str) -> CancelCommand:
+    def _from(cls, data: dict[str, Any], cid: str) -> Self:
         return cls(cid)
 
 
 @dataclass(frozen=True)
-class ApproveCommand:
+class CancelCommand(_ConversationCommand):
+    """Stop the conversation's task or condensation."""
+
+    op: ClassVar[str] = "cancel"
+
+
+@dataclass(frozen=True)
+class ApproveCommand(_ConversationCommand):
     """Answer the call `call_id` that waits for approval."""
 
     op: ClassVar[str] = "approve"
-    conversation_id: str
     call_id: str
     approved: bool
     always: bool = False
@@ -51,11 +57,10 @@ class ApproveCommand:
 
 
 @dataclass(frozen=True)
-class JoinCommand:
+class JoinCommand(_ConversationCommand):
     """Put client `sid` (of any process) in `room` and replay it what came after `after_seq`."""
 
     op: ClassVar[str] = "join"
-    conversation_id: str
     after_seq: int
     sid: str
     room: str
@@ -67,38 +72,27 @@ class JoinCommand:
 
 
 @dataclass(frozen=True)
-class StatusCommand:
+class StatusCommand(_ConversationCommand):
     """Say where the running task is (its latest `status`)."""
 
     op: ClassVar[str] = "status"
-    conversation_id: str
-
-    @classmethod
-    def _from(cls, data: dict[str, Any], cid: str) -> StatusCommand:
-        return cls(cid)
 
 
 @dataclass(frozen=True)
-class ReapCommand:
+class ReapCommand(_ConversationCommand):
     """End as interrupted the task a dead process left running (sent by a process to itself,
     once it holds that task's lease)."""
 
     op: ClassVar[str] = "reap"
-    conversation_id: str
-
-    @classmethod
-    def _from(cls, data: dict[str, Any], cid: str) -> ReapCommand:
-        return cls(cid)
 
 
 @dataclass(frozen=True)
-class ProcessCommand:
+class ProcessCommand(_ConversationCommand):
     """Apply a process op (§4.1: list_processes, process_output, stop_process,
     restart_process) where the conversation's sandbox session lives; `request` is the op's
     payload as the client sent it, validated again there."""
 
     op: ClassVar[str] = "process"
-    conversation_id: str
     name: str
     request: dict[str, Any]
 

@@ -165,22 +165,13 @@ def register_process_handlers(socketio: SocketIO, state: WebState) -> None:
     ops = ProcessOps(state)
     state.hub.process_commands = ops.handle
 
-    @socketio.on("list_processes")
-    @acked(ConversationRef)
-    def on_list_processes(msg: ConversationRef) -> dict[str, Any]:
-        return ops.answer("list_processes", msg)
+    for name, (model, _) in ops.requests.items():
+        socketio.on(name)(acked(model)(_answered_by(ops, name)))
 
-    @socketio.on("process_output")
-    @acked(ProcessOutputRequest)
-    def on_process_output(msg: ProcessOutputRequest) -> dict[str, Any]:
-        return ops.answer("process_output", msg)
 
-    @socketio.on("stop_process")
-    @acked(ProcessRef)
-    def on_stop_process(msg: ProcessRef) -> dict[str, Any]:
-        return ops.answer("stop_process", msg)
+def _answered_by(ops: ProcessOps, name: str) -> Callable[[ConversationRef], dict[str, Any]]:
+    def handler(msg: ConversationRef) -> dict[str, Any]:
+        return ops.answer(name, msg)
 
-    @socketio.on("restart_process")
-    @acked(ProcessRef)
-    def on_restart_process(msg: ProcessRef) -> dict[str, Any]:
-        return ops.answer("restart_process", msg)
+    handler.__name__ = f"on_{name}"
+    return handler
