@@ -266,13 +266,7 @@ def run_mode(
     with contextlib.ExitStack() as stack:
         stack.callback(fake.stop)
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="pace-"))
-        server = ServerProcess(
-            Path(tmp) / "ws",
-            Path(tmp) / "data",
-            base_url=fake.base_url,
-            api_key=fake.api_key,
-            async_mode=mode,
-        ).start(START_TIMEOUT)
+        server = ServerProcess.in_folder(Path(tmp), fake, async_mode=mode).start(START_TIMEOUT)
         try:
             process = server._process  # the server's Popen: its pid is what /proc is read for
             assert process is not None

@@ -130,13 +130,7 @@ def run(deltas: int, conversations: int, conversation_deltas: int, async_mode: s
         fake.responder = _responder(prompts)
         raw_rate(fake, "warm", len("warm up"))
         raw = statistics.median(raw_rate(fake, f"run {i}", deltas) for i in range(RUNS))
-        server = ServerProcess(
-            Path(tmp) / "ws",
-            Path(tmp) / "data",
-            base_url=fake.base_url,
-            api_key=fake.api_key,
-            async_mode=async_mode,
-        ).start()
+        server = ServerProcess.in_folder(Path(tmp), fake, async_mode=async_mode).start()
         try:
             client = EventClient(server.url).connect()
             relay_rate(client, "warm", len("warm up"))

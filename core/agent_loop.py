@@ -8,6 +8,8 @@ runs the sub-agent's task to its end and returns the final report.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from core.agent_specs import AgentSpec
 from core.context_window import ContextWindow
 from core.model_call import stream_reply
@@ -24,21 +26,15 @@ from protocol.events import DoneReason
 from protocol.options import Approval
 
 
+@dataclass(eq=False)
 class AgentLoop:
     """Runs tasks with the collaborators it is given: the context window, the tool step and
     the status line of one conversation."""
 
-    def __init__(
-        self,
-        services: AgentServices,
-        window: ContextWindow,
-        tool_step: ToolStep,
-        status: StatusLine,
-    ) -> None:
-        self.services = services
-        self.window = window
-        self.tool_step = tool_step
-        self.status = status
+    services: AgentServices
+    window: ContextWindow
+    tool_step: ToolStep
+    status: StatusLine
 
     def run(self, task: Task) -> DoneReason:
         """Run the task the way its agent works."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.approval import ApprovalGate, held_preview, planned_change, preview
@@ -26,22 +26,20 @@ CANCELLED_TOOL_OUTPUT = "Cancelled: the user stopped the task before this call f
 COMMAND_LIMIT_GRACE_SECONDS = 15.0  # past a command's own timeout, for killing and draining it
 
 
+@dataclass(eq=False)
 class ToolStep:
     """Runs the tool calls of one model turn of a task, reporting through the task."""
 
-    def __init__(
-        self,
-        services: AgentServices,
-        gate: ApprovalGate,
-        status: StatusLine,
-        focus: FocusFiles,
-    ) -> None:
-        self.services = services
-        self.gate = gate
-        self.status = status
-        self.focus = focus
-        self.protected = ProtectedPaths(services.workspace.root)
-        self.config = ConfigWatch(services.journal, self.protected)
+    services: AgentServices
+    gate: ApprovalGate
+    status: StatusLine
+    focus: FocusFiles
+    protected: ProtectedPaths = field(init=False)
+    config: ConfigWatch = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.protected = ProtectedPaths(self.services.workspace.root)
+        self.config = ConfigWatch(self.services.journal, self.protected)
 
     def run(self, task: Task, calls: list[ToolCall], tools: ToolSet) -> list[ToolResult]:
         """Run the calls in order, each result recorded before the next call starts."""

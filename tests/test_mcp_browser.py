@@ -85,9 +85,7 @@ def test_servers_are_added_restarted_turned_off_and_on_and_removed_from_the_pane
     (tmp_path / "ws").mkdir()
     with (
         FakeLLM("deepseek") as fake,
-        ServerProcess(
-            tmp_path / "ws", tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key
-        ) as server,
+        ServerProcess.in_folder(tmp_path, fake) as server,
     ):
         page.goto(f"{server.url}/?token={TOKEN}")
         panel = page.locator("[data-testid=mcp-panel]")

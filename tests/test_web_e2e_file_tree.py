@@ -204,9 +204,7 @@ def _many_files(root: Path, count: int) -> None:
 
 def test_twenty_thousand_files_do_not_stall_the_server(fake: FakeLLM, tmp_path: Path):
     _many_files(tmp_path / "ws", 20_000)
-    process = ServerProcess(
-        tmp_path / "ws", tmp_path / "data", base_url=fake.base_url, api_key=fake.api_key
-    )
+    process = ServerProcess.in_folder(tmp_path, fake)
     with process, connected(process.url) as sio:
         idle = [ack_latency(sio) for _ in range(20)]
         latencies: list[float] = []

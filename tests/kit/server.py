@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Any, Protocol
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -76,6 +77,15 @@ def agent_env(base_url: str, api_key: str, **extra: str) -> dict[str, str]:
     return env
 
 
+class ModelEndpoint(Protocol):
+    """Where a server finds its model (a fake one: tests.fake_llm, bench/pace_fake.py)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    api_key: str
+
+
 class ServerProcess:
     """`python main.py web ...` as a subprocess; started by `start()`, ended by `stop()`."""
 
@@ -97,6 +107,13 @@ class ServerProcess:
         self.lines: list[str] = []
         self._process: subprocess.Popen[str] | None = None
         self._stderr_path = data_dir.parent / f"server-{async_mode}-{id(self)}.stderr"
+
+    @classmethod
+    def in_folder(cls, root: Path, model: ModelEndpoint, **options: Any) -> ServerProcess:
+        """A server on `model` whose workspace is root/ws and data folder root/data."""
+        return cls(
+            root / "ws", root / "data", base_url=model.base_url, api_key=model.api_key, **options
+        )
 
     @property
     def url(self) -> str:
@@ -219,14 +236,7 @@ def serving(
             (workspace / name).write_bytes(content)
         else:
             (workspace / name).write_text(content)
-    with ServerProcess(
-        workspace,
-        root / "data",
-        base_url=fake.base_url,
-        api_key=fake.api_key,
-        async_mode=async_mode,
-        env=env,
-    ) as process:
+    with ServerProcess.in_folder(root, fake, async_mode=async_mode, env=env) as process:
         yield process
 
 
