@@ -6,12 +6,9 @@ import { formatBytes, h, icon } from "./dom.js";
 export class AttachmentTray {
   /** els: {tray, button, input, dropZone}; token: the access token; limit: the upload limit in bytes;
    * onUploaded(answer): a file was stored in the workspace; onChange(): the tray changed. */
-  constructor(els, { token, limit, onUploaded, onChange }) {
+  constructor(els, options) {
     this.els = els;
-    this.token = token;
-    this.limit = limit;
-    this.onUploaded = onUploaded;
-    this.onChange = onChange;
+    this.options = options;
     this.items = [];
     els.button.addEventListener("click", () => els.input.click());
     els.input.addEventListener("change", () => {
@@ -83,14 +80,14 @@ export class AttachmentTray {
   #upload(file) {
     const item = { file, name: file.name, size: file.size, state: "uploading" };
     this.#append(item);
-    if (this.limit && file.size > this.limit) {
-      this.#fail(item, `${formatBytes(file.size)}: the upload limit is ${formatBytes(this.limit)}`);
+    if (this.options.limit && file.size > this.options.limit) {
+      this.#fail(item, `${formatBytes(file.size)}: the upload limit is ${formatBytes(this.options.limit)}`);
       return;
     }
     const xhr = new XMLHttpRequest();
     item.xhr = xhr;
     xhr.open("POST", "/api/upload");
-    if (this.token) xhr.setRequestHeader("Authorization", `Bearer ${this.token}`);
+    if (this.options.token) xhr.setRequestHeader("Authorization", `Bearer ${this.options.token}`);
     xhr.upload.addEventListener("progress", (event) => {
       if (!event.lengthComputable) return;
       item.progress.max = event.total;
@@ -140,7 +137,7 @@ export class AttachmentTray {
     item.el.title = `${answer.path}${answer.note ? ` · ${answer.note}` : ""}`;
     item.el.querySelector(".attachment-name").textContent = answer.name;
     item.status.textContent = answer.truncated ? "long: the model sees the start" : "";
-    this.onUploaded?.(answer);
+    this.options.onUploaded?.(answer);
     this.#changed();
   }
 
@@ -167,6 +164,6 @@ export class AttachmentTray {
 
   #changed() {
     this.els.tray.hidden = !this.items.length;
-    this.onChange?.();
+    this.options.onChange?.();
   }
 }

@@ -41,12 +41,10 @@ export class CommandMenu {
    * @param {HTMLTextAreaElement} input
    * @param {HTMLElement} list
    * @param {{commands: () => Command[], onChange?: () => void, onError?: (message: string) => void}} options */
-  constructor(input, list, { commands, onChange, onError }) {
+  constructor(input, list, options) {
     this.input = input;
     this.list = list;
-    this.commands = commands;
-    this.onChange = onChange;
-    this.onError = onError;
+    this.options = options;
     /** @type {Line[]} */
     this.lines = [];
     this.active = -1;
@@ -62,7 +60,7 @@ export class CommandMenu {
   /** @param {string} name */
   #command(name) {
     const wanted = name.toLowerCase();
-    return this.commands().find((command) => command.name === wanted) ?? null;
+    return this.options.commands().find((command) => command.name === wanted) ?? null;
   }
 
   /** Open, filter or close the menu for the text before the caret. */
@@ -126,16 +124,16 @@ export class CommandMenu {
     const [, , choice] = match;
     const why = command.unavailable?.();
     if (why) {
-      this.onError?.(why);
+      this.options.onError?.(why);
       return true;
     }
     if (command.choices && !choice) {
-      this.onError?.(`Name one: /${command.name} NAME (type /${command.name} and a space to see them).`);
+      this.options.onError?.(`Name one: /${command.name} NAME (type /${command.name} and a space to see them).`);
       return true;
     }
     const found = choice ? command.choices?.().find((option) => option.name === choice) : null;
     if (choice && (!found || found.disabled)) {
-      this.onError?.(found?.disabled ?? `There is no ${command.name} “${choice}”.`);
+      this.options.onError?.(found?.disabled ?? `There is no ${command.name} “${choice}”.`);
       return true;
     }
     this.#finish("");
@@ -146,7 +144,7 @@ export class CommandMenu {
   /** @param {string} typed */
   #commandLines(typed) {
     const matches = (/** @type {string} */ name) => name.startsWith(typed);
-    return this.commands()
+    return this.options.commands()
       .filter((command) => matches(command.name) || command.aliases?.some(matches))
       .map((command, position) => {
         const why = command.unavailable?.() ?? null;
@@ -197,7 +195,7 @@ export class CommandMenu {
     this.input.setSelectionRange(caret, caret);
     this.close();
     this.input.focus();
-    this.onChange?.();
+    this.options.onChange?.();
     this.update(); // `/skill ` opens the skills at once
   }
 

@@ -11,13 +11,10 @@ export class ConversationList {
    * @param {HTMLElement} root
    * @param {{search: HTMLInputElement | null, request: import("./requests.js").Request, onSelect: (id: string) => void,
    *   onTitle: (title: string | null) => void, onDeleted: (id: string) => void}} parts */
-  constructor(root, { search, request, onSelect, onTitle, onDeleted }) {
+  constructor(root, parts) {
+    const { search } = parts;
     this.root = root;
-    this.search = search;
-    this.request = request;
-    this.onSelect = onSelect;
-    this.onTitle = onTitle;
-    this.onDeleted = onDeleted;
+    this.parts = parts;
     /** @type {ConversationSummary[]} */
     this.items = [];
     /** @type {string | null} */
@@ -47,7 +44,7 @@ export class ConversationList {
     const query = this.query;
     let res;
     try {
-      res = await this.request("list_conversations", query ? { query } : {});
+      res = await this.parts.request("list_conversations", query ? { query } : {});
     } catch {
       return;
     }
@@ -71,7 +68,7 @@ export class ConversationList {
     }
     const twins = twinDetails(this.items);
     this.root.replaceChildren(...this.items.map((item) => this.#row(item, twins.get(item.id))));
-    if (this.active) this.onTitle?.(this.titleOf(this.active));
+    if (this.active) this.parts.onTitle?.(this.titleOf(this.active));
   }
 
   /** twin: what tells it apart from the conversations of the same title (twinDetails). */
@@ -80,7 +77,7 @@ export class ConversationList {
     const parts = Array.isArray(item.snippet_parts) && item.snippet_parts.length ? item.snippet_parts : null;
     const button = h(
       "button",
-      { type: "button", class: "conv-item", "data-conversation-id": item.id, onclick: () => this.onSelect(item.id) },
+      { type: "button", class: "conv-item", "data-conversation-id": item.id, onclick: () => this.parts.onSelect(item.id) },
       h("span", { class: "conv-title", title: item.title || "" }, this.query ? markQuery(title, this.query) : title),
       twin ? h("span", { class: "conv-twin", "data-testid": "conversation-twin", text: twin }) : null,
       item.snippet ? h("span", { class: "conv-snippet", "data-testid": "conversation-snippet" }, parts ? markParts(parts) : item.snippet) : null,
@@ -146,7 +143,7 @@ export class ConversationList {
       done = true;
       const title = input.value.trim();
       if (save && title && title !== item.title) {
-        const ack = await this.request("rename_conversation", { conversation_id: item.id, title }).catch(() => null);
+        const ack = await this.parts.request("rename_conversation", { conversation_id: item.id, title }).catch(() => null);
         if (ack?.ok) this.setTitle(item.id, ack.title);
       }
       this.renaming = false;
@@ -178,7 +175,7 @@ export class ConversationList {
       cancelLabel: running ? "Close" : "Cancel",
     });
     if (answer !== "delete") return;
-    const ack = await this.request("delete_conversation", { conversation_id: item.id }).catch((error) => ({ ok: false, error }));
+    const ack = await this.parts.request("delete_conversation", { conversation_id: item.id }).catch((error) => ({ ok: false, error }));
     if (!ack?.ok) {
       await choose({ title: "Could not delete it", body: [h("p", { text: ack?.error?.message ?? "unknown error" })], choices: [], testid: "delete-error", cancelLabel: "Close" });
       return;
@@ -192,7 +189,7 @@ export class ConversationList {
     this.items = this.items.filter((item) => item.id !== id);
     this.running.delete(id);
     this.render();
-    this.onDeleted?.(id);
+    this.parts.onDeleted?.(id);
   }
 
   /** @param {string} id
@@ -206,7 +203,7 @@ export class ConversationList {
       el.textContent = title || "Untitled";
       el.title = title || "";
     }
-    if (id === this.active) this.onTitle?.(title);
+    if (id === this.active) this.parts.onTitle?.(title);
   }
 
   /** @param {string | null} id */
