@@ -26,10 +26,9 @@ const SEEN_LIMIT = 200;
 
 export class Attention {
   /** bell: the notification toggle; titleOf(cid): a conversation's title; onShow(cid): show that conversation. */
-  constructor(bell, { titleOf, onShow }) {
+  constructor(bell, options) {
     this.bell = bell;
-    this.titleOf = titleOf;
-    this.onShow = onShow;
+    this.options = options;
     this.base = APP;
     this.waiting = new Map(); // call_id -> conversation_id, while the call waits for the user
     this.ended = null; // what the title says about a task that ended out of sight, until the tab is seen
@@ -91,7 +90,7 @@ export class Attention {
     if (!document.hidden) return;
     const reason = payload.reason ?? "complete";
     this.ended = ENDED[reason] ?? ENDED.error;
-    this.#notify(ENDED_TEXT[reason] ?? ENDED_TEXT.error, this.titleOf(cid) ?? "Conversation", cid, `done-${cid}`);
+    this.#notify(ENDED_TEXT[reason] ?? ENDED_TEXT.error, this.options.titleOf(cid) ?? "Conversation", cid, `done-${cid}`);
   }
 
   #render() {
@@ -105,7 +104,7 @@ export class Attention {
     const notice = new Notification(title, { body, tag });
     notice.addEventListener("click", () => {
       window.focus();
-      this.onShow(cid);
+      this.options.onShow(cid);
       notice.close();
     });
   }

@@ -23,12 +23,7 @@ export class TaskFeed {
    * reload(cid): open the conversation again, joinFailed(message)}.
    * @param {FeedParts} parts */
   constructor(parts) {
-    this.request = parts.request;
-    this.openCid = parts.openCid;
-    this.deliver = parts.deliver;
-    this.runningChanged = parts.runningChanged;
-    this.reload = parts.reload;
-    this.joinFailed = parts.joinFailed;
+    this.parts = parts;
     /** @type {Map<string, number>} */
     this.seqs = new Map();
     /** @type {Set<string>} */
@@ -53,7 +48,7 @@ export class TaskFeed {
       this.catchUp(cid);
       return false;
     }
-    if (this.pendingNew && cid !== this.openCid()) {
+    if (this.pendingNew && cid !== this.parts.openCid()) {
       this.pendingNew.push(event);
       return false;
     }
@@ -79,7 +74,7 @@ export class TaskFeed {
       this.running.delete(cid);
       this.doneCount += 1;
     } else if (RUNNING_EVENTS.has(name) || (name === "status" && payload.state !== "idle")) this.running.add(cid);
-    if (was !== this.running.has(cid)) this.runningChanged(cid);
+    if (was !== this.running.has(cid)) this.parts.runningChanged(cid);
   }
 
   /** Say whether cid runs; runningChanged is told when that changes, unless quiet. */
@@ -87,7 +82,7 @@ export class TaskFeed {
     if (running === this.running.has(cid)) return;
     if (running) this.running.add(cid);
     else this.running.delete(cid);
-    if (!quiet) this.runningChanged(cid);
+    if (!quiet) this.parts.runningChanged(cid);
   }
 
   /** A deleted conversation is followed no more. */
@@ -122,11 +117,11 @@ export class TaskFeed {
     this.joining = joining;
     this.seqs.set(cid, afterSeq);
     const wasRunning = this.running.has(cid);
-    const ack = await this.request("join", { conversation_id: cid, after_seq: afterSeq });
+    const ack = await this.parts.request("join", { conversation_id: cid, after_seq: afterSeq });
     if (this.joining !== joining) return;
     if (ack.ok === false) {
       this.joining = null;
-      this.joinFailed(ack.error?.message ?? "join failed");
+      this.parts.joinFailed(ack.error?.message ?? "join failed");
       return;
     }
     // The server started over (its seq is behind ours) or no longer holds every event after ours;
@@ -137,16 +132,16 @@ export class TaskFeed {
     const ended = joining.buffer.some(([name]) => name === "done");
     // ...or says the task we were following ended without its `done` reaching us: reload.
     if (!whole || (wasRunning && !ack.running && !ended)) {
-      this.reload(cid);
+      this.parts.reload(cid);
       return;
     }
     this.setRunning(cid, ack.running === true || (wasRunning && !ended));
-    for (const event of joining.ordered()) this.deliver(...event);
+    for (const event of joining.ordered()) this.parts.deliver(...event);
   }
 
   /** Called on every (re)connection after the first: catch up on what was missed. */
   resync() {
-    const open = this.openCid();
+    const open = this.parts.openCid();
     // A new socket is in no room: forget the seqs of conversations not re-joined (the server may have restarted).
     for (const cid of [...this.seqs.keys()]) {
       if (cid !== open && !this.running.has(cid)) this.seqs.delete(cid);
@@ -159,9 +154,9 @@ export class TaskFeed {
 
   /** Join cid again after the last event applied: the open conversation, or one running out of view. */
   catchUp(cid) {
-    if (cid === this.openCid()) {
+    if (cid === this.parts.openCid()) {
       const last = this.seqs.get(cid) ?? 0;
-      if (last === 0) this.reload(cid);
+      if (last === 0) this.parts.reload(cid);
       else this.join(cid, last);
     } else if (this.running.has(cid)) this.#rejoinInBackground(cid);
   }
@@ -169,7 +164,7 @@ export class TaskFeed {
   /** Catch up on a conversation running out of view; all it shows is the running dot. */
   async #rejoinInBackground(cid) {
     const ours = this.seqs.get(cid) ?? 0;
-    const ack = await this.request("join", { conversation_id: cid, after_seq: ours });
+    const ack = await this.parts.request("join", { conversation_id: cid, after_seq: ours });
     if (ack.running === true && ack.last_seq >= ours && ours >= ack.replays_after) return;
     this.seqs.delete(cid);
     this.setRunning(cid, false);
