@@ -220,6 +220,22 @@ def test_every_answer_carries_a_strict_content_security_policy(web: Web) -> None
         assert "connect-src 'self'" in policy and "unsafe-inline" not in policy
 
 
+def test_the_page_admits_only_its_own_fresh_style_nonce(web: Web) -> None:
+    """The terminal's <style> elements (xterm writes them) carry a nonce the page's policy
+    names: another for every page, and held by the terminal's stylesheet link only."""
+    nonces = []
+    for _ in range(2):
+        page = web.http().get("/", headers=AUTH)
+        found = re.search(
+            r"style-src 'self' 'nonce-([\w-]{24})'(;|$)", page.headers["Content-Security-Policy"]
+        )
+        assert found, page.headers["Content-Security-Policy"]
+        nonces.append(found[1])
+        assert page.get_data(as_text=True).count(f'nonce="{found[1]}"') == 1
+    assert nonces[0] != nonces[1]
+    assert "nonce" not in web.http().get("/debug", headers=AUTH).headers["Content-Security-Policy"]
+
+
 def test_a_weak_fixed_token_is_refused(tmp_path: Path, fake_llm: FakeLLM) -> None:
     """The right token is never throttled, so a short fixed one could be guessed."""
     env = agent_env(fake_llm.base_url, fake_llm.api_key, AGENT_WEB_TOKEN="short")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import stat
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -42,20 +43,30 @@ SVG_ROOT = re.compile(rb"<svg[\s>/]")
 IMAGE_SECURITY_POLICY = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
 LOG_FILES = {"agent": "agent.jsonl", "debug_stream": "debug_stream.log"}
 LOG_FILTERS = ("conversation_id", "trace_id")  # fields a log line must carry with the asked value
-CONTENT_SECURITY_POLICY = "; ".join(
-    (
-        "default-src 'self'",
-        "script-src 'self'",
-        "style-src 'self'",
-        "img-src 'self' data:",
-        "font-src 'self'",
-        "connect-src 'self'",
-        "object-src 'none'",
-        "base-uri 'none'",
-        "form-action 'self'",
-        "frame-ancestors 'none'",
+
+
+def page_policy(style_nonce: str | None = None) -> str:
+    """The pages' Content-Security-Policy: only this origin's scripts and styles, and the
+    <style> elements that carry `style_nonce` (a fresh one per page: xterm's renderer writes
+    the terminal's theme and cell sizes into <style> elements it makes)."""
+    styles = f"style-src 'self' 'nonce-{style_nonce}'" if style_nonce else "style-src 'self'"
+    return "; ".join(
+        (
+            "default-src 'self'",
+            "script-src 'self'",
+            styles,
+            "img-src 'self' data:",
+            "font-src 'self'",
+            "connect-src 'self'",
+            "object-src 'none'",
+            "base-uri 'none'",
+            "form-action 'self'",
+            "frame-ancestors 'none'",
+        )
     )
-)
+
+
+CONTENT_SECURITY_POLICY = page_policy()
 
 PAGES = ("/", "/debug")  # the pages `?token=` opens, setting the cookie
 HOW_TO_OPEN = (
@@ -135,14 +146,20 @@ def http_error(error: HTTPException) -> Any:
 
 
 @routes.get("/")
-def index() -> str:
+def index() -> Response:
     state = _state()
-    return render_template(
-        "index.html",
-        token=state.token,
-        version="0.1.0",
-        upload_limit=state.services.attachments.limits.max_bytes,
+    style_nonce = secrets.token_urlsafe(18)
+    response = Response(
+        render_template(
+            "index.html",
+            token=state.token,
+            version="0.1.0",
+            upload_limit=state.services.attachments.limits.max_bytes,
+            style_nonce=style_nonce,
+        )
     )
+    response.headers["Content-Security-Policy"] = page_policy(style_nonce)
+    return response
 
 
 @routes.get("/debug")
