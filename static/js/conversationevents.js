@@ -16,6 +16,8 @@ export class ConversationEvents {
     this.session = session;
     /** @type {((event: import("./events.js").ProcessEvent) => void) | null} the processes panel's (app.js) */
     this.onProcess = null;
+    /** @type {((event: import("./events.js").TerminalEvent) => void) | null} the terminal panel's (app.js) */
+    this.onTerminal = null;
   }
 
   /** A server event (connection.js), or one held back and delivered now (taskfeed.js).
@@ -23,7 +25,7 @@ export class ConversationEvents {
   handle(...event) {
     const { session } = this;
     if (event[0] === "conversation_update") return void this.#onConversationUpdate(event[1]);
-    if (event[0] === "terminal") return; // only to a terminal's attached clients: the page attaches none
+    if (event[0] === "terminal") return void this.onTerminal?.(event[1]); // only to the clients attached to it
     const [name, payload] = event; // one of protocol/events.py's
     const cid = payload.conversation_id ?? null;
     if (!cid) {
