@@ -125,6 +125,16 @@ class AsyncClient:
     async def upload(self, source: str | Path, name: str | None = None) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync.upload, source, name)
 
+    async def open_file(self, path: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync.open_file, path)
+
+    async def save_file(
+        self, path: str, content: str, base_version: str | None, *, confirmed: bool = False
+    ) -> dict[str, Any]:
+        return await asyncio.to_thread(
+            functools.partial(self.sync.save_file, confirmed=confirmed), path, content, base_version
+        )
+
     async def list_processes(self, conversation_id: str) -> list[BackgroundProcess]:
         return await asyncio.to_thread(self.sync.list_processes, conversation_id)
 

@@ -229,6 +229,21 @@ class Client:
         query = urlencode({"name": name or source.name})
         return self._http("POST", f"/api/upload?{query}", source.read_bytes())
 
+    def open_file(self, path: str) -> dict[str, Any]:
+        """A workspace file as the page's editor opens it (open_file): `{path, size, content,
+        version, read_only}`; `version` is what a save names."""
+        return dict(self.call("open_file", {"path": path})["file"])
+
+    def save_file(
+        self, path: str, content: str, base_version: str | None, *, confirmed: bool = False
+    ) -> dict[str, Any]:
+        """Write `content` over the file last opened at `base_version` (None: no file there),
+        as a person's edit (save_file): the saved file as open_file gives it. Raises
+        WorkspaceError `conflict` when it changed since (nothing written: open it again), and
+        `invalid` for Workspace Agent's own configuration unless `confirmed`."""
+        payload = {"path": path, "content": content, "base_version": base_version}
+        return dict(self.call("save_file", {**payload, "confirmed": confirmed})["file"])
+
     # --- background processes -------------------------------------------------------
 
     def list_processes(self, conversation_id: str) -> list[BackgroundProcess]:
@@ -311,6 +326,36 @@ class Client:
         """The ids of the conversation's open terminals."""
         ack = self.call("list_terminals", {"conversation_id": conversation_id})
         return [str(t["terminal_id"]) for t in ack["terminals"]]
+
+    # --- changes and git (§4.1) ---------------------------------------------------------
+
+    def changes(self, conversation_id: str, message_id: str | None = None) -> dict[str, Any]:
+        """The files each task changed with their diffs (`tasks`) and, for the whole
+        conversation, since it began (`since_start`)."""
+        payload = {"conversation_id": conversation_id} | (
+            {"message_id": message_id} if message_id else {}
+        )
+        return self.call("changes", payload)
+
+    def git_status(self) -> dict[str, Any]:
+        """The workspace's git status: `repository` false, or its branch, head and files."""
+        return self.call("git_status")
+
+    def git_diff(self, *, staged: bool = False, path: str | None = None) -> dict[str, Any]:
+        """The work tree's diff against the index (or the index's against HEAD, `staged`)."""
+        return self.call("git_diff", {"staged": staged} | ({"path": path} if path else {}))
+
+    def git_stage(self, paths: list[str]) -> None:
+        """Stage these paths (git add)."""
+        self.call("git_stage", {"paths": paths})
+
+    def git_unstage(self, paths: list[str]) -> None:
+        """Take these paths out of the index again."""
+        self.call("git_unstage", {"paths": paths})
+
+    def git_commit(self, message: str) -> str:
+        """Commit what is staged; the new commit's hash."""
+        return str(self.call("git_commit", {"message": message})["commit"])
 
     # --- the connection -------------------------------------------------------------
 
