@@ -37,7 +37,7 @@ lock: $(PY_STAMP)
 lock-upgrade: $(PY_STAMP)
 	$(LOCK_COMMAND) --upgrade
 
-$(JS_STAMP): package.json package-lock.json scripts/vendor.mjs
+$(JS_STAMP): package.json package-lock.json scripts/vendor.mjs scripts/editor-entry.mjs
 	@command -v npm >/dev/null || { echo "npm is needed for the browser assets: apt-get install npm"; exit 1; }
 	npm ci --ignore-scripts --no-audit --no-fund --prefer-offline --loglevel=error
 	node scripts/vendor.mjs
