@@ -26,7 +26,8 @@ const EXAMPLES = [
 ];
 export class ChatView {
   /** handlers: onEdit(record, text), onSwitch(recordId), onApprove(callId, approved, always), onExample(text),
-   * onApplyEdit(proposalId), onDiscardEdit(proposalId), onUndo(messageId, overwrite). */
+   * onApplyEdit(proposalId), onDiscardEdit(proposalId), onUndo(messageId, overwrite), onRegenerate() (the last
+   * answer again, as a new branch). */
   constructor(root, scroller, handlers) {
     this.root = root;
     this.safety = new SafetyView(this, handlers);
@@ -241,6 +242,8 @@ export class ChatView {
       view.setSiblings(siblingsOf(index, record), (target) => this.handlers.onSwitch(target), !this.editable);
       view.setEditable?.(this.editable);
     }
+    const answers = this.views.filter((view) => view instanceof AssistantView);
+    for (const view of answers) view.setRegenerate(view === answers.at(-1) && this.editable ? () => this.handlers.onRegenerate?.() : null);
   }
 
   /** Remove a message and everything after it (before sending its edited text as a branch). */

@@ -1,6 +1,6 @@
 // @ts-check
 // The message elements of a conversation: user bubbles (edit, branches) and streaming assistant answers.
-import { formatBytes, h, icon } from "./dom.js";
+import { copyText, formatBytes, h, icon } from "./dom.js";
 import { MarkdownView } from "./markdown.js";
 import { openPath } from "./preview.js";
 
@@ -156,15 +156,44 @@ export class AssistantView extends MessageBase {
     this.body = h("div", { class: "assistant-body" });
     this.cards = h("div", { class: "tool-cards" });
     this.navSlot = h("div", { class: "nav-slot" });
-    this.el = h("article", { class: "message assistant-message", "aria-label": "Agent" }, this.navSlot, this.body, this.cards);
+    this.#buildActions();
+    this.el = h("article", { class: "message assistant-message", "aria-label": "Agent" }, this.navSlot, this.body, this.cards, this.actions);
     /** @type {number | null | undefined} */
     this.iteration; // the model turn it answers, set by lane.js (declared here for the type checker)
     this.streamedId = messageId ?? null;
     if (messageId) this.el.dataset.messageId = messageId;
     this.finished = false;
+    this.whole = false; // shown whole from history (no stream to finish)
     this.frame = 0; // the requested animation frame, if any
     this.behind = false; // the last frame left blocks to render
     this.drawn = null; // the content when the last frame had rendered all of it
+  }
+
+  /** Copy (the answer's Markdown source) and Regenerate (the last answer only: setRegenerate). */
+  #buildActions() {
+    this.copyButton = h("button", {
+      type: "button", class: "btn-ghost btn-sm", "data-testid": "copy-answer", title: "Copy the answer (Markdown)",
+      onclick: async () => {
+        const copied = await copyText(this.content);
+        this.copyButton.textContent = copied ? "Copied" : "Could not copy";
+        setTimeout(() => { this.copyButton.replaceChildren(icon("copy"), "Copy"); }, 1500);
+      },
+    }, icon("copy"), "Copy");
+    this.regenerateButton = h("button", { type: "button", class: "btn-ghost btn-sm", "data-testid": "regenerate-answer", title: "Send the last message again, as a new branch", hidden: true }, icon("refresh"), "Regenerate");
+    this.actions = h("div", { class: "answer-actions", hidden: true }, this.copyButton, this.regenerateButton);
+  }
+
+  /** Offer Regenerate on this answer (the last one shown, no task running), or not (null).
+   * @param {(() => void) | null} regenerate */
+  setRegenerate(regenerate) {
+    this.regenerateButton.hidden = !regenerate;
+    this.regenerateButton.onclick = regenerate;
+    this.#showActions();
+  }
+
+  #showActions() {
+    this.copyButton.hidden = !this.content;
+    this.actions.hidden = !(this.finished || this.whole) || (this.copyButton.hidden && this.regenerateButton.hidden);
   }
 
   #schedule() {
@@ -244,6 +273,8 @@ export class AssistantView extends MessageBase {
   setContent(text) {
     if (!text) return;
     this.content = text;
+    this.whole = true; // history: the answer is all there
+    this.#showActions();
     void this.#markdown().show(text);
   }
 
@@ -261,5 +292,6 @@ export class AssistantView extends MessageBase {
     }
     this.el.classList.remove("typing");
     this.setStreaming(false);
+    this.#showActions();
   }
 }
