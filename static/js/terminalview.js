@@ -15,6 +15,13 @@ import { Terminal } from "../vendor/xterm/xterm.mjs";
 const FRAME_CHARS = 4096; // a paste goes in frames below terminal_input's limit
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
+const NOT_ASCII = /[^\x00-\x7f]/;
+
+/** How many bytes `text` takes in UTF-8 (without encoding it when it is ASCII, as a flood of output mostly is).
+ * @param {string} text */
+function utf8Length(text) {
+  return NOT_ASCII.test(text) ? encoder.encode(text).length : text.length;
+}
 
 let nonceGiven = false;
 
@@ -109,7 +116,7 @@ export class TerminalView {
   #write(data, offset) {
     if (offset >= this.end) {
       this.term.write(data);
-      this.end = offset + encoder.encode(data).length;
+      this.end = offset + utf8Length(data);
       return;
     }
     const bytes = encoder.encode(data);
