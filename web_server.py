@@ -24,6 +24,7 @@ from protocol.events import Event
 from utils.settings import Settings
 from web.access import HostGuard, OriginCheck, OriginGuard, is_loopback, origin_checker
 from web.app_ops import register_app_handlers
+from web.changes_ops import register_changes_handlers
 from web.cluster import Cluster, LocalCluster
 from web.demo_reset import register_demo_handlers
 from web.handlers import register_socket_handlers
@@ -100,6 +101,7 @@ def create_app(
     register_process_handlers(socketio, state)
     register_app_handlers(socketio, state, host)
     register_terminal_handlers(socketio, state)
+    register_changes_handlers(socketio, state)
     cluster.serve(hub.handle, socketio.start_background_task)
     sessions = sessions_of(services.runner)
     if sessions is not None:  # its processes' changes go onto their conversations' timelines
