@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from cli.command_texts import agents_text, mcp_text, skills_text
+from cli.diff_command import local_diff
 from cli.history import find_conversation, listing
 from cli.process_texts import (
     LOG_TAIL_BYTES,
@@ -202,6 +203,7 @@ COMMANDS = commands_of(
         "skills": _skills,
         "mcp": _mcp,
         "compact": _compact,
+        "diff": local_diff,
         "ps": _ps,
         "logs": _logs,
         "stop": _stop,

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cli.command_texts import agents_text, mcp_text, skills_text
+from cli.diff_command import remote_diff
 from cli.history import format_listing
 from cli.painter import DIM
 from cli.process_texts import find, logs_text, process_id, process_line, ps_text, tail_offset
@@ -222,6 +223,7 @@ COMMANDS: dict[str, Handler] = {
             "skills": _skills,
             "mcp": _mcp,
             "compact": _compact,
+            "diff": remote_diff,
             "ps": _ps,
             "logs": _logs,
             "stop": _stop,

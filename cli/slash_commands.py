@@ -167,6 +167,12 @@ TABLE = (
         "files changed since it stay as they are unless --overwrite",
     ),
     SlashCommand(
+        "diff",
+        "[conversation]",
+        "what changed: git's diff (staged, not staged) in a git repository,\n"
+        "else (or with `conversation`) every file this conversation changed",
+    ),
+    SlashCommand(
         "ps", "", "list this conversation's background processes: id, state, ports, command"
     ),
     SlashCommand("logs", "ID", "show the last output of background process ID"),
