@@ -40,6 +40,10 @@ export class FileTree {
     this.expanded = new Set();
     this.selected = null;
     this.refresh = debounce(() => this.reload(), 300);
+    /** @type {Map<string, string>} git's state letter of each changed file */
+    this.gitMarks = new Map();
+    /** @type {(() => void) | null} told after the tree was loaded or changed (the git marks follow) */
+    this.onUpdated = null;
     /** @type {HTMLElement | null} said above the tree once live updates stopped */
     this.stopped = null;
   }
@@ -78,6 +82,7 @@ export class FileTree {
       this.root.append(h("p", { class: "empty-hint", "data-testid": "tree-capped", text }));
     }
     this.onRootName?.(tree.name);
+    this.onUpdated?.();
   }
 
   #build(entry, parent) {
@@ -97,6 +102,7 @@ export class FileTree {
       annotation ? h("span", { class: "tree-annotation", text: annotation }) : null,
     );
     row.style.setProperty("--depth", depthOf(path));
+    this.#markGit(row, path);
     const li = h("li", { class: "tree-item" }, row);
     const node = { name, path, isDir, annotation, children: [], row, li, list: null, parent: null };
     if (!isDir && this.onFocus) li.append(this.#pin(node));
@@ -109,6 +115,22 @@ export class FileTree {
     row.addEventListener("click", () => (node.isDir ? this.#setExpanded(node, !this.expanded.has(node.path)) : this.onOpenFile(node.path)));
     if (path === this.selected) row.setAttribute("aria-current", "true");
     return node;
+  }
+
+  /** git's state letter of each changed file (M, A, D, ?...), shown beside its name.
+   * @param {Map<string, string>} marks */
+  setGitMarks(marks) {
+    this.gitMarks = marks;
+    for (const node of this.nodes.values()) if (node.row && !node.isDir) this.#markGit(node.row, node.path);
+  }
+
+  /** @param {HTMLElement} row @param {string} path */
+  #markGit(row, path) {
+    const mark = this.gitMarks.get(path);
+    row.querySelector(".tree-git")?.remove();
+    if (mark) row.append(h("span", { class: "tree-git", "data-testid": "tree-git", text: mark, title: "Changed since the last commit (git)" }));
+    if (mark) row.dataset.git = mark;
+    else delete row.dataset.git;
   }
 
   /** The pin that puts a file in focus (its content goes with every model call). */
@@ -197,6 +219,7 @@ export class FileTree {
    * @param {FileChange[]} changes
    * @param {FolderRefresh[]} [refresh] */
   apply(changes, refresh = []) {
+    this.onUpdated?.();
     for (const change of changes) this.onChange?.(change);
     for (const folder of refresh) this.onFolderChange?.(folder.path);
     if (!this.nodes.size) return;

@@ -155,6 +155,13 @@ export class StatusBar {
     ].filter(Boolean).join("\n");
   }
 
+  /** The workspace's git branch, or null (no repository): hidden then.
+   * @param {string | null} branch */
+  setBranch(branch) {
+    this.part("branch-item").hidden = branch === null;
+    this.part("branch").textContent = branch ?? "";
+  }
+
   /** Whether the Compact button applies: a conversation is open (onCompact is set by the app). */
   setCompactable(enabled) {
     this.compactable = enabled;

@@ -2,6 +2,7 @@
 // The questions asked before undoing, from the server's undo_preview: before "Undo this task", and before
 // an edit leaves on another branch tasks that changed files (undo those changes first, or keep them). Files
 // changed since their task (conflicts) stay as they are unless the user chooses to overwrite them.
+import { renderChangedFile } from "./changes.js";
 import { choose, fileList, UNDO_VERBS } from "./dialog.js";
 import { h } from "./dom.js";
 
@@ -29,6 +30,18 @@ function undoBody(intro, files, conflicts) {
   return body;
 }
 
+/** What the task changed, a diff per file, which the undo takes back (nothing when the server has none).
+ * @param {Request} request
+ * @param {string | null} cid
+ * @param {string} messageId */
+async function taskDiffs(request, cid, messageId) {
+  const ack = cid ? await request("changes", { conversation_id: cid, message_id: messageId }) : null;
+  const files = ack?.ok ? ack.tasks?.at(-1)?.files ?? [] : [];
+  if (!files.length) return [];
+  return [h("p", { text: "What the task changed, which the undo takes back:" }),
+    h("div", { class: "undo-diffs", "data-testid": "undo-diffs" }, files.map(renderChangedFile))];
+}
+
 /** List what undoing the task will remove, restore and leave, and ask: null (cancelled) or {overwrite: [paths]}.
  * @param {Request} request errors come back as acks
  * @param {string | null} cid
@@ -43,7 +56,8 @@ export async function askUndoTask(request, cid, messageId) {
   if (files.length) choices.push(conflicts.length ? { label: "Undo the rest", value: "undo", kind: "primary" } : { label: "Undo", value: "undo", kind: "danger" });
   const answer = await choose({
     title: "Undo this task?",
-    body: undoBody("These files go back to how they were before the task:", files, conflicts),
+    body: [...undoBody("These files go back to how they were before the task:", files, conflicts),
+      ...(files.length ? await taskDiffs(request, cid, preview.message_id ?? messageId) : [])],
     choices,
     testid: "undo-dialog",
   });
