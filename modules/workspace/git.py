@@ -10,7 +10,10 @@ repository's config names emptied (git has no switch for all of them). `GIT_DIR`
 lead out, is refused), so `core.worktree` cannot widen it. Where bubblewrap is usable, git
 also runs in the workers' jail (modules/sandbox/worker_jail.py) with only the workspace bound:
 no network, an unprivileged uid, nothing of the host writable, so a driver named between the
-config's reading and git's start, or a `.git` link to elsewhere, reaches nothing outside.
+config's reading and git's start, or a link in `.git` to elsewhere, reaches nothing outside.
+Without it git runs on the host with the same switches and, as root, only reads: staging and
+committing are refused there (a link in `.git` could lead their writes out of the workspace),
+and so is a `.git` naming another repository's folder (`commondir`).
 Output is bounded and every run killed after GIT_SECONDS. We never call an alias.
 """
 
@@ -62,6 +65,10 @@ HARDENED = {
     "safe.directory": "*",
 }
 FILTER_KEYS = ("clean", "smudge", "process")
+UNCONFINED_WRITES = (
+    "Staging and committing here need bubblewrap, as the server runs as root: links the agent "
+    "can put in .git could lead git's writes out of the workspace. Use git in your terminal."
+)
 
 
 class GitError(Exception):
@@ -100,11 +107,18 @@ class Git:
         is false."""
         if not self.is_repository():
             raise GitError("The workspace is not a git repository (no .git folder at its root).")
+        if os.path.lexists(self.root / ".git" / "commondir"):
+            raise GitError("The workspace's .git names another repository's folder (commondir).")
         overrides = {**HARDENED, **self._emptied_filters()}
         result = self._run(args, overrides, env)
         if check and result.code != 0:
             raise GitError(f"git {args[0]} failed: {result.stderr.strip() or result.code}")
         return result
+
+    def check_writes(self) -> None:
+        """Refuse a change to the repository where git would run unconfined as root."""
+        if self.jail.bubblewrap is None and os.geteuid() == 0:
+            raise GitError(UNCONFINED_WRITES)
 
     def identity(self) -> dict[str, str]:
         """GIT_AUTHOR_* and GIT_COMMITTER_* for a commit when the repository names nobody."""

@@ -90,11 +90,13 @@ def diff(git: Git, *, staged: bool = False, path: str | None = None) -> dict[str
 
 def stage(git: Git, paths: list[str]) -> None:
     """`git add` these paths (a deleted one is staged as deleted)."""
+    git.check_writes()
     git.run(["add", "--all", "--", *map(_pathspec, _some(paths))])
 
 
 def unstage(git: Git, paths: list[str]) -> None:
     """Take these paths out of the index again (back to HEAD, or out, before a first commit)."""
+    git.check_writes()
     specs = [_pathspec(p) for p in _some(paths)]
     if git.run(["rev-parse", "--verify", "--quiet", "HEAD"], check=False).code == 0:
         git.run(["reset", "--quiet", "HEAD", "--", *specs])
@@ -104,6 +106,7 @@ def unstage(git: Git, paths: list[str]) -> None:
 
 def commit(git: Git, message: str) -> dict[str, Any]:
     """Commit what is staged with `message`; the new commit's hash and first line."""
+    git.check_writes()
     text = message.strip()
     if not text:
         raise GitError("A commit needs a message.")
