@@ -23,6 +23,13 @@ const FILES = [
   ["@highlightjs/cdn-assets/styles/github.min.css", "highlight/github.min.css"],
   ["@highlightjs/cdn-assets/styles/github-dark.min.css", "highlight/github-dark.min.css"],
   ["@highlightjs/cdn-assets/LICENSE", "highlight/LICENSE"],
+  ["@xterm/xterm/lib/xterm.mjs", "xterm/xterm.mjs"],
+  ["@xterm/xterm/lib/xterm.mjs.map", "xterm/xterm.mjs.map"],
+  ["@xterm/xterm/css/xterm.css", "xterm/xterm.css"],
+  ["@xterm/xterm/LICENSE", "xterm/LICENSE"],
+  ["@xterm/addon-fit/lib/addon-fit.mjs", "xterm/addon-fit.mjs"],
+  ["@xterm/addon-fit/lib/addon-fit.mjs.map", "xterm/addon-fit.mjs.map"],
+  ["@xterm/addon-fit/LICENSE", "xterm/addon-fit.LICENSE"],
 ];
 
 function copyIfChanged(source, destination) {
