@@ -18,6 +18,7 @@ import { AlwaysAllowed } from "./safety.js";
 import { Session } from "./session.js";
 import { renderApiSetup } from "./setup.js";
 import { StatusBar } from "./statusbar.js";
+import { TerminalPanel } from "./terminal.js";
 
 const $ = (selector) => document.querySelector(selector);
 const BANNER_TEXT = {
@@ -66,6 +67,10 @@ class App {
       onOpen: (cid) => this.#onOpen(cid),
     });
     this.session.events.onProcess = (event) => this.processes.apply(event);
+    this.terminals = new TerminalPanel($("#terminal-panel"), {
+      request, toggle: $("#terminal-toggle"), onSendToAgent: (text) => this.#toComposer(text),
+    });
+    this.session.events.onTerminal = (event) => this.terminals.apply(event);
     this.conn = new Connection({
       token,
       onEvent: (...event) => {
@@ -184,6 +189,13 @@ class App {
     );
   }
 
+  /** Text for the agent put after what the message box holds, not sent.
+   * @param {string} text */
+  #toComposer(text) {
+    const typed = $("#message-input").value.trimEnd();
+    this.composer.fill(typed ? `${typed}\n\n${text}` : text);
+  }
+
   #setTitle(title) {
     $("#conversation-title").textContent = title || "New conversation";
     this.attention.setBase(title);
@@ -258,6 +270,7 @@ class App {
     if (cid !== this.openCid) {
       this.#loadAllowed(cid);
       this.processes.show(cid);
+      this.terminals.show(cid);
     }
     this.openCid = cid;
     this.statusBar.setCompactable(Boolean(cid));
@@ -279,6 +292,7 @@ class App {
       if (!detail.first) {
         this.session.resync();
         this.processes.show(this.session.cid); // the events it missed meanwhile are not replayed to it
+        this.terminals.show(this.session.cid); // attached anew: a new connection follows no terminal
       }
       else if (this.initialConversation) this.session.open(this.initialConversation);
       return;

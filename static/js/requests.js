@@ -140,6 +140,9 @@
  * @property {Ack & {process?: ProcessItem}} stop_process
  * @property {Ack & {process?: ProcessItem}} restart_process
  * @property {Ack & {url?: string, process_id?: string, port?: number}} open_app
+ * @property {Ack & {terminal_id?: string}} terminal_open
+ * @property {Ack & {data?: string, offset?: number, next_offset?: number}} terminal_attach
+ * @property {Ack & {terminals?: Array<{terminal_id: string, rows: number, cols: number}>}} list_terminals
  */
 
 /**
