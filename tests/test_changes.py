@@ -126,3 +126,20 @@ def test_stage_unstage_and_commit_through_the_ops(web: Web) -> None:
     assert [(f["path"], f["index"]) for f in after["files"]] == [("b.txt", "?")]
     nothing = client.call("git_commit", {"message": "again"})
     assert "Nothing is staged" in nothing["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("event", "payload"),
+    [
+        ("changes", {}),
+        ("changes", {"conversation_id": ["x"]}),
+        ("git_diff", {"staged": [1]}),
+        ("git_stage", {"paths": []}),
+        ("git_unstage", {"paths": ["a", ""]}),
+        ("git_commit", {"message": ""}),
+        ("git_commit", {"message": "x" * 10_001}),
+    ],
+)
+def test_bad_payloads_are_refused(web: Web, event: str, payload: dict) -> None:
+    ack = web.connect().call(event, payload)
+    assert ack["ok"] is False and ack["error"]["code"] == "bad_request", ack
