@@ -27,6 +27,7 @@ from web.app_ops import register_app_handlers
 from web.changes_ops import register_changes_handlers
 from web.cluster import Cluster, LocalCluster
 from web.demo_reset import register_demo_handlers
+from web.editor_ops import register_editor_handlers
 from web.handlers import register_socket_handlers
 from web.hub import TerminalHub
 from web.manage import register_manage_handlers
@@ -99,6 +100,7 @@ def create_app(
     register_demo_handlers(socketio, state)
     register_mcp_handlers(socketio, state)
     register_process_handlers(socketio, state)
+    register_editor_handlers(socketio, state)
     register_app_handlers(socketio, state, host)
     register_terminal_handlers(socketio, state)
     register_changes_handlers(socketio, state)
