@@ -2,7 +2,7 @@
 sandbox under bubblewrap, a bash on a PTY in the conversation's session) and the fake model: typed
 keys echo; the person curls the server the agent started in the background; a resize of the
 window changes `stty size`; a reload attaches again and shows the scrollback; two terminals are
-independent; Send to agent fills the composer and sends nothing; on a phone the key row sends
+independent, and each conversation shows its own (another one opens none by itself); Send to agent fills the composer and sends nothing; on a phone the key row sends
 Ctrl-C and the arrows. The page's Content-Security-Policy holds throughout: a refused inline
 style is a console error, which fails the test (tests/kit/browser.py open_page)."""
 
@@ -113,7 +113,9 @@ def test_the_terminal_beside_the_agents_server(browser: Any, served: Served) -> 
         run(page, "echo back-$((1+1))", "back-2")
 
 
-def test_two_terminals_are_independent(browser: Any, served: Served) -> None:
+def test_two_terminals_are_independent_and_follow_their_conversation(
+    browser: Any, served: Served
+) -> None:
     with open_page(browser, served, ready=READY, viewport=DESKTOP) as page:
         start_conversation(page, served)
         run(page, "FIRST=only-here; echo set-$FIRST", "set-only-here")
@@ -131,6 +133,14 @@ def test_two_terminals_are_independent(browser: Any, served: Served) -> None:
         page.click(f'.terminal-tab[data-terminal="{second}"] [data-testid=terminal-close]')
         page.wait_for_selector(f'.terminal-tab[data-terminal="{second}"]', state="detached")
         assert page.get_attribute(SCREEN, "data-terminal") == first
+
+        cid = page.evaluate("decodeURIComponent(location.hash.slice(3))")  # #c=CID
+        page.click("[data-testid=new-conversation]")
+        page.wait_for_selector("[data-testid=terminal-error]:has-text('send a first message')")
+        assert page.locator("[data-testid=terminal-screen]").count() == 0
+        page.click(f'.conv-item[data-conversation-id="{cid}"]')
+        shows(page, "set-only-here")  # attached again, with its scrollback
+        assert page.locator("[data-testid=terminal-screen]").count() == 1
 
 
 def test_on_a_phone_the_key_row_sends_ctrl_c_and_arrows(browser: Any, served: Served) -> None:

@@ -13,6 +13,7 @@ import { TerminalView } from "./terminalview.js";
 
 const SENT_LINES = 60; // what Send to agent takes from the screen and its scrollback
 const OPEN_KEY = "terminal-open"; // sessionStorage: the panel stays open across a reload
+const NO_CONVERSATION = "A terminal runs in a conversation's sandbox: send a first message, then open one.";
 
 /** `text` in a Markdown code fence longer than any run of backticks in it.
  * @param {string} text */
@@ -63,7 +64,7 @@ export class TerminalPanel {
     if (open) sessionStorage.setItem(OPEN_KEY, "1");
     else sessionStorage.removeItem(OPEN_KEY);
     if (!open) return;
-    if (!this.shown.size) this.#load();
+    if (!this.shown.size) this.#load(true);
     this.#view()?.refit();
     this.#view()?.focus();
   }
@@ -81,7 +82,7 @@ export class TerminalPanel {
     this.loads += 1;
     this.#say("");
     this.#update();
-    if (!this.root.hidden) this.#load();
+    if (!this.root.hidden) this.#load(false);
   }
 
   /** A `terminal` event (sent to this page only for the terminals it attached).
@@ -100,23 +101,27 @@ export class TerminalPanel {
     this.toggle.setAttribute("aria-pressed", String(open));
   }
 
-  async #load() {
+  /** List the conversation's terminals and attach to each; with none, open one when `openOne` (the person asked
+   * for the panel) or say how (another conversation was opened under it).
+   * @param {boolean} openOne */
+  async #load(openOne) {
     const load = ++this.loads;
     const cid = this.cid;
-    if (!cid) return this.#say("A terminal runs in a conversation's sandbox: send a first message, then open one.");
+    if (!cid) return this.#say(NO_CONVERSATION);
     const ack = await this.request("list_terminals", { conversation_id: cid });
     if (load !== this.loads) return;
     if (!ack.ok) return this.#say(ack.error?.message ?? "The terminals could not be listed.");
     const listed = ack.terminals ?? [];
     for (const { terminal_id: id } of listed) this.#attach(this.#add(id), load);
     if (listed.length) this.#select(listed[listed.length - 1].terminal_id);
-    else await this.#open();
+    else if (openOne) await this.#open();
+    else this.#say("No terminal in this conversation yet: + opens one.");
   }
 
   /** Open a new terminal the size of the panel, and show it. */
   async #open() {
     const cid = this.cid;
-    if (!cid) return this.#say("A terminal runs in a conversation's sandbox: send a first message, then open one.");
+    if (!cid) return this.#say(NO_CONVERSATION);
     const load = this.loads;
     const view = this.#box();
     this.#say("");
