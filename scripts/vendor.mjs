@@ -33,11 +33,32 @@ const FILES = [
 ];
 
 function copyIfChanged(source, destination) {
-  const data = readFileSync(source);
+  return copyData(readFileSync(source), destination);
+}
+
+function copyData(data, destination) {
   if (existsSync(destination) && readFileSync(destination).equals(data)) return false;
   mkdirSync(dirname(destination), { recursive: true });
   writeFileSync(destination, data);
   return true;
+}
+
+// The editor's CodeMirror modules import each other by bare name: bundled into one ES module at install.
+const EDITOR_BUNDLE = "codemirror/codemirror.js";
+const EDITOR_LICENSES = ["codemirror", "@codemirror/view", "@codemirror/merge", "@lezer/common"];
+
+async function bundleEditor() {
+  const { build } = await import("esbuild");
+  const result = await build({
+    entryPoints: [join(root, "scripts", "editor-entry.mjs")],
+    bundle: true, format: "esm", minify: true, legalComments: "none", write: false, target: "es2022",
+  });
+  let changed = copyData(result.outputFiles[0].contents, join(vendor, EDITOR_BUNDLE)) ? 1 : 0;
+  for (const name of EDITOR_LICENSES) {
+    const license = join(modules, name, "LICENSE");
+    if (copyData(readFileSync(license), join(vendor, "codemirror", `LICENSE.${name.replace("@", "").replace("/", "-")}`))) changed += 1;
+  }
+  return changed;
 }
 
 const missing = FILES.filter(([source]) => !existsSync(join(modules, source)));
@@ -49,4 +70,5 @@ let changed = 0;
 for (const [source, destination] of FILES) {
   if (copyIfChanged(join(modules, source), join(vendor, destination))) changed += 1;
 }
-console.log(`vendor: ${FILES.length} files in static/vendor/ (${changed} updated)`);
+changed += await bundleEditor();
+console.log(`vendor: ${FILES.length} files and the editor's bundle in static/vendor/ (${changed} updated)`);
