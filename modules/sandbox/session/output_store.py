@@ -63,11 +63,13 @@ class Chunk:
 
 
 class OutputRing:
-    """The last `capacity` bytes of a stream; `end` is the offset after everything written."""
+    """The last `capacity` bytes of a stream; `end` is the offset after everything written.
+    The byte at offset o is kept at o % capacity: an append copies only its own bytes in
+    (a ring that shifted its contents would copy all of them at every read of a flood)."""
 
     def __init__(self, capacity: int = RING_BYTES) -> None:
         self.capacity = capacity
-        self._data = bytearray()
+        self._data = bytearray()  # grows to `capacity`, then is written over in place
         self.end = 0
 
     @property
@@ -76,19 +78,28 @@ class OutputRing:
         return self.end - len(self._data)
 
     def append(self, data: bytes) -> None:
-        self._data += data
+        new = memoryview(data)
+        room = self.capacity - len(self._data)
+        if room > 0:  # still filling up (the byte at offset o at index o): onto the end
+            self._data += new[:room]
+            new = new[room:]
         self.end += len(data)
-        extra = len(self._data) - self.capacity
-        if extra > 0:
-            del self._data[:extra]
+        new = new[max(0, len(new) - self.capacity) :]  # what is older would be overwritten anyway
+        at = (self.end - len(new)) % self.capacity
+        first = min(len(new), self.capacity - at)
+        self._data[at : at + first] = new[:first]
+        self._data[: len(new) - first] = new[first:]
 
     def read(self, offset: int, limit: int) -> Chunk:
         """At most `limit` bytes from `offset` (clamped to what is held)."""
         offset = max(0, min(offset, self.end))
         skipped = max(0, self.start - offset)
-        begin = offset + skipped - self.start
-        data = bytes(self._data[begin : begin + limit])
-        return Chunk(data, offset + skipped + len(data), skipped)
+        begin = offset + skipped
+        size = max(0, min(limit, self.end - begin))
+        at = begin % self.capacity
+        with memoryview(self._data) as held:  # no copy but the one into `data`
+            data = b"".join((held[at : at + size], held[: max(0, at + size - len(held))]))
+        return Chunk(data, begin + size, skipped)
 
 
 class OutputLog:

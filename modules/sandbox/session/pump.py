@@ -7,6 +7,7 @@ has it read at a bounded rate."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import time
@@ -17,6 +18,7 @@ from modules.sandbox.session.os_threads import new_condition, original, start_th
 log = logging.getLogger(__name__)
 
 READ_SIZE = 65536
+PIPE_BYTES = 1 << 20
 POLL_READ = 0x001 | 0x008 | 0x010  # POLLIN, POLLERR, POLLHUP
 RATE_WINDOW_SECONDS = 0.1
 
@@ -65,6 +67,8 @@ class OutputPump:
     def add(self, fd: int, sink: Sink) -> None:
         """Read `fd` into `sink` until its end."""
         os.set_blocking(fd, False)
+        with contextlib.suppress(OSError):  # a PTY, or a pipe the system keeps smaller
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         self._ask(("add", fd, sink))
 
     def remove(self, sink: Sink) -> None:
