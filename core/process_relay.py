@@ -1,10 +1,11 @@
 """The sandbox sessions' process changes as `process` events on each conversation's timeline:
 started, ports and exited as they come, output gathered per process (at most BATCH_BYTES an
-event: what came in BATCH_SECONDS, or at once while a backlog remains, one batch per process
-a round). The pool's sessions hold a process's output in its pipe while too much of it was not
-sent yet (ProcessOutput), so none is lost to the ring. One thread for the whole server (a
-Socket.IO background task, green under eventlet: the sessions' OS threads only note a change
-under a real lock, and the relay looks every BATCH_SECONDS, less often idle)."""
+event: what came in BATCH_SECONDS, the first after a quiet while at once, and at once while a
+backlog remains, one batch per process a round). The pool's sessions hold a process's output
+in its pipe while too much of it was not sent yet (ProcessOutput), so none is lost to the
+ring. One thread for the whole server (a Socket.IO background task, green under eventlet): the
+sessions' OS threads only note a change under a real lock, which wakes the relay on an OS
+thread; a green one looks every BATCH_SECONDS, less often idle."""
 
 from __future__ import annotations
 
@@ -19,13 +20,14 @@ from modules.sandbox.session.os_threads import original
 from modules.sandbox.session.pool import SessionPool
 from modules.sandbox.session.process import ProcessEvent, ProcessInfo
 from protocol.events import Process
+from utils.async_loop import green_threads
 
 log = logging.getLogger(__name__)
 
 BATCH_SECONDS = 0.05
 BATCH_BYTES = 64 * 1024
 IDLE_SECONDS = 0.25  # how often it looks after a second with nothing to send
-FLOOD_SECONDS = 0.002  # how often it looks for a flood's next batch (BATCH_SECONDS long)
+FLOOD_SECONDS = 0.002  # how often a green relay looks for a flood's next batch
 MAX_CUT_BYTES = 3  # the most a batch leaves of a character the output's end cuts short
 
 Deliver = Callable[[str, Process], None]  # (conversation id, event): onto its timeline
@@ -65,7 +67,9 @@ class ProcessRelay:
         self.pool = pool
         self.deliver = deliver
         self._sleep = sleep
-        self._lock = original("threading").Lock()  # real: the sessions' OS threads take it
+        threading = original("threading")  # real: the sessions' OS threads take it
+        self._lock = threading.Condition(threading.Lock())  # notified of each change
+        self._green = green_threads()  # then the relay cannot wait on it, and looks instead
         self._sent: dict[tuple[str, str], int] = {}  # the offset output was sent up to
         self._waiting: set[tuple[str, str]] = set()  # output to send
         self._changes: list[ProcessEvent] = []  # started, ports, exited: to send in order
@@ -83,35 +87,57 @@ class ProcessRelay:
                 self._waiting.add((event.conversation_id, event.process_id))
             else:
                 self._changes.append(event)
+            self._lock.notify()
 
     def close(self) -> None:
         """Stop relaying (the server stops)."""
         with contextlib.suppress(ValueError):
             self.pool.listeners.remove(self.on_event)
-        self._closed = True
+        with self._lock:
+            self._closed = True
+            self._lock.notify()
 
     def _run(self) -> None:
-        last = time.monotonic()
+        last = 0.0  # when it last sent
         backlog: set[tuple[str, str]] = set()  # more to send than its last batch took
         while not self._closed:
-            quiet = time.monotonic() - last
-            self._sleep(0 if backlog else self._pause(quiet))
+            if backlog:
+                if self._green:  # the other green threads' turn (an OS thread is preempted)
+                    self._sleep(0)
+            elif not self._wait(last):
+                if time.monotonic() - last > 1.0:
+                    self._forget_ended_sessions()
+                continue
             with self._lock:
                 waiting, self._waiting = self._waiting | backlog, set()
                 changes, self._changes = self._changes, []
-            backlog = set()
-            if not (waiting or changes):
-                if quiet > 1.0:
-                    self._forget_ended_sessions()
-                continue
             last, self._flooded = time.monotonic(), False
             try:
                 backlog = self._send_all(waiting, changes)
             except Exception:  # one process's trouble must not stop the others'
                 log.exception("relaying a process's events failed")
+                backlog = set()
+
+    def _wait(self, last: float) -> bool:
+        """Whether something is due now; else wait a while (an OS thread: until a change)."""
+        with self._lock:
+            pause = self._pause(time.monotonic() - last)
+            if pause <= 0:
+                return True
+            if not self._green:
+                self._lock.wait(pause)
+                return False
+        self._sleep(pause)
+        return False
 
     def _pause(self, quiet: float) -> float:
-        """How long to wait for output after `quiet` seconds with nothing sent."""
+        """How long until what waits is due, `quiet` seconds after the last send (holding the
+        lock): changes at once; output BATCH_SECONDS after the last batch, at once after a
+        full one; with nothing waiting, how long until a green relay looks again."""
+        if self._changes:
+            return 0.0
+        if self._waiting:
+            return 0.0 if self._flooded else BATCH_SECONDS - quiet
         if self._flooded and quiet < BATCH_SECONDS:
             return FLOOD_SECONDS
         return IDLE_SECONDS if quiet > 1.0 else BATCH_SECONDS

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from core.process_relay import BATCH_SECONDS
 from protocol.events import Done, Event, Process, Token, ToolEvent
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.kit.server import ServerProcess
@@ -140,3 +141,24 @@ def test_a_flood_starves_neither_another_process_nor_a_task(
     assert len(tokens) > 10, tokens
     assert len(ticks) >= 10, ticks
     assert token_gap < 2.0 and tick_gap < 2.0
+
+
+def test_a_trickle_is_gathered_rather_than_sent_write_by_write(
+    client: Client, fake: FakeLLM, server: ServerProcess
+) -> None:
+    # Each line is a write of its own, stamped with when it was written.
+    trickle = "python3 -uc 'import time\nfor i in range(60): print(time.time()); time.sleep(0.01)'"
+    cid = start(client, fake, f"while [ ! -e go3 ]; do sleep 0.01; done; {trickle}")
+    received = outputs_of(client, cid)
+    (server.workspace / "go3").touch()
+    wait_until(
+        lambda: "p1" in received and received["p1"].text().count("\n") >= 60,
+        WAIT_SECONDS,
+        "the 60 lines",
+    )
+    stamps = [float(line) for line in received["p1"].text().split()]
+    events = len(received["p1"].events)
+    # The first at once, then at most one batch every BATCH_SECONDS, and the rest in the last.
+    most = (stamps[-1] - stamps[0]) / BATCH_SECONDS + 3
+    print(f"60 writes over {stamps[-1] - stamps[0]:.2f} s in {events} events (at most {most:.0f})")
+    assert events <= most, events
