@@ -1,6 +1,7 @@
 // @ts-check
 // Entry point of the main page: builds the parts and wires them to the connection.
 import { Attention } from "./attention.js";
+import { ChangesPanel } from "./changes.js";
 import { ChatView } from "./chat.js";
 import { pageCommands } from "./commands.js";
 import { Composer } from "./composer.js";
@@ -71,6 +72,11 @@ class App {
       request, toggle: $("#terminal-toggle"), onSendToAgent: (text) => this.#toComposer(text),
     });
     this.session.events.onTerminal = (event) => this.terminals.apply(event);
+    this.changes = new ChangesPanel($("#changes-panel"), {
+      request, toggle: $("#changes-toggle"), onAsk: (text) => this.#toComposer(text),
+      onMarks: (marks) => this.tree.setGitMarks(marks), onBranch: (branch) => this.statusBar.setBranch(branch),
+    });
+    this.tree.onUpdated = () => this.changes.changed();
     this.conn = new Connection({
       token,
       onEvent: (...event) => {
@@ -270,6 +276,7 @@ class App {
     if (cid !== this.openCid) {
       this.#loadAllowed(cid);
       this.processes.show(cid);
+      this.changes.show(cid);
       this.terminals.show(cid);
     }
     this.openCid = cid;

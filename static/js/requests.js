@@ -123,6 +123,12 @@
  * @property {Ack & {change?: Pick<FileChange, "event" | "path" | "is_dir">}} apply_edit
  * @property {Ack} discard_edit
  * @property {Ack & {edits?: Array<{id: string, path: string, diff: string, created_at: string}>}} list_edits
+ * @property {Ack & {tasks?: import("./changes.js").TaskChanges[], since_start?: import("./changes.js").ChangedFile[] | null}} changes
+ * @property {import("./changesgit.js").GitStatus} git_status
+ * @property {Ack & {diff?: string, staged?: boolean, truncated?: boolean}} git_diff
+ * @property {Ack} git_stage
+ * @property {Ack} git_unstage
+ * @property {Ack & {commit?: string, summary?: string}} git_commit
  * @property {Ack & {title?: string}} rename_conversation
  * @property {Ack} delete_conversation
  * @property {Ack & {focus?: string[]}} focus_file
