@@ -9,10 +9,12 @@ import { Connection } from "./connection.js";
 import { renderDemoBanner } from "./demobadge.js";
 import { ConversationList } from "./conversations.js";
 import { Drawer } from "./drawer.js";
+import { FileEditor } from "./editor.js";
 import { FileTree } from "./filetree.js";
 import { Followup, lastUserRecord } from "./followup.js";
 import { McpPanel } from "./mcppanel.js";
 import { MemoryPanel } from "./memorypanel.js";
+import { PathCompleter } from "./pathcomplete.js";
 import { FilePreview } from "./preview.js";
 import { ProcessesPanel } from "./processes.js";
 import { AlwaysAllowed } from "./safety.js";
@@ -68,6 +70,10 @@ class App {
       onOpen: (cid) => this.#onOpen(cid),
     });
     this.session.events.onProcess = (event) => this.processes.apply(event);
+    this.pathCompleter = new PathCompleter($("#message-input"), {
+      paths: () => [...this.tree.nodes.values()].filter((node) => !node.isDir).map((node) => node.path),
+      onPick: (path) => this.session.setFocused(path, true),
+    });
     this.terminals = new TerminalPanel($("#terminal-panel"), {
       request, toggle: $("#terminal-toggle"), onSendToAgent: (text) => this.#toComposer(text),
     });
@@ -103,14 +109,15 @@ class App {
       onDeleted: (cid) => this.session.deleted(cid),
     });
     this.preview = new FilePreview($("#file-preview"), { token: this.token, onClose: () => this.tree.select(null) });
+    this.editor = new FileEditor($("#file-editor"), { request, onClose: () => this.tree.select(null) });
     this.tree = new FileTree($("#file-tree"), {
       load: () => request("get_file_tree", {}),
-      onOpenFile: (path) => {
-        this.tree.select(path);
-        this.preview.open(path);
-      },
+      onOpenFile: (path) => this.#show(path),
       onRootName: (name) => { $("#workspace-name").textContent = name ?? ""; },
-      onChange: (change) => this.preview.changed(change.path, change.event, change.dest_path),
+      onChange: (/** @type {{path: string, event: string, dest_path?: string | null}} */ change) => {
+        this.preview.changed(change.path, change.event, change.dest_path);
+        this.editor.changed(change.path, change.event, change.dest_path);
+      },
       onFolderChange: (folder) => this.preview.changedUnder(folder),
       onFocus: (path, focused) => this.session.setFocused(path, focused),
     });
@@ -143,6 +150,7 @@ class App {
     this.chat = new ChatView($("#conversation"), $("#chat-scroll"), {
       onEdit: (record, text) => this.session.edit(record, text),
       onSwitch: (id) => this.session.switchBranch(id),
+      onRegenerate: () => this.#retry(),
       onApprove: async (callId, approved, always) => {
         const ack = await this.session.approve(callId, approved, always);
         if (ack?.ok) this.attention.resolved(callId);
@@ -187,7 +195,7 @@ class App {
           token: this.token,
           limit: Number(document.body.dataset.uploadLimit) || 0,
           onUploaded: (answer) => {
-            this.tree.apply([{ event: "created", path: answer.path, is_dir: false }]);
+            this.tree.apply([{ event: "created", path: answer.path, is_dir: false, dest_path: null }]);
             this.tree.reveal(answer.path);
           },
         },
@@ -228,7 +236,7 @@ class App {
       /** @param {string} proposalId */
       onApplyEdit: async (proposalId) => {
         const ack = await this.session.request("apply_edit", { conversation_id: this.session.cid, proposal_id: proposalId });
-        if (ack.ok && ack.change) this.tree.apply([ack.change]);
+        if (ack.ok && ack.change) this.tree.apply([{ ...ack.change, dest_path: null }]);
         return ack;
       },
       /** @param {string} proposalId */
@@ -249,10 +257,9 @@ class App {
     $("#refresh-tree").addEventListener("click", () => this.tree.reload());
     document.addEventListener("workspace:open", (/** @type {CustomEvent<{path?: string, line?: number}>} */ event) => {
       const { path, line } = event.detail ?? {};
-      if (!path) return;
-      this.tree.select(path);
-      this.preview.open(path, { line });
+      if (path) this.#show(path, line);
     });
+    $("#file-preview [data-role=edit]").addEventListener("click", () => this.#edit(this.preview.path));
     $("#status-bar [data-role=api]").addEventListener("click", () => $("#api-setup-panel").scrollIntoView({ behavior: "smooth" }));
     $("#reconnect-banner [data-role=retry]").addEventListener("click", () => this.conn.reconnect());
     document.addEventListener("keydown", (event) => {
@@ -260,6 +267,27 @@ class App {
       if (this.composer.running) this.session.cancel();
       else if (this.preview.isOpen) this.preview.close();
     });
+  }
+
+  /** A file picked in the tree or a link: in the editor while it is open, else in the preview.
+   * @param {string} path
+   * @param {number | null} [line] */
+  async #show(path, line = null) {
+    if (this.editor.isOpen) {
+      if (await this.editor.open(path)) this.tree.select(path);
+      return;
+    }
+    this.tree.select(path);
+    this.preview.open(path, { line });
+  }
+
+  /** Edit the previewed file: the editor takes the preview's place.
+   * @param {string | null} path */
+  #edit(path) {
+    if (!path) return;
+    this.preview.close();
+    this.tree.select(path);
+    this.editor.open(path);
   }
 
   /** After demo_reset: a new conversation, the list and the tree as the server has them. */
