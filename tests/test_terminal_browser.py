@@ -2,7 +2,8 @@
 sandbox under bubblewrap, a bash on a PTY in the conversation's session) and the fake model: typed
 keys echo; the person curls the server the agent started in the background; a resize of the
 window changes `stty size`; a reload attaches again and shows the scrollback; two terminals are
-independent, and each conversation shows its own (another one opens none by itself); Send to agent fills the composer and sends nothing; on a phone the key row sends
+independent, and each conversation shows its own (another one opens none by itself); a 24-bit
+colour shows; Send to agent fills the composer and sends nothing; on a phone the key row sends
 Ctrl-C and the arrows. The page's Content-Security-Policy holds throughout: a refused inline
 style is a console error, which fails the test (tests/kit/browser.py open_page)."""
 
@@ -119,6 +120,10 @@ def test_two_terminals_are_independent_and_follow_their_conversation(
     with open_page(browser, served, ready=READY, viewport=DESKTOP) as page:
         start_conversation(page, served)
         run(page, "FIRST=only-here; echo set-$FIRST", "set-only-here")
+        run(page, r"printf '\e[38;2;255;0;0mRED%s\e[0m\n' -24", "RED-24")  # a 24-bit colour
+        red = f"{SCREEN} .xterm-rows span:text-is('RED-24')"
+        colour = page.eval_on_selector(red, "cell => getComputedStyle(cell).color")
+        assert colour == "rgb(255, 0, 0)", "a cell's style is refused by the CSP"
         first = page.get_attribute(SCREEN, "data-terminal")
         page.click("[data-testid=terminal-new]")
         wait_until(lambda: page.get_attribute(SCREEN, "data-terminal") not in (None, first),

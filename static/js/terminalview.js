@@ -40,6 +40,23 @@ function giveStylesTheNonce() {
   });
 }
 
+/** xterm's DOM renderer styles a cell in a 24-bit colour with a `style` attribute, which the page's
+ * Content-Security-Policy refuses (an attribute cannot carry the nonce); the same declarations set through the CSSOM
+ * are allowed. Relies on an internal of xterm 6.0.0 (pinned in package.json): its DomRendererRowFactory's
+ * `_addStyle(element, declarations)`, at `_core._renderService._renderer.value._rowFactory`; a 24-bit colour is
+ * tested (tests/test_terminal_browser.py), and a version without it says so in the console.
+ * @param {XTerm} term */
+function styleCellsThroughCssom(term) {
+  const factory = /** @type {any} */ (term)._core?._renderService?._renderer?.value?._rowFactory;
+  if (typeof factory?._addStyle !== "function") {
+    console.error("xterm's DOM renderer has no _addStyle: 24-bit colours meet the Content-Security-Policy");
+    return;
+  }
+  factory._addStyle = (/** @type {HTMLElement} */ element, /** @type {string} */ declarations) => {
+    element.style.cssText += `${declarations};`;
+  };
+}
+
 export class TerminalView {
   /** @param {HTMLElement} box where the screen goes
    * @param {Wire} wire */
@@ -64,6 +81,7 @@ export class TerminalView {
     this.fit = new FitAddon();
     this.term.loadAddon(this.fit);
     this.term.open(box);
+    styleCellsThroughCssom(this.term);
     this.term.onData((data) => this.send(wire.typed(data)));
     this.term.onResize(({ rows, cols }) => { if (this.id) this.wire.resize(rows, cols); });
     this.resizes = new ResizeObserver(() => this.refit());
