@@ -17,6 +17,7 @@ from tests.fake_llm import Call, Reply
 from tests.kit.browser import Served
 from tests.kit.clients import EventClient, connected
 from tests.kit.settings import TOKEN
+from tests.kit.waits import wait_until
 from workspace_client import Client, WorkspaceError
 
 pytestmark = [
@@ -198,3 +199,35 @@ def test_the_client_library_opens_and_saves(served: Served) -> None:
             client.save_file("lib.txt", "three\n", file["version"])
     assert stale.value.code == "conflict"
     assert (workspace / "lib.txt").read_text() == "two\n"
+
+
+WAIT_FOR_GO = (
+    "touch started; for i in $(seq 1200); do [ -e go ] && break; sleep 0.05; done; "
+    "echo x > made.txt"
+)
+
+
+def test_a_save_while_the_agents_command_runs_is_not_undone_with_its_task(
+    client: EventClient, served: Served
+) -> None:
+    _, fake, workspace = served
+    (workspace / "during.txt").write_text("before\n")
+    base = opened(client, "during.txt")["version"]
+    fake.script(
+        Reply(tool_calls=[Call("run_command", {"command": WAIT_FOR_GO})]), Reply(content="Ran.")
+    )
+    cid = client.start("run it")
+    wait_until(lambda: (workspace / "started").exists(), what="the command to run")
+    payload = {"path": "during.txt", "content": "the person's\n", "base_version": base}
+    assert client.call("save_file", payload)["ok"]
+    (workspace / "go").write_text("")
+    client.wait_done(cid)
+    assert (workspace / "made.txt").exists()
+    [record] = [
+        r
+        for r in client.call("get_conversation", {"conversation_id": cid})["messages"]
+        if r["role"] == "user"
+    ]
+    undo = client.call("undo_task", {"conversation_id": cid, "message_id": record["id"]})
+    assert "made.txt" in undo["removed"] and not (workspace / "made.txt").exists()
+    assert (workspace / "during.txt").read_text() == "the person's\n"

@@ -48,6 +48,7 @@ def register_editor_handlers(socketio: SocketIO, state: WebState) -> None:
             return {**failure("conflict", str(exc)), "current": current}
         except NeedsConfirmation as exc:
             return {**failure("invalid", str(exc)), "needs_confirmation": True}
+        state.services.journal.outside_write(saved.path)  # a command running now did not write it
         shown = visible_changes(workspace.root, [change])
         if shown:
             socketio.emit("file_tree", FileTree(shown).to_wire())

@@ -39,6 +39,7 @@ from modules.undo.conflicts import find_conflicts, overwritten, state_now, with_
 from modules.undo.index import FileIndex
 from modules.undo.keeper import Keeper, Snapshot
 from modules.undo.manifests import ID, Manifests, load, mark_undone, task_of
+from modules.undo.outside_writes import OutsideWrites
 from modules.undo.restore import (
     Conflict,
     Restore,
@@ -120,10 +121,18 @@ class UndoJournal:
         self.keep_tasks = keep_tasks
         self._lock = threading.RLock()
         self._pending: dict[int, Snapshot] = {}
+        self._outside = OutsideWrites()
         # Held from a command's end until its changes are recorded (a plain Lock: the
         # recording thread releases what the command's thread took).
         self._recording = threading.Lock()
         self.baseline = Baseline(Path(data_dir), workspace.root, floor)
+
+    def outside_write(self, rel: str) -> None:
+        """A person wrote `rel` (the page's editor): no command running now takes it as its
+        change, so no undo of its task puts it back."""
+        pending = self._pending.copy()  # one step under the GIL: it changes in other threads
+        if pending:
+            self._outside.note(pending, rel, state_now(self.workspace, rel))
 
     def settle(self) -> None:
         """Wait until the changes of every command that ended are recorded."""
@@ -311,6 +320,9 @@ class UndoJournal:
             try:
                 after = scan(self.workspace, SKIPPED_DIRS)
                 changed = self.keeper.changed(self.workspace, snap, after)
+                changed = self._outside.not_theirs(
+                    id(snap), changed, lambda rel: state_now(self.workspace, rel)
+                )
 
                 def fill(entries: dict[str, State]) -> None:
                     for rel in changed:
@@ -320,6 +332,7 @@ class UndoJournal:
                 self._update(journal, fill)
             finally:
                 self._pending.pop(id(snap), None)
+                self._outside.forget(id(snap))
         return changed
 
     def _record_later(self, journal: TaskJournal, snap: Snapshot) -> None:
@@ -373,6 +386,7 @@ class UndoJournal:
         """Let go of what `keep_paths` kept for `snap`."""
         with self._lock:
             self._pending.pop(id(snap), None)
+            self._outside.forget(id(snap))
 
     # --- manifests ------------------------------------------------------------------------
 
