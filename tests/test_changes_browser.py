@@ -1,7 +1,7 @@
 """The Changes panel in Chromium, desktop and phone, through the real server on a git
 workspace: a task's diff as `git diff` shows the same change, the tree's git marks, the branch
-in the status bar, staging and a commit that `git log` then holds, and undo's preview showing
-the diff it takes back."""
+in the status bar, staging and a commit that `git log` then holds, an open panel following a
+task as it changes files, and undo's preview showing the diff it takes back."""
 
 from __future__ import annotations
 
@@ -115,8 +115,14 @@ def test_undo_s_preview_shows_the_diff_it_takes_back(
         Reply(tool_calls=[Call("run_command", {"command": f"echo appended >> {name}"})]),
         Reply(content="Appended."),
     )
+    page.click("[data-testid=changes-toggle]")  # open while the task runs: it follows
+    page.wait_for_selector("[data-testid=changes-body] .empty-hint")
     send(page, "append to the notes")
     page.wait_for_selector('.task-end[data-reason="complete"]', state="attached")
+    live = page.locator(f'[data-testid=changes-task] [data-path="{name}"] pre.diff')
+    live.wait_for()
+    assert "+appended" in hunks(live.text_content() or "")
+    page.click("[data-testid=changes-toggle]")
     page.click("[data-testid=undo-task]")
     diff = page.locator(f'[data-testid=undo-diffs] [data-path="{name}"] pre.diff')
     diff.wait_for()

@@ -44,6 +44,7 @@ export class ChangesPanel {
     root.replaceChildren(h("header", { class: "changes-head" }, this.tabs, close), this.body);
     toggle.addEventListener("click", () => this.setOpen(root.hidden));
     this.refreshGit = debounce(() => this.#refreshGit(), 500);
+    this.rerender = debounce(() => this.render(), 500);
   }
 
   /** The open conversation (null: none yet).
@@ -103,7 +104,7 @@ export class ChangesPanel {
   /** Something in the workspace changed: the tree's marks and the branch follow, and an open view. */
   changed() {
     this.refreshGit();
-    if (!this.root.hidden && this.tab !== "git") this.render();
+    if (!this.root.hidden && this.tab !== "git") this.rerender();
   }
 
   async #refreshGit() {
