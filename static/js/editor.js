@@ -10,10 +10,8 @@ import { failuresAsAcks } from "./requests.js";
 import { ConflictView } from "./editorconflict.js";
 import { editorExtensions, loadCodeMirror } from "./editorsetup.js";
 
-/** @typedef {{path: string, size: number, content: string | null, version: string, read_only: string | null}} OpenedFile */
+/** @typedef {import("./requests.js").OpenedFile} OpenedFile */
 /** @typedef {import("./requests.js").Request} Request */
-/** @typedef {import("./requests.js").Ack & {file?: OpenedFile, current?: OpenedFile | null, needs_confirmation?: boolean}} FileAck
- * open_file's and save_file's acks (docs/protocol.md §4.1) */
 
 export class FileEditor {
   /** @param {HTMLElement} panel  the editor's <aside>, empty
@@ -50,13 +48,6 @@ export class FileEditor {
     });
   }
 
-  /** @param {"open_file" | "save_file"} event
-   * @param {object} payload
-   * @returns {Promise<FileAck>} */
-  async #ask(event, payload) {
-    return /** @type {FileAck} */ (await this.request(event, payload));
-  }
-
   get isOpen() {
     return !this.panel.hidden;
   }
@@ -74,7 +65,7 @@ export class FileEditor {
     this.title.textContent = this.title.title = path;
     this.#say(null);
     this.body.replaceChildren(h("div", { class: "loading" }, h("span", { class: "spinner" }), "Loading…"));
-    const [cm, ack] = await Promise.all([loadCodeMirror(), this.#ask("open_file", { path })]);
+    const [cm, ack] = await Promise.all([loadCodeMirror(), this.request("open_file", { path })]);
     this.cm = cm;
     if (!ack.ok) {
       this.#destroy();
@@ -145,7 +136,7 @@ export class FileEditor {
    * @param {string} content */
   async #write(payload, content) {
     this.saveButton.disabled = true;
-    const ack = await this.#ask("save_file", payload);
+    const ack = await this.request("save_file", payload);
     if (ack.ok) {
       const edited = this.view ? this.view.state.doc.toString() !== content : false; // typed while saving
       if (this.conflict) this.#show(ack.file);
@@ -194,7 +185,7 @@ export class FileEditor {
   async #refresh() {
     const path = this.path;
     if (!path) return;
-    const ack = await this.#ask("open_file", { path });
+    const ack = await this.request("open_file", { path });
     if (path !== this.path) return;
     const current = ack.ok ? ack.file : null;
     const known = this.conflict ? this.conflict.theirsVersion : this.file?.version;

@@ -106,6 +106,10 @@
 /** @typedef {Ack & {text?: string, offset?: number, skipped?: number, next_offset?: number, output_end?: number,
  *   running?: boolean, exit_code?: number | null}} ProcessOutputAck */
 
+/** A workspace file as the editor opens it (`open_file`): its text (null when binary), the version a save names,
+ * and why it is read-only (null when it is not).
+ * @typedef {{path: string, size: number, content: string | null, version: string, read_only: string | null}} OpenedFile */
+
 /**
  * The ack of each request the page makes, by event name.
  * @typedef {object} AckMap
@@ -149,6 +153,8 @@
  * @property {Ack & {terminal_id?: string}} terminal_open
  * @property {Ack & {data?: string, offset?: number, next_offset?: number}} terminal_attach
  * @property {Ack & {terminals?: Array<{terminal_id: string, rows: number, cols: number}>}} list_terminals
+ * @property {Ack & {file?: OpenedFile}} open_file
+ * @property {Ack & {file?: OpenedFile, current?: OpenedFile | null, needs_confirmation?: boolean}} save_file
  */
 
 /**
