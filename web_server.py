@@ -264,6 +264,8 @@ def _stop_on_signals(state: WebState) -> None:
         deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS
         while state.hub.running() and time.monotonic() < deadline:
             state.socketio.sleep(0.05)
+        for terminal in running:
+            terminal.wait_done_sent()
         try:
             for close in state.closers:  # the A2A and MCP servers
                 close()

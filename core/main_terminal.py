@@ -109,6 +109,12 @@ class MainTerminal:
     def running(self) -> bool:
         return self.task is not None
 
+    def wait_done_sent(self) -> None:
+        """Returns once the last task's `done` went out: it is sent holding the timeline's
+        lock, after `running` turned False."""
+        with self.timeline.lock:
+            return
+
     @property
     def last_seq(self) -> int:
         return self.timeline.seq

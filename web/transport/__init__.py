@@ -45,6 +45,7 @@ from web.transport.tcp_nodelay import NoDelay
 
 SERVER_OPTIONS: dict[str, Any] = {"serializer": FastPacket}  # for init_app
 GREEN_YIELD_SECONDS = 0.005  # CPython's own thread switch interval
+FLUSH_SECONDS = 1.0  # at shutdown, for the clients' queues to empty
 
 
 class Transport:
@@ -73,8 +74,10 @@ class Transport:
         return self._queue_cap.replay()
 
     def close(self) -> None:
-        """Stop gathering deltas (at shutdown)."""
+        """Stop gathering deltas and give the clients' writers a moment to send what they
+        hold (at shutdown, before the process exits: the tasks' last events)."""
         self._batcher.close()
+        self._queue_cap.wait_sent(FLUSH_SECONDS, self._sleep)
 
 
 def install(

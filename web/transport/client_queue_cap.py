@@ -20,7 +20,8 @@ Written against python-engineio 4.15.1, of which it relies on:
   `Server.sockets`, `.async_mode`, `.start_background_task`, `.reason.SERVER_DISCONNECT`;
 - a queued packet's `data`: a Socket.IO packet's text, an ack's beginning with "3" or "6".
 Of the queue classes (the standard library's queue.Queue; eventlet 0.41.3's Queue): every
-item is stored and taken through `_put` and `_get`. Of Werkzeug 3.1.9 (threading mode): an
+item is stored and taken through `_put` and `_get`, and `empty()` says whether any is left
+(waited on at shutdown). Of Werkzeug 3.1.9 (threading mode): an
 error raised out of an upgraded request is answered with a 500 written into the WebSocket
 stream, a ConnectionError with nothing (engineio's SimpleWebSocketWSGI raises one at its end).
 """
@@ -31,6 +32,7 @@ import contextlib
 import logging
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -43,6 +45,7 @@ from web.transport.tcp_nodelay import connection_socket
 log = logging.getLogger(__name__)
 OTHER_PACKET_BYTES = 64  # an open packet's dict, a bare ping: small, not worth measuring
 ACK_TYPES = ("3", "6")
+SENT_POLL_SECONDS = 0.01
 
 
 SIZED = (str, bytes, bytearray)  # a tuple: `str | bytes` would build a union at every call
@@ -126,6 +129,14 @@ class ClientQueueCap:
             yield
         finally:
             self.local.replaying = False
+
+    def wait_sent(self, seconds: float, sleep: Callable[[float], Any]) -> None:
+        """Until every client's writer took all its queue held, or for `seconds` at most."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and any(
+            not engine_socket.queue.empty() for engine_socket in list(self.eio.sockets.values())
+        ):
+            sleep(SENT_POLL_SECONDS)
 
     def full(self, queue: Any) -> None:
         """Drop the client whose queue passed the cap (called once per queue)."""
