@@ -10,13 +10,15 @@ import pytest
 
 from history.store import ConversationStore
 from tests.fake_llm import FakeLLM
-from tests.kit.browser import ARTIFACTS
+from tests.kit.browser import ARTIFACTS, patience
 from tests.kit.mcp_fixture_server import TOOLS as FIXTURE_TOOLS
 from tests.kit.mcp_servers import FIXTURE, running, stdio_entry, write_config
 from tests.kit.processes import live_command_lines
 from tests.kit.server import ServerProcess
 from tests.kit.settings import TOKEN
 from tests.kit.waits import wait_until
+
+SERVER_START = patience(45)  # a stdio server is a Python process importing the MCP SDK
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -50,7 +52,7 @@ def test_the_panel_lists_each_server_with_its_state_and_tools(tmp_path, page):
         panel = page.locator("[data-testid=mcp-panel]")
         panel.wait_for()
         connected = panel.locator('[data-name="fixture"][data-state="connected"]')
-        connected.wait_for()  # the panel polls while the server starts
+        connected.wait_for(timeout=SERVER_START)  # the panel polls while the server starts
         connected.locator("summary").click()
         tools = connected.locator(".mcp-tool")
         assert tools.count() == len(FIXTURE_TOOLS)
@@ -105,7 +107,7 @@ def test_servers_are_added_restarted_turned_off_and_on_and_removed_from_the_pane
         dialog.locator("[data-testid=mcp-add-submit]").click()
         dialog.wait_for(state="detached")
         item = panel.locator('[data-name="fx"]')
-        panel.locator('[data-name="fx"][data-state="connected"]').wait_for()
+        panel.locator('[data-name="fx"][data-state="connected"]').wait_for(timeout=SERVER_START)
         saved = json.loads((tmp_path / "data" / "mcp.json").read_text())["mcpServers"]["fx"]
         assert saved == {
             "command": sys.executable,
@@ -116,14 +118,14 @@ def test_servers_are_added_restarted_turned_off_and_on_and_removed_from_the_pane
 
         item.locator("[data-testid=mcp-restart]").click()
         wait_until(lambda: running(marker) not in ([], [first]), 30, "a new server process")
-        panel.locator('[data-name="fx"][data-state="connected"]').wait_for()
+        panel.locator('[data-name="fx"][data-state="connected"]').wait_for(timeout=SERVER_START)
 
         item.locator("[data-testid=mcp-disable]").click()
         panel.locator('[data-name="fx"][data-kind="off"]').wait_for()
         assert "Turned off" in item.locator(".mcp-note").inner_text()
         wait_until(lambda: running(marker) == [], 15, "the server to stop when turned off")
         item.locator("[data-testid=mcp-enable]").click()
-        panel.locator('[data-name="fx"][data-state="connected"]').wait_for()
+        panel.locator('[data-name="fx"][data-state="connected"]').wait_for(timeout=SERVER_START)
 
         item.locator("[data-testid=mcp-remove]").click()
         page.locator("[data-testid=mcp-remove-dialog] button.btn-danger").click()
@@ -150,7 +152,7 @@ def test_the_panel_never_squashes_the_search_box_or_the_buttons(tmp_path, page):
         ) as server,
     ):
         page.goto(f"{server.url}/?token={TOKEN}")
-        page.locator('[data-name="fixture"][data-state="connected"]').wait_for()
+        page.locator('[data-name="fixture"][data-state="connected"]').wait_for(timeout=SERVER_START)
         roomy = page.evaluate(HEIGHTS)
         page.set_viewport_size({"width": 1366, "height": 640})
         page.locator('[data-name="fixture"] summary').click()
