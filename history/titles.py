@@ -30,12 +30,15 @@ _LEADING_FILLER = re.compile(
     re.IGNORECASE,
 )
 _CODE_BLOCK = re.compile(r"```.*?(?:```|$)", re.DOTALL)
-_MARKS = re.compile(r"[*_`#>]+")
+_MARKS = re.compile(r"[*`#>]+")
+# Underscores mark emphasis only around words (`_this_`, `__this__`); inside a name
+# (my_var_name, __init__.py) they are part of it.
+_UNDERSCORE_EMPHASIS = re.compile(r"(?<!\w)(_{1,2})([^_\s](?:[^_]*[^_\s])?)\1(?!\w|\.\w)")
 
 
 def _first_sentence(text: str, min_words: int = 1) -> str:
     """The first sentence of `text` with at least `min_words` words, without Markdown marks."""
-    plain = _MARKS.sub("", _CODE_BLOCK.sub("\n", text))
+    plain = _UNDERSCORE_EMPHASIS.sub(r"\2", _MARKS.sub("", _CODE_BLOCK.sub("\n", text)))
     for raw in plain.splitlines():
         for sentence in re.split(r"(?<=[.!?])\s", " ".join(raw.split())):
             if len([w for w in sentence.split() if any(c.isalnum() for c in w)]) >= min_words:
