@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -138,3 +139,20 @@ def test_the_page_shows_a_stop_of_the_server_as_interrupted(
     ]
     context.close()
     assert errors == []
+
+
+def test_ctrl_c_in_the_terminal_stops_the_server_without_a_traceback(
+    fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """Ctrl-C in a terminal signals the whole foreground process group: the server's children
+    (the file watcher, the undo baseline) must not die printing KeyboardInterrupt."""
+    server = ServerProcess.in_folder(tmp_path, fake_llm, wrap=["setsid"]).start()
+    pid = server.pid
+    assert pid is not None
+    with connected(server.url) as client:  # the watcher and the baseline started meanwhile
+        client.call("get_file_tree", {})
+    os.killpg(pid, signal.SIGINT)
+    assert server.exited() == 0
+    assert "Traceback" not in server.stderr and "KeyboardInterrupt" not in server.stderr, (
+        server.stderr
+    )

@@ -73,6 +73,7 @@ def run_worker(
             cwd=PROGRAM_DIR,
             env=env,
             pass_fds=(*passed, *confined.fds),
+            start_new_session=True,  # a terminal's Ctrl-C is the server's to handle
         )
     overdue = threading.Event()
 

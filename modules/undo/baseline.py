@@ -75,6 +75,7 @@ class Baseline:
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=errors,
+                    start_new_session=True,  # a terminal's Ctrl-C is the server's to handle
                 )
             except OSError as exc:  # then the first command keeps what it needs itself
                 log.warning(

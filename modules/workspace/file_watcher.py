@@ -200,6 +200,7 @@ class WorkspaceWatcher:
             cwd=PROGRAM_DIR,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            start_new_session=True,  # a terminal's Ctrl-C is the server's to handle
         )
         self._start_task(self._read)
 

@@ -22,7 +22,7 @@ from requests.adapters import HTTPAdapter
 
 from tests.fake_llm import FakeLLM
 from tests.kit.settings import TEST_DEFAULTS
-from tests.kit.waits import wait_until
+from tests.kit.waits import SLOWNESS, wait_until
 
 
 def session_from(address: str) -> requests.Session:
@@ -189,6 +189,12 @@ class ServerProcess:
             if match and int(match["port"]) == self.port:
                 seen.set()
         seen.set()
+
+    def exited(self, timeout: float = 10) -> int:
+        """The exit code of a server that was told to stop some other way, once it ended."""
+        process, self._process = self._process, None
+        assert process is not None, "the server is not running"
+        return process.wait(timeout * SLOWNESS)
 
     def stop(self, timeout: float = 10, signum: int = signal.SIGINT) -> int | None:
         """`signum` (SIGINT or SIGTERM), then wait; SIGKILL only if it does not end in time.
