@@ -29,6 +29,7 @@ pytestmark = [
             "blob.bin": b"\x00\x01binary",
             "big.txt": "y" * (EDITOR_LIMIT_BYTES + 1),
             "mine.txt": "mine\n",
+            ".mcp.json": '{"mcpServers": {}}\n',
         },
     ),
 ]
@@ -137,6 +138,22 @@ def test_a_change_while_clean_reloads_live(page: Any, served: Served) -> None:
     )
     assert page.get_attribute(EDITOR, "data-dirty") == "false"
     assert "Reloaded" in page.inner_text("[data-testid=editor-notice]")
+
+
+def test_saving_the_agents_own_configuration_asks_first(page: Any, served: Served) -> None:
+    workspace = served[2]
+    open_editor(page, ".mcp.json")
+    type_at_end(page, " ")
+    page.keyboard.press("Control+s")
+    dialog = page.locator("[data-testid=editor-config]")
+    assert "MCP servers" in dialog.inner_text()
+    dialog.locator("button:text-is('Cancel')").click()
+    assert page.get_attribute(EDITOR, "data-dirty") == "true"
+    assert (workspace / ".mcp.json").read_text() == '{"mcpServers": {}}\n'
+    page.keyboard.press("Control+s")
+    page.click("[data-testid=editor-config] button:text-is('Save')")
+    page.wait_for_selector(f'{EDITOR}[data-dirty="false"]')
+    on_disk(workspace / ".mcp.json", '{"mcpServers": {}}\n ')
 
 
 @pytest.mark.parametrize(("path", "why"), [("blob.bin", "binary"), ("big.txt", "over 2 MB")])
