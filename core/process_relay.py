@@ -119,16 +119,16 @@ class ProcessRelay:
                 backlog = set()
 
     def _wait(self, last: float) -> bool:
-        """Whether something is due now; else wait a while (an OS thread: until a change)."""
+        """Whether something is due now; else wait a while (an OS thread: until a change). A
+        green relay gives the other green threads their turn every round."""
         with self._lock:
             pause = self._pause(time.monotonic() - last)
-            if pause <= 0:
-                return True
             if not self._green:
-                self._lock.wait(pause)
-                return False
-        self._sleep(pause)
-        return False
+                if pause > 0:
+                    self._lock.wait(pause)
+                return pause <= 0
+        self._sleep(max(0.0, pause))
+        return pause <= 0
 
     def _pause(self, quiet: float) -> float:
         """How long until what waits is due, `quiet` seconds after the last send (holding the
