@@ -35,7 +35,7 @@ from tests.kit.clients import EventClient
 from tests.kit.server import ServerProcess, session_from
 from tests.kit.settings import TOKEN
 from tests.kit.waits import wait_until
-from web.access import FAILED_LOGIN_LIMIT
+from utils.settings import WRONG_TOKEN_LIMIT
 
 ANSWER = "Four, as it has always been."
 AGENTS = {"general", "research", "coder", "data", "supervisor"}
@@ -223,9 +223,9 @@ def test_a_guesser_on_the_owners_address_cannot_lock_the_owner_out(server: Serve
     wrong = {"A2A-Version": "1.0", "Authorization": "Bearer wrong-token-0123456789"}
     guesses = [
         shared.post(a2a(server), json=body, headers=wrong, timeout=10)
-        for _ in range(FAILED_LOGIN_LIMIT + 2)
+        for _ in range(WRONG_TOKEN_LIMIT + 2)
     ]
-    assert [g.status_code for g in guesses] == [401] * FAILED_LOGIN_LIMIT + [429, 429]
+    assert [g.status_code for g in guesses] == [401] * WRONG_TOKEN_LIMIT + [429, 429]
     assert guesses[-1].json()["error"]["code"] == "too_many_attempts"
     assert int(guesses[-1].headers["Retry-After"]) > 0
     right = {"A2A-Version": "1.0", "Authorization": f"Bearer {TOKEN}"}

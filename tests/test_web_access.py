@@ -18,7 +18,8 @@ from tests.fake_llm import FakeLLM
 from tests.kit.clients import StockSocketIOClient, Web, connected
 from tests.kit.server import ServerProcess, agent_argv, agent_env, free_port, session_from
 from tests.kit.settings import TOKEN
-from web.access import FAILED_LOGIN_LIMIT, HostGuard, host_name, origin_checker
+from utils.settings import WRONG_TOKEN_LIMIT
+from web.access import HostGuard, host_name, origin_checker
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 WRONG = {"Authorization": "Bearer wrong-token-0123456789"}
@@ -117,7 +118,7 @@ def test_the_origin_check(origin: str | None, fetch_site: str | None, accepted: 
 
 def test_wrong_tokens_are_logged_and_past_the_limit_told_to_wait(web: Web) -> None:
     http = web.http()
-    for _ in range(FAILED_LOGIN_LIMIT):
+    for _ in range(WRONG_TOKEN_LIMIT):
         assert http.get("/api/status", headers=WRONG).status_code == 401
     slowed = http.get("/api/status", headers=WRONG)
     assert slowed.status_code == 429 and int(slowed.headers["Retry-After"]) > 0
@@ -128,14 +129,23 @@ def test_wrong_tokens_are_logged_and_past_the_limit_told_to_wait(web: Web) -> No
     assert other.get("/api/status", headers=WRONG).status_code == 401  # only that address
     lines = (web.data_dir / "logs" / "agent.jsonl").read_text().splitlines()
     refused = [json.loads(x)["remote"] for x in lines if "missing or wrong token" in x]
-    assert refused == ["127.0.0.1"] * FAILED_LOGIN_LIMIT + ["127.0.0.2"]  # waits: not logged
+    assert refused == ["127.0.0.1"] * WRONG_TOKEN_LIMIT + ["127.0.0.2"]  # waits: not logged
+
+
+def test_a_test_rig_may_raise_the_wrong_token_limit(make_web: Callable[..., Web]) -> None:
+    """AGENT_WRONG_TOKEN_LIMIT: a rig that sends wrong tokens on purpose (the A2A TCK)."""
+    http = make_web(wrong_token_limit=WRONG_TOKEN_LIMIT * 3).http()
+    answers = [
+        http.get("/api/status", headers=WRONG).status_code for _ in range(WRONG_TOKEN_LIMIT * 3 + 1)
+    ]
+    assert answers == [401] * WRONG_TOKEN_LIMIT * 3 + [429]
 
 
 def test_a_guesser_on_the_owners_address_cannot_lock_the_owner_out(server: ServerProcess) -> None:
     shared = session_from("127.0.0.21")  # the owner and the guesser: one address (a proxy)
     status = f"{server.url}/api/status"
-    guesses = [shared.get(status, headers=WRONG, timeout=10) for _ in range(FAILED_LOGIN_LIMIT + 2)]
-    assert [g.status_code for g in guesses] == [401] * FAILED_LOGIN_LIMIT + [429, 429]
+    guesses = [shared.get(status, headers=WRONG, timeout=10) for _ in range(WRONG_TOKEN_LIMIT + 2)]
+    assert [g.status_code for g in guesses] == [401] * WRONG_TOKEN_LIMIT + [429, 429]
     assert int(guesses[-1].headers["Retry-After"]) > 0
     assert shared.get(status, headers=AUTH, timeout=10).status_code == 200
     opened = shared.get(f"{server.url}/?token={TOKEN}", timeout=10)

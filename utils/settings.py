@@ -15,6 +15,7 @@ from utils.setting_sources import BadConfiguration, VariableReader, merged, read
 from utils.workspace_config import MCP_FILE
 
 MIN_TOKEN_CHARS = 16
+WRONG_TOKEN_LIMIT = 10  # wrong tokens from one address within a minute, then it waits
 PROGRAM_DIR = Path(__file__).resolve().parent.parent
 
 Provider = Literal["deepseek", "kimi", "qwen", "siliconflow", "openai", "custom", "demo"]
@@ -248,6 +249,14 @@ class Settings(BaseModel):
         gt=0,
         description="what may wait to be sent to one web client before it is dropped "
         "(it reconnects and gets the rest)",
+    )
+    wrong_token_limit: int = Field(
+        WRONG_TOKEN_LIMIT,
+        ge=1,
+        le=100_000,
+        description="wrong tokens one address may send within a minute before it is told to "
+        "wait (raise it only for a test rig that sends them on purpose, such as the A2A TCK); "
+        "the right token is never throttled",
     )
     upload_limit_mb: float = Field(25, gt=0, le=1024)
     extract_timeout: float = Field(20.0, gt=0)

@@ -18,7 +18,6 @@ log = logging.getLogger(__name__)
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 OriginCheck = Callable[[str | None, dict[str, Any]], bool]
-FAILED_LOGIN_LIMIT = 10  # wrong tokens from one address within the window, then refused
 FAILED_LOGIN_WINDOW_SECONDS = 60.0
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 OTHER_SITES = frozenset({"cross-site", "same-site"})  # Sec-Fetch-Site: not this very origin
@@ -146,9 +145,7 @@ class LoginThrottle:
     throttled: the right one is checked first and always gets in, so a guesser sharing the
     owner's address (loopback, a proxy) cannot lock the owner out."""
 
-    def __init__(
-        self, limit: int = FAILED_LOGIN_LIMIT, window: float = FAILED_LOGIN_WINDOW_SECONDS
-    ) -> None:
+    def __init__(self, limit: int, window: float = FAILED_LOGIN_WINDOW_SECONDS) -> None:
         self.limit, self.window = limit, window
         self._lock = threading.Lock()
         self._failures: dict[str, deque[float]] = {}

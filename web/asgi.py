@@ -49,7 +49,8 @@ class AccessGuard:
     ) -> None:
         self.app, self.state, self.hosts, self.where = app, state, hosts, where
         self.max_bytes, self.origin_allowed, self.public = max_bytes, origin_allowed, public
-        self.throttle = LoginThrottle()  # its own: its lock never crosses into the web's world
+        # its own: its lock never crosses into the web's world
+        self.throttle = LoginThrottle(state.settings.wrong_token_limit)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

@@ -57,7 +57,7 @@ class WebState:
     tree_stopped: str | None = None  # why live file-tree updates stopped (the watcher ended)
     token_note: str | None = None  # said at start: the stored token was replaced or exposed
     stopping: bool = False
-    throttle: LoginThrottle = field(default_factory=LoginThrottle)
+    throttle: LoginThrottle = field(init=False)
     taps: EventTaps = field(default_factory=EventTaps)
     closers: list[Callable[[], None]] = field(default_factory=list)  # run at shutdown
     # told each batch of workspace changes too (MCP over HTTP): (changes, refresh), any thread
@@ -65,6 +65,9 @@ class WebState:
         default_factory=list
     )
     batched: set[str] = field(default_factory=set)  # sids that asked for gathered deltas
+
+    def __post_init__(self) -> None:
+        self.throttle = LoginThrottle(self.settings.wrong_token_limit)
 
     def room_for(self, sid: str, conversation_id: str) -> str:
         """The conversation's room this client gets its events in (see DeltaBatcher)."""
