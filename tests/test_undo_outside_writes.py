@@ -57,3 +57,16 @@ def test_without_the_note_the_save_counts_as_the_commands(
     assert command_runs(task, root, [("notes.txt", "the person's\n", False)]) == ["notes.txt"]
     task._owner.undo("conv-1")
     assert (root / "notes.txt").read_text() == "before\n"
+
+
+def test_a_save_of_the_configuration_during_a_command_is_not_held_as_the_commands(
+    ctx: ToolContext, task: TaskJournal
+) -> None:
+    root, journal = ctx.workspace.root, task._owner
+    (root / ".mcp.json").write_text("{}\n")
+    held = journal.keep_paths([".mcp.json"])  # as the hold of a command's config changes does
+    (root / ".mcp.json").write_text('{"mcpServers": {}}\n')
+    assert journal.changed_paths(held, [".mcp.json"]) == [".mcp.json"]
+    journal.outside_write(".mcp.json")
+    assert journal.changed_paths(held, [".mcp.json"]) == []
+    journal.release(held)

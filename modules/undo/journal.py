@@ -372,7 +372,10 @@ class UndoJournal:
         """The paths under `tops` whose state differs from the one `snap` kept."""
         with self._lock:
             after = scan_tops(self.workspace, tops, SKIPPED_DIRS)
-            return self.keeper.changed(self.workspace, snap, after)
+            changed = self.keeper.changed(self.workspace, snap, after)
+            return self._outside.not_theirs(
+                id(snap), changed, lambda rel: state_now(self.workspace, rel)
+            )
 
     def put_back(self, snap: Snapshot, paths: Collection[str]) -> UndoResult:
         """Put `paths` back as `snap` kept them, once the ended commands' changes are recorded
