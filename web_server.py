@@ -25,6 +25,7 @@ from utils.settings import Settings
 from web.access import HostGuard, OriginCheck, OriginGuard, is_loopback, origin_checker
 from web.app_ops import register_app_handlers
 from web.changes_ops import register_changes_handlers
+from web.chunked_input import ChunkedInput
 from web.cluster import Cluster, LocalCluster
 from web.demo_reset import register_demo_handlers
 from web.editor_ops import register_editor_handlers
@@ -77,6 +78,7 @@ def create_app(
         scaled_out=bool(settings.redis_url),
     )
     _guard(app, host, settings.allowed_hosts, origin_allowed)
+    app.wsgi_app = ChunkedInput(app.wsgi_app)  # type: ignore[method-assign]
 
     def send(event: Event) -> None:
         transport.send(event)
