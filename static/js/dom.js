@@ -116,3 +116,10 @@ export async function copyText(text) {
     return ok;
   }
 }
+
+/** The page's style nonce (web/routes.py `page_policy`): the Content-Security-Policy applies only the <style>
+ * elements that carry it (xterm and CodeMirror write their styles into such elements). The stylesheet link
+ * `#page-style-nonce` holds it; an element's `nonce` property keeps it while its attribute reads empty. */
+export function styleNonce() {
+  return /** @type {HTMLLinkElement | null} */ (document.getElementById("page-style-nonce"))?.nonce ?? "";
+}

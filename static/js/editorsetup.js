@@ -2,6 +2,8 @@
 // CodeMirror 6 for the page's editor: one vendored bundle (static/vendor/codemirror/codemirror.js, built by
 // scripts/vendor.mjs), loaded the first time a file is edited; the language of a path; the editor's extensions.
 
+import { styleNonce } from "./dom.js";
+
 const BUNDLE = new URL("../vendor/codemirror/codemirror.js", import.meta.url).href;
 /** @type {Promise<any> | null} */
 let loading = null;
@@ -32,12 +34,6 @@ export function languageFor(cm, path) {
     case "md": case "markdown": case "mdx": return cm.markdown();
     default: return null;
   }
-}
-
-/** The page's style nonce (the Content-Security-Policy allows the <style> elements that carry it: CodeMirror
- * writes its themes into one); an element's `nonce` property keeps it, its attribute reads empty. */
-function styleNonce() {
-  return /** @type {HTMLElement | null} */ (document.querySelector("[nonce]"))?.nonce ?? "";
 }
 
 /** Extensions of an editor on `path`: highlighting, search, line numbers, Mod-S saving, read-only when asked.

@@ -4,6 +4,7 @@
 // each keystroke as it is typed (terminal_input) and each new size (terminal_resize).
 import { FitAddon } from "../vendor/xterm/addon-fit.mjs";
 import { Terminal } from "../vendor/xterm/xterm.mjs";
+import { styleNonce } from "./dom.js";
 
 /** @typedef {import("@xterm/xterm").Terminal} XTerm */
 /** @typedef {import("./events.js").TerminalEvent} TerminalEvent */
@@ -26,12 +27,11 @@ function utf8Length(text) {
 let nonceGiven = false;
 
 /** xterm writes its theme and cell sizes into <style> elements it makes; the page's Content-Security-Policy lets in
- * only those that carry this page's style nonce (web/routes.py `page_policy`), which the terminal's stylesheet link
- * holds. Every <style> the document makes from now on carries it (the page's own scripts are the only ones that run). */
+ * only those that carry this page's style nonce (dom.js styleNonce). Every <style> the document makes from now on carries it (the page's own scripts are the only ones that run). */
 function giveStylesTheNonce() {
   if (nonceGiven) return;
   nonceGiven = true;
-  const nonce = /** @type {HTMLLinkElement | null} */ (document.getElementById("terminal-style"))?.nonce ?? "";
+  const nonce = styleNonce();
   const make = document.createElement.bind(document);
   document.createElement = /** @type {typeof document.createElement} */ ((tag, options) => {
     const element = make(tag, options);
