@@ -2,7 +2,8 @@
 
 Starts the web server on the demo model and a copy of demo/workspace, drives headless
 Chromium through the "fix the bug" task to its approval, and writes docs/screenshot.png
-(desktop) and docs/screenshot-phone.png (390 px wide).
+(desktop) and docs/screenshot-phone.png (390 px wide); then approves, lets the task end and
+writes docs/screenshot-work.png: the task's changes and the person's own terminal beside it.
 """
 
 from __future__ import annotations
@@ -79,6 +80,31 @@ def run_to_approval(page: Page, url: str) -> None:
     time.sleep(0.5)  # let the last tokens and the card's clock settle
 
 
+def work_beside_the_agent(page: Page) -> None:
+    """Approve the waiting call, let the task end, open the Changes panel and a terminal."""
+    deadline = time.monotonic() + 120
+    while not page.locator(".task-end").count():  # each change the demo asks for, approved
+        if time.monotonic() > deadline:
+            raise SystemExit("the demo's task did not end")
+        approve = page.locator("[data-testid=approve]:visible:enabled")
+        if approve.count():
+            approve.first.click()
+        time.sleep(0.3)
+    page.click("#changes-toggle")
+    page.wait_for_selector("#changes-panel .diff, #changes-panel pre", timeout=30_000)
+    page.click("#terminal-toggle")
+    page.wait_for_selector("#terminal-panel .xterm-screen", timeout=30_000)
+    page.locator("#terminal-panel .xterm-helper-textarea").first.focus()
+    page.keyboard.type("python3 -m unittest test_calc 2>&1 | tail -3\n")
+    rows = page.locator("#terminal-panel .xterm-rows").first
+    deadline = time.monotonic() + 60
+    while "OK" not in rows.inner_text():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the terminal's tests did not pass: {rows.inner_text()!r}")
+        time.sleep(0.3)
+    time.sleep(0.5)
+
+
 def main() -> None:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
@@ -93,6 +119,8 @@ def main() -> None:
                 desktop = browser.new_page(viewport={"width": 1440, "height": 900})
                 run_to_approval(desktop, url)
                 desktop.screenshot(path=str(REPO / "docs" / "screenshot.png"))
+                work_beside_the_agent(desktop)
+                desktop.screenshot(path=str(REPO / "docs" / "screenshot-work.png"))
                 phone = browser.new_page(
                     viewport={"width": 390, "height": 844},
                     device_scale_factor=2,
@@ -105,7 +133,7 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(10)
-    print("wrote docs/screenshot.png and docs/screenshot-phone.png")
+    print("wrote docs/screenshot.png, docs/screenshot-work.png and docs/screenshot-phone.png")
 
 
 if __name__ == "__main__":
