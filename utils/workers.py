@@ -10,8 +10,8 @@ import resource
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Collection
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Collection, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
 
@@ -63,8 +63,6 @@ def run_worker(
     argv = [sys.executable, "-m", module, *args]
     passed = tuple(pass_fds)
     with confine(argv, passed) if confine else nullcontext(Confined(argv)) as confined:
-        # A timer kills the child rather than communicate(timeout=): under eventlet the green
-        # subprocess raises a TimeoutExpired class that `subprocess.TimeoutExpired` is not.
         child = subprocess.Popen(
             confined.argv,
             stdin=subprocess.PIPE,
@@ -75,6 +73,19 @@ def run_worker(
             pass_fds=(*passed, *confined.fds),
             start_new_session=True,  # a terminal's Ctrl-C is the server's to handle
         )
+    with killed_after(child, seconds) as overdue:
+        stdout, stderr = child.communicate(data)
+    code = child.returncode
+    if confined.signal_as_code and code > 128:
+        code = 128 - code
+    return Finished(code, stdout, stderr, overdue.is_set())
+
+
+@contextmanager
+def killed_after(child: subprocess.Popen[bytes], seconds: float) -> Iterator[threading.Event]:
+    """Kills `child` if the block still runs after `seconds`; the event says whether it did.
+    A timer, not a wait's timeout: under eventlet the green subprocess raises a TimeoutExpired
+    class that `subprocess.TimeoutExpired` is not."""
     overdue = threading.Event()
 
     def kill() -> None:
@@ -84,13 +95,9 @@ def run_worker(
     timer = threading.Timer(seconds, kill)
     timer.start()
     try:
-        stdout, stderr = child.communicate(data)
+        yield overdue
     finally:
         timer.cancel()
-    code = child.returncode
-    if confined.signal_as_code and code > 128:
-        code = 128 - code
-    return Finished(code, stdout, stderr, overdue.is_set())
 
 
 def limit_self(memory_bytes: int, cpu_seconds: int | None) -> None:

@@ -24,13 +24,13 @@ import os
 import stat
 import subprocess
 import tempfile
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from modules.sandbox.confinement import seccomp_pipe
 from modules.sandbox.worker_jail import WorkerJail
+from utils.workers import killed_after
 
 GIT_SECONDS = 15.0
 OUTPUT_BYTES = 4 * 1024 * 1024
@@ -199,15 +199,7 @@ def _bounded(argv: list[str], env: dict[str, str], cwd: Path, fds: tuple[int, ..
             pass_fds=fds,
             start_new_session=True,
         )
-        overdue = threading.Event()
-
-        def kill() -> None:
-            overdue.set()
-            child.kill()
-
-        timer = threading.Timer(GIT_SECONDS, kill)
-        timer.start()
-        try:
+        with killed_after(child, GIT_SECONDS) as overdue:
             assert child.stdout is not None
             out = child.stdout.read(OUTPUT_BYTES + 1)
             truncated = len(out) > OUTPUT_BYTES
@@ -215,8 +207,6 @@ def _bounded(argv: list[str], env: dict[str, str], cwd: Path, fds: tuple[int, ..
                 child.kill()
             child.stdout.close()
             code = child.wait()
-        finally:
-            timer.cancel()
         errors.seek(0)
         message = errors.read(ERROR_BYTES).decode("utf-8", "replace")
     if overdue.is_set():
