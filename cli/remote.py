@@ -20,10 +20,11 @@ import simple_websocket
 from cli.painter import DIM
 from cli.remote_commands import COMMANDS
 from cli.remote_follow import IdleFollower
+from cli.remote_link import LinkEnded, LinkWatch
 from cli.remote_terminal import RemoteTerminal
 from cli.session import EXIT_CODES, prompt_loop, task_exit
 from history.store import ConversationNotFound
-from workspace_client import Client, ConnectionRefused, WorkspaceError
+from workspace_client import Client, ConnectionRefused, Disconnected, WorkspaceError
 
 NO_TOKEN = (
     "error: --server needs the web server's token: pass --token T, set AGENT_WEB_TOKEN, or give "
@@ -38,17 +39,11 @@ def run_remote(args: argparse.Namespace) -> int:
     if not token:
         print(NO_TOKEN, file=sys.stderr)
         return 2
+    link = LinkWatch(url, sys.stderr)
     try:
-        client = Client(url, token)
+        client = Client(url, token, on_link=link)
     except ConnectionRefused as exc:
-        if exc.code == "wrong_token":
-            print(
-                f"error: {url} refused the token: give the one in the URL the web server "
-                "printed at its start (…/?token=…), or in its DATA_DIR/web_token",
-                file=sys.stderr,
-            )
-        else:
-            print(f"error: {url} refused the connection: {exc}", file=sys.stderr)
+        print(f"error: {link.why(exc)}", file=sys.stderr)
         return 2
     except (OSError, TimeoutError, simple_websocket.ConnectionError) as exc:
         print(
@@ -57,24 +52,33 @@ def run_remote(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    with client:
-        terminal = RemoteTerminal(
-            client,
-            json_mode=args.json,
-            one_shot=args.prompt is not None,
-            mode=args.mode,
-            approval=args.approval,
-            agent=args.agent,
-        )
-        try:
-            conversation = args.conversation and terminal.find(args.conversation)
-            running = bool(conversation) and terminal.open(conversation)["running"]
-        except (ConversationNotFound, WorkspaceError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        if args.prompt is not None:
-            return _run_once(terminal, args.prompt)
-        return _repl(terminal, running)
+    try:
+        with client:
+            return _session(client, args)
+    except (LinkEnded, ConnectionRefused, Disconnected) as exc:
+        print(f"\nerror: {link.ended or link.why(exc)}", file=sys.stderr)
+        return 2
+
+
+def _session(client: Client, args: argparse.Namespace) -> int:
+    """The terminal on the connected client: one prompt (`-p`) or the prompt loop."""
+    terminal = RemoteTerminal(
+        client,
+        json_mode=args.json,
+        one_shot=args.prompt is not None,
+        mode=args.mode,
+        approval=args.approval,
+        agent=args.agent,
+    )
+    try:
+        conversation = args.conversation and terminal.find(args.conversation)
+        running = bool(conversation) and terminal.open(conversation)["running"]
+    except (ConversationNotFound, WorkspaceError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.prompt is not None:
+        return _run_once(terminal, args.prompt)
+    return _repl(terminal, running)
 
 
 def _url_and_token(server: str, token: str | None) -> tuple[str, str | None]:

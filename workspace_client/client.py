@@ -31,6 +31,7 @@ What it guarantees:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -48,12 +49,14 @@ from urllib.parse import urlencode
 import simple_websocket
 
 from protocol.events import Event, ToolEvent
-from protocol.processes import BackgroundProcess, ProcessOutput
 from workspace_client.connection import Connection, ConnectionRefused, Disconnected
 from workspace_client.stream import Followed, Handler, Stream
+from workspace_client.workspace_ops import WorkspaceOps
 
 ApprovalAnswer = bool | Literal["always"]
 ApprovalCallback = Callable[[ToolEvent], ApprovalAnswer]
+LinkState = Literal["lost", "back", "refused", "gone"]
+LinkCallback = Callable[[LinkState, Exception | None], None]
 FIRST_RETRY, LAST_RETRY = 0.1, 5.0  # seconds between reconnect attempts, doubling
 
 
@@ -73,7 +76,7 @@ class Started:
     message_id: str
 
 
-class Client:
+class Client(WorkspaceOps):
     """A connection to a web workspace that survives the server's restarts (see the module)."""
 
     def __init__(
@@ -85,11 +88,16 @@ class Client:
         batch_deltas: bool = False,
         timeout: float = 10.0,
         reconnect_for: float = 60.0,
+        on_link: LinkCallback | None = None,
     ) -> None:
         """`token`: the server's (§3); default AGENT_WEB_TOKEN from the environment. `timeout`:
         seconds an op waits for its answer; `reconnect_for`: how long to try to reconnect
-        before the iterators raise `Disconnected`. Raises ConnectionRefused (`code`
-        `wrong_token`, ...) or OSError when the first connection fails."""
+        before the iterators raise `Disconnected`; `on_link(state, error)`: told at once when
+        the connection is `lost` (reconnecting), `back`, or, with the error the ops and
+        iterators raise from then on, `refused` by the server (ConnectionRefused: a restarted
+        server with another token) or `gone` (Disconnected: none answered for
+        `reconnect_for`). Raises ConnectionRefused
+        (`code` `wrong_token`, ...) or OSError when the first connection fails."""
         token = token or os.environ.get("AGENT_WEB_TOKEN")
         if not token:
             raise ValueError(
@@ -105,9 +113,11 @@ class Client:
         self._on_approval = on_approval
         self._approvals: queue.SimpleQueue[ToolEvent | None] = queue.SimpleQueue()
         self._stream = Stream(self.call, self._approvals.put if on_approval else None)
-        self._connected = threading.Event()
+        self._on_link = on_link
+        self._link = threading.Condition()  # notified when _up or _stream.failure changes
+        self._up = False
         self._connection = self._open()
-        self._connected.set()
+        self._up = True
         if on_approval is not None:
             threading.Thread(
                 target=self._answer_approvals, name="workspace-approvals", daemon=True
@@ -229,140 +239,11 @@ class Client:
         query = urlencode({"name": name or source.name})
         return self._http("POST", f"/api/upload?{query}", source.read_bytes())
 
-    def open_file(self, path: str) -> dict[str, Any]:
-        """A workspace file as the page's editor opens it (open_file): `{path, size, content,
-        version, read_only}`; `version` is what a save names."""
-        return dict(self.call("open_file", {"path": path})["file"])
-
-    def save_file(
-        self, path: str, content: str, base_version: str | None, *, confirmed: bool = False
-    ) -> dict[str, Any]:
-        """Write `content` over the file last opened at `base_version` (None: no file there),
-        as a person's edit (save_file): the saved file as open_file gives it. Raises
-        WorkspaceError `conflict` when it changed since (nothing written: open it again), and
-        `invalid` for Workspace Agent's own configuration unless `confirmed`."""
-        payload = {"path": path, "content": content, "base_version": base_version}
-        return dict(self.call("save_file", {**payload, "confirmed": confirmed})["file"])
-
-    # --- background processes -------------------------------------------------------
-
-    def list_processes(self, conversation_id: str) -> list[BackgroundProcess]:
-        """The conversation's background processes, running and ended."""
-        ack = self.call("list_processes", {"conversation_id": conversation_id})
-        return [BackgroundProcess.from_wire(p) for p in ack["processes"]]
-
-    def process_output(
-        self, conversation_id: str, process_id: str, offset: int = 0
-    ) -> ProcessOutput:
-        """A process's output from byte `offset` (at most 64 KiB); what the model has read
-        does not move. Raises WorkspaceError `not_found` when it does not run in the server."""
-        ack = self.call(
-            "process_output",
-            {"conversation_id": conversation_id, "process_id": process_id, "offset": offset},
-        )
-        return ProcessOutput.from_wire(ack)
-
-    def stop_process(self, conversation_id: str, process_id: str) -> BackgroundProcess:
-        """Stop a running process; returns it as it ended."""
-        ack = self.call(
-            "stop_process", {"conversation_id": conversation_id, "process_id": process_id}
-        )
-        return BackgroundProcess.from_wire(ack["process"])
-
-    def restart_process(self, conversation_id: str, process_id: str) -> BackgroundProcess:
-        """Run a process's command again (stopping it first if it runs): the new process,
-        with an id of its own. Raises WorkspaceError `busy` past the server's limit."""
-        ack = self.call(
-            "restart_process", {"conversation_id": conversation_id, "process_id": process_id}
-        )
-        return BackgroundProcess.from_wire(ack["process"])
-
-    def open_app(
-        self, conversation_id: str, process_id: str | None = None, port: int | None = None
-    ) -> str:
-        """The URL of an app a background process serves (docs/protocol.md §3 Apps): on its
-        `port`, or the process's first. Raises WorkspaceError `not_found` when none listens."""
-        ack = self.call(
-            "open_app",
-            {
-                "conversation_id": conversation_id,
-                **({"process_id": process_id} if process_id is not None else {}),
-                **({"port": port} if port is not None else {}),
-            },
-        )
-        return str(ack["url"])
-
-    def open_terminal(self, conversation_id: str, rows: int = 24, cols: int = 80) -> str:
-        """A new terminal (bash on a PTY in the conversation's sandbox session); its id. Its
-        output comes as `terminal` events; `terminal_scrollback` reads what it holds."""
-        ack = self.call(
-            "terminal_open", {"conversation_id": conversation_id, "rows": rows, "cols": cols}
-        )
-        return str(ack["terminal_id"])
-
-    def terminal_input(self, conversation_id: str, terminal_id: str, data: str) -> int:
-        """Type `data` (16 KiB at most) into a terminal; the bytes it took."""
-        ref = {"conversation_id": conversation_id, "terminal_id": terminal_id}
-        return int(self.call("terminal_input", {**ref, "data": data})["written"])
-
-    def resize_terminal(self, conversation_id: str, terminal_id: str, rows: int, cols: int) -> None:
-        """Set a terminal's size in characters."""
-        ref = {"conversation_id": conversation_id, "terminal_id": terminal_id}
-        self.call("terminal_resize", {**ref, "rows": rows, "cols": cols})
-
-    def terminal_scrollback(self, conversation_id: str, terminal_id: str) -> str:
-        """What a terminal holds of its output (its last 256 KiB); this client follows it
-        from then on (terminal_attach)."""
-        ref = {"conversation_id": conversation_id, "terminal_id": terminal_id}
-        return str(self.call("terminal_attach", ref)["data"])
-
-    def close_terminal(self, conversation_id: str, terminal_id: str) -> None:
-        """End a terminal's shell and all it runs."""
-        self.call(
-            "terminal_close", {"conversation_id": conversation_id, "terminal_id": terminal_id}
-        )
-
-    def list_terminals(self, conversation_id: str) -> list[str]:
-        """The ids of the conversation's open terminals."""
-        ack = self.call("list_terminals", {"conversation_id": conversation_id})
-        return [str(t["terminal_id"]) for t in ack["terminals"]]
-
-    # --- changes and git (§4.1) ---------------------------------------------------------
-
-    def changes(self, conversation_id: str, message_id: str | None = None) -> dict[str, Any]:
-        """The files each task changed with their diffs (`tasks`) and, for the whole
-        conversation, since it began (`since_start`)."""
-        payload = {"conversation_id": conversation_id} | (
-            {"message_id": message_id} if message_id else {}
-        )
-        return self.call("changes", payload)
-
-    def git_status(self) -> dict[str, Any]:
-        """The workspace's git status: `repository` false, or its branch, head and files."""
-        return self.call("git_status")
-
-    def git_diff(self, *, staged: bool = False, path: str | None = None) -> dict[str, Any]:
-        """The work tree's diff against the index (or the index's against HEAD, `staged`)."""
-        return self.call("git_diff", {"staged": staged} | ({"path": path} if path else {}))
-
-    def git_stage(self, paths: list[str]) -> None:
-        """Stage these paths (git add)."""
-        self.call("git_stage", {"paths": paths})
-
-    def git_unstage(self, paths: list[str]) -> None:
-        """Take these paths out of the index again."""
-        self.call("git_unstage", {"paths": paths})
-
-    def git_commit(self, message: str) -> str:
-        """Commit what is staged; the new commit's hash."""
-        return str(self.call("git_commit", {"message": message})["commit"])
-
     # --- the connection -------------------------------------------------------------
 
     def call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
         """Any op of §4.1, waiting out a reconnect; its ack, or WorkspaceError."""
-        if not self._connected.wait(self.reconnect_for):
-            raise self._stream.failure or Disconnected(f"{op}: not connected")
+        self._wait_up(op)
         ack = self._connection.call(op, {} if payload is None else payload, self.timeout)
         if not isinstance(ack, dict) or not ack.get("ok"):
             error = ack.get("error") if isinstance(ack, dict) else None
@@ -395,23 +276,43 @@ class Client:
             timeout=self.timeout,
         )
 
+    def _wait_up(self, op: str) -> None:
+        """Until connected; raises at once what ended the connection for good."""
+        with self._link:
+            if not self._link.wait_for(
+                lambda: self._up or self._stream.failure is not None, self.reconnect_for
+            ):
+                raise Disconnected(f"{op}: not connected")
+            if not self._up:
+                raise self._stream.failure or Disconnected(f"{op}: not connected")
+
+    def _set_link(self, state: LinkState, failure: Exception | None = None) -> None:
+        if self._on_link is not None:  # first: it may end the program before anything raises
+            self._on_link(state, failure)
+        with self._link:
+            self._up = state == "back"
+            if failure is not None:
+                self._stream.fail(failure)
+            self._link.notify_all()
+
     def _on_close(self) -> None:
-        self._connected.clear()
-        if not self._stream.closing:
-            threading.Thread(
-                target=self._reconnect, name="workspace-reconnect", daemon=True
-            ).start()
+        if self._stream.closing:
+            with self._link:
+                self._up = False
+            return
+        self._set_link("lost")
+        threading.Thread(target=self._reconnect, name="workspace-reconnect", daemon=True).start()
 
     def _reconnect(self) -> None:
         delay, deadline = FIRST_RETRY, time.monotonic() + self.reconnect_for
         while not self._stream.closing:
             try:
                 self._connection = self._open()
-                self._connected.set()
+                self._set_link("back")
                 break
             except ConnectionRefused as exc:
                 if exc.code != "too_many_attempts":
-                    return self._stream.fail(exc)
+                    return self._set_link("refused", exc)
             except (
                 OSError,
                 TimeoutError,
@@ -419,7 +320,8 @@ class Client:
                 simple_websocket.ConnectionClosed,
             ) as exc:
                 if time.monotonic() >= deadline:
-                    return self._stream.fail(Disconnected(f"cannot reconnect to {self.url}: {exc}"))
+                    gone = Disconnected(f"cannot reconnect to {self.url}: {exc}")
+                    return self._set_link("gone", gone)
             time.sleep(delay)  # a backoff between attempts, not a wait on a condition
             delay = min(delay * 2, LAST_RETRY)
         self._stream.rejoin_all()
@@ -440,7 +342,8 @@ class Client:
                 pass
             except (Disconnected, TimeoutError):  # lost on its way, or not: the rejoin tells
                 self._stream.not_answered(event)
-                if self._connected.wait(self.reconnect_for):
+                with contextlib.suppress(ConnectionRefused, Disconnected):
+                    self._wait_up("approve")
                     self._stream.rejoin_quietly(event.conversation_id)
 
     def _http(self, method: str, path: str, body: bytes | None = None) -> dict[str, Any]:
