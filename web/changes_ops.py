@@ -65,22 +65,24 @@ def register_changes_handlers(socketio: SocketIO, state: WebState) -> None:
     def on_git_diff(msg: GitDiffRequest) -> dict[str, Any]:
         return {"ok": True, **git_ops.diff(git(), staged=msg.staged, path=msg.path)}
 
-    @socketio.on("git_stage")
-    @acked(GitPaths)
-    @_git_refusals
-    def on_git_stage(msg: GitPaths) -> dict[str, Any]:
-        git_ops.stage(git(), msg.paths)
-        return {"ok": True}
-
-    @socketio.on("git_unstage")
-    @acked(GitPaths)
-    @_git_refusals
-    def on_git_unstage(msg: GitPaths) -> dict[str, Any]:
-        git_ops.unstage(git(), msg.paths)
-        return {"ok": True}
+    for name, apply in (("git_stage", git_ops.stage), ("git_unstage", git_ops.unstage)):
+        socketio.on(name)(acked(GitPaths)(_git_refusals(_on_paths(git, apply))))
 
     @socketio.on("git_commit")
     @acked(GitCommit)
     @_git_refusals
     def on_git_commit(msg: GitCommit) -> dict[str, Any]:
         return {"ok": True, **git_ops.commit(git(), msg.message)}
+
+
+def _on_paths(
+    git: Callable[[], Git], apply: Callable[[Git, list[str]], None]
+) -> Callable[[GitPaths], dict[str, Any]]:
+    """The handler of an op that applies `apply` to the paths it names (stage, unstage)."""
+
+    def handler(msg: GitPaths) -> dict[str, Any]:
+        apply(git(), msg.paths)
+        return {"ok": True}
+
+    handler.__name__ = f"on_{apply.__name__}"
+    return handler

@@ -8,6 +8,7 @@ are recognised by their signature and described, never parsed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -51,14 +52,7 @@ class Extracted:
     info: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "text": self.text,
-            "truncated": self.truncated,
-            "note": self.note,
-            "mime": self.mime,
-            "info": self.info,
-        }
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Extracted:

@@ -11,6 +11,7 @@ what its task left, so undoing the task leaves it as a conflict (modules/undo/co
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import stat
 import threading
@@ -45,13 +46,7 @@ class EditorFile:
 
     def to_wire(self) -> dict[str, Any]:
         """The file as open_file answers it."""
-        return {
-            "path": self.path,
-            "size": self.size,
-            "content": self.content,
-            "version": self.version,
-            "read_only": self.read_only,
-        }
+        return dataclasses.asdict(self)
 
 
 class SaveConflict(ToolError):

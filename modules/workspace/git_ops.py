@@ -3,6 +3,7 @@ each through the hardened runner of modules.workspace.git."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,12 +24,7 @@ class GitStatus:
 
     def to_wire(self) -> dict[str, Any]:
         """As the git_status op answers it."""
-        return {
-            "branch": self.branch,
-            "head": self.head,
-            "files": self.files,
-            "truncated": self.truncated,
-        }
+        return dataclasses.asdict(self)
 
 
 def status(git: Git) -> GitStatus:

@@ -25,12 +25,10 @@ export class ChangesPanel {
   /** @param {HTMLElement} root the panel
    * @param {{request: Request, toggle: HTMLElement, onAsk: (text: string) => void,
    *   onMarks: (marks: Map<string, string>) => void, onBranch: (branch: string | null) => void}} options */
-  constructor(root, { request, toggle, onAsk, onMarks, onBranch }) {
+  constructor(root, options) {
+    const { request, toggle, onAsk } = options;
     this.root = root;
-    this.request = request;
-    this.toggle = toggle;
-    this.onMarks = onMarks;
-    this.onBranch = onBranch;
+    this.options = options;
     /** @type {string | null} */
     this.cid = null;
     this.tab = "tasks";
@@ -57,7 +55,7 @@ export class ChangesPanel {
   /** @param {boolean} open */
   setOpen(open) {
     this.root.hidden = !open;
-    this.toggle.setAttribute("aria-pressed", String(open));
+    this.options.toggle.setAttribute("aria-pressed", String(open));
     if (open) this.render();
   }
 
@@ -79,7 +77,7 @@ export class ChangesPanel {
       this.body.replaceChildren(h("p", { class: "empty-hint", text: "No conversation yet: its tasks' changes show here." }));
       return;
     }
-    const ack = await this.request("changes", { conversation_id: this.cid });
+    const ack = await this.options.request("changes", { conversation_id: this.cid });
     if (!ack.ok) {
       this.body.replaceChildren(h("p", { class: "changes-error", role: "alert", text: ack.error?.message ?? "The changes are unavailable." }));
       return;
@@ -109,7 +107,7 @@ export class ChangesPanel {
 
   async #refreshGit() {
     if (!this.root.hidden && this.tab === "git") await this.git.refresh();
-    else this.#gitStatus(await this.request("git_status", {}));
+    else this.#gitStatus(await this.options.request("git_status", {}));
   }
 
   /** @param {import("./changesgit.js").GitStatus} status */
@@ -117,7 +115,7 @@ export class ChangesPanel {
     const repository = Boolean(status.ok && status.repository);
     const gitTab = /** @type {HTMLElement} */ (this.tabs.querySelector("[data-tab=git]"));
     gitTab.hidden = !repository;
-    this.onBranch(repository ? status.branch ?? "(detached)" : null);
-    this.onMarks(new Map(repository ? (status.files ?? []).map((file) => [file.path, markOf(file)]) : []));
+    this.options.onBranch(repository ? status.branch ?? "(detached)" : null);
+    this.options.onMarks(new Map(repository ? (status.files ?? []).map((file) => [file.path, markOf(file)]) : []));
   }
 }
