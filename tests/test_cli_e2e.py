@@ -118,7 +118,7 @@ def test_cancel_during_a_long_command_kills_it(fake_llm: FakeLLM, dirs: tuple[Pa
     )
     process = subprocess.Popen(
         _argv(dirs, "-p", "run something long"),
-        env=agent_env(fake_llm.base_url, fake_llm.api_key),
+        env=agent_env(fake_llm.base_url, fake_llm.api_key, PYTHONFAULTHANDLER="1"),
         cwd=workspace.parent,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -132,11 +132,22 @@ def test_cancel_during_a_long_command_kills_it(fake_llm: FakeLLM, dirs: tuple[Pa
     )
     started = time.monotonic()
     process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=20)
+    stderr = _stderr_or_stacks(process, 20)
     assert time.monotonic() - started < 5
     assert process.returncode == 130, stderr
     assert "cancelled" in stderr
     assert _processes_running(f"sleep {marker}") == []
+
+
+def _stderr_or_stacks(process: subprocess.Popen[str], seconds: float) -> str:
+    """The process's stderr once it ended; if it has not within `seconds`, it is made to
+    print every thread's stack (faulthandler, on SIGABRT) and the test fails with them."""
+    try:
+        return process.communicate(timeout=seconds)[1]
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        _, stderr = process.communicate(timeout=30)
+        pytest.fail(f"the CLI did not end {seconds} s after Ctrl-C; its threads:\n{stderr}")
 
 
 def _processes_running(command_line: str) -> list[int]:

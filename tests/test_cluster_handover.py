@@ -65,9 +65,15 @@ class SendOnDone:
             self.client.emit(
                 "send_message",
                 {"conversation_id": cid, "text": self.texts[number]},
-                callback=lambda ack: self.acks.__setitem__(number, ack),
+                callback=lambda ack: self._acked(number, cid, ack),
             )
         self.client.record("done", payload)
+
+    def _acked(self, number: int, cid: str, ack: dict[str, Any]) -> None:
+        if not ack["ok"]:  # who held the conversation when it was refused, for the report
+            ack["lease_then"] = self._redis.get(f"agent:lease:{cid}")
+            ack["running_then"] = self._redis.hget("agent:running", cid)
+        self.acks[number] = ack
 
 
 def refused(senders: list[SendOnDone]) -> dict[int, dict[str, Any]]:
@@ -106,12 +112,12 @@ def test_the_next_message_sent_on_done_at_the_other_process_is_never_busy(
             timeout=60,
             what="every round's done, or a refusal",
         )
-        assert not refused(senders), refused(senders)
+        leases = {n: held for sender in senders for n, held in sender.leases.items()}
+        assert not refused(senders), (refused(senders), leases)
         wait_dones(on_b, cid, ROUNDS)
         ended = on_b.call("get_conversation", {"conversation_id": cid})
     acks = {n: ack for sender in senders for n, ack in sender.acks.items()}
     assert sorted(acks) == list(range(1, ROUNDS)), acks
-    leases = {n: held for sender in senders for n, held in sender.leases.items()}
     assert set(leases.values()) == {None}, leases  # freed before each `done` went out
     assert [d["reason"] for d in on_a.dones(cid)] == ["complete"] * ROUNDS
     contents = [r["content"] for r in ended["messages"] if r["role"] == "assistant"]
