@@ -13,6 +13,7 @@ from core.services import ModelClient
 from core.spend import counted, estimated_usage
 from core.task import StreamProgress, Task
 from model.completion import (
+    CallStarted,
     Completion,
     ContentDelta,
     ReasoningDelta,
@@ -73,16 +74,18 @@ def stream_reply(
             completion = _consume(task, stream, message_id, progress, on_content)
         except (TaskCancelled, StreamInterrupted) as exc:
             reason = "cancelled" if isinstance(exc, TaskCancelled) else "stream_cut"
-            _record_partial(task, message_id, progress.partial(), reason)
+            partial = progress.partial()
+            _record_partial(task, message_id, partial, reason)
+            if partial.content or partial.reasoning_content:  # the provider bills what it sent
+                partial.usage = estimated_usage(prompt_estimate, partial)
+                _count(task, partial)
             raise
     if not counted(completion.usage):
         completion.usage = estimated_usage(prompt_estimate, completion)
     cut = CUT_REPLIES.get(completion.finish_reason or "")
     if cut is not None:
         task.report(Notice(*cut))
-    task.usage.add(completion.usage)
-    if task.spend is not None:
-        task.spend.record(completion.model, completion.usage, completion.price)
+    _count(task, completion)
     log.info(
         "model reply",
         extra={
@@ -107,7 +110,9 @@ def _consume(
     on_content: Callable[[], None],
 ) -> Completion:
     for item in stream:
-        if isinstance(item, ContentDelta):
+        if isinstance(item, CallStarted):
+            progress.call = item
+        elif isinstance(item, ContentDelta):
             if not progress.content:  # the first text of the reply
                 on_content()
             progress.content.append(item.text)
@@ -124,6 +129,13 @@ def _consume(
         elif isinstance(item, StreamEnd):
             return item.completion
     raise StreamInterrupted("the model stream ended without a final chunk", progress.partial())
+
+
+def _count(task: Task, completion: Completion) -> None:
+    """What a call used, in the task's usage, its spend and the ledger."""
+    task.usage.add(completion.usage)
+    if task.spend is not None:
+        task.spend.record(completion.model, completion.usage, completion.price)
 
 
 def _record_partial(task: Task, message_id: str, partial: Completion, reason: str) -> None:

@@ -18,7 +18,7 @@ from core.spend import TaskSpend
 from core.timeline import EventSink, Timeline
 from history.conversation import Conversation
 from history.message_record import message_record
-from model.completion import Completion
+from model.completion import CallStarted, Completion
 from modules.undo.journal import TaskJournal
 from protocol.events import DoneReason, Event, Usage
 from protocol.options import Approval, Mode
@@ -141,6 +141,9 @@ class StreamProgress:
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     tool_names: dict[str, str] = field(default_factory=dict)
+    call: CallStarted | None = None
 
     def partial(self) -> Completion:
-        return Completion(content="".join(self.content), reasoning_content="".join(self.reasoning))
+        model, price = (self.call.model, self.call.price) if self.call else ("", None)
+        content, reasoning = "".join(self.content), "".join(self.reasoning)
+        return Completion(content=content, reasoning_content=reasoning, model=model, price=price)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from model.call_failures import Retry, failure, why_empty
-from model.completion import CallOptions, OnWait, StreamEnd, StreamItem
+from model.completion import CallOptions, CallStarted, OnWait, StreamEnd, StreamItem
 from model.errors import ApiError, AuthError
 from model.messages import ChatMessage
 from model.prices import price_for
@@ -112,6 +112,7 @@ class ApiClient:
             raise AuthError(self.config.problem or "The model provider is not configured.")
         cancel, on_wait = options["cancel"], options.get("on_wait")
         request = self._request(messages, tools, options["thinking"], options.get("require"))
+        yield CallStarted(request["model"], price_for(request["model"], self._settings.prices))
         attempt = 0
         while True:
             attempt += 1

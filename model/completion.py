@@ -51,5 +51,17 @@ class StreamEnd:
     completion: Completion
 
 
-# Items yielded by a model stream, in arrival order; the last one is always StreamEnd.
-StreamItem = ContentDelta | ReasoningDelta | ToolCallStarted | ToolCallArgs | StreamEnd
+@dataclass
+class CallStarted:
+    """The model a call asks and its price, said before any delta (so a reply cut short can
+    be counted against it)."""
+
+    model: str
+    price: Price | None
+
+
+# Items yielded by a model stream, in arrival order (a client may first say CallStarted); the
+# last one is always StreamEnd.
+StreamItem = (
+    CallStarted | ContentDelta | ReasoningDelta | ToolCallStarted | ToolCallArgs | StreamEnd
+)

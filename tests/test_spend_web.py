@@ -12,7 +12,7 @@ import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.kit.clients import EventClient, connected
-from tests.kit.events import payloads
+from tests.kit.events import payloads, tokens
 from tests.kit.server import serving
 
 pytestmark = pytest.mark.e2e
@@ -143,3 +143,24 @@ def test_a_summary_from_a_server_that_counts_nothing_is_an_estimate(tmp_path: Pa
     # the summary request holds the task's two long messages: far more than nothing
     assert summary.get("estimated") is True, summary
     assert summary["prompt_tokens"] > len(LONG) / 8 and summary["completion_tokens"] > 0
+
+
+def test_a_stopped_task_counts_what_streamed_before_the_stop(tmp_path: Path, fake_llm: FakeLLM):
+    """A provider bills the output it streamed though no usage came: the task's done, the
+    ledger and so the budgets count it, estimated (issue: a stop reported 0 in · 0 out)."""
+    prices = {fake_llm.model: {"input": 1, "output": 10}}
+    env = {"AGENT_PRICES": json.dumps(prices)}
+    with serving(tmp_path, fake_llm, env, FILES) as server, connected(server.url) as client:
+        fake_llm.script(Reply(content="word " * 2000, chunk_size=5, delay=0.02))
+        cid = client.start("write at length")
+        client.wait_until(lambda _: len(tokens(client.of(cid))) >= 20, 20, "a streaming answer")
+        assert client.call("cancel", {"conversation_id": cid}) == {"ok": True}
+        done = finished(client, cid, 1)
+        assert done["reason"] == "cancelled"
+        usage = done["usage"]
+        assert usage["estimated"] is True
+        assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] >= 20
+        assert usage["cost"]["amount"] > 0
+        [line] = [line for line in ledger_lines(server.data_dir) if line["conversation_id"] == cid]
+        assert line["completion_tokens"] == usage["completion_tokens"]
+        assert line["model"] == fake_llm.model and line["cost"]["amount"] > 0
