@@ -32,7 +32,7 @@ export function taskEndMarker(reason, usage = {}, budget = undefined) {
   const tokens = usage.prompt_tokens || usage.completion_tokens
     ? `${about}${formatCount(usage.prompt_tokens)} in · ${about}${formatCount(usage.completion_tokens)} out` : "";
   const counted = usage.estimated
-    ? "Estimated (the model server sent no token counts): tokens this task's model calls read (in) and wrote (out), added up"
+    ? "Estimated (the model server sent no token counts, or the reply was stopped before it did): tokens this task's model calls read (in) and wrote (out), added up"
     : "Tokens this task's model calls read (in) and wrote (out), added up";
   const cost = tokens ? costText(usage) : "";
   const text = budget ? budgetEndText(budget) : END_TEXT[reason] ?? (reason === "complete" ? "" : `Ended: ${reason}`);
