@@ -121,7 +121,7 @@ class UndoJournal:
         self.keep_tasks = keep_tasks
         self._lock = threading.RLock()
         self._pending: dict[int, Snapshot] = {}
-        self._outside = OutsideWrites()
+        self._outside = OutsideWrites(workspace)
         # Held from a command's end until its changes are recorded (a plain Lock: the
         # recording thread releases what the command's thread took).
         self._recording = threading.Lock()
@@ -132,7 +132,7 @@ class UndoJournal:
         change, so no undo of its task puts it back."""
         pending = self._pending.copy()  # one step under the GIL: it changes in other threads
         if pending:
-            self._outside.note(pending, rel, state_now(self.workspace, rel))
+            self._outside.note(pending, rel)
 
     def settle(self) -> None:
         """Wait until the changes of every command that ended are recorded."""
@@ -320,9 +320,7 @@ class UndoJournal:
             try:
                 after = scan(self.workspace, SKIPPED_DIRS)
                 changed = self.keeper.changed(self.workspace, snap, after)
-                changed = self._outside.not_theirs(
-                    id(snap), changed, lambda rel: state_now(self.workspace, rel)
-                )
+                changed = self._outside.not_theirs(id(snap), changed)
 
                 def fill(entries: dict[str, State]) -> None:
                     for rel in changed:
@@ -331,8 +329,7 @@ class UndoJournal:
 
                 self._update(journal, fill)
             finally:
-                self._pending.pop(id(snap), None)
-                self._outside.forget(id(snap))
+                self._done_with(snap)
         return changed
 
     def _record_later(self, journal: TaskJournal, snap: Snapshot) -> None:
@@ -373,9 +370,7 @@ class UndoJournal:
         with self._lock:
             after = scan_tops(self.workspace, tops, SKIPPED_DIRS)
             changed = self.keeper.changed(self.workspace, snap, after)
-            return self._outside.not_theirs(
-                id(snap), changed, lambda rel: state_now(self.workspace, rel)
-            )
+            return self._outside.not_theirs(id(snap), changed)
 
     def put_back(self, snap: Snapshot, paths: Collection[str]) -> UndoResult:
         """Put `paths` back as `snap` kept them, once the ended commands' changes are recorded
@@ -388,8 +383,11 @@ class UndoJournal:
     def release(self, snap: Snapshot) -> None:
         """Let go of what `keep_paths` kept for `snap`."""
         with self._lock:
-            self._pending.pop(id(snap), None)
-            self._outside.forget(id(snap))
+            self._done_with(snap)
+
+    def _done_with(self, snap: Snapshot) -> None:
+        self._pending.pop(id(snap), None)
+        self._outside.forget(id(snap))
 
     # --- manifests ------------------------------------------------------------------------
 
