@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from core.services import AgentServices
 from modules.tools.tool_context import ToolContext
@@ -34,7 +35,7 @@ from tests.kit.clients import EventClient, Web, connected
 from tests.kit.cluster import RedisServer
 from tests.kit.model import calls_in_the_message
 from tests.kit.server import ServerProcess, serving
-from tests.kit.settings import make_settings
+from tests.kit.settings import TOKEN, make_settings
 from tests.kit.tools import make_ctx
 from web_server import create_app
 
@@ -181,6 +182,17 @@ def server(
 def served(server: ServerProcess, fake: FakeLLM) -> Served:
     """The module's server, its fake model and its workspace (what a page is opened on)."""
     return server, fake, server.workspace
+
+
+@pytest.fixture
+def in_bubblewrap(served: Served) -> None:
+    """Skips a test of the module's server where its commands cannot run in bubblewrap
+    sessions (what processes and terminals need)."""
+    status = requests.get(
+        f"{served[0].url}/api/status", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30
+    )
+    if status.ok and status.json().get("sandbox", {}).get("kind") != "bubblewrap":
+        pytest.skip("bubblewrap is not usable here")
 
 
 @pytest.fixture

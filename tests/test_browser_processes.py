@@ -19,7 +19,6 @@ import pytest
 from tests.fake_llm import Call, Reply
 from tests.kit import web_app
 from tests.kit.browser import Served, open_page, send
-from tests.kit.settings import TOKEN
 from tests.kit.waits import wait_until
 
 APP = Path(web_app.__file__).read_text()
@@ -27,21 +26,11 @@ PHONE = {"width": 390, "height": 844}
 ROW = '[data-testid=process-list] [data-process="p1"]'
 
 pytestmark = [
+    pytest.mark.usefixtures("in_bubblewrap"),
     pytest.mark.browser,
     pytest.mark.e2e,
     pytest.mark.server(env={"AGENT_SANDBOX": "local"}, files={"web_app.py": APP}),
 ]
-
-
-@pytest.fixture(autouse=True)
-def bubblewrap(served: Served) -> None:
-    import requests
-
-    status = requests.get(
-        f"{served[0].url}/api/status", headers={"Authorization": f"Bearer {TOKEN}"}
-    )
-    if status.ok and status.json().get("sandbox", {}).get("kind") != "bubblewrap":
-        pytest.skip("bubblewrap is not usable here")
 
 
 def start_app(page: Any, served: Served) -> None:

@@ -17,7 +17,6 @@ import pytest
 
 from tests.fake_llm import Call, Reply
 from tests.kit.browser import Served, open_page, send
-from tests.kit.settings import TOKEN
 from tests.kit.waits import wait_until
 
 PHONE = {"width": 390, "height": 844}
@@ -27,23 +26,13 @@ SCREEN = "[data-testid=terminal-screen]:not([hidden])"
 WAIT = 30
 
 pytestmark = [
+    pytest.mark.usefixtures("in_bubblewrap"),
     pytest.mark.browser,
     pytest.mark.e2e,
     pytest.mark.server(
         env={"AGENT_SANDBOX": "local"}, files={"site/marker.txt": "served-by-the-agent\n"}
     ),
 ]
-
-
-@pytest.fixture(autouse=True)
-def bubblewrap(served: Served) -> None:
-    import requests
-
-    status = requests.get(
-        f"{served[0].url}/api/status", headers={"Authorization": f"Bearer {TOKEN}"}
-    )
-    if status.ok and status.json().get("sandbox", {}).get("kind") != "bubblewrap":
-        pytest.skip("bubblewrap is not usable here")
 
 
 def start_conversation(page: Any, served: Served, *calls: Call) -> None:
