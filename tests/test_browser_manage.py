@@ -9,6 +9,7 @@ import pytest
 from tests.fake_llm import Call, Reply
 from tests.kit.browser import AGENTS_LOADED, ARTIFACTS, send
 from tests.kit.settings import TOKEN
+from tests.kit.waits import wait_until
 
 pytestmark = [
     pytest.mark.browser,
@@ -50,7 +51,11 @@ def test_the_status_bar_tells_the_truth_and_what_a_task_kept_survives_reload(ser
     assert (status(page, "mode"), status(page, "approval")) == ("fast", "auto")
     page.click(".mode-toggle")
     page.select_option("#approval-select", "ask")
-    assert (status(page, "mode"), status(page, "approval")) == ("thinking", "ask")
+    wait_until(  # the status bar follows the controls' change events
+        lambda: (status(page, "mode"), status(page, "approval")) == ("thinking", "ask"),
+        10,
+        "the status bar to show thinking and ask",
+    )
 
     page.evaluate(RECORD_LABELS)
     send(page, "think first")
