@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fake_llm import Reply
-from tests.kit.browser import Served, open_page, send
+from tests.kit.browser import TOKEN, Served, open_page, send
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -128,3 +128,32 @@ def test_a_drop_while_another_conversation_is_open_then_opening_the_streaming_on
     page.click(f'.conv-item[data-conversation-id="{streaming}"]')
     page.wait_for_selector(".assistant-message .answer:has-text('w199')")
     check_done_and_still_working(page, served)
+
+
+def test_a_request_left_unanswered_by_a_drop_or_a_silent_server_resolves_to_a_failure(
+    page: Any,
+) -> None:
+    """Every request resolves to an ack, even one the connection drops or the server never answers:
+    no request leaves a rejected promise nobody handles (the page logged "socket has been
+    disconnected" for a request pending during a drop). A connection of its own, whose transport
+    the test closes while a request waits."""
+    page.evaluate(
+        """async (token) => {
+          const { Connection } = await import("/static/js/connection.js");
+          window.probe = new Connection({ token, onEvent() {}, onState() {} });
+          await new Promise((resolve) => window.probe.socket.once("connect", resolve));
+        }""",
+        TOKEN,
+    )
+    # An event no handler acks: the server stays silent.
+    timed_out = page.evaluate('window.probe.request("no_such_request", {}, 300)')
+    assert timed_out["ok"] is False and timed_out["error"]["code"] == "timeout", timed_out
+    dropped = page.evaluate(
+        """async () => {
+          const pending = window.probe.request("no_such_request", {}, 60_000);
+          window.probe.socket.io.engine.close();
+          return await pending;
+        }"""
+    )
+    assert dropped["ok"] is False and dropped["error"]["code"] == "disconnected", dropped
+    page.evaluate("window.probe.socket.disconnect()")

@@ -127,8 +127,8 @@ class App {
       request, count: $("#status-bar [data-role=processes]"), reveal: () => this.drawer.setOpen(true),
     });
     this.loadStatus = async () => {
-      const status = await request("get_status", {}).catch(() => null);
-      if (!status?.ok) return;
+      const status = await request("get_status", {});
+      if (!status.ok) return;
       this.mcpPanel.render(status.mcp);
       this.statusBar.setInfo(status);
       this.composer.setDefaults(status);
@@ -226,8 +226,8 @@ class App {
   async #loadAllowed(cid) {
     this.allowed.set([]);
     if (!cid) return;
-    const status = await this.conn.request("get_status", { conversation_id: cid }).catch(() => null);
-    if (status?.ok && this.session.cid === cid) this.allowed.set(status.always_allowed);
+    const status = await this.conn.request("get_status", { conversation_id: cid });
+    if (status.ok && this.session.cid === cid) this.allowed.set(status.always_allowed);
   }
 
   /** Apply / Discard a proposed edit, undo a task: the ack (errors as acks), the file tree kept current. */

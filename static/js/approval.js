@@ -117,8 +117,8 @@ export class ApprovalBox {
     this.#setDisabled(true);
     this.error.hidden = true;
     const always = this.always.checked;
-    const ack = await this.hooks.send(approved, always).catch((err) => ({ ok: false, error: { code: "", message: String(err?.message ?? err) } }));
-    if (ack?.ok === false) {
+    const ack = await this.hooks.send(approved, always);
+    if (!ack.ok) {
       this.#setDisabled(false);
       this.error.textContent = `Could not send the decision: ${ack.error?.message ?? "unknown error"}`;
       this.error.hidden = false;

@@ -81,7 +81,8 @@ export class Composer {
     return this.agents.length ? this.agentPicker.value : null;
   }
 
-  /** Server defaults from get_status, unless the user already chose; the agents and skills there are. */
+  /** Server defaults from get_status, unless the user already chose; the agents and skills there are.
+   * @param {import("./requests.js").StatusFields} status */
   setDefaults({ mode, approval, agent, agents, agent_problems, skills }) {
     this.defaultsKnown = true;
     if (mode && !this.touched.mode) this.els.mode.checked = mode === "thinking";

@@ -51,14 +51,22 @@ export class Connection {
     this.socket.connect();
   }
 
-  /** Emit an event and resolve with its ack ({} when the server acked nothing); rejects on timeout.
+  /** Emit an event and resolve with its ack ({} when the server acked nothing). A request that gets no
+   * answer resolves too, to an ack with ok false: code "disconnected" when the connection dropped before
+   * the answer came (Socket.IO gives up every pending ack then), "timeout" when none came in time.
    * @template {string} N
    * @param {N} event
    * @param {object} [payload]
    * @param {number} [timeoutMs]
    * @returns {Promise<import("./requests.js").AckOf<N>>} */
   async request(event, payload = {}, timeoutMs = DEFAULT_TIMEOUT_MS) {
-    const ack = await this.socket.timeout(timeoutMs).emitWithAck(event, payload);
-    return ack ?? {};
+    try {
+      return (await this.socket.timeout(timeoutMs).emitWithAck(event, payload)) ?? {};
+    } catch {
+      const error = this.socket.connected
+        ? { code: "timeout", message: `The server did not answer within ${Math.round(timeoutMs / 1000)} s.` }
+        : { code: "disconnected", message: "The connection to the server was lost before it answered; try again once it is back." };
+      return /** @type {import("./requests.js").AckOf<N>} */ ({ ok: false, error });
+    }
   }
 }

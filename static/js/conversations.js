@@ -42,13 +42,8 @@ export class ConversationList {
 
   async #reload() {
     const query = this.query;
-    let res;
-    try {
-      res = await this.parts.request("list_conversations", query ? { query } : {});
-    } catch {
-      return;
-    }
-    if (!res?.ok || query !== this.query) return;
+    const res = await this.parts.request("list_conversations", query ? { query } : {});
+    if (!res.ok || query !== this.query) return;
     this.items = [...(res.conversations ?? [])].sort((a, b) =>
       String(b.updated_at ?? "").localeCompare(String(a.updated_at ?? "")));
     if (Array.isArray(res.running)) this.running = new Set(res.running);
@@ -143,8 +138,8 @@ export class ConversationList {
       done = true;
       const title = input.value.trim();
       if (save && title && title !== item.title) {
-        const ack = await this.parts.request("rename_conversation", { conversation_id: item.id, title }).catch(() => null);
-        if (ack?.ok) this.setTitle(item.id, ack.title);
+        const ack = await this.parts.request("rename_conversation", { conversation_id: item.id, title });
+        if (ack.ok) this.setTitle(item.id, ack.title);
       }
       this.renaming = false;
       this.render();
@@ -175,9 +170,9 @@ export class ConversationList {
       cancelLabel: running ? "Close" : "Cancel",
     });
     if (answer !== "delete") return;
-    const ack = await this.parts.request("delete_conversation", { conversation_id: item.id }).catch((error) => ({ ok: false, error }));
-    if (!ack?.ok) {
-      await choose({ title: "Could not delete it", body: [h("p", { text: ack?.error?.message ?? "unknown error" })], choices: [], testid: "delete-error", cancelLabel: "Close" });
+    const ack = await this.parts.request("delete_conversation", { conversation_id: item.id });
+    if (!ack.ok) {
+      await choose({ title: "Could not delete it", body: [h("p", { text: ack.error?.message ?? "unknown error" })], choices: [], testid: "delete-error", cancelLabel: "Close" });
       return;
     }
     this.remove(item.id);

@@ -33,10 +33,10 @@ export function renderDemoBanner(banner, status, { onPick, request, onStartedOve
         const button = event.currentTarget;
         if (!await confirmStartOver()) return;
         button.disabled = true;
-        const ack = await request("demo_reset", {}, 30_000).catch(() => null);
+        const ack = await request("demo_reset", {}, 30_000);
         button.disabled = false;
-        if (ack?.ok) onStartedOver();
-        else onFailed(ack?.error?.message ?? "Could not start over: no answer from the server.");
+        if (ack.ok) onStartedOver();
+        else onFailed(ack.error?.message ?? "Could not start over.");
       },
     }, icon("refresh"), h("span", { text: "Start over" }))
     : null;

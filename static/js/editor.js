@@ -6,7 +6,6 @@
 // read-only, saying why.
 import { choose } from "./dialog.js";
 import { formatBytes, h, icon } from "./dom.js";
-import { failuresAsAcks } from "./requests.js";
 import { ConflictView } from "./editorconflict.js";
 import { editorExtensions, loadCodeMirror } from "./editorsetup.js";
 
@@ -18,7 +17,7 @@ export class FileEditor {
    * @param {{request: Request, onClose?: () => void}} options */
   constructor(panel, { request, onClose }) {
     this.panel = panel;
-    this.request = failuresAsAcks(request);
+    this.request = request;
     this.onClose = onClose;
     /** @type {OpenedFile | null} */
     this.file = null;

@@ -5,7 +5,6 @@
 import { choose } from "./dialog.js";
 import { h, icon } from "./dom.js";
 import { addServerDialog } from "./mcpform.js";
-import { failuresAsAcks } from "./requests.js";
 
 /** @typedef {import("./requests.js").McpServer} McpServer */
 /** @typedef {import("./requests.js").McpTool} McpTool */
@@ -39,7 +38,7 @@ export class McpPanel {
     this.root = root;
     this.list = /** @type {HTMLElement} */ (root.querySelector("[data-role=servers]"));
     this.reload = reload;
-    this.request = failuresAsAcks(request);
+    this.request = request;
     this.polls = 0;
     /** @type {ReturnType<typeof setTimeout> | undefined} */
     this.timer = undefined;

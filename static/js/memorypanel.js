@@ -2,7 +2,6 @@
 // The memory the agent keeps across turns (the CLI's /memory): view and edit the main memory, shared by every
 // conversation, and the open conversation's own, in a dialog.
 import { h } from "./dom.js";
-import { failuresAsAcks } from "./requests.js";
 
 const SCOPES = [
   { scope: "main", title: "Main memory", hint: "Every conversation sees it." },
@@ -14,7 +13,7 @@ export class MemoryPanel {
    * @param {HTMLElement} button
    * @param {{request: import("./requests.js").Request, conversationId: () => string | null}} parts */
   constructor(button, { request, conversationId }) {
-    this.request = failuresAsAcks(request);
+    this.request = request;
     this.conversationId = conversationId;
     this.dialog = h("dialog", { class: "memory-panel", "data-testid": "memory-panel", "aria-labelledby": "memory-title" });
     this.sections = new Map(SCOPES.map((spec) => [spec.scope, this.#section(spec)]));

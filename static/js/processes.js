@@ -5,7 +5,6 @@
 // the list's seq (conversationevents.js hands them over in seq order); the status bar counts the running ones.
 import { h } from "./dom.js";
 import { ProcessOutput } from "./processoutput.js";
-import { failuresAsAcks } from "./requests.js";
 
 /** @typedef {import("./requests.js").ProcessItem} ProcessItem */
 /** @typedef {import("./events.js").ProcessEvent} ProcessEvent */
@@ -38,7 +37,7 @@ export class ProcessesPanel {
   constructor(root, { request, count, reveal }) {
     this.root = root;
     this.list = /** @type {HTMLElement} */ (root.querySelector("[data-role=list]"));
-    this.request = failuresAsAcks(request);
+    this.request = request;
     this.count = count;
     count.addEventListener("click", () => {
       reveal();

@@ -164,21 +164,9 @@
  */
 
 /**
- * Emit event N and resolve with its ack. The connection's rejects when no ack comes in time; the session's
- * (and what it is given to) resolves to an ack with ok false instead.
+ * Emit event N and resolve with its ack; one that gets no answer (a timeout, a lost connection) resolves to
+ * an ack with ok false (connection.js).
  * @typedef {<N extends string>(event: N, payload?: object, timeoutMs?: number) => Promise<AckOf<N>>} Request
  */
 
-/** A request whose failure (a timeout, a lost connection) comes back as an ack with ok false.
- * @param {Request} request
- * @returns {Request} */
-export function failuresAsAcks(request) {
-  return async (event, payload, timeoutMs) => {
-    try {
-      return await request(event, payload, timeoutMs);
-    } catch (error) {
-      const failed = { ok: false, error: { code: "timeout", message: error instanceof Error ? error.message : String(error) } };
-      return /** @type {AckOf<typeof event>} */ (failed);
-    }
-  };
-}
+export {};

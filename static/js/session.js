@@ -10,7 +10,6 @@ import { ConversationEvents } from "./conversationevents.js";
 import { FocusFiles } from "./focusfiles.js";
 import { buildIndex, pathTo, summaryOf } from "./history.js";
 import { TaskFeed } from "./taskfeed.js";
-import { failuresAsAcks } from "./requests.js";
 import { confirmUndo, undoTask } from "./undo.js";
 
 /** @typedef {import("./events.js").ServerEventArgs} ServerEventArgs */
@@ -36,7 +35,7 @@ const LIST_EDITS_TIMEOUT_MS = 5000;
 export class Session {
   /** @param {SessionParts} parts */
   constructor(parts) {
-    this.request = failuresAsAcks(parts.request);
+    this.request = parts.request;
     this.chat = parts.chat;
     this.conversations = parts.conversations;
     this.statusBar = parts.statusBar;

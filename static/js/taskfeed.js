@@ -165,6 +165,7 @@ export class TaskFeed {
   async #rejoinInBackground(cid) {
     const ours = this.seqs.get(cid) ?? 0;
     const ack = await this.parts.request("join", { conversation_id: cid, after_seq: ours });
+    if (ack.error?.code === "disconnected") return; // the next connection rejoins it
     if (ack.running === true && ack.last_seq >= ours && ours >= ack.replays_after) return;
     this.seqs.delete(cid);
     this.setRunning(cid, false);

@@ -5,7 +5,6 @@
 // A terminal is a shell in the conversation's sandbox session and outlives the page: a reload or a reconnect
 // attaches to it again and shows its scrollback.
 import { h } from "./dom.js";
-import { failuresAsAcks } from "./requests.js";
 import { TerminalKeys } from "./terminalkeys.js";
 import { TerminalView } from "./terminalview.js";
 
@@ -29,7 +28,7 @@ export class TerminalPanel {
    * @param {{request: import("./requests.js").Request, toggle: HTMLElement, onSendToAgent: (text: string) => void}} parts */
   constructor(root, { request, toggle, onSendToAgent }) {
     this.root = root;
-    this.request = failuresAsAcks(request);
+    this.request = request;
     this.toggle = toggle;
     const part = (/** @type {string} */ role) => /** @type {HTMLElement} */ (root.querySelector(`[data-role=${role}]`));
     this.tabs = part("tabs");
