@@ -83,6 +83,7 @@ class Scripts:
 
     @property
     def suggestions(self) -> list[str]:
+        """What the demo offers to do: each task's suggestion, which plays that task."""
         return [s.suggestion for s in self.tasks if s.suggestion]
 
 
@@ -112,7 +113,11 @@ def load_scripts(path: Path = TASKS_FILE) -> Scripts:
             targets += [*step.next.values(), *(route["to"] for route in step.when)]
         for target in targets:
             script.step(target)  # StopIteration: a route to a step that is not there
-    return Scripts([t for t in tasks if t.match], by_name[data["fallback"]])
+    scripts = Scripts([t for t in tasks if t.match], by_name[data["fallback"]])
+    for script in scripts.tasks:
+        if script.suggestion and scripts.pick(script.suggestion) is not script:
+            raise ValueError(f"{script.name}: its suggestion plays another script")
+    return scripts
 
 
 def demo_suggestions() -> list[str]:

@@ -137,6 +137,7 @@ class App {
       const readOnly = $("#workspace-warning");
       readOnly.textContent = status.workspace_warning ? `Read-only workspace: ${status.workspace_warning}.` : "";
       readOnly.hidden = !status.workspace_warning;
+      this.chat.setExamples(status.demo ? status.demo_suggestions : null);
       renderDemoBanner($("#demo-banner"), status, {
         onPick: (text) => this.composer.fill(text),
         request,

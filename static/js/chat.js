@@ -38,6 +38,7 @@ export class ChatView {
     this.lanes = new Map(); // a delegating call's id -> the sub-agent's lane inside its card
     this.top = this.#topLane();
     this.atBottom = true;
+    this.examples = EXAMPLES;
     this.editable = true;
     /** @type {((atBottom: boolean) => void) | undefined} */
     this.onScrollState; // told whether the newest part is in view (stuck to the bottom, or nothing to scroll), set by the app
@@ -117,10 +118,17 @@ export class ChatView {
     return body;
   }
 
+  /** The welcome's examples: the demo's own tasks (get_status demo_suggestions), else ours.
+   * @param {string[] | null | undefined} suggestions */
+  setExamples(suggestions) {
+    this.examples = suggestions?.length ? suggestions : EXAMPLES;
+    if (this.root.querySelector(".welcome")) this.showWelcome();
+  }
+
   showWelcome() {
     this.reset();
-    const examples = EXAMPLES.map((text) =>
-      h("button", { type: "button", class: "example", onclick: () => this.handlers.onExample(text) }, text));
+    const examples = this.examples.map((text) =>
+      h("button", { type: "button", class: "example", "data-testid": "welcome-example", onclick: () => this.handlers.onExample(text) }, text));
     this.root.append(h(
       "section",
       { class: "welcome" },
