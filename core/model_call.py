@@ -1,17 +1,19 @@
 """One streamed model call of a task: every delta reported the moment it arrives, the reply
-recorded in the task's transcript when the stream ends, and what came of a cancelled or cut
-stream recorded as interrupted."""
+recorded in the task's transcript when the stream ends, and what came of a cancelled, cut or
+looping stream recorded as interrupted."""
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator
 from typing import Any
 
+from core.repeats import RepeatLoop
 from core.services import ModelClient
 from core.spend import counted, estimated_usage
 from core.task import StreamProgress, Task
+from core.text_loops import LoopWatch
 from model.completion import (
     CallStarted,
     Completion,
@@ -57,7 +59,7 @@ def stream_reply(
     `on_content` runs before the first content delta is reported; `prompt_estimate` stands for the
     prompt's tokens when the server sends no usage; `require` names the tool the reply must
     call. TaskCancelled and StreamInterrupted go through, after what had come is
-    recorded.
+    recorded; so does RepeatLoop, raised when the reply loops, after the call was stopped.
     """
     message_id = uuid.uuid4().hex
     progress = StreamProgress()
@@ -72,8 +74,8 @@ def stream_reply(
                 require=require,
             )
             completion = _consume(task, stream, message_id, progress, on_content)
-        except (TaskCancelled, StreamInterrupted) as exc:
-            reason = "cancelled" if isinstance(exc, TaskCancelled) else "stream_cut"
+        except (TaskCancelled, StreamInterrupted, RepeatLoop) as exc:
+            reason = _interruption(exc)
             partial = progress.partial()
             _record_partial(task, message_id, partial, reason)
             if partial.content or partial.reasoning_content:  # the provider bills what it sent
@@ -104,11 +106,12 @@ def stream_reply(
 
 def _consume(
     task: Task,
-    stream: Iterable[StreamItem],
+    stream: Generator[StreamItem, None, None],
     message_id: str,
     progress: StreamProgress,
     on_content: Callable[[], None],
 ) -> Completion:
+    content_loop, reasoning_loop = LoopWatch(), LoopWatch()
     for item in stream:
         if isinstance(item, CallStarted):
             progress.call = item
@@ -117,9 +120,11 @@ def _consume(
                 on_content()
             progress.content.append(item.text)
             task.report(Token(message_id, item.text))
+            _stop_if_looping(stream, content_loop.feed(item.text))
         elif isinstance(item, ReasoningDelta):
             progress.reasoning.append(item.text)
             task.report(Thinking(message_id, item.text))
+            _stop_if_looping(stream, reasoning_loop.feed(item.text))
         elif isinstance(item, ToolCallStarted):
             progress.tool_names[item.call_id] = item.name
             task.report(ToolEvent(item.call_id, item.name, "start"))
@@ -129,6 +134,24 @@ def _consume(
         elif isinstance(item, StreamEnd):
             return item.completion
     raise StreamInterrupted("the model stream ended without a final chunk", progress.partial())
+
+
+def _interruption(exc: Exception) -> str:
+    """What the transcript says stopped a reply before its end."""
+    if isinstance(exc, TaskCancelled):
+        return "cancelled"
+    return "loop" if isinstance(exc, RepeatLoop) else "stream_cut"
+
+
+def _stop_if_looping(stream: Generator[StreamItem, None, None], found: str) -> None:
+    """Stop the call (closing the stream closes its connection: no more output is paid for)
+    and raise RepeatLoop when the reply was found looping."""
+    if found:
+        stream.close()
+        raise RepeatLoop(
+            f"The model's reply repeated itself: {found}. The call was stopped so as not to "
+            "spend more; what it said before is kept."
+        )
 
 
 def _count(task: Task, completion: Completion) -> None:

@@ -1,7 +1,7 @@
-"""Repeats that waste money: the same tool call giving the same result again and again, and a
-model's text that loops (a passage said over and over within one reply, or the same reply as
-the call before). The first time, the model is warned by a note in its next request; if the
-repeat goes on, the task ends with `done` reason `loop` (RepeatLoop).
+"""Repeats that waste money: the same tool call giving the same result again and again, and the
+same reply as the call before. The first time, the model is warned by a note in its next
+request; if the repeat goes on, the task ends with `done` reason `loop` (RepeatLoop). A reply
+looping within itself is caught while it streams (core/text_loops.py).
 
 Legitimate repetition is not a repeat here: the same call with a different result (polling a
 file that changes, re-reading a file after editing it) is a new call.
@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-from collections import Counter, deque
+from collections import deque
 from dataclasses import dataclass, field
 
 from model.completion import Completion
@@ -25,15 +24,6 @@ CALL_REPEAT_STOP = 5
 # call made again long after, with much work between, is not the same loop.
 RECENT_CALLS = 30
 
-# A reply repeating itself: a run of LOOP_NGRAM_WORDS words (long enough that prose, lists
-# and code rarely repeat one) found LOOP_NGRAM_REPEATS times in one reply. A model that loops
-# repeats a passage until its output cap, hundreds of times; ten is still far below that.
-LOOP_NGRAM_WORDS = 16
-LOOP_NGRAM_REPEATS = 10
-# A paragraph (of at least LOOP_PARAGRAPH_CHARS, so "```" or "---" never count) said
-# LOOP_PARAGRAPH_REPEATS times in one reply.
-LOOP_PARAGRAPH_CHARS = 40
-LOOP_PARAGRAPH_REPEATS = 4
 # The same reply as the call before, word for word and with the same calls (at least
 # SAME_REPLY_CHARS of text, so a short "Checking again." before polling a file is never one):
 # warned the first time, the task ended on the third reply in a row.
@@ -56,25 +46,18 @@ class RepeatWatch:
     _warned_calls: set[str] = field(default_factory=set)
     _last_reply: str = ""
     _same_replies: int = 0
-    _text_warned: bool = False
     _note: str = ""
     _stop: str = ""
 
     def after_reply(self, reply: Completion) -> None:
-        """Look at a finished model reply. Raises RepeatLoop when it repeats past a warning,
-        or when it loops and, calling no tool, ends the task anyway (no later request could
-        carry a warning); a reply with calls stops after they ran (`raise_if_stopped`)."""
-        found = text_loop(reply.content) or text_loop(reply.reasoning_content)
-        if found:
-            if reply.tool_calls and not self._text_warned:
-                self._text_warned = True
-                self._warn(f"your last reply repeated itself ({found}). Do not repeat text")
-            else:
-                self._stop = f"The model's reply repeated itself: {found}."
+        """Look at a finished model reply: the same as the one before warns the model, a third
+        in a row stops the task after its calls ran (`raise_if_stopped`). A reply without
+        calls ended by itself and is the task's answer: never relabelled a loop."""
+        if not reply.tool_calls:
+            self._last_reply, self._same_replies = "", 0
+            return
         calls = "".join(c.name + _normal_arguments(c.arguments) for c in reply.tool_calls)
         self._check_same_reply(_normal(reply.content + "\n" + reply.reasoning_content), calls)
-        if self._stop and not reply.tool_calls:
-            self.raise_if_stopped()
 
     def after_call(self, name: str, arguments: str, ok: bool, output: str) -> str:
         """Record one call's result; returns the note to append to that result for the model
@@ -119,30 +102,6 @@ class RepeatWatch:
             f"\n\n[warning] {what}: change approach or finish the task; if this goes on, "
             "the task will be stopped."
         )
-
-
-def text_loop(text: str) -> str:
-    """What in `text` says it loops: a paragraph said LOOP_PARAGRAPH_REPEATS times or a run of
-    LOOP_NGRAM_WORDS words found LOOP_NGRAM_REPEATS times, quoted with its count; "" if none."""
-    paragraphs = Counter(
-        p
-        for p in (_normal(part) for part in re.split(r"\n\s*\n", text))
-        if len(p) >= LOOP_PARAGRAPH_CHARS
-    )
-    if paragraphs:
-        paragraph, count = paragraphs.most_common(1)[0]
-        if count >= LOOP_PARAGRAPH_REPEATS:
-            return f"{_quote(paragraph)} {count} times"
-    words = text.split()
-    if len(words) < LOOP_NGRAM_WORDS * LOOP_NGRAM_REPEATS:
-        return ""
-    runs = Counter(
-        tuple(words[i : i + LOOP_NGRAM_WORDS]) for i in range(len(words) - LOOP_NGRAM_WORDS + 1)
-    )
-    run, count = runs.most_common(1)[0]
-    if count < LOOP_NGRAM_REPEATS:
-        return ""
-    return f"{_quote(' '.join(run))} {count} times"
 
 
 def _normal(text: str) -> str:

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, Unpack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from core.agent_loader import load_agents
 from core.agent_specs import SHIPPED_AGENTS, AgentCatalog, AgentSpec
+from core.model_setup import ModelClient, ModelSetup
 from history.store import ConversationStore
 from model.api_client import ApiClient
-from model.completion import CallOptions, StreamItem
-from model.messages import ChatMessage
-from model.providers import ProviderConfig, resolve_provider
+from model.providers import ProviderConfig
 from modules.sandbox.disk_floor import Floor
 from modules.sandbox.factory import runner_for, sessions_of
 from modules.sandbox.runner import CommandRunner
@@ -36,20 +34,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class ModelClient(Protocol):
-    def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: list[dict[str, Any]],
-        **options: Unpack[CallOptions],
-    ) -> Iterator[StreamItem]: ...
-
-
 @dataclass
 class AgentServices:
-    settings: Settings
-    provider: ProviderConfig
-    model: ModelClient
+    setup: ModelSetup  # what the next task runs with; replaced whole by `reconfigure`
     tools: ToolRegistry
     store: ConversationStore
     workspace: Workspace
@@ -63,20 +50,27 @@ class AgentServices:
     attachments: AttachmentStore
     stream_log: DebugStreamLog | None = None
     mcp: McpManager | None = None
-    _models: dict[tuple[str, str], ModelClient] = field(default_factory=dict)
+
+    @property
+    def settings(self) -> Settings:
+        return self.setup.settings
+
+    @property
+    def provider(self) -> ProviderConfig:
+        return self.setup.provider
+
+    @property
+    def model(self) -> ModelClient:
+        return self.setup.model
 
     def model_for(self, agent: AgentSpec) -> ModelClient:
-        """The client an agent's calls use: the configured one, or its own provider/model."""
-        if agent.provider is None and agent.model is None:
-            return self.model
-        key = (agent.provider or self.settings.provider, agent.model or "")
-        if key not in self._models:
-            update: dict[str, Any] = {"provider": key[0]}
-            if agent.model:
-                update["model"] = agent.model
-            config = resolve_provider(self.settings.model_copy(update=update))
-            self._models[key] = model_client(config, self.settings, self.stream_log)
-        return self._models[key]
+        """The client an agent's calls use now (a running task uses its own setup's)."""
+        return self.setup.model_for(agent)
+
+    def reconfigure(self, settings: Settings) -> None:
+        """Run the next tasks with `settings` (the user changed theirs); a running task keeps
+        the setup it started with."""
+        self.setup = ModelSetup.of(settings, self.stream_log)
 
     def delete_conversation(self, conversation_id: str) -> None:
         """Delete a conversation and what is kept for it: its history, its undo journals, its
@@ -129,17 +123,6 @@ class AgentServices:
             self.stream_log.close()
 
 
-def model_client(
-    config: ProviderConfig, settings: Settings, stream_log: Callable[[str], None] | None
-) -> ModelClient:
-    """The client of a provider: the demo plays its scripts in-process, the others are APIs."""
-    if config.name == "demo":
-        from model.demo import DemoModel
-
-        return DemoModel(settings.demo_pace)
-    return ApiClient(config, settings, on_raw_delta=stream_log)
-
-
 def build_services(settings: Settings, ends_with_run: bool = False) -> AgentServices:
     """Wire the real implementations together, logging to the data dir (`ends_with_run`:
     `cli -p`, whose sandbox sessions end when its one task does)."""
@@ -147,7 +130,6 @@ def build_services(settings: Settings, ends_with_run: bool = False) -> AgentServ
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     logs = settings.data_dir / "logs"
     stream_log = setup_logging(logs, redact_content=settings.log_redact_content)
-    provider = resolve_provider(settings)
     workspace = Workspace(settings.workspace)
     journal = UndoJournal(settings.data_dir, workspace, floor=Floor.of(settings))
     agents = load_agents(
@@ -170,9 +152,7 @@ def build_services(settings: Settings, ends_with_run: bool = False) -> AgentServ
 
         tools.add_source(RemoteAgents(settings.remote_agents))
     return AgentServices(
-        settings=settings,
-        provider=provider,
-        model=model_client(provider, settings, stream_log),
+        setup=ModelSetup.of(settings, stream_log),
         tools=tools,
         store=ConversationStore(settings.data_dir),
         workspace=workspace,

@@ -9,7 +9,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from model.call_failures import Retry, failure, why_empty
@@ -103,7 +103,7 @@ class ApiClient:
         messages: Sequence[ChatMessage],
         tools: list[dict[str, Any]],
         **options: Unpack[CallOptions],
-    ) -> Iterator[StreamItem]:
+    ) -> Generator[StreamItem, None, None]:
         """Stream one model call: every delta as it arrives, then StreamEnd(Completion).
 
         Before a retry, `on_wait(seconds, message)` says what failed and how long it waits.
@@ -161,7 +161,7 @@ class ApiClient:
 
     def _attempt(
         self, request: dict[str, Any], cancel: CancelToken, state: CallState
-    ) -> Iterator[StreamItem]:
+    ) -> Generator[StreamItem, None, None]:
         cancel.raise_if_cancelled()
         sdk = self._client()
         import httpx2

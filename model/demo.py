@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from typing import Any, Unpack
 
 from model.completion import (
@@ -60,7 +60,7 @@ class DemoModel:
         messages: Sequence[ChatMessage],
         tools: list[dict[str, Any]],
         **options: Unpack[CallOptions],
-    ) -> Iterator[StreamItem]:
+    ) -> Generator[StreamItem, None, None]:
         cancel, thinking = options["cancel"], options["thinking"]
         state = read_task(messages)
         offered = {tool.get("function", {}).get("name") for tool in tools}

@@ -108,9 +108,11 @@ class MessageMeta(TypedDict, total=False):
     plan_step: int  # user
     plan: PlanMeta  # user (with plan_prompt or plan_step), tool (make_plan, finish_step)
     usage: TokenUsage  # assistant
-    interrupted: str | bool  # assistant: cancelled | stream_cut; tool: true
+    interrupted: str | bool  # assistant: cancelled | stream_cut | loop; tool: true
     ok: bool  # tool
     declined: bool  # tool: true when the user declined the call (it did not run)
+    cancelled: bool  # tool: true when the user's stop cut the call (it did not finish)
+    unchanged: bool  # tool: true when the call found nothing to change (propose_edit)
     duration_ms: int  # tool
     proposal: ProposalMeta  # tool (propose_edit)
     agent: str  # tool (a delegation)

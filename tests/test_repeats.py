@@ -1,6 +1,6 @@
 """Repeats that waste money (core/repeats.py), through the real server and CLI on the fake
-model: the same call with the same result, an answer that loops, and the repetition that is
-legitimate (the same call with a new result each time)."""
+model: the same call with the same result, an answer that loops (tests/test_streamed_loops.py
+has more), and the repetition that is legitimate (the same call with a new result each time)."""
 
 from __future__ import annotations
 
@@ -97,23 +97,18 @@ def test_re_reading_a_file_after_each_edit_is_not_a_loop(
     assert not any("[warning]" in o for o in outputs), outputs
 
 
-def test_a_reply_that_loops_is_warned_then_ends_the_task(
+def test_a_reply_that_loops_is_stopped_as_it_streams_and_its_calls_never_run(
     server: ServerProcess, fake: FakeLLM, client: EventClient
 ):
     before = len(fake.chat_requests)
     fake.script(Reply(content=LOOPING, tool_calls=[Call("list_files", {})]))
-    fake.script(Reply(content=LOOPING, tool_calls=[Call("read_file", {"path": "notes.txt"})]))
     cid = client.start("look around")
     events = client.wait_done(cid)
     assert events[-1].payload["reason"] == "loop"
     [error] = payloads(events, "error")
     assert "reply repeated itself" in error["message"] and "times" in error["message"]
-    requests = fake.chat_requests[before:]
-    assert len(requests) == 2
-    [warned] = tool_messages(requests[1])
-    assert "[warning] your last reply repeated itself" in warned
-    results = payloads(events, "tool", phase="result")
-    assert [r["name"] for r in results] == ["list_files", "read_file"]  # every call answered
+    assert len(fake.chat_requests) - before == 1
+    assert not payloads(events, "tool")  # the call had not streamed yet: nothing ran
 
 
 # --- the CLI ---------------------------------------------------------------------------

@@ -19,9 +19,11 @@
  * @property {number} [plan_step] user
  * @property {Plan} [plan] user (with plan_prompt or plan_step), tool (make_plan, finish_step)
  * @property {Usage} [usage] assistant
- * @property {string | boolean} [interrupted] assistant: cancelled | stream_cut; tool: true
+ * @property {string | boolean} [interrupted] assistant: cancelled | stream_cut | loop; tool: true
  * @property {boolean} [ok] tool
  * @property {boolean} [declined] tool: the user declined the call (written since it was; older records lack it)
+ * @property {boolean} [cancelled] tool: the user's stop cut the call (written since it was; older records lack it)
+ * @property {boolean} [unchanged] tool: the call found nothing to change (propose_edit)
  * @property {number} [duration_ms] tool
  * @property {{id: string, path: string, diff: string}} [proposal] tool (propose_edit)
  * @property {string} [agent] tool (a delegation)

@@ -115,6 +115,7 @@ class RecordedRequest:
     headers: dict[str, str]
     body: Any = None
     status: int | None = None
+    hung_up: bool = False  # the client closed a streamed reply's connection before its end
 
     @property
     def messages(self) -> list[dict[str, Any]]:

@@ -356,6 +356,7 @@ def _send_stream(
             sent += is_data
         handler.wfile.write(b"0\r\n\r\n")
     except OSError:
+        request.hung_up = True
         handler.close_connection = True
 
 
