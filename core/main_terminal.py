@@ -29,7 +29,7 @@ from core.task_budgets import budget_guard, task_cost, task_limits
 from core.task_end import keep_task_end, run_to_end
 from core.timeline import EventSink, Timeline
 from core.tool_step import ToolStep
-from core.user_message import record_user_message
+from core.user_message import record_user_message, user_message_event
 from history.conversation import LEAF, Conversation, MessageNotFound
 from modules.sandbox.factory import sessions_of
 from modules.sandbox.session.records import has_processes
@@ -42,6 +42,7 @@ from protocol.records import AttachmentMeta, ConversationState, EndedProcessMeta
 from utils.cancel import CancelReason, CancelToken
 from utils.errors import Busy, Invalid, NotConfigured
 from utils.logger import log_context
+from utils.settings import Settings
 from utils.text import shown
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,6 @@ class MainTerminal:
         agent: str | None = None,
     ) -> None:
         self.services = services
-        self.settings = services.settings
         self.spend_ledger = Ledger(self.settings.data_dir)
         self.mode: Mode = mode or self.settings.mode
         self.approval: Approval = approval or self.settings.approval
@@ -96,6 +96,11 @@ class MainTerminal:
             self.open_conversation(conversation_id)
 
     # --- what fronts call ---------------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        """The settings now (the user may change theirs while the program runs)."""
+        return self.services.settings
 
     @property
     def conversation(self) -> Conversation | None:
@@ -254,6 +259,7 @@ class MainTerminal:
                 agent,
                 transcript,
                 self.timeline.report,
+                self.services.setup,
                 spend=spend,
                 budgets=budget_guard(limits, conversation, spend.totals, self.spend_ledger),
             )
@@ -275,12 +281,12 @@ class MainTerminal:
 
     def run_task(self, task: Task) -> DoneReason:
         """Run a task begun with `begin_task` to its end, which is always a `done` event."""
-        provider = self.services.provider
+        provider = task.setup.provider
         fields = {"trace_id": task.trace_id, "conversation_id": task.conversation.id}
         with log_context(**fields, provider=provider.name, model=provider.model):
             prompt, message_id = task.user_record["content"], task.user_record["id"]
             log.info("task started", extra={"fields": {"prompt": prompt, "message_id": message_id}})
-            reason = run_to_end(self.loop.run, task, self.settings.data_dir)
+            reason = run_to_end(self._announce_and_run, task, self.settings.data_dir)
             log.info("task ended", extra={"fields": {"reason": reason, **vars(task.usage)}})
         task.journal.finish()  # what it left each path as, before anyone can undo it
         with self.timeline.lock:  # no new task can start before this one's `done` went out
@@ -288,10 +294,15 @@ class MainTerminal:
             self.status.set("idle", task, force=True)
             done = Done(reason, task.usage, budget=task.budget_reached)
             if task.spend is not None:
-                done.cost = task_cost(task.spend.totals, provider.model, self.settings)
+                done.cost = task_cost(task.spend.totals, provider.model, task.setup.settings)
             done.agent = task.agent.name
             self.end_task(task.user_record["id"], done)
         return reason
+
+    def _announce_and_run(self, task: Task) -> DoneReason:
+        """Tell every view the message the task starts with (its first event), then run it."""
+        task.report(user_message_event(task.user_record, task.mode))
+        return self.loop.run(task)
 
     def end_task(self, message_id: str, done: Done) -> None:
         """Send a task's `done`, its end kept with the conversation first: whoever sees it

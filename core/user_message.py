@@ -1,4 +1,5 @@
-"""The user's message of a task recorded whole, with what the task runs with, or not at all."""
+"""The user's message of a task: recorded whole, with what the task runs with, or not at all;
+and told to every view of the conversation as its task starts."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from core.interrupted_calls import answer_interrupted_calls
 from core.services import AgentServices
 from core.timeline import Timeline
 from history.titles import title_from
+from protocol.events import UserMessage
+from protocol.options import Mode
 from protocol.records import ConversationState, MessageRecord
 from utils.disk import disk_full, is_disk_full
 
@@ -48,3 +51,16 @@ def record_user_message(
         if is_disk_full(exc):
             raise disk_full(services.settings.data_dir, NOT_KEPT) from exc
         raise
+
+
+def user_message_event(record: MessageRecord, mode: Mode) -> UserMessage:
+    """The `user_message` event of a task's message record (§4.2): what a view shows of it."""
+    meta = record.get("meta") or {}
+    return UserMessage(
+        message_id=record["id"],
+        text=record["content"],
+        parent_id=record["parent_id"],
+        mode=mode,
+        skill=meta.get("skill"),
+        attachments=meta.get("attachments"),
+    )

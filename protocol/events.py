@@ -1,5 +1,5 @@
-"""The server's events (docs/protocol.md §4.2 the events of a task, §4.3 outside tasks), with
-the values they carry, and their one decoder.
+"""The server's events (docs/protocol.md §4.2 the events of a task, §4.3 outside tasks) and
+their one decoder; the values they carry are protocol/event_values.py's.
 
 The core stamps each event with its conversation and `seq` and hands it to the sink it was
 given; it becomes a dict only at a transport (`to_wire`: Socket.IO, the CLI's `--json`, the
@@ -15,91 +15,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, ClassVar, Literal
 
-from protocol.records import MoneyWire, PlanMeta, StepStatus, TokenUsage
-
-# --- the values events carry ----------------------------------------------------------------
-
-
-@dataclass
-class Usage:
-    """A model call's tokens, or the sum of some calls'."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    estimated: bool = False  # our estimate, for a server that sent no `usage` (or its part)
-    cached_prompt_tokens: int = 0  # of prompt_tokens, those the provider read from its cache
-
-    def add(self, other: Usage) -> None:
-        self.prompt_tokens += other.prompt_tokens
-        self.cached_prompt_tokens += other.cached_prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.estimated = self.estimated or other.estimated
-
-    def to_wire(self) -> TokenUsage:
-        """As records and task ends keep it: `estimated` and the cached tokens only when
-        there are."""
-        kept: TokenUsage = {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-        }
-        if self.cached_prompt_tokens:
-            kept["cached_prompt_tokens"] = self.cached_prompt_tokens
-        if self.estimated:
-            kept["estimated"] = True
-        return kept
-
-    @classmethod
-    def from_wire(cls, data: Any) -> Usage:
-        """A `usage` as `done`, records and task ends send it (anything else: none used)."""
-        wire: dict[str, Any] = data if isinstance(data, dict) else {}
-        return cls(
-            prompt_tokens=int(wire.get("prompt_tokens") or 0),
-            completion_tokens=int(wire.get("completion_tokens") or 0),
-            estimated=bool(wire.get("estimated")),
-            cached_prompt_tokens=int(wire.get("cached_prompt_tokens") or 0),
-        )
-
-
-@dataclass(frozen=True)
-class Money:
-    amount: float
-    currency: str
-
-    def to_wire(self) -> MoneyWire:
-        return {"amount": round(self.amount, 6), "currency": self.currency}
-
-    @classmethod
-    def from_wire(cls, data: Any) -> Money | None:
-        """A `cost`; None for null (a price unknown) or anything that is no cost."""
-        if not isinstance(data, dict):
-            return None
-        amount, currency = data.get("amount"), data.get("currency")
-        if isinstance(amount, int | float) and isinstance(currency, str):
-            return cls(float(amount), currency)
-        return None
-
-
-@dataclass
-class FileChange:
-    event: Literal["created", "modified", "deleted", "moved"]
-    path: str
-    is_dir: bool = False
-    dest_path: str | None = None
-
-
-@dataclass
-class FolderRefresh:
-    """A folder whose `count` changes in one batch were too many to list: reload it."""
-
-    path: str
-    count: int
-
-
-@dataclass
-class ContextUsage:
-    used_tokens: int
-    limit_tokens: int
-
+from protocol.event_values import ContextUsage, FileChange, FolderRefresh, Money, Usage
+from protocol.options import Mode
+from protocol.records import AttachmentMeta, PlanMeta, StepStatus, TokenUsage
 
 # --- the events -----------------------------------------------------------------------------
 
@@ -130,6 +48,26 @@ class Event:
             elif isinstance(value, list):
                 value = [asdict(v) if is_dataclass(v) else v for v in value]  # type: ignore[arg-type]
             data[key] = value
+        return data
+
+
+@dataclass
+class UserMessage(Event):
+    """The user's message a task starts with, as its record keeps it: the task's first event,
+    so that every view of the conversation shows it above the answer. `parent_id` is the
+    message it follows (None: it starts the conversation, or a new first branch)."""
+
+    name: ClassVar[str] = "user_message"
+    message_id: str
+    text: str
+    parent_id: str | None
+    mode: Mode | None = None
+    skill: str | None = None
+    attachments: list[AttachmentMeta] | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        data = super().to_wire()
+        data["parent_id"] = self.parent_id  # null says "a root", not "unknown"
         return data
 
 
@@ -388,6 +326,7 @@ def _plain(cls: type[Event]) -> Callable[[dict[str, Any]], Event]:
 
 
 _PARSERS: dict[str, Callable[[dict[str, Any]], Event]] = {
+    "user_message": _plain(UserMessage),
     "token": _plain(Token),
     "thinking": _plain(Thinking),
     "tool": _tool,

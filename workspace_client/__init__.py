@@ -16,6 +16,7 @@ from protocol.events import (
     Token,
     ToolEvent,
     Unknown,
+    UserMessage,
     parse_event,
 )
 from protocol.processes import BackgroundProcess, ProcessOutput
@@ -47,6 +48,7 @@ __all__ = [
     "Token",
     "ToolEvent",
     "Unknown",
+    "UserMessage",
     "WorkspaceError",
     "parse_event",
 ]
