@@ -103,13 +103,15 @@ def test_a_session_is_one_container_whose_pid_1_is_the_supervisor(
     pool = make_pool()
     session = pool.session("conv-docker")
     pid_1 = "python -c \"print(open('/proc/1/cmdline').read().replace(chr(0), ' '))\""
-    result = run(pool, session, f"id -u; pwd; {pid_1}; ls /agent-ctl")
+    host = 'python -c "import socket; print(socket.gethostname())"'
+    result = run(pool, session, f"id -u; pwd; {pid_1}; {host}; ls /agent-ctl")
     lines = result.output.splitlines()
     assert result.exit_code == 0, result.output
     assert lines[0] == str(SANDBOX_UID)
     assert lines[1] == "/workspace"
     assert "/agent/supervisor.py --listen /agent-ctl/ctl.sock" in lines[2]
-    assert len(lines) == 3, lines  # the socket is gone: no command can connect
+    assert lines[3] == "workspace"  # not this machine's name
+    assert len(lines) == 4, lines  # the socket is gone: no command can connect
     mine = containers(engine[0], os.getpid())
     assert len(mine) == 1
     config = engine[0].api.inspect_container(mine[0]["Id"])["HostConfig"]

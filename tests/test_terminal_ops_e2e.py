@@ -10,6 +10,7 @@ import pytest
 from tests.kit.clients import EventClient, connected
 from tests.kit.model import run_calls
 from tests.kit.server import ServerProcess
+from tests.kit.terminal_ops import WAIT, open_terminal, screen, shows, type_in
 from tests.kit.waits import wait_until
 from workspace_client.connection import ConnectionRefused
 
@@ -20,34 +21,11 @@ pytestmark = [
         files={"site/marker.txt": "served-by-the-agent\n"},
     ),
 ]
-WAIT = 30
 
 
 def conversation(client: EventClient) -> str:
     """A new conversation (one task that runs `true`)."""
     return run_calls(client, [("run_command", {"command": "true"})])[1]
-
-
-def open_terminal(client: EventClient, cid: str, rows: int = 24, cols: int = 80) -> str:
-    ack = client.call("terminal_open", {"conversation_id": cid, "rows": rows, "cols": cols})
-    assert ack["ok"], ack
-    return str(ack["terminal_id"])
-
-
-def screen(client: EventClient, cid: str, tid: str) -> str:
-    """Everything the client received of the terminal, in order."""
-    events = client.named("terminal", conversation_id=cid, terminal_id=tid)
-    return "".join(e["data"] for e in events)
-
-
-def type_in(client: EventClient, cid: str, tid: str, text: str) -> None:
-    ack = client.call("terminal_input", {"conversation_id": cid, "terminal_id": tid, "data": text})
-    assert ack["ok"] and ack["written"] == len(text.encode()), ack
-
-
-def shows(client: EventClient, cid: str, tid: str, text: str) -> None:
-    wait_until(lambda: text in screen(client, cid, tid), WAIT, f"{text!r} on the terminal",
-               details=lambda: repr(screen(client, cid, tid)[-400:]))  # fmt: skip
 
 
 def test_the_terminal_runs_beside_the_agents_server(agent: EventClient) -> None:

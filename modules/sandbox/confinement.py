@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 PROBE_TIMEOUT_SECONDS = 5.0
 MB = 1024 * 1024
 SANDBOX_ID = "1000"  # the uid and gid a command started by root has in its user namespace
+SANDBOX_USER = "user"  # SANDBOX_ID's name in a session's /etc/passwd, not the host's user's
+SANDBOX_HOSTNAME = "workspace"  # the host name a sandbox sees, in its own UTS namespace
 SMALL_TMPFS_BYTES = {"/run": 16 * MB, "/dev/shm": 64 * MB}
 SUPERVISOR_INSIDE = "/run/workspace-agent/supervisor.py"  # a session's supervisor, in its view
 
@@ -86,6 +88,7 @@ class Bubblewrap:
 
     def _view(self, cut_network: bool, visible: Sequence[str]) -> list[str]:
         args = [self.path, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        args += ["--hostname", SANDBOX_HOSTNAME]
         args += ["--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         if self.disable_userns:
             args.append("--disable-userns")
@@ -160,6 +163,19 @@ def data_pipe(data: bytes) -> int:
     finally:
         os.close(write)
     return read
+
+
+def identity_files() -> dict[str, bytes]:
+    """/etc/passwd and /etc/group as a session started by root shows them: root, SANDBOX_ID as
+    SANDBOX_USER (a shell's prompt names it, not the host's user of that uid) and nobody, the
+    only ids its user namespace maps."""
+    users = (
+        "root:x:0:0:root:/root:/bin/sh\n"
+        f"{SANDBOX_USER}:x:{SANDBOX_ID}:{SANDBOX_ID}:{SANDBOX_USER}:/tmp:/bin/bash\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+    )
+    groups = f"root:x:0:\n{SANDBOX_USER}:x:{SANDBOX_ID}:\nnogroup:x:65534:\n"
+    return {"/etc/passwd": users.encode(), "/etc/group": groups.encode()}
 
 
 def interpreter_dirs() -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any
 from docker.errors import DockerException
 from docker.types import Ulimit
 
+from modules.sandbox.confinement import SANDBOX_HOSTNAME
 from modules.sandbox.runner import SandboxUnavailable, pid_alive
 from utils.settings import DockerSettings, Settings
 
@@ -180,6 +181,7 @@ def locked_down(options: DockerSettings, workspace: Path, owner: str) -> dict[st
         "detach": True,
         "auto_remove": True,
         "working_dir": str(WORKDIR),
+        "hostname": SANDBOX_HOSTNAME,
         "volumes": {str(workspace): {"bind": str(WORKDIR), "mode": "rw"}},
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],

@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from modules.sandbox.cgroup import CommandCgroup
-from modules.sandbox.confinement import SUPERVISOR_INSIDE, Confinement, seccomp_pipe
+from modules.sandbox.confinement import (
+    SUPERVISOR_INSIDE,
+    Confinement,
+    data_pipe,
+    identity_files,
+    seccomp_pipe,
+)
 from modules.sandbox.environment import command_environment
 from modules.sandbox.resource_limits import ResourceLimits
 from modules.sandbox.runner import SandboxUnavailable
@@ -168,10 +174,11 @@ class LocalLauncher:
 
         real = original("subprocess")
         network = self.user_network.prepare() if self.user_network else None
-        passed = [theirs.fileno(), *([] if seccomp_fd is None else [seccomp_fd])]
+        identity = self._identity()
+        passed = [theirs.fileno(), *([] if seccomp_fd is None else [seccomp_fd]), *identity]
         process = None
         try:
-            argv, environment = self._argv(theirs.fileno(), seccomp_fd, network)
+            argv, environment = self._argv(theirs.fileno(), seccomp_fd, network, identity)
             log_path.parent.mkdir(parents=True, exist_ok=True)
             with open(log_path, "ab") as errors:
                 process = real.Popen(
@@ -203,8 +210,8 @@ class LocalLauncher:
             raise
         finally:
             theirs.close()
-            if seccomp_fd is not None:
-                os.close(seccomp_fd)
+            for fd in [*([] if seccomp_fd is None else [seccomp_fd]), *identity]:
+                os.close(fd)
             if network is not None:
                 network.close_child_fds()
         return launched
@@ -217,8 +224,19 @@ class LocalLauncher:
         memory = options.total_memory_mb * 1024 * 1024
         return CommandCgroup.create(self.limits.roots, options.processes, memory)
 
+    def _identity(self) -> dict[int, str]:
+        """Pipes holding the session's /etc/passwd and /etc/group, by the path each is shown
+        at: started by root, the sandbox's uid would otherwise bear the host's name for it."""
+        if self.wrap is None or not self.wrap.as_root:
+            return {}
+        return {data_pipe(data): path for path, data in identity_files().items()}
+
     def _argv(
-        self, control_fd: int, seccomp_fd: int | None, network: Prepared | None
+        self,
+        control_fd: int,
+        seccomp_fd: int | None,
+        network: Prepared | None,
+        identity: dict[int, str],
     ) -> tuple[list[str], dict[str, str]]:
         """What starts the supervisor, confined as the runner's commands are, and the
         environment its commands get besides the allow-list."""
@@ -229,7 +247,9 @@ class LocalLauncher:
             return self.confinement.wrap(argv, workspace, workspace), {}
         argv[3] = SUPERVISOR_INSIDE
         options = wrap.session_args(self.settings.workspace.resolve(), SUPERVISOR, seccomp_fd)
-        extra = network.options if network is not None else []
+        extra = [*network.options] if network is not None else []
+        for fd, path in identity.items():
+            extra += ["--ro-bind-data", str(fd), path]
         return [*options, *extra, "--", *argv], {"HOME": "/tmp"}
 
 
