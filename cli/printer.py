@@ -33,6 +33,7 @@ from protocol.events import (
     Thinking,
     Token,
     ToolEvent,
+    UserMessage,
 )
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ PLAIN_ARGS_CHARS = 400  # of a tool call's arguments on its line, when there is 
 INDENT = "  "  # per level of sub-agent
 GUTTER = "│ "  # before each line of a command's live output
 STEP_MARKS = {"pending": "○", "running": "◐", "done": "✓", "failed": "✗"}
+PROMPT = "› "  # before what the user types, and before a message another window sent
 PLAN_TOOLS = {"make_plan", "finish_step"}  # the plan's lines say it all; only a failure shows
 
 
@@ -125,6 +127,19 @@ class EventPrinter(Painter):
                     self._write(self._progress, spend_text(event.usage, event.cost) + "\n", DIM)
                 if reason == "complete" and not event.depth:
                     self._write_final()
+        for out in self._outs.values():
+            out.file.flush()
+
+    def prompt(self, event: UserMessage) -> None:
+        """A message that started a task in another window, shown as if typed at the prompt
+        (`/skill NAME` first when it ran with one), and the files it attached."""
+        self._enter("")
+        skill = f"/skill {event.skill} " if event.skill else ""
+        text = self._visible(skill + event.text).replace("\n", "\n" + " " * len(PROMPT))
+        self._write(self._progress, f"{PROMPT}{text}\n")
+        names = [str(file.get("name") or file.get("path")) for file in event.attachments or []]
+        if names:
+            self._write(self._progress, f"attached: {', '.join(names)}\n", DIM)
         for out in self._outs.values():
             out.file.flush()
 

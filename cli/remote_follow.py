@@ -16,10 +16,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TextIO
 
-from cli.printer import EventPrinter
+from cli.printer import PROMPT, EventPrinter
 from cli.remote_terminal import RemoteTerminal
-from cli.session import PROMPT
-from protocol.events import Done, Event, ToolEvent
+from protocol.events import Done, Event, ToolEvent, UserMessage
 from workspace_client import Reloaded
 
 ANSWERS = {"y": True, "yes": True, "n": False, "no": False, "a": "always", "always": "always"}
@@ -86,6 +85,8 @@ class IdleFollower:
         with self._lock:
             if isinstance(event, Reloaded):
                 notes.append("reconnected: the server could not replay what was missed")
+            elif isinstance(event, UserMessage):
+                self._printer.prompt(event)
             else:
                 self._printer.render(event)
             if isinstance(event, ToolEvent) and event.phase == "approval":

@@ -17,7 +17,7 @@ from cli.painter import DIM
 from cli.task_console import TaskConsole
 from cli.terminal import split_skill
 from protocol.budgets import BudgetOverride
-from protocol.events import Done, DoneReason, Event, Status, ToolEvent
+from protocol.events import Done, DoneReason, Event, Status, ToolEvent, UserMessage
 from protocol.options import MAX_FOCUS
 from workspace_client import Client, Disconnected, Reloaded, WorkspaceError
 
@@ -54,6 +54,7 @@ class RemoteTerminal(TaskConsole):
         self._lock = threading.Lock()
         self._wake_r, self._wake_w = os.pipe()  # a byte when a call is settled elsewhere
         self.watching = False  # a task is shown by watch(): cli/remote_follow.py stays quiet
+        self._typed_here: str | None = None  # the id of the last message sent from here
 
     # --- tasks ----------------------------------------------------------------------
 
@@ -85,6 +86,7 @@ class RemoteTerminal(TaskConsole):
             self.watching = False
             raise
         self.conversation_id = started.conversation_id
+        self._typed_here = started.message_id
         self.attachments, self.focus = [], []
         return self.watch(started.conversation_id)
 
@@ -120,6 +122,9 @@ class RemoteTerminal(TaskConsole):
         if isinstance(event, Reloaded) and not self.json_mode:
             note = "reconnected: the server could not replay what was missed; /history shows it"
             self.err.write(self.printer.paint(note, DIM) + "\n")
+        elif isinstance(event, UserMessage) and not self.json_mode:
+            if event.message_id != self._typed_here:  # a message typed here is on screen
+                self.printer.prompt(event)
         else:
             self.print_event(event)
         if _settles(event):

@@ -10,6 +10,7 @@ from typing import Protocol, TextIO, TypeVar
 
 from cli.commands import COMMANDS
 from cli.painter import BOLD, YELLOW
+from cli.printer import PROMPT
 from cli.terminal import CliTerminal
 from protocol.events import DoneReason
 from utils.disk import DiskFull
@@ -24,7 +25,6 @@ EXIT_CODES: dict[DoneReason, int] = {
     "loop": 6,
     "interrupted": 1,  # the server stopped while the task ran (cli --server)
 }
-PROMPT = "› "
 EXIT_DECLINED = 4  # `-p`: the task ended, but without an action it needed
 
 
