@@ -42,6 +42,7 @@ from protocol.records import AttachmentMeta, ConversationState, EndedProcessMeta
 from utils.cancel import CancelReason, CancelToken
 from utils.errors import Busy, Invalid, NotConfigured
 from utils.logger import log_context
+from utils.settings import Settings
 from utils.text import shown
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,6 @@ class MainTerminal:
         agent: str | None = None,
     ) -> None:
         self.services = services
-        self.settings = services.settings
         self.spend_ledger = Ledger(self.settings.data_dir)
         self.mode: Mode = mode or self.settings.mode
         self.approval: Approval = approval or self.settings.approval
@@ -96,6 +96,11 @@ class MainTerminal:
             self.open_conversation(conversation_id)
 
     # --- what fronts call ---------------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        """The settings now (the user may change theirs while the program runs)."""
+        return self.services.settings
 
     @property
     def conversation(self) -> Conversation | None:
@@ -254,6 +259,7 @@ class MainTerminal:
                 agent,
                 transcript,
                 self.timeline.report,
+                self.services.setup,
                 spend=spend,
                 budgets=budget_guard(limits, conversation, spend.totals, self.spend_ledger),
             )
@@ -275,7 +281,7 @@ class MainTerminal:
 
     def run_task(self, task: Task) -> DoneReason:
         """Run a task begun with `begin_task` to its end, which is always a `done` event."""
-        provider = self.services.provider
+        provider = task.setup.provider
         fields = {"trace_id": task.trace_id, "conversation_id": task.conversation.id}
         with log_context(**fields, provider=provider.name, model=provider.model):
             prompt, message_id = task.user_record["content"], task.user_record["id"]
@@ -288,7 +294,7 @@ class MainTerminal:
             self.status.set("idle", task, force=True)
             done = Done(reason, task.usage, budget=task.budget_reached)
             if task.spend is not None:
-                done.cost = task_cost(task.spend.totals, provider.model, self.settings)
+                done.cost = task_cost(task.spend.totals, provider.model, task.setup.settings)
             done.agent = task.agent.name
             self.end_task(task.user_record["id"], done)
         return reason

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from core.agent_specs import AgentSpec
 from core.budgets import BudgetGuard
+from core.model_setup import ModelSetup
 from core.repeats import RepeatWatch
 from core.spend import TaskSpend
 from core.timeline import EventSink, Timeline
@@ -81,6 +82,7 @@ class Task:
     agent: AgentSpec
     transcript: Transcript
     sink: EventSink  # the terminal's: stamps conversation and seq
+    setup: ModelSetup  # the settings and model clients of its start, kept to its end
     cancel: CancelToken = field(default_factory=CancelToken)
     usage: Usage = field(default_factory=Usage)
     spend: TaskSpend | None = None  # its calls' cost, shared with its sub-agents
@@ -110,6 +112,7 @@ class Task:
             agent,
             MemoryTranscript(self.conversation.id),
             self.sink,
+            self.setup,
             self.cancel,
             self.usage,
             depth=self.depth + 1,
