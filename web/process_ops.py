@@ -36,6 +36,7 @@ def process_wire(record: ProcessRecord, info: ProcessInfo | None = None) -> dict
         "pid": record.pid,
         "command": record.command,
         "origin": record.origin,
+        "terminal": record.terminal,
         "started_at": record.started_at,
         "running": record.running,
         "ended_at": record.ended_at,
@@ -46,6 +47,8 @@ def process_wire(record: ProcessRecord, info: ProcessInfo | None = None) -> dict
     }
     if info is not None:
         wire["output_end"] = info.output_end
+    if info is not None and record.terminal:
+        wire["foreground"] = info.foreground
     return wire
 
 
@@ -147,6 +150,8 @@ class ProcessOps:
         old = {r.id: r for r in pool.history(msg.conversation_id)}.get(msg.process_id)
         if old is None:
             return failure("not_found", f"no process {msg.process_id} in this conversation")
+        if old.terminal:
+            return failure("bad_request", f"{msg.process_id} is a terminal: open a new one")
         session = pool.session(msg.conversation_id)
         if old.running:
             with contextlib.suppress(UnknownProcess):  # it ended meanwhile

@@ -85,9 +85,15 @@ def session_of(ctx: ToolContext) -> SandboxSession:
 
 
 def describe(info: ProcessInfo) -> str:
-    """One line: id, command, pid and state (running with its ports, or how it ended)."""
+    """One line: id, command, pid and state (running with its ports, or how it ended); a
+    person's terminal says so, and what runs in it."""
     record = info.record
     head = f"{record.id} `{_one_line(record.command)}` (pid {record.pid})"
+    if record.terminal:
+        head = f"{record.id} the person's own terminal (pid {record.pid}; not yours to use)"
+        if record.running:
+            doing = f"`{info.foreground}` in it" if info.foreground else "at its prompt"
+            return f"{head}: running, {doing}"
     if record.running:
         ports = ", ".join(str(p) for p in info.ports)
         return f"{head}: running" + (f", listening on {ports}" if ports else "")
@@ -232,13 +238,14 @@ def process_stop(ctx: ToolContext, args: ProcessStopArgs) -> str:
 
 def process_list(ctx: ToolContext, args: ProcessListArgs) -> str:
     """List this conversation's background processes: running ones with their ports, and how
-    the others ended."""
+    the others ended; and the terminals the person opened, with what runs in them (theirs: you
+    cannot type into them, read or stop them)."""
     session = session_of(ctx)
     found = session.processes()
     if not found:
         return "No background processes in this conversation."
     limit = ctx.settings.max_processes
-    running = sum(1 for info in found if info.record.running)
+    running = sum(1 for info in found if info.record.running and not info.record.terminal)
     lines = [describe(info) for info in found[-50:]]
     return f"{running} of at most {limit} running:\n" + "\n".join(lines)
 

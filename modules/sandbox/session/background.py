@@ -17,6 +17,7 @@ from modules.sandbox.session.process import Proc, ProcessInfo
 from modules.sandbox.session.pump import PUMP
 from modules.sandbox.session.records import Origin, ProcessRecord
 from modules.sandbox.session.supervised import SupervisedSandbox
+from modules.sandbox.session.terminal import foreground
 
 READ_BYTES = 64 * 1024  # at most this much output in one read
 PORT_POLL_SECONDS = 0.25
@@ -185,7 +186,7 @@ def listing(sandbox: SupervisedSandbox) -> list[ProcessInfo]:
     for record in records:
         proc = live.get(record.id)
         if proc is None:
-            listed.append(ProcessInfo(record))
+            listed.append(ProcessInfo(record, foreground=_doing(sandbox, record)))
             continue
         found = sorted({p for sid in proc.sids for p in ports.get(sid, ())})
         listed.append(info(sandbox, proc, tuple(found)))
@@ -195,15 +196,24 @@ def listing(sandbox: SupervisedSandbox) -> list[ProcessInfo]:
 def find(sandbox: SupervisedSandbox, process_id: str) -> Proc:
     with sandbox.changed:
         proc = sandbox.background.get(process_id)
-        known = process_id in sandbox.index.records
+        record = sandbox.index.records.get(process_id)
     if proc is not None:
         return proc
-    if known:
+    if record is not None and record.terminal:
+        raise UnknownProcess(
+            f"{process_id} is a person's terminal, not a background process: only they type "
+            "into it, read it and close it"
+        )
+    if record is not None:
         raise UnknownProcess(
             f"{process_id} ended before this session began (or long ago): its output is in "
             "its log file only"
         )
     raise UnknownProcess(f"no process {process_id} in this conversation")
+
+
+def _doing(sandbox: SupervisedSandbox, record: ProcessRecord) -> str | None:
+    return foreground(sandbox, record) if record.terminal else None
 
 
 def info(sandbox: SupervisedSandbox, proc: Proc, ports: tuple[int, ...] = ()) -> ProcessInfo:

@@ -40,6 +40,7 @@ class ProcessInfo:
     ports: tuple[int, ...] = ()
     output_end: int = 0  # the offset after everything it wrote
     read_offset: int = 0  # how far the model has read
+    foreground: str | None = None  # a terminal's: what runs in it now (None: its prompt)
 
 
 @dataclass(frozen=True)

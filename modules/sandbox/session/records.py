@@ -82,6 +82,7 @@ class ProcessRecord:
     pid: int  # inside the session's PID namespace
     command: str
     origin: Origin = "agent"
+    terminal: bool = False  # a person's terminal (origin user): not the model's to use
     started_at: str = field(default_factory=now_iso)
     owner: str = field(default_factory=this_server)
     ended_at: str | None = None

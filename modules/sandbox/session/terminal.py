@@ -30,6 +30,7 @@ READ_BYTES = 64 * 1024
 RING_BYTES = 256 * 1024
 WRITE_SECONDS = 2.0  # for the PTY to take a frame of input
 END_SECONDS = 2.0  # after SIGHUP, before SIGKILL
+FOREGROUND_CHARS = 120  # of the command line of what runs in a terminal, as it is listed
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,9 @@ class SessionTerminal:
         """Start the shell on a PTY of `rows` x `cols` in `cwd` (a workspace path)."""
         proc = sandbox.spawn(ARGV, cwd, stdin=True, terminal=(rows, cols), pumped=False)
         with sandbox.changed:
-            record = ProcessRecord(sandbox.index.next_id(), proc.pid, COMMAND, "user")
+            record = ProcessRecord(
+                sandbox.index.next_id(), proc.pid, COMMAND, "user", terminal=True
+            )
             sandbox.index.put(record)
         assert proc.stdin is not None
         os.set_blocking(proc.stdin, False)  # a write never blocks the op that types
@@ -162,3 +165,24 @@ class SessionTerminal:
         with self._fd_lock:
             self.sandbox.forget(self.proc)  # closes the master (Proc.stdin)
             self.proc.stdin = None
+
+
+def foreground(sandbox: SupervisedSandbox, record: ProcessRecord) -> str | None:
+    """What runs in the foreground of the terminal of `record` now: its command line (cut,
+    printable characters only: it is the sandbox's to write); None at the shell's prompt, after
+    the terminal's end, or when it cannot be told."""
+    with sandbox.changed:  # the master is closed only once its proc has left by_pid
+        proc = sandbox.by_pid.get(record.pid)
+        master = proc.stdin if proc is not None and record.running else None
+        if master is None:
+            return None
+        try:
+            group = os.tcgetpgrp(master)  # as a pid of this server's namespace
+            if group <= 0 or os.getsid(group) == group:  # the shell itself leads its session
+                return None
+            raw = Path(f"/proc/{group}/cmdline").read_bytes()[:4096]
+        except OSError:
+            return None
+    words = (part.decode("utf-8", "replace") for part in raw.split(b"\0") if part)
+    line = "".join(c for c in " ".join(words) if c.isprintable())
+    return line[:FOREGROUND_CHARS] or None
