@@ -2,6 +2,7 @@
 // The server's events applied to the page: a task event of the open conversation goes to the conversation
 // pane and the status bar once the feed (taskfeed.js) admits it in seq order; a change to the workspace goes to
 // the file tree, a change to a conversation to the list, whichever conversation is open.
+import { showUserMessage } from "./usermessage.js";
 
 /** @typedef {import("./events.js").ServerEventArgs} ServerEventArgs */
 /** @typedef {import("./events.js").CoreEventArgs} CoreEventArgs */
@@ -62,6 +63,7 @@ export class ConversationEvents {
     const top = !payload.parent_call_id; // not a sub-agent's
     if (top && payload.agent && payload.agent !== statusBar.agent) statusBar.setAgent(payload.agent);
     switch (name) {
+      case "user_message": showUserMessage(this.session, payload); break;
       case "token": chat.onToken(payload); break;
       case "thinking":
         chat.onThinking(payload);

@@ -26,6 +26,19 @@
  * @typedef {EventBase & {message_id: string, text: string}} ThinkingEvent
  */
 
+/**
+ * `user_message`: the user's message a task starts with, its first event (protocol/events.py `UserMessage`):
+ * `message_id` its record's id, `parent_id` the message it follows (null: a root), what it was sent with.
+ * @typedef {object} UserMessageFields
+ * @property {string} message_id
+ * @property {string} text
+ * @property {string | null} parent_id
+ * @property {"fast" | "thinking"} [mode]
+ * @property {string} [skill]
+ * @property {import("./history.js").Attachment[]} [attachments]
+ */
+/** @typedef {EventBase & UserMessageFields} UserMessageEvent */
+
 /** @typedef {"start" | "args" | "end" | "approval" | "output" | "result"} ToolPhase */
 
 /**
@@ -222,6 +235,7 @@
 /**
  * The payload of each server event the page handles, by name.
  * @typedef {object} ServerEventMap
+ * @property {UserMessageEvent} user_message
  * @property {TokenEvent} token
  * @property {ThinkingEvent} thinking
  * @property {ToolEvent} tool
@@ -264,7 +278,7 @@
  * The server's events the page handles, each as it comes (connection.js listens to each).
  * @type {ServerEventName[]}
  */
-export const SERVER_EVENTS = ["token", "thinking", "tool", "plan", "file_tree", "status", "notice", "error", "done", "conversation_update", "context", "process", "terminal"];
+export const SERVER_EVENTS = ["user_message", "token", "thinking", "tool", "plan", "file_tree", "status", "notice", "error", "done", "conversation_update", "context", "process", "terminal"];
 
 /** The gathered deltas, unpacked by connection.js into the `token` and `thinking` events they hold. */
 export const DELTAS_EVENT = "deltas";

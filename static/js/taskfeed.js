@@ -2,7 +2,7 @@
 // The task events of the conversations this tab follows: each applied once and in seq order, which ones
 // run, and joining a conversation's room to replay what was missed (on opening it, on every reconnection,
 // and when the server says events may have been lost on their way from another server process).
-const RUNNING_EVENTS = new Set(["token", "thinking", "tool"]);
+const RUNNING_EVENTS = new Set(["user_message", "token", "thinking", "tool"]);
 const EVENTS_LOST = "events_lost"; // a `notice` code: docs/protocol.md §13
 const REPLAY_WAIT_MS = 10_000; // for the rest of a replay whose ack came first
 
