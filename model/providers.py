@@ -9,7 +9,8 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from model.messages import ChatMessage, ContentPart
 from protocol.records import Role, ToolCallRecord
-from utils.settings import OWN_VARIABLES, Settings
+from utils.settings import Settings
+from utils.user_settings import PROVIDER_KEYS
 
 # How a provider switches thinking on and off for one request.
 #   thinking_type:   body field `thinking: {"type": "enabled" | "disabled"}` (DeepSeek V4)
@@ -94,9 +95,6 @@ PRESETS: dict[str, ProviderPreset] = {
     "demo": ProviderPreset("demo", "in-process", "scripted", 128_000, None, tool_choice="off"),
 }
 
-# Settings attribute holding each provider key variable.
-_KEY_FIELDS = {variable: field for field, variable in OWN_VARIABLES.items()}
-
 
 @dataclass(frozen=True)
 class ProviderConfig:
@@ -156,7 +154,8 @@ class ProviderConfig:
 def resolve_provider(settings: Settings) -> ProviderConfig:
     """Apply the settings to the preset (docs/protocol.md §2: AGENT_* win over the preset)."""
     preset = PRESETS[settings.provider]
-    own_key = getattr(settings, _KEY_FIELDS[preset.key_env]) if preset.key_env else None
+    own_field = PROVIDER_KEYS.get(preset.name)
+    own_key = getattr(settings, own_field) if own_field else None
     model = settings.model or preset.model or ""
     return ProviderConfig(
         name=preset.name,

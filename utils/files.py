@@ -17,25 +17,28 @@ def temp_sibling(path: Path) -> Path:
     return path.with_name(f".{path.name[:200]}.{secrets.token_hex(4)}.tmp")
 
 
-def atomic_write(path: Path, data: str | bytes, *, durable: bool = True) -> os.stat_result:
+def atomic_write(
+    path: Path, data: str | bytes, *, durable: bool = True, mode: int | None = None
+) -> os.stat_result:
     """Replace `path` whole, so readers see the old or the new content, never half; keeps its
-    mode. `durable`: the new content is on disk before the rename (else a crash may leave the
-    file empty, for files rebuilt from others). Returns the new file's stat.
+    mode, or gives it `mode` (private from its first byte when `mode` is given). `durable`:
+    the new content is on disk before the rename (else a crash may leave the file empty, for
+    files rebuilt from others). Returns the new file's stat.
 
     Few system calls, as each one lets the other threads take the interpreter: a server
     thread writing meta.json while tokens stream waits its turn after every call."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    try:
-        mode: int | None = os.stat(path).st_mode & 0o7777
-    except FileNotFoundError:
-        mode = None
+    created = 0o666 if mode is None else 0o600
+    if mode is None:
+        with contextlib.suppress(FileNotFoundError):
+            mode = os.stat(path).st_mode & 0o7777
     tmp = temp_sibling(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
     try:
-        fd = os.open(tmp, flags, 0o666)
+        fd = os.open(tmp, flags, created)
     except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, flags, 0o666)
+        fd = os.open(tmp, flags, created)
     try:
         try:
             if mode is not None:

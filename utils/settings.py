@@ -1,4 +1,5 @@
-"""The one settings object: environment, then `.env`, then `config.yaml` (docs/protocol.md §2)."""
+"""The one settings object: the command line, the environment, the user's settings file
+(DATA_DIR/settings.json), `.env`, then `config.yaml` (docs/protocol.md §2)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,18 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from protocol.budgets import Budget
 from protocol.options import Approval, Mode
 from utils.setting_sources import BadConfiguration, VariableReader, merged, read_dotenv, read_yaml
+from utils.user_settings import (
+    COMMAND_LINE,
+    ENVIRONMENT,
+    USER_FILE,
+    SettingLayers,
+    read_user_settings,
+)
 from utils.workspace_config import MCP_FILE
 
 MIN_TOKEN_CHARS = 16
@@ -107,6 +115,9 @@ class PriceSetting(BaseModel):
     currency: str = Field("USD", pattern=r"^[A-Z]{3}$")
 
 
+DEFAULT_PROVIDER: Provider = "deepseek"
+
+
 class Settings(BaseModel):
     """Every setting the program reads, with its default.
 
@@ -116,8 +127,9 @@ class Settings(BaseModel):
     """
 
     model_config = ConfigDict(extra="ignore", validate_default=True)
+    _layers: SettingLayers | None = PrivateAttr(None)  # where load_settings read them
 
-    provider: Provider = "deepseek"
+    provider: Provider = DEFAULT_PROVIDER
     base_url: str | None = None
     api_key: str | None = None
     model: str | None = None
@@ -293,6 +305,13 @@ class Settings(BaseModel):
             raise ValueError(f"remote agent names must be unique: {names}")
         return agents
 
+    @property
+    def layers(self) -> SettingLayers:
+        """Where each value was read from; settings made in-process are the caller's."""
+        if self._layers is not None:
+            return self._layers
+        return SettingLayers(((USER_FILE, {}), ("the caller", self.model_dump(exclude_unset=True))))
+
     def mcp_files(self) -> tuple[Path, Path]:
         """The user's MCP servers file and the workspace's (either may be missing)."""
         user = self.mcp_config.expanduser() if self.mcp_config else self.data_dir / "mcp.json"
@@ -315,8 +334,8 @@ class Settings(BaseModel):
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Build the settings once, from the current folder's `.env` and `config.yaml` and the
-    environment; command-line flags arrive as overrides and win over all."""
+    """Build the settings once, from the current folder's `.env` and `config.yaml`, the user's
+    settings file and the environment; command-line flags arrive as overrides and win over all."""
     variables = VariableReader(Settings, prefix=ENV_PREFIX, own_variables=OWN_VARIABLES)
     given = {k: v for k, v in overrides.items() if v is not None}
     environment = variables.read(os.environ, "the environment")
@@ -324,18 +343,33 @@ def load_settings(**overrides: Any) -> Settings:
     # against the workspace the flags, the environment or the default name; and again once
     # the files said their own.
     named = merged(given, environment).get("workspace", Settings.model_fields["workspace"].default)
-    _refuse_settings_files_in(Path(named).expanduser().resolve())
-    settings = Settings.model_validate(
-        merged(
-            given,
-            environment,
-            variables.read(read_dotenv(Path(".env")), ".env"),
-            read_yaml(Path("config.yaml"), Settings.model_fields),
+    workspace = Path(named).expanduser().resolve()
+    _refuse_settings_files_in(workspace)
+    layers = SettingLayers(
+        (
+            (COMMAND_LINE, given),
+            (ENVIRONMENT, environment),
+            (USER_FILE, {}),
+            (".env", variables.read(read_dotenv(Path(".env")), ".env")),
+            ("config.yaml", read_yaml(Path("config.yaml"), Settings.model_fields)),
         )
     )
+    found = layers.merged(DEFAULT_PROVIDER)
+    data_dir = Path(found.get("data_dir", Settings.model_fields["data_dir"].default))
+    data_dir = data_dir.expanduser().resolve()
+    if not data_dir.is_relative_to(workspace):  # else the start is refused below, unread
+        layers = layers.with_user(read_user_settings(data_dir))
+    settings = settings_of(layers)
+    _refuse_code_in_workspace(settings)
+    return settings
+
+
+def settings_of(layers: SettingLayers) -> Settings:
+    """The settings `layers` give, validated as at start (raises ValidationError)."""
+    settings = Settings.model_validate(layers.merged(DEFAULT_PROVIDER))
     settings.workspace = settings.workspace.expanduser().resolve()
     settings.data_dir = settings.data_dir.expanduser().resolve()
-    _refuse_code_in_workspace(settings)
+    settings._layers = layers
     return settings
 
 
