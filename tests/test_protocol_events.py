@@ -31,6 +31,7 @@ from protocol.events import (
     ToolEvent,
     Unknown,
     Usage,
+    UserMessage,
     done_from_wire,
     expand_deltas,
     parse_event,
@@ -45,7 +46,21 @@ STAMP: dict[str, Any] = {
 }
 
 # One of each event the wire carries, every field set (Unknown is the decoder's own).
+ATTACHED: dict[str, Any] = {  # an AttachmentMeta
+    "path": ".uploads/a.txt",
+    "name": "a.txt",
+    "size": 3,
+    "kind": "text",
+    "sha256": "ab",
+    "chars": 3,
+    "truncated": False,
+    "note": "",
+    "mime": "text/plain",
+}
 SAMPLES: list[Event] = [
+    UserMessage(
+        "m0", "Hello", "m-1", mode="thinking", skill="review", attachments=[ATTACHED], **STAMP
+    ),
     Token("m1", "Hel", **STAMP),
     Thinking("m1", "hmm", **STAMP),
     ToolEvent(
@@ -183,3 +198,10 @@ def test_the_token_fast_path_sends_what_the_general_one_would() -> None:
     for delta in (Token("m1", "x", **STAMP), Thinking("m1", "y", seq=3)):
         general = {k: v for k, v in dataclasses.asdict(delta).items() if v is not None}
         assert delta.to_wire() == general
+
+
+def test_a_user_message_that_starts_the_conversation_says_its_parent_is_null():
+    wire = UserMessage("m0", "Hello", None, **STAMP).to_wire()
+    assert wire["parent_id"] is None  # a root, not a field left out
+    parsed = parse_event("user_message", json.loads(json.dumps(wire)))
+    assert isinstance(parsed, UserMessage) and parsed.parent_id is None
