@@ -36,6 +36,7 @@ from protocol.events import (
     expand_deltas,
     parse_event,
 )
+from protocol.records import AttachmentMeta
 
 STAMP: dict[str, Any] = {
     "conversation_id": "c1",
@@ -46,7 +47,7 @@ STAMP: dict[str, Any] = {
 }
 
 # One of each event the wire carries, every field set (Unknown is the decoder's own).
-ATTACHED: dict[str, Any] = {  # an AttachmentMeta
+ATTACHED: AttachmentMeta = {
     "path": ".uploads/a.txt",
     "name": "a.txt",
     "size": 3,
