@@ -83,7 +83,7 @@ def refusal(head: RequestHead, admission: Admission) -> bytes | None:
         headers = (("Location", head.without_token()), ("Set-Cookie", cookie))
         return answer("303 See Other", headers=headers)
     if any(
-        name == admission.cookie and admission.token_ok(value) for name, value in head.cookies()
+        name == admission.cookie and admission.token_ok(value) for name, value in head.cookies
     ):
         return None
     return answer("401 Unauthorized", UNAUTHORISED)

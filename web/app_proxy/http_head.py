@@ -4,6 +4,7 @@ upgrade), the workspace's cookies taken out, and the few answers the proxy gives
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -21,15 +22,16 @@ class BadRequest(ValueError):
 
 @dataclass(frozen=True)
 class RequestHead:
-    """One request head: its line's parts and its header fields (names lowercased)."""
+    """One request head: its line's parts and its header fields' values by name (lowercased),
+    each name's in the order given."""
 
     method: str
     target: str
     version: str
-    fields: list[tuple[str, str]]
+    fields: dict[str, list[str]]
 
     def values(self, name: str) -> list[str]:
-        return [value for key, value in self.fields if key == name]
+        return self.fields.get(name, [])
 
     def one(self, name: str) -> str | None:
         """The field's value; BadRequest when it is given more than once."""
@@ -61,6 +63,7 @@ class RequestHead:
             raise BadRequest("an unclear Content-Length")
         return int(length)
 
+    @functools.cached_property
     def cookies(self) -> list[tuple[str, str]]:
         """Every cookie the request carries, in order."""
         found = []
@@ -106,19 +109,19 @@ def parse_head(raw: bytes) -> RequestHead:
     method, target, version = parts
     if method == "CONNECT" or not target.startswith("/"):
         raise BadRequest("only requests for a path of the app go through")
-    fields = []
+    fields: dict[str, list[str]] = {}
     for line in lines[1:]:
         name, colon, value = line.partition(":")
         if not colon or not TOKEN_CHARS.match(name):
             raise BadRequest("a malformed header field")
-        fields.append((name.lower(), value.strip(" \t")))
+        fields.setdefault(name.lower(), []).append(value.strip(" \t"))
     return RequestHead(method, target, version, fields)
 
 
 def strip_cookies(raw: bytes, head: RequestHead) -> bytes:
     """The head as it goes on to the app: the workspace's cookie and every app cookie of
     this proxy taken out (the head unchanged when it carries none)."""
-    if not any(_ours(name) for name, _ in head.cookies()):
+    if not any(_ours(name) for name, _ in head.cookies):
         return raw
     lines = raw.decode("latin-1").split("\r\n")
     kept = [lines[0]]
