@@ -60,7 +60,7 @@ export class McpPanel {
     this.list.replaceChildren(
       ...problems.map((p) => h("li", { class: "mcp-problem" }, `${p.path}: ${p.message}`)),
       ...servers.map((server) => this.#server(server)),
-      servers.length || problems.length ? null : h("li", { class: "mcp-empty", text: "None yet: + adds one." }),
+      ...(servers.length || problems.length ? [] : [h("li", { class: "mcp-empty", text: "None yet: + adds one." })]),
     );
     for (const item of this.list.querySelectorAll(".mcp-server")) {
       const details = item.querySelector("details");
