@@ -51,8 +51,9 @@ class ToolStep:
             except TaskCancelled:
                 shutdown = task.cancel.reason == "shutdown"
                 output = INTERRUPTED_CALL if shutdown else CANCELLED_TOOL_OUTPUT
+                details = {} if shutdown else {"cancelled": True}  # the page shows it stopped
                 for unanswered in calls[position:]:
-                    self._record_tool(task, unanswered, ToolResult(False, output))
+                    self._record_tool(task, unanswered, ToolResult(False, output, details=details))
                 raise
         return results
 

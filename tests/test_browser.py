@@ -188,7 +188,8 @@ def test_a_sub_agent_works_inside_the_card_of_the_delegating_call(served, page):
     nested = card.locator(".sub-agent")
     assert nested.get_attribute("data-agent") == "coder"
     report = card.locator(":scope > .tool-body > .tool-output")
-    assert "Done: hello.txt" in report.inner_text()
+    assert report.get_attribute("open") is None  # folded: the supervisor answers from it next
+    assert "Done: hello.txt" in (report.text_content() or "")
     card.locator(".sub-agent-head").click()  # the sub-agent's work folded when it ended
     assert "Creating it." in nested.locator(".answer").first.inner_text()
     created = nested.locator('.tool-card[data-tool="create_file"][data-state="ok"]')
@@ -206,6 +207,7 @@ def test_a_sub_agent_works_inside_the_card_of_the_delegating_call(served, page):
     page.reload()  # the history keeps the call and its report, not the sub-agent's transcript
     page.wait_for_selector(final)
     card = page.locator('.tool-card[data-tool="delegate_to_coder"][data-state="ok"]')
+    card.locator(".tool-output > summary").click()  # the report, folded, is a click away
     assert "Done: hello.txt" in card.inner_text()
     assert chosen_agent(page) == "supervisor"
     assert page.console_errors == []

@@ -52,3 +52,17 @@ def test_declined_comes_from_the_record_and_the_text_only_for_older_records() ->
     assert results(records[:1]) == [
         {"ok": False, "output": "Deleted.", "duration_ms": 3, "declined": True}
     ]
+
+
+def test_a_call_the_users_stop_cut_reads_as_cancelled_also_from_older_records() -> None:
+    stopped = "Cancelled: the user stopped the task before this call finished."
+    records = [
+        {"content": stopped, "meta": {"ok": False, "duration_ms": 0, "cancelled": True}},
+        {"content": stopped, "meta": {"ok": False, "duration_ms": 0}},  # before `cancelled`
+        {"content": "No such file: a.txt", "meta": {"ok": False, "duration_ms": 1}},
+        {"content": stopped, "meta": {"ok": True, "duration_ms": 1}},  # a file's text
+        {"content": "Nothing to change.", "meta": {"ok": False, "unchanged": True}},
+    ]
+    read = results(records)
+    assert [result.get("cancelled", False) for result in read] == [True, True, False, False, False]
+    assert [result.get("unchanged", False) for result in read] == [False] * 4 + [True]

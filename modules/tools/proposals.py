@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from modules.results import ToolError
 from modules.undo.blob_store import sha256_at
@@ -33,8 +33,10 @@ MAX_KEPT = 200
 class ProposalError(ToolError):
     """A proposal that cannot be made, found or applied; `code` says which."""
 
-    def __init__(self, message: str, code: ErrorCode = "invalid") -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, code: ErrorCode = "invalid", details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message, details)
         self.code = code
 
 
@@ -113,7 +115,10 @@ class ProposalStore:
             )
         new = replace_lines(old or "", new_content, start_line, end_line, rel)
         if new == old:
-            raise ProposalError(f"The proposed text is what {rel} already holds; no change.")
+            raise ProposalError(
+                f"Nothing to change: the proposed text is what {rel} already holds.",
+                details={"unchanged": True},
+            )
         base = None if old is None else _sha256(old.encode("utf-8"))
         proposal = Proposal(
             secrets.token_hex(6),

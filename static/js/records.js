@@ -66,8 +66,15 @@ export function resultFromRecord(record) {
   const meta = record.meta ?? {};
   const ok = meta.ok !== false;
   const output = record.content ?? "";
-  return { ok, output, duration_ms: meta.duration_ms, declined: meta.declined ?? declinedBefore(ok, output) };
+  const cancelled = meta.cancelled ?? (!ok && CANCELLED_TEXT.test(output));
+  return {
+    ok, output, duration_ms: meta.duration_ms, declined: meta.declined ?? declinedBefore(ok, output),
+    cancelled: cancelled || undefined, unchanged: meta.unchanged || undefined,
+  };
 }
+
+// What a call the user's stop cut said to the model before records said `cancelled` (core/tool_step.py).
+const CANCELLED_TEXT = /^Cancelled: the user stopped the task /;
 
 // What a declined call's record said to the model before records said `declined` (core/tool_step.py).
 const DECLINED_TEXT = /^The user declined this /;

@@ -9,17 +9,22 @@ import { argumentSummary, renderArguments } from "./toolargs.js";
 import { CODE_LANGUAGES, toolKind } from "./tools.js";
 
 /** @typedef {import("./requests.js").Ack} Ack */
-/** @typedef {"running" | "approval" | "ok" | "failed" | "rejected"} CardState */
+/** @typedef {"running" | "approval" | "ok" | "failed" | "rejected" | "stopped" | "unchanged"} CardState */
 /** A call's result: a `tool` event's `result` phase, or a result record of the history (records.js);
- * `declined` when the user declined the call (it shows as rejected, not failed).
- * @typedef {{ok?: boolean, output?: string, duration_ms?: number | null, declined?: boolean}} CallResult */
+ * `declined` when the user declined the call (it shows as rejected, not failed), `cancelled` when the user's stop
+ * cut it (stopped, not failed), `unchanged` when it found nothing to change (an edit the file already holds).
+ * A live result says `unchanged` in its `details`.
+ * @typedef {{ok?: boolean, output?: string, duration_ms?: number | null, declined?: boolean, cancelled?: boolean,
+ *   unchanged?: boolean, details?: Record<string, unknown>}} CallResult */
 
 const LIVE_OUTPUT_LIMIT = 100_000;
 const OPEN_OUTPUT_LINES = 12;
 const CLOCK_TICK_MS = 100;
 const PREVIEWED_KEYS = Object.keys(CODE_LANGUAGES); // while an approval shows the code, only it does
 /** @type {Record<CardState, string>} */
-const STATE_LABELS = { running: "running", approval: "needs approval", ok: "ok", failed: "failed", rejected: "rejected" };
+const STATE_LABELS = {
+  running: "running", approval: "needs approval", ok: "ok", failed: "failed", rejected: "rejected", stopped: "stopped", unchanged: "no change",
+};
 
 export class ToolCard {
   /** onApprove(approved, always): the user's decision sent to the server, the ack.
@@ -79,7 +84,7 @@ export class ToolCard {
     this.status.replaceChildren(
       state === "running" ? h("span", { class: "spinner", role: "img", "aria-label": "running" })
         : state === "approval" ? icon("alert")
-          : icon(state === "ok" ? "check" : "close"),
+          : icon(state === "ok" || state === "unchanged" ? "check" : "close"),
     );
     this.badge.textContent = label ?? (state === "running" && !this.prepared ? "preparing" : STATE_LABELS[state]);
   }
@@ -212,24 +217,24 @@ export class ToolCard {
     this.liveOutput?.remove();
     this.liveOutput = null;
     const rejected = ok === false && (this.rejected || result.declined === true);
-    this.setState(rejected ? "rejected" : ok === false ? "failed" : "ok");
+    const unchanged = result.unchanged || result.details?.unchanged === true;
+    this.setState(rejected ? "rejected" : ok !== false ? "ok" : result.cancelled ? "stopped" : unchanged ? "unchanged" : "failed");
     this.duration.textContent = durationMs === undefined || durationMs === null || rejected ? "" : formatDuration(durationMs);
     const text = String(output ?? "");
     const lines = text ? text.split("\n").length : 0;
     const details = /** @type {HTMLDetailsElement} */ (h(
       "details",
-      { class: "tool-output", open: !rejected && (ok === false || lines <= OPEN_OUTPUT_LINES) },
+      { class: "tool-output", open: ["failed", "unchanged"].includes(this.state) || (this.state === "ok" && lines <= OPEN_OUTPUT_LINES && !this.kind.delegates) },
       h("summary", {}, text ? `Output · ${lines} line${lines === 1 ? "" : "s"}` : "No output"),
       text ? h("pre", {}, linkPaths(text)) : null,
     ));
     this.#output()?.remove();
     this.body.append(details);
     if (this.nested) {
-      // The sub-agent's work folds away; its report (the output) stays in sight.
+      // The sub-agent's work folds away, and so does its report: the delegating agent answers from it next.
       const calls = this.nestedBody.querySelectorAll(".tool-card").length;
       this.nestedLabel.textContent = calls ? ` · ${calls} tool call${calls === 1 ? "" : "s"}` : "";
       this.nested.open = false;
-      details.open = true;
     }
     if (ok !== false && !this.kind.delegates) this.toggle(false);
   }
@@ -265,7 +270,8 @@ export class ToolCard {
           // Arguments cut off mid-stream stay as raw text.
         }
       }
-      this.setState("failed", label);
+      if (label === "cancelled") this.setState("stopped");
+      else this.setState("failed", label);
     }
   }
 }
