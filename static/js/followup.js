@@ -15,6 +15,16 @@ export function lastUserRecord(index, leafId) {
   return pathTo(index, leafId).findLast((record) => record.role === "user" && !isPlanPrompt(record)) ?? null;
 }
 
+/** What sets the two Continues apart, in words: the budget each goes on under.
+ * @param {import("./budget.js").BudgetEnd} budget
+ * @param {import("./budget.js").RaisedLimit} raised */
+function continueMeaning(budget, raised) {
+  const reached = budget.scope === "task" ? "" : ", which is reached";
+  return `Continue goes on under the usual ${budget.scope} budget of ${amountText(budget.limit)}${reached}. `
+    + `Continue with a higher limit once allows ${amountText(raised.limit)} for this one task; the task after it has `
+    + "the usual limit again.";
+}
+
 export class Followup {
   /** root: the conversation pane; handlers: onRetry(), onContinue(), onRaise(override) (Continue with the
    * budget that stopped the task raised, for that task only). */
@@ -57,6 +67,7 @@ export class Followup {
         title: `Go on with the ${raised.scope} budget at ${amountText(raised.limit)} for this one task; the next task has the usual limit again`,
         onclick: act(() => this.handlers.onRaise(raised)),
       }, icon("right"), `Continue with a higher limit once (${amountText(raised.limit)})`) : null,
+      raised ? h("p", { class: "followup-meaning", "data-testid": "continue-meaning", text: continueMeaning(budget, raised) }) : null,
     ));
   }
 }
