@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, TypedDict, Unpack, cast
 
@@ -82,3 +83,8 @@ def message_record(
         if value is not None:
             record[key] = value
     return cast(MessageRecord, record)
+
+
+def public_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A message record as docs/protocol.md §5 gives it, without in-memory helpers."""
+    return {k: v for k, v in record.items() if not k.startswith("_")}

@@ -23,6 +23,7 @@ from flask import (
 )
 from werkzeug.exceptions import HTTPException
 
+from history.export import EXPORT_FORMATS, export_download
 from history.store import ConversationNotFound
 from modules.results import ToolError
 from modules.uploads.file_types import ExtractionError, image_mime
@@ -178,6 +179,22 @@ def conversation(conversation_id: str) -> Any:
         return jsonify(conversation_payload(_state(), conversation_id))
     except ConversationNotFound as exc:
         return _error(**refusal(exc, "GET /api/conversations/ID"))
+
+
+@routes.get("/api/conversations/<conversation_id>/export")
+def export(conversation_id: str) -> Any:
+    """The conversation's current branch as a Markdown or JSON download (`format`)."""
+    fmt = request.args.get("format", "md")
+    if fmt not in EXPORT_FORMATS:
+        return _error("bad_request", f"format is one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}")
+    try:
+        conversation = _state().hub.get(conversation_id).conversation
+    except ConversationNotFound as exc:
+        return _error(**refusal(exc, "GET /api/conversations/ID/export"))
+    if conversation is None:
+        return _error("not_found", f"conversation {conversation_id!r} has no messages")
+    text, media_type, disposition = export_download(conversation, fmt)
+    return Response(text, mimetype=media_type, headers={"Content-Disposition": disposition})
 
 
 @routes.get("/api/tree")
