@@ -15,7 +15,8 @@ from tests.fake_llm import Call, FakeLLM, Reply
 from tests.kit.clients import EventClient, connected
 from tests.kit.server import ServerProcess, serving
 
-pytestmark = pytest.mark.e2e
+# The module's shared server (the budget override tests): refusals that keep nothing.
+pytestmark = [pytest.mark.e2e, pytest.mark.server(env={"AGENT_BUDGET_TASK": "1k tokens"})]
 
 MEMORY_BOUND_MB = 300  # the server's peak with every bad file below (87 MB here), not 1 GB more
 START_BOUND_S = 25  # 5 s here on a loaded machine; the 10**9 template alone took 21 s more
@@ -156,17 +157,13 @@ def test_links_out_of_the_workspace_are_not_loaded_and_say_why(
     ids=["inf", "long-text", "1e300-USD", "exponent-text", "nan"],
 )
 def test_an_over_large_budget_override_is_refused_not_a_crash(
-    tmp_path: Path, fake_llm: FakeLLM, limit: Any, code: str
+    client: EventClient, limit: Any, code: str
 ) -> None:
-    with (
-        serving(tmp_path, fake_llm, {"AGENT_BUDGET_TASK": "1k tokens"}, {}) as server,
-        connected(server.url) as client,
-    ):
-        override = {"scope": "task", "limit": limit}
-        ack = client.call(
-            "send_message", {"conversation_id": None, "text": "go", "budget_override": override}
-        )
-        assert ack["ok"] is False and ack["error"]["code"] == code, ack
-        if code == "invalid":
-            assert "over the largest budget" in ack["error"]["message"]
-        assert client.call("list_conversations", {})["conversations"] == []  # nothing kept
+    override = {"scope": "task", "limit": limit}
+    ack = client.call(
+        "send_message", {"conversation_id": None, "text": "go", "budget_override": override}
+    )
+    assert ack["ok"] is False and ack["error"]["code"] == code, ack
+    if code == "invalid":
+        assert "over the largest budget" in ack["error"]["message"]
+    assert client.call("list_conversations", {})["conversations"] == []  # nothing kept
