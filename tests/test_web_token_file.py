@@ -107,46 +107,37 @@ def test_a_token_file_that_cannot_be_read_stops_the_start_clearly(
     assert "Traceback" not in done.stderr
 
 
-def test_agent_web_token_wins_and_no_file_is_written(tmp_path: Path, fake_llm: FakeLLM) -> None:
-    workspace, data = tmp_path / "ws", tmp_path / "data"
-    workspace.mkdir()
-    with ServerProcess(workspace, data, base_url=fake_llm.base_url, api_key="k") as server:
-        assert printed_token(server) == TOKEN
-        assert not (data / "web_token").exists()
+def test_agent_web_token_wins_and_no_file_is_written(server: ServerProcess) -> None:
+    assert printed_token(server) == TOKEN
+    assert not (server.data_dir / "web_token").exists()
 
 
 def test_pages_take_the_token_in_the_address_and_say_what_to_open_without_it(
-    tmp_path: Path, fake_llm: FakeLLM
+    server: ServerProcess,
 ) -> None:
-    workspace, data = tmp_path / "ws", tmp_path / "data"
-    workspace.mkdir()
-    with ServerProcess(workspace, data, base_url=fake_llm.base_url, api_key="k") as server:
-        for page in ("/", "/debug"):
-            browser = requests.Session()
-            opened = browser.get(f"{server.url}{page}?token={TOKEN}", timeout=10)
-            assert opened.status_code == 200, page
-            assert opened.url == f"{server.url}{page}"  # the token left the address bar
-            assert browser.cookies.get("agent_token") == TOKEN
-        bare = requests.get(f"{server.url}/", timeout=10)
-        assert bare.status_code == 401
-        assert "make run" in bare.text and "python main.py web" in bare.text
-        assert "web_token" in bare.text
-        stale = requests.get(f"{server.url}/debug", cookies={"agent_token": "old" * 8}, timeout=10)
-        assert stale.status_code == 401
-        assert "restarted with another one" in stale.text and "make run" in stale.text
+    for page in ("/", "/debug"):
+        browser = requests.Session()
+        opened = browser.get(f"{server.url}{page}?token={TOKEN}", timeout=10)
+        assert opened.status_code == 200, page
+        assert opened.url == f"{server.url}{page}"  # the token left the address bar
+        assert browser.cookies.get("agent_token") == TOKEN
+    bare = requests.get(f"{server.url}/", timeout=10)
+    assert bare.status_code == 401
+    assert "make run" in bare.text and "python main.py web" in bare.text
+    assert "web_token" in bare.text
+    stale = requests.get(f"{server.url}/debug", cookies={"agent_token": "old" * 8}, timeout=10)
+    assert stale.status_code == 401
+    assert "restarted with another one" in stale.text and "make run" in stale.text
 
 
-def test_a_socket_with_a_wrong_token_is_told_why(tmp_path: Path, fake_llm: FakeLLM) -> None:
-    workspace, data = tmp_path / "ws", tmp_path / "data"
-    workspace.mkdir()
-    with ServerProcess(workspace, data, base_url=fake_llm.base_url, api_key="k") as server:
-        client = socketio.Client(reconnection=False)
-        refusals: list[Any] = []
-        client.on("connect_error", refusals.append)
-        try:
-            client.connect(server.url, auth={"token": "wrong" * 5}, wait_timeout=10 * SLOWNESS)
-        except socketio.exceptions.ConnectionError:
-            pass
-        finally:
-            client.disconnect()
-        assert refusals == [{"message": "wrong token", "data": {"code": "wrong_token"}}]
+def test_a_socket_with_a_wrong_token_is_told_why(server: ServerProcess) -> None:
+    client = socketio.Client(reconnection=False)
+    refusals: list[Any] = []
+    client.on("connect_error", refusals.append)
+    try:
+        client.connect(server.url, auth={"token": "wrong" * 5}, wait_timeout=10 * SLOWNESS)
+    except socketio.exceptions.ConnectionError:
+        pass
+    finally:
+        client.disconnect()
+    assert refusals == [{"message": "wrong token", "data": {"code": "wrong_token"}}]
