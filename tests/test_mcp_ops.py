@@ -18,10 +18,12 @@ import pytest
 from tests.fake_llm import Call, FakeLLM, Reply
 from tests.kit.clients import EventClient, connected
 from tests.kit.mcp_servers import FIXTURE, running, stdio_entry
-from tests.kit.server import free_port, serving
+from tests.kit.server import ServerProcess, free_port, listening, serving
 from tests.kit.waits import wait_until
 
-pytestmark = [pytest.mark.e2e]
+# The first two tests share the module's server (no MCP file at its start); each removes the
+# server it adds.
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("clean_fake")]
 
 
 def servers(client: EventClient) -> dict[str, dict[str, Any]]:
@@ -41,56 +43,55 @@ def wait_state(client: EventClient, name: str, state: str) -> dict[str, Any]:
 
 
 def test_a_server_added_from_the_page_runs_is_offered_and_is_turned_off_on_and_removed(
-    tmp_path: Path, fake_llm: FakeLLM
+    server: ServerProcess, client: EventClient, fake: FakeLLM
 ) -> None:
     marker = f"mcp-{uuid.uuid4().hex[:8]}"
-    user_file = tmp_path / "data" / "mcp.json"
-    with serving(tmp_path, fake_llm, {}, {}) as server, connected(server.url) as client:
-        status = client.call("get_status", {})["mcp"]
-        # no file at start: the panel still says where a server it adds is written
-        assert status == {"servers": [], "problems": [], "config": str(user_file)}
-        entry = stdio_entry(marker, env={"FIXTURE_KEY": "typed ${NOT_EXPANDED:-x}"})
-        ack = client.call("mcp_add_server", {"name": "fx", **entry})
-        assert ack["ok"], ack
-        assert ack["mcp"]["config"] == str(user_file)
-        assert stat.S_IMODE(user_file.stat().st_mode) == 0o600
-        assert json.loads(user_file.read_text()) == {"mcpServers": {"fx": entry}}
-        added = wait_state(client, "fx", "connected")
-        assert added["editable"] is True and added["disabled"] is False
-        assert len(running(marker)) == 1
+    user_file = server.data_dir / "mcp.json"
+    status = client.call("get_status", {})["mcp"]
+    # no server (no file at start): the panel still says where a server it adds is written
+    assert status == {"servers": [], "problems": [], "config": str(user_file)}
+    entry = stdio_entry(marker, env={"FIXTURE_KEY": "typed ${NOT_EXPANDED:-x}"})
+    ack = client.call("mcp_add_server", {"name": "fx", **entry})
+    assert ack["ok"], ack
+    assert ack["mcp"]["config"] == str(user_file)
+    assert stat.S_IMODE(user_file.stat().st_mode) == 0o600
+    assert json.loads(user_file.read_text()) == {"mcpServers": {"fx": entry}}
+    added = wait_state(client, "fx", "connected")
+    assert added["editable"] is True and added["disabled"] is False
+    assert len(running(marker)) == 1
 
-        fake_llm.script(
-            Reply(tool_calls=[Call("mcp__fx__echo", {"text": "from the page"})]),
-            Reply(content="Echoed."),
-        )
-        client.start("echo it")
-        done = client.wait_for("done", timeout=30)
-        assert done["reason"] == "complete"
-        result = next(e for e in client.named("tool") if e["phase"] == "result")
-        assert "echo: from the page" in result["output"]
+    fake.script(
+        Reply(tool_calls=[Call("mcp__fx__echo", {"text": "from the page"})]),
+        Reply(content="Echoed."),
+    )
+    client.start("echo it")
+    done = client.wait_for("done", timeout=30)
+    assert done["reason"] == "complete"
+    result = next(e for e in client.named("tool") if e["phase"] == "result")
+    assert "echo: from the page" in result["output"]
 
-        ack = client.call("mcp_set_enabled", {"name": "fx", "enabled": False})
-        assert ack["ok"], ack
-        off = servers(client)["fx"]
-        assert off["state"] == "disabled" and off["disabled"] is True
-        assert json.loads(user_file.read_text())["mcpServers"]["fx"]["disabled"] is True
-        wait_until(lambda: running(marker) == [], 15, "the turned-off server to stop")
+    ack = client.call("mcp_set_enabled", {"name": "fx", "enabled": False})
+    assert ack["ok"], ack
+    off = servers(client)["fx"]
+    assert off["state"] == "disabled" and off["disabled"] is True
+    assert json.loads(user_file.read_text())["mcpServers"]["fx"]["disabled"] is True
+    wait_until(lambda: running(marker) == [], 15, "the turned-off server to stop")
 
-        assert client.call("mcp_set_enabled", {"name": "fx", "enabled": True})["ok"]
-        assert "disabled" not in json.loads(user_file.read_text())["mcpServers"]["fx"]
-        wait_state(client, "fx", "connected")
-        [first] = running(marker)
-        assert client.call("mcp_restart_server", {"name": "fx"})["ok"]
-        wait_until(lambda: running(marker) not in ([], [first]), 30, "a new server process")
-        wait_state(client, "fx", "connected")
+    assert client.call("mcp_set_enabled", {"name": "fx", "enabled": True})["ok"]
+    assert "disabled" not in json.loads(user_file.read_text())["mcpServers"]["fx"]
+    wait_state(client, "fx", "connected")
+    [first] = running(marker)
+    assert client.call("mcp_restart_server", {"name": "fx"})["ok"]
+    wait_until(lambda: running(marker) not in ([], [first]), 30, "a new server process")
+    wait_state(client, "fx", "connected")
 
-        assert client.call("mcp_remove_server", {"name": "fx"})["ok"]
-        assert "fx" not in servers(client)
-        assert json.loads(user_file.read_text()) == {"mcpServers": {}}
-        wait_until(lambda: running(marker) == [], 15, "the removed server to stop")
+    assert client.call("mcp_remove_server", {"name": "fx"})["ok"]
+    assert "fx" not in servers(client)
+    assert json.loads(user_file.read_text()) == {"mcpServers": {}}
+    wait_until(lambda: running(marker) == [], 15, "the removed server to stop")
 
 
-def test_a_url_server_is_added_with_its_headers(tmp_path: Path, fake_llm: FakeLLM) -> None:
+def test_a_url_server_is_added_with_its_headers(server: ServerProcess, client: EventClient) -> None:
     port = free_port()
     fixture = subprocess.Popen(
         [sys.executable, str(FIXTURE), "--http", str(port)],
@@ -98,19 +99,20 @@ def test_a_url_server_is_added_with_its_headers(tmp_path: Path, fake_llm: FakeLL
         stderr=subprocess.DEVNULL,
     )
     try:
-        with serving(tmp_path, fake_llm, {}, {}) as server, connected(server.url) as client:
-            url = f"http://127.0.0.1:{port}/mcp"
-            payload = {"name": "remote", "url": url, "headers": {"X-Test": "1"}}
-            assert client.call("mcp_add_server", payload)["ok"]
-            listed = json.loads((tmp_path / "data" / "mcp.json").read_text())
-            assert listed["mcpServers"]["remote"] == {
-                "type": "http",
-                "url": url,
-                "headers": {"X-Test": "1"},
-            }
-            remote = wait_state(client, "remote", "connected")
-            assert remote["target"] == url and "echo" in {t["tool"] for t in remote["tools"]}
+        assert listening(port, 30, alive=lambda: fixture.poll() is None), "the fixture's port"
+        url = f"http://127.0.0.1:{port}/mcp"
+        payload = {"name": "remote", "url": url, "headers": {"X-Test": "1"}}
+        assert client.call("mcp_add_server", payload)["ok"]
+        listed = json.loads((server.data_dir / "mcp.json").read_text())
+        assert listed["mcpServers"]["remote"] == {
+            "type": "http",
+            "url": url,
+            "headers": {"X-Test": "1"},
+        }
+        remote = wait_state(client, "remote", "connected")
+        assert remote["target"] == url and "echo" in {t["tool"] for t in remote["tools"]}
     finally:
+        client.call("mcp_remove_server", {"name": "remote"})  # the shared server as it was
         fixture.terminate()
         fixture.wait(5)
 
