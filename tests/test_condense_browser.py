@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fake_llm import Reply
+from tests.fake_llm import Reply, long_answer
 from tests.kit.clients import connected
 from tests.kit.settings import TOKEN
 
@@ -26,7 +26,7 @@ def test_compact_greys_the_older_turns_shows_the_summary_and_drops_the_meter(ser
     with connected(server.url) as client:
         cid = None
         for number in range(3):
-            fake.script(Reply(content=f"answer {number} " + "about fruit " * 400))
+            fake.script(Reply(content=f"answer {number} " + long_answer("about fruit", 400)))
             cid = client.start(f"question {number}", cid)
             client.wait_done(cid, count=number + 1)
 

@@ -13,7 +13,7 @@ import pytest
 from core.services import build_services
 from history.condensed_view import SUMMARY_HEADER, SUMMARY_SYSTEM
 from protocol.records import MessageRecord
-from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply
+from tests.fake_llm import Call, ErrorReply, FakeLLM, Reply, long_answer
 from tests.kit.clients import assert_contiguous, connected
 from tests.kit.server import ServerProcess, agent_argv, agent_env
 from tests.kit.settings import make_settings
@@ -189,7 +189,7 @@ def test_cli_compact_command(tmp_path: Path):
     with FakeLLM("deepseek") as fake:
         env = agent_env(fake.base_url, fake.api_key)
         fake.script(
-            *(Reply(content=f"{word} " * 500) for word in ("one", "two", "three")),
+            *(Reply(content=long_answer(word, 500)) for word in ("one", "two", "three")),
             Reply(content="They said one, two, three; kiwi."),
         )
         lines = [
@@ -230,7 +230,7 @@ def test_socket_compact_then_a_restart_gives_the_same_view(fake: FakeLLM, tmp_pa
     with server, connected(server.url) as client:
         cid: str | None = None
         for number in range(3):
-            fake.script(Reply(content=f"answer {number} " + "and so on " * 300))
+            fake.script(Reply(content=f"answer {number} " + long_answer("and so on", 300)))
             cid = client.start(f"question {number}", cid)
             client.wait_done(cid, count=number + 1)
         assert cid is not None
@@ -267,7 +267,7 @@ def test_socket_compact_then_a_restart_gives_the_same_view(fake: FakeLLM, tmp_pa
     assert [m["content"] for m in sent[1:2] + sent[3:]] == [
         "question 0",
         "question 2",
-        "answer 2 " + "and so on " * 300,
+        "answer 2 " + long_answer("and so on", 300),
         "question 3",
     ]
     assert sent[2]["content"] == f"{SUMMARY_HEADER}\n\nThey asked three questions; pears matter."

@@ -9,6 +9,7 @@ from tests.fake_llm.replies import (
     Responder,
     Response,
     echo_responder,
+    long_answer,
 )
 from tests.fake_llm.server import DEFAULT_API_KEY, FakeLLM
 
@@ -23,4 +24,5 @@ __all__ = [
     "Responder",
     "Response",
     "echo_responder",
+    "long_answer",
 ]

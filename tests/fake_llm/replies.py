@@ -152,6 +152,12 @@ def _default_type(status: int) -> str:
     return "invalid_request_error"
 
 
+def long_answer(phrase: str, count: int) -> str:
+    """`count` numbered `phrase`s, as long as `phrase` said `count` times but never a passage
+    said again: a reply saying one over and over is stopped as a loop (core/text_loops.py)."""
+    return " ".join(f"{phrase} {n}," for n in range(count))
+
+
 def echo_responder(*, delay: float = 0.0, chunk_size: int = 8) -> Responder:
     """A responder answering every request with a short streamed echo of the last user text."""
 
