@@ -29,7 +29,7 @@ from google.protobuf import json_format
 from a2a_server.card import CARD_PATHS, agent_card
 from core.agent_loader import load_agents
 from core.agent_specs import SHIPPED_AGENTS
-from tests.fake_llm import FakeLLM, Reply
+from tests.fake_llm import FakeLLM, Reply, long_answer
 from tests.kit.a2a import a2a_env, history
 from tests.kit.clients import EventClient
 from tests.kit.server import ServerProcess, session_from
@@ -38,6 +38,7 @@ from tests.kit.waits import wait_until
 from utils.settings import WRONG_TOKEN_LIMIT
 
 ANSWER = "Four, as it has always been."
+LONG = long_answer("word", 400)  # 20 s of streaming if not stopped
 AGENTS = {"general", "research", "coder", "data", "supervisor"}
 PLANTED = "name: planted\ndescription: PLANTED-DESCRIPTION\nsystem_prompt: PLANTED-PROMPT\n"
 pytestmark = [
@@ -304,7 +305,7 @@ def test_a_stream_reports_task_working_artifacts_completed_and_get_task_agrees(
 def test_cancel_stops_the_running_loop_and_the_history_says_so(
     server: ServerProcess, fake: FakeLLM, client: EventClient
 ) -> None:
-    fake.script(Reply(content="word " * 400, chunk_size=5, delay=0.05))  # 20 s if not stopped
+    fake.script(Reply(content=LONG, chunk_size=5, delay=0.05))
 
     async def run() -> list[StreamResponse]:
         async with sdk_client(a2a(server)) as sdk, sdk_client(a2a(server)) as other:
@@ -335,7 +336,7 @@ def test_cancel_stops_the_running_loop_and_the_history_says_so(
 
     answer = wait_until(stopped, 10, "the interrupted answer recorded")
     assert answer["meta"]["interrupted"] == "cancelled"
-    assert 0 < len(answer["content"]) < len("word " * 400)
+    assert 0 < len(answer["content"]) < len(LONG)
 
 
 def rejection(responses: list[StreamResponse]) -> tuple[str, str, dict[str, Any]]:
@@ -349,7 +350,7 @@ def rejection(responses: list[StreamResponse]) -> tuple[str, str, dict[str, Any]
 def test_a_task_it_cannot_take_is_rejected_saying_why_with_the_error_code(
     server: ServerProcess, fake: FakeLLM
 ) -> None:
-    fake.script(Reply(content="word " * 400, chunk_size=5, delay=0.05))  # 20 s if not stopped
+    fake.script(Reply(content=LONG, chunk_size=5, delay=0.05))
     unknown = user_message("Who are you?")
     unknown.message.metadata.update({"agent": "nobody"})
 

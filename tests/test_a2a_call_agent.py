@@ -9,7 +9,7 @@ import pytest
 
 from modules.results import ToolError
 from modules.tools.remote_agents import CallAgentArgs, RemoteAgents
-from tests.fake_llm import Call, FakeLLM, Reply
+from tests.fake_llm import Call, FakeLLM, Reply, long_answer
 from tests.kit.a2a import a2a_env, history
 from tests.kit.clients import EventClient
 from tests.kit.server import ServerProcess, free_port
@@ -58,7 +58,7 @@ def test_stopping_a_call_agent_task_cancels_the_remote_task(
 ) -> None:
     fake.script(
         Reply(tool_calls=[Call("call_agent", {"name": "peer", "message": "Write slowly"})]),
-        Reply(content="slow " * 400, chunk_size=5, delay=0.05),  # the remote task: 20 s
+        Reply(content=long_answer("slow", 400), chunk_size=5, delay=0.05),  # the remote task: 20 s
     )
     conversation_id = client.start("Ask the peer to write slowly")
     client.wait_until(

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 import history.conversation as conversation_module
 from modules.tools.tool_context import ToolContext
-from tests.fake_llm import Call, ErrorReply, Reply
+from tests.fake_llm import Call, ErrorReply, Reply, long_answer
 from tests.kit.terminal import ask, make_terminal, run_in_thread
 from tests.kit.waits import wait_until
 from utils.files import atomic_write
@@ -70,7 +70,7 @@ def test_malformed_arguments_and_unknown_tools_reach_the_model(fake_llm, tmp_pat
 
 def test_cancel_stops_the_stream_at_once_and_keeps_the_partial_answer(fake_llm, tmp_path):
     terminal = make_terminal(fake_llm, tmp_path)
-    fake_llm.script(Reply(content="word " * 400, chunk_size=5, delay=0.02))
+    fake_llm.script(Reply(content=long_answer("word", 400), chunk_size=5, delay=0.02))
     thread = run_in_thread(terminal, "talk slowly")
     terminal.wait_for("token")
     started = time.monotonic()

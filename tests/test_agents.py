@@ -13,7 +13,7 @@ import pytest
 
 from core.agent_loader import load_agents
 from core.services import build_services
-from tests.fake_llm import Call, FakeLLM, Reply
+from tests.fake_llm import Call, FakeLLM, Reply, long_answer
 from tests.kit.settings import make_settings
 from tests.kit.terminal import TerminalRecorder, ask
 
@@ -315,7 +315,7 @@ def test_cancel_inside_a_child_stops_both_within_a_second(fake, tmp_path):
     terminal = terminal_for(fake, tmp_path, "supervisor")
     fake.script(
         Reply(tool_calls=[Call("delegate_to_coder", {"task": "write slowly"})]),
-        Reply(content="slow " * 500, chunk_size=2, delay=0.02),
+        Reply(content=long_answer("slow", 500), chunk_size=2, delay=0.02),
     )
     thread = threading.Thread(
         target=ask,

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.fake_llm import Call, Reply
+from tests.fake_llm import Call, Reply, long_answer
 from tests.kit.browser import AGENTS_LOADED, ARTIFACTS, chosen_agent, patience, pick_agent
 from tests.kit.server import ServerProcess
 from tests.kit.settings import TOKEN
@@ -46,7 +46,7 @@ def test_a_task_streams_into_the_page_and_stop_ends_a_slow_one(served, page):
             ],
         ),
         Reply(content="Created **hello.py**:\n\n```python\nprint('hi')\n```\n", chunk_size=4),
-        Reply(content="slow words " * 400, chunk_size=6, delay=0.03),
+        Reply(content=long_answer("slow words", 400), chunk_size=6, delay=0.03),
     )
     page.goto(f"{server.url}/?token={TOKEN}")
     assert "token=" not in page.url

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.fake_llm import Call, FakeLLM, Reply
+from tests.fake_llm import Call, FakeLLM, Reply, long_answer
 from tests.kit.browser import Served, open_page, send
 
 KEY_GUARD_S = 0.45  # a card that just took the focus ignores keys this long
@@ -112,7 +112,9 @@ def test_messages_typed_while_a_task_runs_are_queued(page: Any, served: Served) 
 
 def test_retry_and_continue_after_a_stop(page: Any, served: Served) -> None:
     _, fake, _ = served
-    fake.script(Reply(content="word " * 400, chunk_size=5, delay=0.02), Reply(content="Went on."))
+    fake.script(
+        Reply(content=long_answer("word", 400), chunk_size=5, delay=0.02), Reply(content="Went on.")
+    )
     send(page, "a long story")
     page.wait_for_selector(".assistant-message:has-text('word')")
     page.click("#stop-button")
@@ -124,7 +126,9 @@ def test_retry_and_continue_after_a_stop(page: Any, served: Served) -> None:
     assert user_texts(fake) == ["a long story", "continue"]
     assert page.locator("[data-testid=task-followup]").count() == 0
 
-    fake.script(Reply(content="more " * 400, chunk_size=5, delay=0.02), Reply(content="Again."))
+    fake.script(
+        Reply(content=long_answer("more", 400), chunk_size=5, delay=0.02), Reply(content="Again.")
+    )
     send(page, "another one")
     page.wait_for_selector(".assistant-message:has-text('more')")
     page.click("#stop-button")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fake_llm import Call, Reply
+from tests.fake_llm import Call, Reply, long_answer
 from tests.kit.browser import AGENTS_LOADED, ARTIFACTS, send
 from tests.kit.settings import TOKEN
 from tests.kit.waits import wait_until
@@ -44,7 +44,7 @@ def test_the_status_bar_tells_the_truth_and_what_a_task_kept_survives_reload(ser
             usage=(3000, 200),
         ),
         Reply(content="fast words " * 30, chunk_size=6, delay=0.01, usage=(3300, 100)),
-        Reply(content="slow words " * 400, chunk_size=6, delay=0.03),
+        Reply(content=long_answer("slow words", 400), chunk_size=6, delay=0.03),
     )
     page.goto(f"{server.url}/?token={TOKEN}")
     page.wait_for_selector(AGENTS_LOADED, state="attached")

@@ -13,7 +13,7 @@ import pytest
 from cli.session import run_command
 from cli.terminal import CliTerminal
 from core.services import build_services
-from tests.fake_llm import Call, FakeLLM, Reply
+from tests.fake_llm import Call, FakeLLM, Reply, long_answer
 from tests.kit.clients import InProcessClient, Web
 from tests.kit.events import payloads
 from tests.kit.settings import make_settings
@@ -81,7 +81,7 @@ def test_a_conversation_keeps_its_mode_approval_and_how_tasks_ended(
     web = make_web()
     fake_llm.script(
         Reply(content="slow " * 40, chunk_size=5, delay=0.02, usage=(1200, 80)),
-        Reply(content="never finished " * 200, chunk_size=4, delay=0.02),
+        Reply(content=long_answer("never finished", 200), chunk_size=4, delay=0.02),
     )
     client, other = web.connect(), web.connect()
     cid = client.send("think about it", mode="thinking", approval="ask")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.fake_llm import Call, FakeLLM, Reply
+from tests.fake_llm import Call, FakeLLM, Reply, long_answer
 from tests.kit.clients import EventClient, connected
 from tests.kit.events import payloads, tokens
 from tests.kit.server import serving
@@ -151,7 +151,7 @@ def test_a_stopped_task_counts_what_streamed_before_the_stop(tmp_path: Path, fak
     prices = {fake_llm.model: {"input": 1, "output": 10}}
     env = {"AGENT_PRICES": json.dumps(prices)}
     with serving(tmp_path, fake_llm, env, FILES) as server, connected(server.url) as client:
-        fake_llm.script(Reply(content="word " * 2000, chunk_size=5, delay=0.02))
+        fake_llm.script(Reply(content=long_answer("word", 2000), chunk_size=5, delay=0.02))
         cid = client.start("write at length")
         client.wait_until(lambda _: len(tokens(client.of(cid))) >= 20, 20, "a streaming answer")
         assert client.call("cancel", {"conversation_id": cid}) == {"ok": True}
