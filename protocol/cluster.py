@@ -88,18 +88,21 @@ class ReapCommand(_ConversationCommand):
 
 @dataclass(frozen=True)
 class ProcessCommand(_ConversationCommand):
-    """Apply a process op (§4.1: list_processes, process_output, stop_process,
-    restart_process) where the conversation's sandbox session lives; `request` is the op's
-    payload as the client sent it, validated again there."""
+    """Apply an op on the session (§4.1: the process ops, list_processes, process_output,
+    stop_process, restart_process, and the terminal ops, terminal_*, list_terminals) where the
+    conversation's sandbox session lives; `request` is the op's payload as the client sent
+    it, validated again there; `sid` the client that sent it (a terminal's output goes to it)."""
 
     op: ClassVar[str] = "process"
     name: str
     request: dict[str, Any]
+    sid: str = ""
 
     @classmethod
     def _from(cls, data: dict[str, Any], cid: str) -> ProcessCommand:
         request = data.get("request")
-        return cls(cid, str(data.get("name")), request if isinstance(request, dict) else {})
+        request = request if isinstance(request, dict) else {}
+        return cls(cid, str(data.get("name")), request, str(data.get("sid") or ""))
 
 
 Command = (

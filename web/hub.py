@@ -140,16 +140,22 @@ class TerminalHub:
         """A background process of the conversation changed: onto its timeline, between
         tasks too (a process outlives the task that started it). One that started makes this
         process the one other processes relay the conversation's process ops to."""
-        sessions = sessions_of(self.services.runner)
-        if event.phase == "started" and sessions is not None:
-            self.cluster.hold_session(
-                conversation_id, lambda: sessions.existing(conversation_id) is not None
-            )
+        if event.phase == "started":
+            self.hold_session(conversation_id)
         try:
             terminal = self.get(conversation_id)
         except NotFound:  # deleted meanwhile: its processes end with it
             return
         terminal.report_process(event)
+
+    def hold_session(self, conversation_id: str) -> None:
+        """Make this process, where the conversation's sandbox session now lives, the one
+        other processes relay its session ops to (while the session lives)."""
+        sessions = sessions_of(self.services.runner)
+        if sessions is not None:
+            self.cluster.hold_session(
+                conversation_id, lambda: sessions.existing(conversation_id) is not None
+            )
 
     def running(self) -> list[WebTerminal]:
         """The terminals whose task is running in this process now."""

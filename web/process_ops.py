@@ -1,32 +1,25 @@
 """The Socket.IO ops on a conversation's background processes (§4.1): list_processes,
-process_output, stop_process, restart_process. The page's own acts: nothing asks.
-
-Scaled out, a conversation's sandbox session lives in one server process (the one holding its
-session lease, web/cluster/): an op sent to another is applied there, as cancel and approve
-are, and answered here as it answered it."""
+process_output, stop_process, restart_process. The page's own acts: nothing asks. Scaled out,
+they are applied where the conversation's sandbox session lives (web/session_ops.py)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from typing import Any
 
 from flask_socketio import SocketIO
-from pydantic import BaseModel
 
 from modules.sandbox.factory import sessions_of
 from modules.sandbox.session.background import ProcessLimitReached, UnknownProcess
 from modules.sandbox.session.pool import SessionPool
 from modules.sandbox.session.process import ProcessInfo
 from modules.sandbox.session.records import ProcessRecord
-from protocol.cluster import Answer, NotHere, ProcessAnswer, ProcessCommand
 from protocol.errors import failure
 from protocol.requests import ConversationRef, ProcessOutputRequest, ProcessRef
-from web.handlers import acked
+from web.session_ops import SessionOps
 from web.state import WebState
 
 READ_BYTES = 64 * 1024
-RELAY_SECONDS = 10.0  # for the session's process to answer: a stop may take 4 s (TERM, KILL)
 
 
 def process_wire(record: ProcessRecord, info: ProcessInfo | None = None) -> dict[str, Any]:
@@ -53,45 +46,15 @@ def process_wire(record: ProcessRecord, info: ProcessInfo | None = None) -> dict
 
 
 class ProcessOps:
-    """The ops applied in this process (`apply`), or where the session lives (`answer`)."""
+    """The ops as this process applies them, on the sessions it keeps."""
 
     def __init__(self, state: WebState) -> None:
         self.state = state
         self.services = state.services
-        self.requests: dict[str, tuple[type[BaseModel], Callable[[Any], dict[str, Any]]]] = {
-            "list_processes": (ConversationRef, self.list_processes),
-            "process_output": (ProcessOutputRequest, self.process_output),
-            "stop_process": (ProcessRef, self.stop_process),
-            "restart_process": (ProcessRef, self.restart_process),
-        }
 
     @property
     def pool(self) -> SessionPool | None:
         return sessions_of(self.services.runner)
-
-    def answer(self, name: str, msg: ConversationRef) -> dict[str, Any]:
-        """The op's ack: from the process holding the conversation's session when another
-        does (and answers), else applied here."""
-        self.state.hub.get(msg.conversation_id)  # not_found for an unknown conversation
-        cluster = self.state.hub.cluster
-        owner = cluster.session_owner(msg.conversation_id)
-        if owner is not None:
-            command = ProcessCommand(msg.conversation_id, name, msg.model_dump())
-            answer = cluster.ask(owner, command, wait=RELAY_SECONDS)
-            if isinstance(answer, ProcessAnswer):
-                return answer.ack
-        return self.requests[name][1](msg)
-
-    def handle(self, command: ProcessCommand) -> Answer:
-        """An op another process relayed: applied when the conversation's session lives here
-        (NotHere otherwise: that process applies it itself)."""
-        pool = self.pool
-        known = self.requests.get(command.name)
-        if known is None or pool is None or pool.existing(command.conversation_id) is None:
-            return NotHere()
-        model, apply = known
-        msg = model.model_validate({**command.request, "conversation_id": command.conversation_id})
-        return ProcessAnswer(apply(msg))
 
     def no_sessions(self) -> dict[str, Any]:
         kind = self.services.runner.kind
@@ -165,18 +128,13 @@ class ProcessOps:
 
 
 def register_process_handlers(socketio: SocketIO, state: WebState) -> None:
-    """The process ops, where the runner keeps sandbox sessions (not_configured elsewhere);
-    those other processes relay here go to the same ops."""
+    """The process ops, where the runner keeps sandbox sessions (not_configured elsewhere),
+    applied where the conversation's session lives."""
     ops = ProcessOps(state)
-    state.hub.process_commands = ops.handle
-
-    for name, (model, _) in ops.requests.items():
-        socketio.on(name)(acked(model)(_answered_by(ops, name)))
-
-
-def _answered_by(ops: ProcessOps, name: str) -> Callable[[ConversationRef], dict[str, Any]]:
-    def handler(msg: ConversationRef) -> dict[str, Any]:
-        return ops.answer(name, msg)
-
-    handler.__name__ = f"on_{name}"
-    return handler
+    session_ops = SessionOps.of(socketio, state)
+    session_ops.register("list_processes", ConversationRef, lambda msg, _: ops.list_processes(msg))
+    session_ops.register(
+        "process_output", ProcessOutputRequest, lambda msg, _: ops.process_output(msg)
+    )
+    session_ops.register("stop_process", ProcessRef, lambda msg, _: ops.stop_process(msg))
+    session_ops.register("restart_process", ProcessRef, lambda msg, _: ops.restart_process(msg))

@@ -65,6 +65,7 @@ class WebState:
         default_factory=list
     )
     batched: set[str] = field(default_factory=set)  # sids that asked for gathered deltas
+    session_ops: object = None  # the process and terminal ops' SessionOps (web/session_ops.py)
 
     def __post_init__(self) -> None:
         self.throttle = LoginThrottle(self.settings.wrong_token_limit)

@@ -1,14 +1,15 @@
 """The Socket.IO ops on a person's terminals (§4.1 terminal_open, terminal_attach,
 terminal_input, terminal_resize, terminal_close, list_terminals) and their `terminal` events,
 sent only to the clients that opened or attached the terminal. A terminal runs in the
-conversation's sandbox session: a server without sessions refuses to open one."""
+conversation's sandbox session: a server without sessions refuses to open one. Scaled out,
+the ops are applied where the session lives (web/session_ops.py), whose terminals send their
+output to a client of another process through the Socket.IO message queue."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from flask import request
 from flask_socketio import SocketIO
 
 from core.terminals import Terminals, TooManyTerminals, UnknownTerminal
@@ -23,16 +24,18 @@ from protocol.terminals import (
     TerminalRef,
     TerminalResize,
 )
-from web.handlers import acked
+from web.session_ops import SessionOps
 from web.state import WebState
 
 
-def _guarded(function: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
+def _guarded(
+    function: Callable[[Any, str], dict[str, Any]],
+) -> Callable[[Any, str], dict[str, Any]]:
     """A terminal op's refusals (no such terminal, no session) as `{ok: false}` acks."""
 
-    def wrapper(msg: Any) -> dict[str, Any]:
+    def wrapper(msg: Any, sid: str) -> dict[str, Any]:
         try:
-            return function(msg)
+            return function(msg, sid)
         except _NoSessions as exc:
             return failure("not_configured", str(exc))
         except UnknownTerminal as exc:
@@ -47,14 +50,16 @@ def _guarded(function: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[
 
 
 def register_terminal_handlers(socketio: SocketIO, state: WebState) -> None:
-    """The terminal ops, where the runner keeps sandbox sessions (not_configured elsewhere);
-    the terminals end with the server."""
+    """The terminal ops, where the runner keeps sandbox sessions (not_configured elsewhere),
+    applied where the conversation's session lives; the terminals end with the server."""
     pool = sessions_of(state.services.runner)
+    ops = SessionOps.of(socketio, state)
+    remote: set[str] = set()  # clients of other processes that a relayed op attached
 
     def emit(sid: str, output: TerminalOutput) -> bool:
-        if not socketio.server.manager.is_connected(sid, "/"):
+        if sid not in remote and not socketio.server.manager.is_connected(sid, "/"):
             return False
-        socketio.emit("terminal", output.to_wire(), to=sid)
+        socketio.emit("terminal", output.to_wire(), to=sid)  # through the message queue
         return True
 
     terminals = None
@@ -63,29 +68,26 @@ def register_terminal_handlers(socketio: SocketIO, state: WebState) -> None:
         terminals = Terminals(pool, root, emit, socketio.start_background_task)
         state.closers.append(terminals.close_all)
 
-    def ready(msg: ConversationRef) -> Terminals:
+    def ready(msg: ConversationRef, sid: str) -> Terminals:
         state.hub.get(msg.conversation_id)  # not_found for an unknown conversation
         if terminals is None:
             kind = state.services.runner.kind
             raise _NoSessions(f"this server's sandbox ({kind}) has no sandbox sessions: a "
                               "terminal runs only in one (bubblewrap or docker)")  # fmt: skip
+        if not socketio.server.manager.is_connected(sid, "/"):
+            remote.add(sid)
         return terminals
 
-    @socketio.on("terminal_open")
-    @acked(TerminalOpen)
     @_guarded
-    def on_open(msg: TerminalOpen) -> dict[str, Any]:
-        found = ready(msg)
-        opened = found.open(msg.conversation_id, msg.rows, msg.cols, request.sid)  # type: ignore[attr-defined]
+    def on_open(msg: TerminalOpen, sid: str) -> dict[str, Any]:
+        found = ready(msg, sid)
+        opened = found.open(msg.conversation_id, msg.rows, msg.cols, sid)
+        state.hub.hold_session(msg.conversation_id)  # its ops come here from now on
         return {"ok": True, "terminal_id": opened.id}
 
-    @socketio.on("terminal_attach")
-    @acked(TerminalRef)
     @_guarded
-    def on_attach(msg: TerminalRef) -> dict[str, Any]:
-        found = ready(msg)
-        sid = request.sid  # type: ignore[attr-defined]
-        back = found.attach(msg.conversation_id, msg.terminal_id, sid)
+    def on_attach(msg: TerminalRef, sid: str) -> dict[str, Any]:
+        back = ready(msg, sid).attach(msg.conversation_id, msg.terminal_id, sid)
         return {
             "ok": True,
             "data": back.text,
@@ -93,34 +95,33 @@ def register_terminal_handlers(socketio: SocketIO, state: WebState) -> None:
             "next_offset": back.next_offset,
         }
 
-    @socketio.on("terminal_input")
-    @acked(TerminalInput)
     @_guarded
-    def on_input(msg: TerminalInput) -> dict[str, Any]:
-        terminal = ready(msg).find(msg.conversation_id, msg.terminal_id)
+    def on_input(msg: TerminalInput, sid: str) -> dict[str, Any]:
+        terminal = ready(msg, sid).find(msg.conversation_id, msg.terminal_id)
         return {"ok": True, "written": terminal.write(msg.data.encode("utf-8", "replace"))}
 
-    @socketio.on("terminal_resize")
-    @acked(TerminalResize)
     @_guarded
-    def on_resize(msg: TerminalResize) -> dict[str, Any]:
-        ready(msg).find(msg.conversation_id, msg.terminal_id).resize(msg.rows, msg.cols)
+    def on_resize(msg: TerminalResize, sid: str) -> dict[str, Any]:
+        ready(msg, sid).find(msg.conversation_id, msg.terminal_id).resize(msg.rows, msg.cols)
         return {"ok": True}
 
-    @socketio.on("terminal_close")
-    @acked(TerminalRef)
     @_guarded
-    def on_close(msg: TerminalRef) -> dict[str, Any]:
-        ready(msg).close(msg.conversation_id, msg.terminal_id)
+    def on_close(msg: TerminalRef, sid: str) -> dict[str, Any]:
+        ready(msg, sid).close(msg.conversation_id, msg.terminal_id)
         return {"ok": True}
 
-    @socketio.on("list_terminals")
-    @acked(ConversationRef)
-    def on_list(msg: ConversationRef) -> dict[str, Any]:
+    def on_list(msg: ConversationRef, sid: str) -> dict[str, Any]:
         state.hub.get(msg.conversation_id)
         listed = [] if terminals is None else terminals.listed(msg.conversation_id)
         wire = [{"terminal_id": t.id, "rows": t.size[0], "cols": t.size[1]} for t in listed]
         return {"ok": True, "terminals": wire}
+
+    ops.register("terminal_open", TerminalOpen, on_open)
+    ops.register("terminal_attach", TerminalRef, on_attach)
+    ops.register("terminal_input", TerminalInput, on_input)
+    ops.register("terminal_resize", TerminalResize, on_resize)
+    ops.register("terminal_close", TerminalRef, on_close)
+    ops.register("list_terminals", ConversationRef, on_list)
 
 
 class _NoSessions(Exception):
