@@ -17,6 +17,8 @@ export class ConversationList {
     this.parts = parts;
     /** @type {ConversationSummary[]} */
     this.items = [];
+    /** @type {Map<string, string | null>} every title seen, also of those a search now hides (the open one's stays in the header) */
+    this.titles = new Map();
     /** @type {string | null} */
     this.active = null;
     /** @type {Set<string>} */
@@ -47,11 +49,12 @@ export class ConversationList {
     this.items = [...(res.conversations ?? [])].sort((a, b) =>
       String(b.updated_at ?? "").localeCompare(String(a.updated_at ?? "")));
     if (Array.isArray(res.running)) this.running = new Set(res.running);
+    for (const item of this.items) this.titles.set(item.id, item.title ?? null);
     this.render();
   }
 
   titleOf(id) {
-    return this.items.find((item) => item.id === id)?.title || null;
+    return this.titles.get(id) || null;
   }
 
   render() {
@@ -180,6 +183,7 @@ export class ConversationList {
 
   /** A conversation is gone (deleted here or in another tab). */
   remove(id) {
+    this.titles.delete(id);
     if (!this.items.some((item) => item.id === id)) return;
     this.items = this.items.filter((item) => item.id !== id);
     this.running.delete(id);
@@ -190,6 +194,8 @@ export class ConversationList {
   /** @param {string} id
    * @param {string | null} title */
   setTitle(id, title) {
+    this.titles.set(id, title);
+    if (id === this.active) this.parts.onTitle?.(title);
     const item = this.items.find((entry) => entry.id === id);
     if (!item) return void this.refresh();
     item.title = title;
@@ -198,7 +204,6 @@ export class ConversationList {
       el.textContent = title || "Untitled";
       el.title = title || "";
     }
-    if (id === this.active) this.parts.onTitle?.(title);
   }
 
   /** @param {string | null} id */
