@@ -2,6 +2,7 @@
 // Files for the next message: the attach button, drag-and-drop and paste; each one uploads at once
 // (POST /api/upload, with a progress bar) and shows as a chip until the message goes.
 import { formatBytes, h, icon } from "./dom.js";
+import { attachmentPicture } from "./thumbnail.js";
 
 export class AttachmentTray {
   /** els: {tray, button, input, dropZone}; token: the access token; limit: the upload limit in bytes;
@@ -116,7 +117,7 @@ export class AttachmentTray {
     item.el = h(
       "li",
       { class: "attachment-chip", "data-testid": "attachment-chip", "data-state": item.state, title: item.name },
-      icon(item.file?.type?.startsWith("image/") || /\.(png|jpe?g|gif|webp)$/i.test(item.name) ? "image" : "file"),
+      item.answer ? attachmentPicture(item.answer) : icon(item.file?.type?.startsWith("image/") || /\.(png|jpe?g|gif|webp)$/i.test(item.name) ? "image" : "file"),
       h("span", { class: "attachment-name", text: item.name }),
       h("span", { class: "attachment-size", text: formatBytes(item.size) }),
       item.state === "uploading" ? item.progress : null,
@@ -136,6 +137,7 @@ export class AttachmentTray {
     item.el.dataset.path = answer.path;
     item.el.title = `${answer.path}${answer.note ? ` · ${answer.note}` : ""}`;
     item.el.querySelector(".attachment-name").textContent = answer.name;
+    item.el.querySelector(".icon")?.replaceWith(attachmentPicture(answer));
     item.status.textContent = answer.truncated ? "long: the model sees the start" : "";
     this.options.onUploaded?.(answer);
     this.#changed();

@@ -3,6 +3,7 @@
 import { copyText, formatBytes, h, icon } from "./dom.js";
 import { MarkdownView } from "./markdown.js";
 import { openPath } from "./preview.js";
+import { attachmentPicture } from "./thumbnail.js";
 
 // Rendering a streamed answer takes about this long per frame at most, so the page stays
 // responsive; more while it is behind the text received, to catch up without a long task.
@@ -78,7 +79,7 @@ export class UserMessage extends MessageBase {
       attachments.map((file) => h("li", {}, h(
         "button",
         { type: "button", class: "attachment-chip", "data-path": file.path, title: `${file.path}${file.note ? ` · ${file.note}` : ""}`, onclick: () => openPath(file.path) },
-        icon(file.kind === "image" ? "image" : "file"),
+        attachmentPicture(file),
         h("span", { class: "attachment-name", text: file.name ?? file.path.split("/").pop() }),
         h("span", { class: "attachment-size", text: formatBytes(file.size) }),
       )))) : null;
