@@ -2,6 +2,7 @@
 // The conversation list in the sidebar: search, rename in place, delete (after a confirmation), running dots.
 import { choose } from "./dialog.js";
 import { debounce, h, icon, relativeTime } from "./dom.js";
+import { exportFormats, exportItem } from "./exportmenu.js";
 import { markParts, markQuery, twinDetails } from "./listmarks.js";
 
 /** @typedef {import("./requests.js").ConversationSummary} ConversationSummary */
@@ -86,19 +87,21 @@ export class ConversationList {
     if (item.id === this.active) button.setAttribute("aria-current", "true");
     const actions = h("span", { class: "conv-actions" },
       h("button", { type: "button", class: "btn-ghost btn-icon", "data-testid": "rename-conversation", "aria-label": "Rename", title: "Rename", onclick: () => this.#startRename(item, li) }, icon("edit")),
+      h("button", { type: "button", class: "btn-ghost btn-icon", "data-testid": "export-conversation", "aria-label": "Export", title: "Export as Markdown or JSON", onclick: () => this.#openMenu(item, li, more, true) }, icon("down")),
       h("button", { type: "button", class: "btn-ghost btn-icon", "data-testid": "delete-conversation", "aria-label": "Delete", title: "Delete", onclick: () => this.#delete(item) }, icon("close")));
     // On a touch screen nothing hovers: a "⋯" button opens the same actions as a menu.
     const more = h("button", {
       type: "button", class: "btn-ghost btn-icon conv-more", "data-testid": "conversation-menu", "aria-haspopup": "menu",
-      "aria-expanded": "false", "aria-label": `Rename or delete “${item.title || "Untitled"}”`, title: "Rename or delete",
+      "aria-expanded": "false", "aria-label": `Rename, export or delete “${item.title || "Untitled"}”`, title: "Rename, export or delete",
       onclick: () => this.#openMenu(item, li, more),
     }, "⋯");
     const li = h("li", { class: "conv-row" }, button, actions, more);
     return li;
   }
 
-  /** The row's actions as a menu under its "⋯" button; a tap elsewhere or Esc closes it. */
-  #openMenu(item, li, more) {
+  /** The row's actions as a menu under its "⋯" button (`exporting`: only the export's formats, for the
+   * export button beside rename and delete); a tap elsewhere or Esc closes it. */
+  #openMenu(item, li, more, exporting = false) {
     const open = li.querySelector(".conv-menu");
     this.closeMenu?.();
     if (open) return;
@@ -106,9 +109,11 @@ export class ConversationList {
       this.closeMenu?.();
       action();
     };
-    const menu = h("div", { class: "conv-menu", role: "menu", "data-testid": "conversation-actions" },
+    const closed = () => this.closeMenu?.();
+    const menu = h("div", { class: "conv-menu", role: "menu", "data-testid": "conversation-actions" }, ...(exporting ? exportFormats(item.id, closed) : [
       h("button", { type: "button", role: "menuitem", "data-testid": "menu-rename", onclick: () => choose(() => this.#startRename(item, li)) }, icon("edit"), "Rename"),
-      h("button", { type: "button", role: "menuitem", class: "danger", "data-testid": "menu-delete", onclick: () => choose(() => this.#delete(item)) }, icon("close"), "Delete"));
+      exportItem(item.id, () => menu, closed),
+      h("button", { type: "button", role: "menuitem", class: "danger", "data-testid": "menu-delete", onclick: () => choose(() => this.#delete(item)) }, icon("close"), "Delete")]));
     const outside = (/** @type {Event} */ event) => {
       if (!li.contains(/** @type {Node} */ (event.target))) this.closeMenu?.();
     };
