@@ -36,6 +36,7 @@ from web.mcp_ops import register_mcp_handlers
 from web.payload_depth import DepthBoundJson
 from web.process_ops import register_process_handlers
 from web.routes import routes
+from web.settings_ops import register_settings_handlers
 from web.state import AsyncMode, WebState
 from web.terminal_ops import register_terminal_handlers
 from web.token_file import web_token
@@ -106,6 +107,7 @@ def create_app(
     register_app_handlers(socketio, state, host)
     register_terminal_handlers(socketio, state)
     register_changes_handlers(socketio, state)
+    register_settings_handlers(socketio, state)
     cluster.serve(hub.handle, socketio.start_background_task)
     sessions = sessions_of(services.runner)
     if sessions is not None:  # its processes' changes go onto their conversations' timelines

@@ -68,7 +68,7 @@ class AgentLoop:
         schemas = tools.schemas() if tools is not None else []
         messages, estimated = self.window.build(task, schemas)
         self.status.set("thinking", task)
-        model = self.services.model_for(task.agent)
+        model = task.setup.model_for(task.agent)
         completion = stream_reply(
             task,
             model,

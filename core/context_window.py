@@ -53,6 +53,8 @@ class ContextWindow:
 
     def build(self, task: Task, tools: list[dict[str, Any]]) -> tuple[list[ChatMessage], int]:
         """The messages of the task's next call and their estimated tokens."""
+        if task.depth == 0:
+            self._follow(task.setup.provider.context_window)
         prompt = self._system_prompt(task.conversation, task.agent)
         built = self._fit(prompt, task.agent, task.transcript.path(), tools)
         if task.depth == 0:
@@ -60,6 +62,12 @@ class ContextWindow:
             path = task.transcript.path()
             self.meter.built(task.trace_id, path, built, self._builder.ratio)
         return built.messages, built.estimated_tokens
+
+    def _follow(self, window: int) -> None:
+        """Measure anew in the window of the model the user changed to."""
+        if window != self._builder.limit_tokens:
+            self._builder = ContextBuilder(window)
+            self.meter = ContextMeter(window)
 
     @property
     def usage(self) -> ContextUsage:

@@ -192,3 +192,14 @@ class OpenApp(ConversationRef):
         if self.process_id is None and self.port is None:
             raise ValueError("give `process_id`, `port` or both")
         return self
+
+
+# --- the user's settings (get_settings takes Empty) ----------------------------------------
+
+
+class SetSettings(BaseModel):
+    """`set_settings`: each setting to change by its name (`model`, `api_key`, ...); null or
+    "" takes it out of the settings file. Which names and values are good is the server's
+    Settings: it names each it refuses."""
+
+    settings: dict[Annotated[str, Field(max_length=64)], Any] = Field(min_length=1, max_length=32)

@@ -99,7 +99,8 @@ def tree_payload(state: WebState) -> dict[str, Any]:
 def status_payload(state: WebState, conversation_id: str | None = None) -> dict[str, Any]:
     """The `get_status` answer (docs/protocol.md §4), plus whether the model API is configured and,
     given a conversation, the tools always allowed there (raises ConversationNotFound)."""
-    provider, settings, runner = state.services.provider, state.settings, state.services.runner
+    services = state.services
+    provider, settings, runner = services.provider, services.settings, services.runner
     allowed = state.hub.get(conversation_id).gate.allowed() if conversation_id else None
     return {
         **({"always_allowed": allowed} if allowed is not None else {}),

@@ -116,6 +116,12 @@ class AsyncClient:
     async def status(self, conversation_id: str | None = None) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync.status, conversation_id)
 
+    async def settings(self) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync.settings)
+
+    async def set_settings(self, **changes: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(lambda: self.sync.set_settings(**changes))
+
     async def list_files(self, path: str = "") -> list[dict[str, Any]]:
         return await asyncio.to_thread(self.sync.list_files, path)
 

@@ -218,6 +218,17 @@ class Client(WorkspaceOps):
         payload = {} if conversation_id is None else {"conversation_id": conversation_id}
         return _without_ok(self.call("get_status", payload))
 
+    def settings(self) -> dict[str, Any]:
+        """The `get_settings` answer without `ok`: each editable setting, where it comes from
+        and whether this run fixes it (the API key only as whether one is set)."""
+        return _without_ok(self.call("get_settings", {}))
+
+    def set_settings(self, **changes: Any) -> dict[str, Any]:
+        """Change the user's settings (`model="..."`, `api_key="..."`; None: back to the
+        default); the new `get_settings` answer. A refusal raises WorkspaceError `invalid`
+        naming each refused setting."""
+        return _without_ok(self.call("set_settings", {"settings": changes}))
+
     def list_files(self, path: str = "") -> list[dict[str, Any]]:
         """The entries of a workspace folder (`""`: the top) as the file tree shows them:
         `{name, path, is_dir, children?, annotation?}`. Raises WorkspaceError `not_found`."""

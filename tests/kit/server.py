@@ -77,6 +77,14 @@ def agent_env(base_url: str, api_key: str, **extra: str) -> dict[str, str]:
     return env
 
 
+def without_settings(server: ServerProcess, *names: str) -> ServerProcess:
+    """The server, to be started without these settings (`api_key`, `mode`) in its
+    environment: what it then has of them comes from its settings file or the default."""
+    for name in names:
+        server.env.pop(f"AGENT_{name.upper()}", None)
+    return server
+
+
 class ModelEndpoint(Protocol):
     """Where a server finds its model (a fake one: tests.fake_llm, bench/pace_fake.py)."""
 
