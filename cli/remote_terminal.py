@@ -230,6 +230,13 @@ class RemoteTerminal(TaskConsole):
         allowed = list(status.get("always_allowed") or [])
         return self.approval or status["approval"], allowed, "conversation"
 
+    def user_settings(self, changes: dict[str, Any] | None = None) -> dict[str, Any]:
+        client = self.client
+        try:
+            return client.settings() if changes is None else client.set_settings(**changes)
+        except WorkspaceError as exc:
+            raise ValueError(exc.message) from None
+
     def find(self, ref: str) -> str:
         rows = self.client.conversations()
         ids = {str(row["id"]) for row in rows}

@@ -41,6 +41,7 @@ def demo_banner(terminal: CliTerminal) -> str:
     )
 
 
+SET_IT_HERE = "Or set it here: /config api_key KEY (and /model NAME); no restart needed."
 TRY_THE_DEMO = (
     "No key yet? `make demo DEMO_FRONT=cli` tries a scripted model on a sample workspace "
     "(no key, no network; `make demo` for the page)."
@@ -111,7 +112,7 @@ def repl(terminal: CliTerminal) -> int:
         f"{provider.name} · {provider.model} · /help for commands\n" + demo_banner(terminal)
     )
     if not provider.configured:
-        terminal.err.write(f"{provider.problem}\n{TRY_THE_DEMO}\n")
+        terminal.err.write(f"{provider.problem}\n{SET_IT_HERE}\n{TRY_THE_DEMO}\n")
     return prompt_loop(terminal, COMMANDS, lambda line: _run_prompt(terminal, line))
 
 

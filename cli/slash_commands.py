@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from cli.budget import continue_command
 from cli.command_texts import APPROVAL_MEANING, APPROVAL_MODES, choice
+from cli.config_command import config_command, model_command
 from protocol.options import MAX_ATTACHMENTS, MAX_FOCUS
 
 Front = Literal["local", "remote"]
@@ -45,6 +46,10 @@ class Switches(Protocol):
     def approvals(self) -> tuple[str, list[str], str]:
         """The approval mode the next task runs in, the tools always allowed, and where
         ("session", "conversation")."""
+        ...
+
+    def user_settings(self, changes: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The user's settings (cli/config_command.py), after `changes` when given."""
         ...
 
 
@@ -117,6 +122,19 @@ class SlashCommand:
 TABLE = (
     SlashCommand("status", "", "model, mode, approval, iteration, context used/limit, focus files"),
     SlashCommand("mode", "fast|thinking", "switch the thinking policy", shared=_mode),
+    SlashCommand(
+        "model",
+        "[NAME]",
+        "show the model, or set the one the next task uses (saved in\nyour settings file)",
+        shared=model_command,
+    ),
+    SlashCommand(
+        "config",
+        "[KEY VALUE]",
+        "show your settings (provider, key, budgets, ...) and where each\n"
+        "comes from, or set one; KEY --reset takes it out of the file",
+        shared=config_command,
+    ),
     SlashCommand(
         "approval",
         "[MODE]",

@@ -5,11 +5,12 @@ from __future__ import annotations
 import sys
 import threading
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from cli.task_console import TaskConsole
 from core.main_terminal import MainTerminal
 from core.services import AgentServices
+from core.settings_editor import SettingsEditor
 from modules.results import ToolError
 from modules.uploads.attachments import Attachment
 from protocol.budgets import BudgetOverride
@@ -102,6 +103,10 @@ class CliTerminal(TaskConsole, MainTerminal):
 
     def approvals(self) -> tuple[str, list[str], str]:
         return self.approval, self.gate.allowed(), "session"
+
+    def user_settings(self, changes: dict[str, Any] | None = None) -> dict[str, Any]:
+        editor = SettingsEditor(self.services)
+        return editor.view() if changes is None else editor.update(changes)
 
     def read_answer(self, request: ToolEvent) -> str:
         return self.stdin.readline()

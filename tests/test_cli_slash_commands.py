@@ -40,7 +40,17 @@ def test_help_names_every_command_and_starts_its_texts_in_one_column() -> None:
 def test_a_terminal_that_does_not_fit_the_table_is_refused() -> None:
     own = {name: handler for name, handler in commands.COMMANDS.items() if name != "help"}
     shared = {command.name for command in TABLE if command.shared is not None}
-    assert shared == {"mode", "approval", "continue", "focus", "unfocus", "attach", "detach"}
+    assert shared == {
+        "mode",
+        "model",
+        "config",
+        "approval",
+        "continue",
+        "focus",
+        "unfocus",
+        "attach",
+        "detach",
+    }
     mine = {name: handler for name, handler in own.items() if name not in shared}
     assert set(commands_of("local", mine)) == OFFERED
     with pytest.raises(ValueError, match="status"):
