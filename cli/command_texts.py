@@ -33,6 +33,11 @@ def agents_text(
     return "\n".join(lines)
 
 
+def tools_off_text(off: Mapping[str, str]) -> str:
+    """`/status`'s line of the tools switched off, each with why ("" when none is)."""
+    return "".join(f"{name} off: {why}\n" for name, why in off.items())
+
+
 def skills_text(rows: Sequence[Mapping[str, Any]]) -> str:
     if not rows:
         return "no skills (add folders with a SKILL.md to .agents/skills/ in the workspace)"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from cli.command_texts import agents_text, mcp_text, skills_text
+from cli.command_texts import agents_text, mcp_text, skills_text, tools_off_text
 from cli.diff_command import local_diff
 from cli.history import find_conversation, listing
 from cli.process_texts import (
@@ -29,6 +29,7 @@ from modules.sandbox.session.pool import SessionPool
 from modules.sandbox.session.process import ProcessInfo
 from modules.sandbox.session.records import ProcessRecord
 from modules.sandbox.session.session import SandboxSession
+from modules.tools.catalogue import tools_off
 from protocol.processes import BackgroundProcess, ProcessOutput
 
 
@@ -43,6 +44,7 @@ def _status(t: CliTerminal, _: str) -> str:
         f"conversation {t.conversation_id or '(new)'} · iteration {t.iteration}\n"
         f"context {usage.used_tokens:,} / {usage.limit_tokens:,} tokens · focus: {focus}\n"
         f"{_spend_lines(t)}"
+        f"{tools_off_text(tools_off(t.settings))}"
         f"sandbox {runner.kind} · network {network_of(runner)}:{isolation}"
     )
 

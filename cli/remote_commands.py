@@ -8,7 +8,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from cli.command_texts import agents_text, mcp_text, skills_text
+from cli.command_texts import agents_text, mcp_text, skills_text, tools_off_text
 from cli.diff_command import remote_diff
 from cli.history import format_listing
 from cli.painter import DIM
@@ -41,6 +41,8 @@ def _status(t: RemoteTerminal, _: str) -> str:
         for scope in ("conversation", "today"):
             spent = done_from_wire({"reason": "complete", "usage": conversation["spend"][scope]})
             lines.append(f"{scope} {spend_text(spent.usage, spent.cost)}")
+    if off := tools_off_text(status.get("tools_off", {})):
+        lines.append(off.rstrip("\n"))
     sandbox = status["sandbox"]
     network = f" · network {sandbox['network']}" if "network" in sandbox else ""
     lines.append(

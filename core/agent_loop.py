@@ -22,6 +22,7 @@ from core.toolset import ToolSet
 from model.completion import Completion
 from model.tool_calls import ToolCall
 from modules.results import ToolResult
+from modules.tools.catalogue import tools_off
 from protocol.events import DoneReason
 from protocol.options import Approval
 
@@ -95,7 +96,8 @@ class AgentLoop:
         """What `agent` may call in `approval` mode: its share of the registry, and one
         `delegate_to_NAME` per agent it may hand work to (under `parent`), but at the
         deepest level of delegation."""
-        tools = ToolSet(self.services.tools, agent, approval)
+        off = tools_off(self.services.settings)
+        tools = ToolSet(self.services.tools, agent, approval, off=off)
         depth = parent.depth if parent is not None else 0
         if depth >= MAX_DEPTH:
             return tools

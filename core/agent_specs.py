@@ -64,7 +64,7 @@ class AgentSpec(BaseModel):
         try:
             if info.context and info.context.get(PLAIN_PROMPT):
                 renderer.check_plain(value)
-            renderer.render_string(value, workspace_root="/workspace", now="now")
+            renderer.render_string(value, workspace_root="/workspace", now="now", tools=[])
         except Exception as exc:  # whatever the template's text makes rendering raise
             raise ValueError(f"the template does not render: {exc}") from None
         return value

@@ -55,7 +55,7 @@ class ContextWindow:
         """The messages of the task's next call and their estimated tokens."""
         if task.depth == 0:
             self._follow(task.setup.provider.context_window)
-        prompt = self._system_prompt(task.conversation, task.agent)
+        prompt = self._system_prompt(task.conversation, task.agent, tools)
         built = self._fit(prompt, task.agent, task.transcript.path(), tools)
         if task.depth == 0:
             built = self._condense_if_due(task, prompt, tools, built)
@@ -113,7 +113,7 @@ class ContextWindow:
             self._timeline.report(event)
 
         try:
-            prompt = self._system_prompt(conversation, agent)
+            prompt = self._system_prompt(conversation, agent, tools)
             return self._condensation(
                 conversation.path(),
                 "user",
@@ -141,7 +141,9 @@ class ContextWindow:
             )
             return "failed"
 
-    def _system_prompt(self, conversation: Conversation, agent: AgentSpec) -> str:
+    def _system_prompt(
+        self, conversation: Conversation, agent: AgentSpec, tools: list[dict[str, Any]]
+    ) -> str:
         services = self.services
         return render_system_prompt(
             workspace_root=str(services.workspace.root),
@@ -152,6 +154,7 @@ class ContextWindow:
             now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             role=agent.system_prompt,
             skills=services.skills.catalog(),
+            tools=[tool["function"]["name"] for tool in tools],
         )
 
     def _fit(

@@ -1,7 +1,8 @@
 """The tools one task may call, and for each call whether it may run.
 
 An agent is offered the registry's tools its allow-list names (the reading ones only in
-`read-only` mode), plus the task's own: a plan step's `finish_step`, the `delegate_to_NAME`
+`read-only` mode; none that is off for want of its configuration, such as `web_search`
+without a Tavily key), plus the task's own: a plan step's `finish_step`, the `delegate_to_NAME`
 tools of the agents it may hand work to. What is offered is exactly what may run: a call to
 anything else is refused with a message the model can act on. Whether an allowed call waits
 for the user is the ApprovalGate's to say.
@@ -9,7 +10,7 @@ for the user is the ApprovalGate's to say.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ class ToolSet:
     agent: AgentSpec
     approval: Approval
     own: dict[str, Tool] = field(default_factory=dict)
+    off: Mapping[str, str] = field(default_factory=dict)  # switched off: name -> why
 
     @classmethod
     def only(cls, agent: AgentSpec, approval: Approval, tools: Iterable[Tool]) -> ToolSet:
@@ -38,7 +40,7 @@ class ToolSet:
     def with_own(self, tools: Iterable[Tool]) -> ToolSet:
         """This set plus `tools`."""
         own = self.own | {tool.name: tool for tool in tools}
-        return ToolSet(self.registry, self.agent, self.approval, own)
+        return ToolSet(self.registry, self.agent, self.approval, own, self.off)
 
     def schemas(self) -> list[dict[str, Any]]:
         """The OpenAI `tools` entries the model is offered."""
@@ -58,6 +60,8 @@ class ToolSet:
         """Why this task may not run `tool`, or None when it may."""
         if tool.name in self.own:
             return None
+        if tool.name in self.off:
+            return f"{tool.name} is off: {self.off[tool.name]}."
         if not self.agent.allows(tool.name):
             return f"{tool.name} is not available to the {self.agent.name} agent."
         if not self._allowed(tool):
@@ -65,7 +69,9 @@ class ToolSet:
         return None
 
     def _allowed(self, tool: Tool) -> bool:
-        return self.agent.allows(tool.name) and (tool.read_only or self.approval != "read-only")
+        if tool.name in self.off or not self.agent.allows(tool.name):
+            return False
+        return tool.read_only or self.approval != "read-only"
 
     def _registry_tools(self) -> list[Tool]:
         return [] if self.registry is None else self.registry.tools()

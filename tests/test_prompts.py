@@ -108,7 +108,7 @@ def test_a_plain_template_passes_and_renders() -> None:
         ("{% include 'system.md.j2' %}", "not an include"),
         ("{% macro m() %}{% endmacro %}", "not a macro"),
         ("{{ [now, now] }}", "not a list"),
-        ("{{ tree }}", "'tree' is not one of its variables (now, workspace_root)"),
+        ("{{ tree }}", "'tree' is not one of its variables (now, tools, workspace_root)"),
         ("{{ now }}" * MAX_TOKENS, f"over {MAX_TOKENS:,} tokens"),
         ("{{ " + "not " * 40 + "now }}", "nested over 32 levels"),
         ("{{now" + "<now" * MAX_NODES + "}}", f"over {MAX_NODES:,} parts"),

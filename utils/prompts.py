@@ -15,7 +15,8 @@ from utils.plain_templates import check_plain
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates" / "prompts"
 SYSTEM_TEMPLATE = "system.md.j2"
-ROLE_VARIABLES = ("workspace_root", "now")  # what an agent's own template is given
+# What an agent's own template is given; `tools`: the names of the tools its task is offered.
+ROLE_VARIABLES = ("workspace_root", "now", "tools")
 MAX_ROLE_CHARS = 256_000  # an agent's rendered template; more is an error
 _COMPILED = 32  # agents' templates kept compiled
 _BACKTICK_RUN = re.compile(r"`{3,}")
@@ -103,13 +104,17 @@ def render_system_prompt(
     role: str | None = None,
     skills: str = "",
     extra: str = "",
+    tools: Collection[str] = (),
 ) -> str:
     """The system prompt: role and rules (an agent's own template, or the default ones),
-    skills, workspace tree, memories, focus files and the time."""
+    skills, workspace tree, memories, focus files and the time; `tools`, the names of the
+    tools offered, are the agent's template's to mention only what it has."""
     renderer = prompt_renderer()
     if role:
         try:
-            role = renderer.render_string(role, workspace_root=workspace_root, now=now).strip()
+            role = renderer.render_string(
+                role, workspace_root=workspace_root, now=now, tools=list(tools)
+            ).strip()
         except TemplateError as exc:
             raise TemplateError(f"the agent's system prompt does not render: {exc}") from None
     return renderer.render(

@@ -7,18 +7,15 @@ from typing import Any
 
 from core.spend import Totals, conversation_totals, today_totals
 from core.web_terminal import WebTerminal
+from history.message_record import public_record
 from model.demo_scripts import demo_suggestions
 from modules.sandbox.factory import network_of, sessions_of
+from modules.tools.catalogue import tools_off
 from modules.workspace.file_tree import file_tree
 from modules.workspace.folder import read_only_warning
 from utils.settings import Settings
 from web.demo_sample import demo_sample
 from web.state import WebState
-
-
-def public_record(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A message record as docs/protocol.md §5 gives it, without in-memory helpers."""
-    return {k: v for k, v in record.items() if not k.startswith("_")}
 
 
 def conversations_payload(state: WebState, query: str | None = None) -> dict[str, Any]:
@@ -122,6 +119,7 @@ def status_payload(state: WebState, conversation_id: str | None = None) -> dict[
         "agent_problems": [vars(p) for p in state.services.agents.problems],
         "skills": state.services.skills.summaries(),
         "mcp": mcp.status() if (mcp := state.services.mcp) else no_mcp_servers(settings),
+        "tools_off": tools_off(settings),
         "demo": provider.name == "demo",
         "demo_suggestions": demo_suggestions() if provider.name == "demo" else [],
         "demo_reset": provider.name == "demo" and demo_sample(state).available,

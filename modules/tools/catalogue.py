@@ -20,6 +20,7 @@ from modules.tools import (
 from modules.tools.focus import focusable
 from modules.tools.registry import ToolRegistry
 from modules.tools.tool_context import ToolContext
+from utils.settings import Settings
 
 
 class ProposeEditArgs(BaseModel):
@@ -106,6 +107,13 @@ def update_memory(ctx: ToolContext, args: UpdateMemoryArgs) -> str:
     else:
         text = memory.replace(args.scope, ctx.conversation_id, args.content)
     return f"Updated {args.scope} memory ({len(text):,} of {memory.limit:,} characters used)."
+
+
+def tools_off(settings: Settings) -> dict[str, str]:
+    """The tools left out of every offer because what they need is not configured, with why."""
+    if settings.tavily_api_key:
+        return {}
+    return {"web_search": "no Tavily key is set (TAVILY_API_KEY)"}
 
 
 def build_registry() -> ToolRegistry:
