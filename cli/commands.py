@@ -8,6 +8,7 @@ from dataclasses import asdict
 
 from cli.command_texts import agents_text, mcp_text, skills_text, tools_off_text
 from cli.diff_command import local_diff
+from cli.export_command import local_export
 from cli.history import find_conversation, listing
 from cli.process_texts import (
     LOG_TAIL_BYTES,
@@ -206,6 +207,7 @@ COMMANDS = commands_of(
         "mcp": _mcp,
         "compact": _compact,
         "diff": local_diff,
+        "export": local_export,
         "ps": _ps,
         "logs": _logs,
         "stop": _stop,

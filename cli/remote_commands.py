@@ -10,6 +10,7 @@ from typing import Any
 
 from cli.command_texts import agents_text, mcp_text, skills_text, tools_off_text
 from cli.diff_command import remote_diff
+from cli.export_command import remote_export
 from cli.history import format_listing
 from cli.painter import DIM
 from cli.process_texts import find, logs_text, process_id, process_line, ps_text, tail_offset
@@ -226,6 +227,7 @@ COMMANDS: dict[str, Handler] = {
             "mcp": _mcp,
             "compact": _compact,
             "diff": remote_diff,
+            "export": remote_export,
             "ps": _ps,
             "logs": _logs,
             "stop": _stop,

@@ -176,6 +176,13 @@ TABLE = (
     SlashCommand("detach", shared=_detach),
     SlashCommand("memory", "", "show the main and this conversation's memory"),
     SlashCommand(
+        "export",
+        "[md|json] [PATH]",
+        "write this conversation (its current branch) to a file: Markdown\n"
+        "(default) or the JSON of its records; PATH a new file or a folder\n"
+        "(default: the current directory), never over an existing file",
+    ),
+    SlashCommand(
         "compact", "[INSTRUCTIONS]", "summarise the older turns now (optionally: what to keep)"
     ),
     SlashCommand(

@@ -131,6 +131,9 @@ class AsyncClient:
     async def upload(self, source: str | Path, name: str | None = None) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync.upload, source, name)
 
+    async def export_conversation(self, conversation_id: str, fmt: str = "md") -> str:
+        return await asyncio.to_thread(self.sync.export_conversation, conversation_id, fmt)
+
     async def open_file(self, path: str) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync.open_file, path)
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import simple_websocket
 
@@ -250,6 +250,12 @@ class Client(WorkspaceOps):
         query = urlencode({"name": name or source.name})
         return self._http("POST", f"/api/upload?{query}", source.read_bytes())
 
+    def export_conversation(self, conversation_id: str, fmt: str = "md") -> str:
+        """`GET /api/conversations/ID/export` (§7): the conversation's current branch as
+        Markdown (`md`), or as the JSON text of its meta and records (`json`)."""
+        path = f"/api/conversations/{quote(conversation_id, safe='')}/export"
+        return self._http_body("GET", f"{path}?{urlencode({'format': fmt})}").decode("utf-8")
+
     # --- the connection -------------------------------------------------------------
 
     def call(self, op: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -358,6 +364,10 @@ class Client(WorkspaceOps):
                     self._stream.rejoin_quietly(event.conversation_id)
 
     def _http(self, method: str, path: str, body: bytes | None = None) -> dict[str, Any]:
+        return _without_ok(_checked(json.loads(self._http_body(method, path, body))))
+
+    def _http_body(self, method: str, path: str, body: bytes | None = None) -> bytes:
+        """A route's answer as it came; its refusal (`{ok: false, error}`) as WorkspaceError."""
         request = urllib.request.Request(
             self.url + path,
             data=body,
@@ -366,14 +376,18 @@ class Client(WorkspaceOps):
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                answer = json.loads(response.read())
+                return bytes(response.read())
         except urllib.error.HTTPError as exc:
             with exc:
-                answer = json.loads(exc.read() or b"{}")
-        if not answer.get("ok"):
-            error = answer.get("error") or {}
-            raise WorkspaceError(str(error.get("code", "bad_answer")), str(error.get("message")))
-        return _without_ok(answer)
+                _checked(json.loads(exc.read() or b"{}"))
+            raise
+
+
+def _checked(answer: dict[str, Any]) -> dict[str, Any]:
+    if not answer.get("ok"):
+        error = answer.get("error") or {}
+        raise WorkspaceError(str(error.get("code", "bad_answer")), str(error.get("message")))
+    return answer
 
 
 def _without_ok(ack: dict[str, Any]) -> dict[str, Any]:
