@@ -4,8 +4,9 @@ keys echo; the person curls the server the agent started in the background; a re
 window changes `stty size`; a reload attaches again and shows the scrollback; two terminals are
 independent, and each conversation shows its own (another one opens none by itself); a 24-bit
 colour shows; Send to agent fills the composer and sends nothing; on a phone the key row sends
-Ctrl-C and the arrows. The page's Content-Security-Policy holds throughout: a refused inline
-style is a console error, which fails the test (tests/kit/browser.py open_page)."""
+Ctrl-C and the arrows; the processes panel lists the terminal with what runs in it. The page's
+Content-Security-Policy holds throughout: a refused inline style is a console error, which fails
+the test (tests/kit/browser.py open_page)."""
 
 from __future__ import annotations
 
@@ -143,6 +144,19 @@ def test_two_terminals_are_independent_and_follow_their_conversation(
         page.click(f'.conv-item[data-conversation-id="{cid}"]')
         shows(page, "set-only-here")  # attached again, with its scrollback
         assert page.locator("[data-testid=terminal-screen]").count() == 1
+
+
+def test_the_processes_panel_lists_the_terminal_with_what_runs_in_it(
+    browser: Any, served: Served
+) -> None:
+    with open_page(browser, served, ready=READY, viewport=DESKTOP) as page:
+        start_conversation(page, served)
+        run(page, "echo waiting-$((2*5)); sleep 302", "waiting-10")
+        page.reload()  # the panel lists the conversation's processes as it opens
+        row = "#processes-panel [data-kind=terminal][data-state=running]"
+        page.wait_for_selector(f"{row} [data-role=state]:text('running sleep 302')")
+        assert page.text_content(f"{row} .process-command") == "Your terminal"
+        assert page.locator(f"{row} button").count() == 0  # neither stopped nor restarted here
 
 
 def test_on_a_phone_the_key_row_sends_ctrl_c_and_arrows(browser: Any, served: Served) -> None:

@@ -7,6 +7,8 @@ import { h } from "./dom.js";
 import { ProcessOutput } from "./processoutput.js";
 
 /** @typedef {import("./requests.js").ProcessItem} ProcessItem */
+/** A listed process; a person's terminal (origin "user") says so, and what runs in it now (null: its prompt).
+ * @typedef {ProcessItem & {terminal?: boolean, foreground?: string | null}} ListedItem */
 /** @typedef {import("./events.js").ProcessEvent} ProcessEvent */
 /** @typedef {{item: ProcessItem, output: ProcessOutput, row: HTMLElement}} Shown */
 
@@ -28,6 +30,21 @@ function stateText(item) {
 function clock(iso) {
   const when = iso ? new Date(iso) : null;
   return when && !Number.isNaN(when.getTime()) ? when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : "";
+}
+
+/** A person's terminal: what runs in it now (as listed); it is used in the terminal panel, not from here.
+ * @param {ListedItem} item */
+function terminalRow(item) {
+  const doing = !item.running ? stateText(item) : item.foreground ? `running ${item.foreground}` : "at its prompt";
+  return h("li", { class: "process-item", "data-process": item.id, "data-kind": "terminal", "data-state": item.running ? "running" : "ended" },
+    h("div", { class: "process-head" },
+      h("span", { class: "process-dot", "aria-hidden": "true" }),
+      h("span", { class: "process-id" }, item.id),
+      h("code", { class: "process-command", title: item.foreground ?? "" }, "Your terminal")),
+    h("div", { class: "process-meta", "data-testid": "process-meta" },
+      h("span", { "data-role": "state" }, doing),
+      clock(item.started_at) ? h("span", {}, `opened ${clock(item.started_at)}`) : null),
+    h("pre", { class: "process-output", hidden: true }));
 }
 
 export class ProcessesPanel {
@@ -112,8 +129,9 @@ export class ProcessesPanel {
     this.shown.set(item.id, { item, output, row });
   }
 
-  /** @param {ProcessItem} item */
+  /** @param {ListedItem} item */
   #row(item) {
+    if (item.terminal) return terminalRow(item);
     const action = (label, testid, onclick, title) =>
       h("button", { type: "button", class: "btn btn-sm", "data-testid": testid, title, onclick }, label);
     const opens = item.running ? item.ports.map((port) =>
