@@ -82,9 +82,7 @@ def refusal(head: RequestHead, admission: Admission) -> bytes | None:
         cookie = f"{admission.cookie}={admission.token}; HttpOnly; SameSite=Lax; Path=/"
         headers = (("Location", head.without_token()), ("Set-Cookie", cookie))
         return answer("303 See Other", headers=headers)
-    if any(
-        name == admission.cookie and admission.token_ok(value) for name, value in head.cookies
-    ):
+    if any(name == admission.cookie and admission.token_ok(value) for name, value in head.cookies):
         return None
     return answer("401 Unauthorized", UNAUTHORISED)
 
