@@ -205,20 +205,20 @@ class ServerProcess:
         return process.wait(timeout * SLOWNESS)
 
     def stop(self, timeout: float = 10, signum: int = signal.SIGINT) -> int | None:
-        """`signum` (SIGINT or SIGTERM), then wait; SIGKILL only if it does not end in time.
-        Returns the exit code."""
+        """`signum` (SIGINT or SIGTERM), then wait (`timeout` × TEST_SLOWNESS); SIGKILL only if
+        it does not end in time. Returns the exit code."""
         process, self._process = self._process, None
         if process is None:
             return None
         if process.poll() is None:
             process.send_signal(signum)
             try:
-                return process.wait(timeout)
+                return process.wait(timeout * SLOWNESS)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
                 name = signal.Signals(signum).name
-                raise AssertionError(f"server ignored {name} for {timeout}s") from None
+                raise AssertionError(f"server ignored {name} for {timeout * SLOWNESS}s") from None
         return process.returncode
 
     def __enter__(self) -> ServerProcess:
