@@ -19,6 +19,7 @@ import { FilePreview } from "./preview.js";
 import { ProcessesPanel } from "./processes.js";
 import { AlwaysAllowed } from "./safety.js";
 import { Session } from "./session.js";
+import { SettingsPanel } from "./settingspanel.js";
 import { renderApiSetup } from "./setup.js";
 import { StatusBar } from "./statusbar.js";
 import { TerminalPanel } from "./terminal.js";
@@ -122,6 +123,8 @@ class App {
       onFocus: (path, focused) => this.session.setFocused(path, focused),
     });
     this.memory = new MemoryPanel($("#memory-button"), { request, conversationId: () => this.session.cid });
+    this.settings = new SettingsPanel({ request, onSaved: () => this.loadStatus() });
+    $("#settings-button").addEventListener("click", () => this.settings.open());
     this.mcpPanel = new McpPanel($("#mcp-panel"), { reload: () => this.loadStatus(), request });
     this.processes = new ProcessesPanel($("#processes-panel"), {
       request, count: $("#status-bar [data-role=processes]"), reveal: () => this.drawer.setOpen(true),
@@ -133,7 +136,7 @@ class App {
       this.statusBar.setInfo(status);
       this.composer.setDefaults(status);
       this.session.showChoices();
-      renderApiSetup($("#api-setup-panel"), status, this.loadStatus);
+      renderApiSetup($("#api-setup-panel"), status, this.loadStatus, () => this.settings.open());
       const readOnly = $("#workspace-warning");
       readOnly.textContent = status.workspace_warning ? `Read-only workspace: ${status.workspace_warning}.` : "";
       readOnly.hidden = !status.workspace_warning;
@@ -261,7 +264,7 @@ class App {
       if (path) this.#show(path, line);
     });
     $("#file-preview [data-role=edit]").addEventListener("click", () => this.#edit(this.preview.path));
-    $("#status-bar [data-role=api]").addEventListener("click", () => $("#api-setup-panel").scrollIntoView({ behavior: "smooth" }));
+    $("#status-bar [data-role=api]").addEventListener("click", () => this.settings.open());
     $("#reconnect-banner [data-role=retry]").addEventListener("click", () => this.conn.reconnect());
     document.addEventListener("keydown", (event) => {
       if (event.key !== "Escape" || event.defaultPrevented) return;

@@ -12,7 +12,7 @@
 /** @typedef {import("./agentpicker.js").AgentProblem} AgentProblem */
 
 /** Why a request failed: one of the codes of docs/protocol.md §4.4 ("timeout" when the page gave up waiting).
- * @typedef {{code?: string, message: string}} ErrorBody */
+ * @typedef {{code?: string, message: string, fields?: Record<string, string>}} ErrorBody */
 
 /** Every ack: ok, or the error.
  * @typedef {{ok: boolean, error?: ErrorBody}} Ack */
@@ -110,6 +110,13 @@
  * and why it is read-only (null when it is not).
  * @typedef {{path: string, size: number, content: string | null, version: string, read_only: string | null}} OpenedFile */
 
+/** The user's settings as `get_settings` and `set_settings` answer them: each setting's value (the key's never,
+ * only whether one is set), where it comes from and whether this run fixes it; the provider presets; the file.
+ * @typedef {{value?: any, set?: boolean, source: string, fixed: boolean, variable: string}} SettingEntry
+ * @typedef {{settings?: Record<string, SettingEntry>, path?: string, active?: {provider: string, model: string},
+ *   providers?: Array<{name: string, base_url: string | null, model: string | null, key_env: string | null}>,
+ *   api?: {configured: boolean, message?: string | null}}} SettingsView */
+
 /**
  * The ack of each request the page makes, by event name.
  * @typedef {object} AckMap
@@ -155,6 +162,8 @@
  * @property {Ack & {terminals?: Array<{terminal_id: string, rows: number, cols: number}>}} list_terminals
  * @property {Ack & {file?: OpenedFile}} open_file
  * @property {Ack & {file?: OpenedFile, current?: OpenedFile | null, needs_confirmation?: boolean}} save_file
+ * @property {Ack & SettingsView} get_settings
+ * @property {Ack & SettingsView} set_settings
  */
 
 /**

@@ -1,5 +1,6 @@
 // @ts-check
-// The "no API key" panel: which variable to set for which provider, or how to use a local server.
+// The "no API key" panel: "Set up a provider" opens the settings panel; or which variable to set for which provider,
+// or how to use a local server.
 import { h, icon } from "./dom.js";
 
 const PROVIDERS = [
@@ -19,8 +20,8 @@ function code(text) {
   return h("code", { class: "inline-code" }, text);
 }
 
-/** Show or hide the panel for a get_status answer; onRecheck() asks the server again. */
-export function renderApiSetup(panel, status, onRecheck) {
+/** Show or hide the panel for a get_status answer; onRecheck() asks the server again, onSetUp() opens the settings. */
+export function renderApiSetup(panel, status, onRecheck, onSetUp) {
   const api = status?.api;
   if (!api || api.configured !== false) {
     panel.hidden = true;
@@ -40,10 +41,13 @@ export function renderApiSetup(panel, status, onRecheck) {
       icon("key", "setup-icon"),
       h("div", {},
         h("h2", { id: "api-setup-title", text: "Connect a model to start chatting" }),
-        h("p", { text: api.message || `No API key is set for the provider "${current}".` }))),
+        h("p", { text: api.message || `No API key is set for the provider "${current}".` }),
+        h("p", { class: "setup-action" },
+          h("button", { type: "button", class: "btn btn-primary", "data-testid": "setup-open-settings", onclick: onSetUp }, icon("key"), "Set up a provider"),
+          " Choose the provider and model and enter the key here: no restart needed."))),
     h("div", { class: "setup-grid" },
       h("section", {},
-        h("h3", { text: "Use a hosted provider" }),
+        h("h3", { text: "Or set it where the server starts" }),
         h("p", {}, "Set the provider's key in the environment or in ", code(".env"), " next to the server, then restart it:"),
         h("table", { class: "setup-table" },
           h("thead", {}, h("tr", {}, h("th", { text: "Provider" }), h("th", { text: "Variable" }))),
