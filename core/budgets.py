@@ -18,7 +18,7 @@ from typing import Any
 
 from core.spend import Totals, money_text
 from protocol.budgets import Budget, BudgetScope
-from protocol.events import Money
+from protocol.event_values import Money
 from utils.errors import Invalid
 
 SCOPES: tuple[BudgetScope, ...] = ("task", "conversation", "day")

@@ -18,7 +18,8 @@ from history.context_builder import CHARS_PER_TOKEN
 from history.message_record import message_record
 from model.completion import ContentDelta, StreamEnd
 from model.errors import ApiError
-from protocol.events import ContextEvent, ContextPhase, Event, Notice, Usage
+from protocol.event_values import Usage
+from protocol.events import ContextEvent, ContextPhase, Event, Notice
 from protocol.records import MessageRecord, SummaryMeta
 from utils.cancel import CancelToken, TaskCancelled
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from history.context_builder import BuiltContext
-from protocol.events import ContextUsage
+from protocol.event_values import ContextUsage
 from protocol.records import MessageRecord
 
 

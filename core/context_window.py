@@ -26,7 +26,8 @@ from model.messages import ChatMessage
 from modules.tools.focus import FocusFiles
 from modules.tools.process_tools import with_ended_processes
 from modules.workspace.file_tree import describe_tree
-from protocol.events import ContextEvent, ContextUsage, Event, Notice
+from protocol.event_values import ContextUsage
+from protocol.events import ContextEvent, Event, Notice
 from protocol.records import MessageRecord
 from utils.cancel import CancelToken, TaskCancelled
 from utils.prompts import render_system_prompt

@@ -36,7 +36,8 @@ from modules.sandbox.session.records import has_processes
 from modules.tools.focus import FocusFiles, focusable
 from modules.undo.restore import UndoResult
 from protocol.budgets import BudgetOverride
-from protocol.events import ContextUsage, Done, DoneReason, Event, TaskState
+from protocol.event_values import ContextUsage
+from protocol.events import Done, DoneReason, Event, TaskState
 from protocol.options import Approval, Mode
 from protocol.records import AttachmentMeta, ConversationState, EndedProcessMeta, MessageRecord
 from utils.cancel import CancelReason, CancelToken

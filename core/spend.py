@@ -27,7 +27,7 @@ from history.conversation import Conversation
 from model.completion import Completion
 from model.messages import ChatMessage
 from model.prices import Price
-from protocol.events import Money, Usage
+from protocol.event_values import Money, Usage
 
 log = logging.getLogger(__name__)
 

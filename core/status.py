@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from protocol.events import ContextUsage, Status, TaskState
+from protocol.event_values import ContextUsage
+from protocol.events import Status, TaskState
 
 if TYPE_CHECKING:
     from core.task import Task

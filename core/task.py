@@ -21,7 +21,8 @@ from history.conversation import Conversation
 from history.message_record import message_record
 from model.completion import CallStarted, Completion
 from modules.undo.journal import TaskJournal
-from protocol.events import DoneReason, Event, Usage
+from protocol.event_values import Usage
+from protocol.events import DoneReason, Event
 from protocol.options import Approval, Mode
 from protocol.records import MessageRecord, Role
 from utils.cancel import CancelToken

@@ -10,7 +10,7 @@ from core.spend import Ledger, Totals, conversation_totals
 from history.conversation import Conversation
 from model.prices import price_for
 from protocol.budgets import BudgetOverride
-from protocol.events import Money
+from protocol.event_values import Money
 from utils.settings import Settings
 
 

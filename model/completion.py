@@ -8,7 +8,7 @@ from typing import NotRequired, TypedDict
 
 from model.prices import Price
 from model.tool_calls import ToolCall, ToolCallArgs, ToolCallStarted
-from protocol.events import Usage
+from protocol.event_values import Usage
 from utils.cancel import CancelToken
 
 OnWait = Callable[[float, str], None]  # (seconds, what failed and how long it waits)

@@ -35,7 +35,7 @@ from model.demo_scripts import Scripts, load_scripts
 from model.demo_task import read_task
 from model.messages import ChatMessage
 from model.tool_calls import ToolCall, ToolCallArgs, ToolCallStarted
-from protocol.events import Usage
+from protocol.event_values import Usage
 from utils.cancel import CancelToken, TaskCancelled
 
 # Seconds, at pace 1: a hosted model's first-token latency and its rate of words.

@@ -11,7 +11,7 @@ from model.completion import Completion, ContentDelta, ReasoningDelta, StreamIte
 from model.context_errors import context_too_long
 from model.errors import MalformedChunk
 from model.tool_calls import ToolCallAssembler
-from protocol.events import Usage
+from protocol.event_values import Usage
 
 
 @dataclass

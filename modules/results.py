@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.events import FileChange
+from protocol.event_values import FileChange
 from utils.errors import Invalid
 
 

@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 
 from modules.tools.tool_context import ToolContext
-from protocol.events import FileChange
+from protocol.event_values import FileChange
 from tests.kit.tools import call
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from protocol import events
-from protocol.events import Usage
+from protocol.event_values import Usage
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE_EVENTS = ROOT / "static" / "js" / "events.js"

@@ -12,7 +12,7 @@ from modules.tools.catalogue import build_registry
 from modules.tools.proposals import ProposalError, ProposalStore, replace_lines
 from modules.tools.tool_context import ToolContext
 from modules.workspace.text_files import unified_diff
-from protocol.events import FileChange
+from protocol.event_values import FileChange
 from tests.kit.tools import call, journaled, state
 
 TEXT = "alpha\nbeta\ngamma\ndelta\n"

@@ -11,17 +11,14 @@ from typing import Any
 import pytest
 
 from protocol import events
+from protocol.event_values import ContextUsage, FileChange, FolderRefresh, Money, Usage
 from protocol.events import (
     ContextEvent,
-    ContextUsage,
     ConversationUpdate,
     Done,
     Error,
     Event,
-    FileChange,
     FileTree,
-    FolderRefresh,
-    Money,
     Notice,
     PlanEvent,
     Process,
@@ -30,7 +27,6 @@ from protocol.events import (
     Token,
     ToolEvent,
     Unknown,
-    Usage,
     UserMessage,
     done_from_wire,
     expand_deltas,

@@ -15,7 +15,8 @@ from history.conversation import LEAF
 from modules.tools.proposals import ProposalError
 from modules.workspace.file_tree import visible_changes
 from protocol.errors import failure
-from protocol.events import FileChange, FileTree
+from protocol.event_values import FileChange
+from protocol.events import FileTree
 from protocol.records import MessageRecord
 from protocol.requests import (
     Approve,

@@ -28,7 +28,8 @@ from history.store import ConversationNotFound
 from modules.results import ToolError
 from modules.uploads.file_types import ExtractionError, image_mime
 from modules.workspace.archive import zip_stream
-from protocol.events import FileChange, FileTree
+from protocol.event_values import FileChange
+from protocol.events import FileTree
 from web.payloads import conversation_payload, conversations_payload, status_payload, tree_payload
 from web.refusals import HTTP_STATUS, HttpCode, refusal
 from web.state import WebState

@@ -11,7 +11,8 @@ from flask_socketio import SocketIO
 
 from core.services import AgentServices
 from modules.workspace.file_watcher import WorkspaceWatcher
-from protocol.events import Event, FileChange, FileTree, FolderRefresh, Notice
+from protocol.event_values import FileChange, FolderRefresh
+from protocol.events import Event, FileTree, Notice
 from utils.settings import Settings
 from web.access import LoginThrottle
 from web.hub import TerminalHub

@@ -25,7 +25,7 @@ from modules.workspace.text_files import (
     read_text,
     split_lines,
 )
-from protocol.events import FileChange
+from protocol.event_values import FileChange
 
 READ_LIMIT_BYTES = 2_000_000
 LIST_LIMIT = 500

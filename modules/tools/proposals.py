@@ -24,7 +24,7 @@ from modules.undo.journal import UndoJournal
 from modules.workspace.paths import Workspace
 from modules.workspace.text_files import EDIT_LIMIT_BYTES, read_text, split_keep_ends, unified_diff
 from protocol.errors import ErrorCode
-from protocol.events import FileChange
+from protocol.event_values import FileChange
 from utils.files import atomic_write
 
 MAX_KEPT = 200

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from modules.results import ToolError
 from modules.undo.blob_store import BlobStore, Stat, State, sha256_at
 from modules.workspace.paths import PathOutsideWorkspace, Workspace
-from protocol.events import FileChange
+from protocol.event_values import FileChange
 
 UndoAction = Literal["remove", "restore", "lost"]
 _OUTSIDE = "a folder on its way now leads outside the workspace"

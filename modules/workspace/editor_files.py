@@ -22,7 +22,7 @@ from modules.results import ToolError
 from modules.workspace.paths import Workspace
 from modules.workspace.protected import ProtectedPaths
 from modules.workspace.safe_fs import NotRegular
-from protocol.events import FileChange
+from protocol.event_values import FileChange
 
 EDITOR_LIMIT_BYTES = 2 * 1024 * 1024  # larger files open read-only
 BINARY_PROBE_BYTES = 8192

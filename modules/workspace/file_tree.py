@@ -13,7 +13,7 @@ from modules.workspace.annotations import AnnotationStore
 from modules.workspace.ignore import WorkspaceIgnore
 from modules.workspace.paths import Workspace
 from modules.workspace.safe_fs import SafeRoot
-from protocol.events import FileChange
+from protocol.event_values import FileChange
 
 
 def scan_dir(fs: SafeRoot, ignore: WorkspaceIgnore, rel_dir: str) -> list[tuple[str, bool]]:
