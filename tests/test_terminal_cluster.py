@@ -6,17 +6,22 @@ sandbox under bubblewrap). Skipped, with the reason, where redis-server is not i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.fake_llm import FakeLLM
-from tests.kit.clients import EventClient, connected
-from tests.kit.cluster import ClusterServer, RedisServer, cluster, missing_programs
-from tests.kit.model import calls_in_the_message, run_calls
+from tests.kit.clients import connected
+from tests.kit.cluster import (
+    ClusterServer,
+    RedisServer,
+    missing_programs,
+    process_owner_pid,
+    session_cluster,
+    session_op,
+)
+from tests.kit.model import run_calls
 from tests.kit.terminal_ops import open_terminal, screen, shows, type_in
 from tests.kit.waits import wait_until
 
@@ -30,24 +35,8 @@ MARK = "echo from-the-session-of-a > /tmp/mark; exec sleep 300"  # /tmp: the ses
 
 @pytest.fixture
 def servers(tmp_path: Path, fake_llm: FakeLLM, redis: RedisServer) -> Iterator[list[ClusterServer]]:
-    fake_llm.responder = calls_in_the_message
-    env = {"AGENT_SANDBOX": "local", "AGENT_PROCESS_SETTLE_SECONDS": "0.5"}
-    url, key = fake_llm.base_url, fake_llm.api_key
-    with cluster(tmp_path, redis.url(4), base_url=url, api_key=key, env=env) as pair:
+    with session_cluster(tmp_path, redis.url(4), fake_llm) as pair:
         yield pair
-
-
-def owner_pid(servers: list[ClusterServer], cid: str, process_id: str) -> int:
-    """The pid of the server process whose session started the process (its record's owner)."""
-    index = servers[0].data_dir / "processes" / cid / "index.json"
-    records = {r["id"]: r for r in json.loads(index.read_text())["processes"]}
-    return int(records[process_id]["owner"].split(":")[1])
-
-
-def op(client: EventClient, name: str, cid: str, **fields: Any) -> dict[str, Any]:
-    ack = client.call(name, {"conversation_id": cid, **fields}, timeout=WAIT)
-    assert ack["ok"], (name, ack)
-    return dict(ack)
 
 
 def test_a_terminal_opened_through_another_process_runs_where_the_session_lives(
@@ -61,25 +50,28 @@ def test_a_terminal_opened_through_another_process_runs_where_the_session_lives(
         assert "running in the background as p1" in started[0]["output"], started
 
         tid = open_terminal(on_b, cid)  # B's client; the session is A's
-        assert owner_pid(servers, cid, tid) == a.pid
+        assert process_owner_pid(servers[0], cid, tid) == a.pid
         type_in(on_b, cid, tid, "cat /tmp/mark\n")
         shows(on_b, cid, tid, "from-the-session-of-a")  # A's output reaches B's client
-        assert op(on_b, "terminal_resize", cid, terminal_id=tid, rows=30, cols=100)["ok"]
+        assert session_op(on_b, "terminal_resize", cid, terminal_id=tid, rows=30, cols=100)["ok"]
         type_in(on_b, cid, tid, "stty size\n")
         shows(on_b, cid, tid, "30 100")
-        listed = op(on_b, "list_terminals", cid)["terminals"]
+        listed = session_op(on_b, "list_terminals", cid)["terminals"]
         assert [(t["terminal_id"], t["rows"]) for t in listed] == [(tid, 30)], listed
 
-        attached = op(on_a, "terminal_attach", cid, terminal_id=tid)  # the same terminal
+        attached = session_op(on_a, "terminal_attach", cid, terminal_id=tid)  # the same terminal
         assert "from-the-session-of-a" in attached["data"], attached
         type_in(on_a, cid, tid, "echo both-$((6*7))\n")
         for client in (on_a, on_b):
             shows(client, cid, tid, "both-42")
-        assert [p["id"] for p in op(on_a, "list_processes", cid)["processes"]] == ["p1", tid]
+        assert [p["id"] for p in session_op(on_a, "list_processes", cid)["processes"]] == [
+            "p1",
+            tid,
+        ]
 
-        assert op(on_b, "terminal_close", cid, terminal_id=tid)["ok"]
+        assert session_op(on_b, "terminal_close", cid, terminal_id=tid)["ok"]
         on_b.wait_for("terminal", WAIT, conversation_id=cid, terminal_id=tid, ended=True)
-        assert op(on_a, "list_terminals", cid)["terminals"] == []
+        assert session_op(on_a, "list_terminals", cid)["terminals"] == []
         gone = on_b.call("terminal_input", {"conversation_id": cid, "terminal_id": tid,
                                             "data": "x"}, timeout=WAIT)  # fmt: skip
         assert not gone["ok"] and gone["error"]["code"] == "not_found", gone
@@ -94,14 +86,14 @@ def test_a_terminal_opened_first_makes_its_process_the_sessions_holder(
             pytest.skip("bubblewrap is not usable here")
         cid = run_calls(on_a, [("run_command", {"command": "true"})])[1]
         tid = open_terminal(on_b, cid)  # no session lived anywhere: it is B's now
-        assert owner_pid(servers, cid, tid) == b.pid
+        assert process_owner_pid(servers[0], cid, tid) == b.pid
         type_in(on_b, cid, tid, "echo opened-$((2*4))\n")
         shows(on_b, cid, tid, "opened-8")
-        listed = op(on_a, "list_processes", cid)["processes"]  # relayed to B: it is there
+        listed = session_op(on_a, "list_processes", cid)["processes"]  # relayed to B: it is there
         assert [(p["id"], p["terminal"], p["running"]) for p in listed] == [(tid, True, True)]
         type_in(on_a, cid, tid, "echo typed-on-a\n")  # A's client, never attached: still B's
         shows(on_b, cid, tid, "typed-on-a")
         assert "typed-on-a" not in screen(on_a, cid, tid)
-        assert op(on_a, "terminal_close", cid, terminal_id=tid)["ok"]
-        wait_until(lambda: op(on_b, "list_terminals", cid)["terminals"] == [], WAIT,
+        assert session_op(on_a, "terminal_close", cid, terminal_id=tid)["ok"]
+        wait_until(lambda: session_op(on_b, "list_terminals", cid)["terminals"] == [], WAIT,
                    "the terminal closed")  # fmt: skip

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import shutil
 import signal
@@ -11,8 +12,11 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from tests.fake_llm import FakeLLM
+from tests.kit.clients import EventClient
+from tests.kit.model import calls_in_the_message
 from tests.kit.server import REPO, ServerProcess, free_port, listening
 
 T = TypeVar("T")
@@ -180,3 +184,30 @@ def cluster(
         for server in servers:
             with contextlib.suppress(Exception):
                 server.stop()
+
+
+SESSION_OP_SECONDS = 60  # a relayed session op, on a loaded machine
+
+
+@contextlib.contextmanager
+def session_cluster(root: Path, redis_url: str, fake: FakeLLM) -> Iterator[list[ClusterServer]]:
+    """Two servers with sandbox sessions (the local sandbox under bubblewrap) whose tasks run
+    the calls their message spells (tests.kit.model.calls_in_the_message)."""
+    fake.responder = calls_in_the_message
+    env = {"AGENT_SANDBOX": "local", "AGENT_PROCESS_SETTLE_SECONDS": "0.5"}
+    with cluster(root, redis_url, base_url=fake.base_url, api_key=fake.api_key, env=env) as pair:
+        yield pair
+
+
+def process_owner_pid(server: ClusterServer, cid: str, process_id: str) -> int:
+    """The pid of the server process whose session started the process (its record's owner)."""
+    index = server.data_dir / "processes" / cid / "index.json"
+    records = {r["id"]: r for r in json.loads(index.read_text())["processes"]}
+    return int(records[process_id]["owner"].split(":")[1])
+
+
+def session_op(client: EventClient, name: str, cid: str, **fields: Any) -> dict[str, Any]:
+    """A process or terminal op on the conversation, which must answer ok."""
+    ack = client.call(name, {"conversation_id": cid, **fields}, timeout=SESSION_OP_SECONDS)
+    assert ack["ok"], (name, ack)
+    return dict(ack)
