@@ -19,7 +19,7 @@ import pytest
 from history import conversation as conversation_module
 from history.conversation import META_SAVE_INTERVAL
 from history.store import ConversationStore
-from tests.fake_llm import FakeLLM, Reply
+from tests.fake_llm import FakeLLM, Reply, long_answer
 from tests.kit.browser import open_page, send
 from tests.kit.clients import connected
 from tests.kit.events import tokens
@@ -145,10 +145,8 @@ def test_a_message_refused_for_a_full_disk_is_not_kept(
 def test_a_task_whose_writes_find_the_disk_full_ends_with_disk_full(
     fake_llm: FakeLLM, tmp_path: Path, data: Path
 ) -> None:
-    long_answer = "w" * 12_000  # its record needs more than the page messages.jsonl has left
-    fake_llm.script(
-        Reply(content=long_answer, chunk_size=200, delay=0.03), Reply(content="Room again.")
-    )
+    answer = long_answer("w", 2_000)  # its record needs more than the page messages.jsonl has left
+    fake_llm.script(Reply(content=answer, chunk_size=200, delay=0.03), Reply(content="Room again."))
     server = ServerProcess(
         tmp_path / "ws", data, base_url=fake_llm.base_url, api_key=fake_llm.api_key
     )

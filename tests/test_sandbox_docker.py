@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 import time
@@ -98,8 +99,12 @@ def run(
 
 
 def container_of(runner: DockerRunner) -> str:
-    """The id (hostname) of the container that ran a command."""
-    return run(runner, "cat /etc/hostname").output.strip()
+    """The short id of the container that ran a command, read from the source of its
+    /etc/hostname mount (the host name is the sandbox's own, the same in every container)."""
+    mounts = run(runner, "cat /proc/self/mountinfo").output
+    found = re.search(r"/containers/([0-9a-f]{64})/hostname ", mounts)
+    assert found is not None, mounts
+    return found[1][:12]
 
 
 def gone(client: Any, container_id: str, within: float = 10) -> bool:
