@@ -16,6 +16,11 @@ from cli.printer import EventPrinter
 from cli.streams import json_line, use_color
 from protocol.events import Done, Error, Event, ToolEvent
 
+# How often the main thread stops waiting to look for a Ctrl-C. The kernel may hand SIGINT to
+# any thread (another one, when the main thread already has a signal pending); Python then runs
+# its handler only when the main thread next runs, which an untimed wait would never do.
+SIGNAL_LOOK_SECONDS = 0.2
+
 
 class TaskConsole(abc.ABC):
     """A task shown and its approvals asked on this terminal.
@@ -74,9 +79,15 @@ class TaskConsole(abc.ABC):
         worker.start()
         while True:
             try:
-                request = self._approvals.get()  # Ctrl-C interrupts the wait
-                if request is None:
-                    break
+                request = self._approvals.get(timeout=SIGNAL_LOOK_SECONDS)
+            except queue.Empty:
+                continue
+            except KeyboardInterrupt:
+                stop()
+                continue
+            if request is None:
+                break
+            try:
                 self._ask(request)
             except KeyboardInterrupt:
                 stop()
