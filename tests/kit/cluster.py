@@ -14,8 +14,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+import pytest
+
 from tests.fake_llm import FakeLLM
-from tests.kit.clients import EventClient
+from tests.kit.clients import EventClient, connected
 from tests.kit.model import calls_in_the_message
 from tests.kit.server import REPO, ServerProcess, free_port, listening
 
@@ -192,10 +194,15 @@ SESSION_OP_SECONDS = 60  # a relayed session op, on a loaded machine
 @contextlib.contextmanager
 def session_cluster(root: Path, redis_url: str, fake: FakeLLM) -> Iterator[list[ClusterServer]]:
     """Two servers with sandbox sessions (the local sandbox under bubblewrap) whose tasks run
-    the calls their message spells (tests.kit.model.calls_in_the_message)."""
+    the calls their message spells (tests.kit.model.calls_in_the_message); the test is skipped
+    where bubblewrap cannot run them."""
     fake.responder = calls_in_the_message
     env = {"AGENT_SANDBOX": "local", "AGENT_PROCESS_SETTLE_SECONDS": "0.5"}
     with cluster(root, redis_url, base_url=fake.base_url, api_key=fake.api_key, env=env) as pair:
+        with connected(pair[0].url) as client:
+            kind = client.call("get_status")["sandbox"]["kind"]
+        if kind != "bubblewrap":
+            pytest.skip("bubblewrap is not usable here")
         yield pair
 
 
