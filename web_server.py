@@ -94,7 +94,7 @@ def create_app(
 
     hub = TerminalHub(services, send, cluster=cluster, to_client=to_client, enter_room=enter_room)
     token = web_token(settings.web_token, settings.data_dir)
-    state = WebState(settings, services, socketio, hub, token.value, async_mode)
+    state = WebState(settings, services, socketio, hub, token.value, async_mode, transport)
     state.token_note = token.note
     app.extensions["agent"] = state
     app.register_blueprint(routes)
@@ -112,7 +112,11 @@ def create_app(
     sessions = sessions_of(services.runner)
     if sessions is not None:  # its processes' changes go onto their conversations' timelines
         relay = ProcessRelay(
-            sessions, hub.report_process, socketio.start_background_task, socketio.sleep
+            sessions,
+            hub.report_process,
+            transport.keeping_up,
+            socketio.start_background_task,
+            socketio.sleep,
         )
         state.closers.append(relay.close)
     state.closers.append(cluster.close)

@@ -1,11 +1,13 @@
 """The sandbox sessions' process changes as `process` events on each conversation's timeline:
 started, ports and exited as they come, output gathered per process (at most BATCH_BYTES an
 event: what came in BATCH_SECONDS, the first after a quiet while at once, and at once while a
-backlog remains, one batch per process a round). The pool's sessions hold a process's output
-in its pipe while too much of it was not sent yet (ProcessOutput), so none is lost to the
-ring. One thread for the whole server (a Socket.IO background task, green under eventlet): the
-sessions' OS threads only note a change under a real lock, which wakes the relay on an OS
-thread; a green one looks every BATCH_SECONDS, less often idle."""
+backlog remains, one batch per process a round; while a client of the conversation is far
+behind, nothing more until it catches up, looking every BATCH_SECONDS). The pool's sessions
+hold a process's output in its pipe while too much of it was not sent yet (ProcessOutput), so
+none is lost to the ring, and a process flooding a slow client waits on its writes. One thread
+for the whole server (a Socket.IO background task, green under eventlet): the sessions' OS
+threads only note a change under a real lock, which wakes the relay on an OS thread; a green
+one looks every BATCH_SECONDS, less often idle."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ FLOOD_SECONDS = 0.002  # how often a green relay looks for a flood's next batch
 MAX_CUT_BYTES = 3  # the most a batch leaves of a character the output's end cuts short
 
 Deliver = Callable[[str, Process], None]  # (conversation id, event): onto its timeline
+KeepingUp = Callable[[str], bool]  # whether the conversation's clients may be sent more now
 
 
 def process_event(process_id: str, phase: str, info: ProcessInfo | None) -> Process:
@@ -61,11 +64,13 @@ class ProcessRelay:
         self,
         pool: SessionPool,
         deliver: Deliver,
+        keeping_up: KeepingUp,
         start: Callable[[Callable[[], None]], Any],
         sleep: Callable[[float], None],
     ) -> None:
         self.pool = pool
         self.deliver = deliver
+        self.keeping_up = keeping_up
         self._sleep = sleep
         threading = original("threading")  # real: the sessions' OS threads take it
         self._lock = threading.Condition(threading.Lock())  # notified of each change
@@ -73,6 +78,8 @@ class ProcessRelay:
         self._sent: dict[tuple[str, str], int] = {}  # the offset output was sent up to
         self._waiting: set[tuple[str, str]] = set()  # output to send
         self._changes: list[ProcessEvent] = []  # started, ports, exited: to send in order
+        self._held: set[tuple[str, str]] = set()  # output a slow client holds back (relay's own)
+        self._held_ends: list[ProcessEvent] = []  # `exited` held behind such output
         self._closed = False
         self._flooded = False  # the last batch sent was full: more may come any moment
         pool.listeners.append(self.on_event)
@@ -110,13 +117,17 @@ class ProcessRelay:
                 continue
             with self._lock:
                 waiting, self._waiting = self._waiting | backlog, set()
-                changes, self._changes = self._changes, []
-            last, self._flooded = time.monotonic(), False
+                changes, self._changes = self._held_ends + self._changes, []
+            last, self._flooded, self._held_ends = time.monotonic(), False, []
             try:
                 backlog = self._send_all(waiting, changes)
             except Exception:  # one process's trouble must not stop the others'
                 log.exception("relaying a process's events failed")
                 backlog = set()
+            if self._held:  # looked at again after BATCH_SECONDS, as output waiting is
+                with self._lock:
+                    self._waiting |= self._held
+                self._held = set()
 
     def _wait(self, last: float) -> bool:
         """Whether something is due now; else wait a while (an OS thread: until a change). A
@@ -151,6 +162,9 @@ class ProcessRelay:
             if change.phase == "exited":
                 while self._flush(key):  # its last output before its end
                     pass
+                if key in self._held:  # and its end after it
+                    self._held_ends.append(change)
+                    continue
                 waiting.discard(key)
             self._send(key, process_event(change.process_id, change.phase, change.info))
         # Of an ended one too: the pipe may be read after its exit.
@@ -166,6 +180,9 @@ class ProcessRelay:
         conversation_id, process_id = key
         session = self.pool.existing(conversation_id)
         if session is None:
+            return False
+        if not self.keeping_up(conversation_id):
+            self._held.add(key)
             return False
         offset = self._sent.get(key, 0)
         try:

@@ -1,7 +1,8 @@
 """The people's terminals of each conversation (a bounded number), each relayed to the clients
 attached to it by a task of its own: every read of its PTY is a `terminal` event sent at once
 (a keystroke's echo waits behind nothing; under a flood a read carries what piled up, at most
-64 KiB), and an attach gives the scrollback first."""
+64 KiB, and nothing is read while an attached client is far behind: what runs in it waits on
+its writes), and an attach gives the scrollback first."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from modules.sandbox.session.os_threads import new_condition, original, wait_for
+from modules.sandbox.session.os_threads import new_condition, original, sleep, wait_for
 from modules.sandbox.session.pool import SessionPool
 from modules.sandbox.session.terminal import Output, SessionTerminal
 from protocol.terminals import TerminalOutput
@@ -22,9 +23,11 @@ log = logging.getLogger(__name__)
 MAX_TERMINALS = 8  # open at once in one conversation
 LOOK_SECONDS = 0.5  # how often a quiet terminal's relay looks whether its shell exited
 END_SECONDS = 10.0  # for a relay to come to its terminal's end after a hang-up
+BEHIND_LOOK_SECONDS = 0.05  # how often a relay looks whether a client far behind caught up
 
 # (client sid, `terminal` event payload): False when that client is gone
 Emit = Callable[[str, TerminalOutput], bool]
+KeepingUp = Callable[[list[str]], bool]  # whether these clients may be sent more now
 
 
 class UnknownTerminal(LookupError):
@@ -47,10 +50,18 @@ class _Relayed:
 class Terminals:
     """Every open terminal of this server, by conversation and id."""
 
-    def __init__(self, pool: SessionPool, cwd: Path, emit: Emit, start: Callable[..., Any]) -> None:
+    def __init__(
+        self,
+        pool: SessionPool,
+        cwd: Path,
+        emit: Emit,
+        keeping_up: KeepingUp,
+        start: Callable[..., Any],
+    ) -> None:
         self.pool = pool
         self.cwd = cwd
         self.emit = emit
+        self.keeping_up = keeping_up
         self.start = start
         self._lock = original("threading").Lock()  # clients and rings: taken briefly
         self._ended = new_condition()
@@ -118,6 +129,11 @@ class Terminals:
                 if not terminal.readable(LOOK_SECONDS):
                     if terminal.shell_exited:  # what it left running goes with it
                         terminal.hang_up()
+                    continue
+                with self._lock:
+                    clients = list(relayed.clients)
+                if not self.keeping_up(clients):
+                    sleep(BEHIND_LOOK_SECONDS)
                     continue
                 with self._lock:
                     out = terminal.read()

@@ -21,8 +21,11 @@ from tests.fake_llm import Call, FakeLLM, Reply
 from tests.fake_llm.replies import RecordedRequest, Response
 from tests.kit.clients import EventClient, ack_latency, connected
 from tests.kit.processes import live_command_lines
+from tests.kit.raw_socket import RawSocketIO
 from tests.kit.server import ServerProcess, serving
+from tests.kit.settings import TOKEN
 from tests.kit.waits import wait_until
+from web.transport.client_queue_cap import STALL_SECONDS
 
 pytestmark = [pytest.mark.e2e]
 
@@ -41,9 +44,13 @@ def run_what_is_asked(request: RecordedRequest) -> Response:
 
 
 @pytest.fixture
-def server(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[ServerProcess]:
+def server(
+    tmp_path: Path, fake_llm: FakeLLM, request: pytest.FixtureRequest
+) -> Iterator[ServerProcess]:
+    """In threading mode, or the mode a test's indirect parameter names."""
     fake_llm.responder = run_what_is_asked
-    with serving(tmp_path, fake_llm, ENV, {}) as process:
+    mode = getattr(request, "param", "threading")
+    with serving(tmp_path, fake_llm, ENV, {}, async_mode=mode) as process:
         yield process
 
 
@@ -142,6 +149,78 @@ def test_a_flood_of_output_leaves_the_server_and_other_conversations_answering(
     assert max(latencies) < 0.5, latencies  # about 10 ms here, loaded or not
     assert max(durations) < 2000, durations  # about 200 ms here
     assert grown < 64, f"the server grew by {grown:.0f} MB while a process flooded"
+
+
+@pytest.mark.parametrize("server", ["threading", "eventlet"], indirect=True)
+def test_a_client_reading_slowly_paces_a_flood_and_stays_connected(
+    server: ServerProcess, client: EventClient
+) -> None:
+    """A client far behind is sent no more output until it catches up: the process waits on
+    its writes, the client keeps its connection (dropped past its queue's 8 MB before) and
+    gets every byte in order."""
+    memory_before = _rss_mb(server)
+    result, cid = result_of(client, "yes flood-flood-flood &")
+    assert "left running in the background: p1" in result["output"], result
+    slow = RawSocketIO(server.port, TOKEN, receive_buffer=16384)
+    received: list[tuple[int, int]] = []  # (offset, bytes) of each output event
+    try:
+        assert slow.call("join", {"conversation_id": cid})["ok"]
+        while sum(size for _, size in received) < 12_000_000:  # at most ~3 MB/s
+            frame = slow.read_frame()
+            assert frame is not None, "the slow client was dropped"
+            if frame.startswith('42["process"'):
+                payload = json.loads(frame[2:])[1]
+                if payload["phase"] == "output":
+                    received.append((payload["offset"], len(payload["delta"].encode())))
+                    time.sleep(0.02)
+        produced = client.call("list_processes", {"conversation_id": cid})["processes"][0]
+        grown = _rss_mb(server) - memory_before
+    finally:
+        slow.close()
+    ends = [offset + size for offset, size in received]
+    starts = [offset for offset, _ in received[1:]]
+    assert ends[:-1] == starts, "a gap in the output"
+    ahead = produced["output_end"] - ends[-1]
+    print(f"\nslow client: {sum(s for _, s in received) / 1e6:.0f} MB received in order; "
+          f"the process {ahead / 1e6:.1f} MB ahead of it; server +{grown:.0f} MB")  # fmt: skip
+    assert ahead < 24_000_000, "the process was not paced to the slow client"
+    assert grown < 64, f"the server grew by {grown:.0f} MB"
+
+
+def test_a_client_that_reads_nothing_holds_a_flood_back_only_a_while(
+    server: ServerProcess, client: EventClient
+) -> None:
+    result, cid = result_of(client, "yes flood-flood-flood &")
+    assert "left running in the background: p1" in result["output"], result
+    stuck = RawSocketIO(server.port, TOKEN, receive_buffer=4096)
+
+    def produced() -> int:
+        processes = client.call("list_processes", {"conversation_id": cid})["processes"]
+        return int(processes[0]["output_end"])
+
+    def dropped() -> list[str]:
+        lines = (server.data_dir / "logs" / "agent.jsonl").read_text().splitlines()
+        messages = [json.loads(line)["message"] for line in lines]
+        return [message for message in messages if message.startswith("client dropped")]
+
+    try:
+        assert stuck.call("join", {"conversation_id": cid})["ok"]
+        stuck.stop_reading()
+
+        def held() -> bool:  # the process waits on its writes: none for a second
+            before = produced()
+            time.sleep(1)
+            return produced() == before
+
+        wait_until(held, 10, "the flood held back for the client reading nothing")
+        assert not dropped()
+        wait_until(dropped, STALL_SECONDS + 10, "the client reading nothing dropped", every=0.5)
+        assert dropped() == [f"client dropped: it took nothing of what waited for it for "
+                             f"{STALL_SECONDS:g} s"]  # fmt: skip
+        resumed = produced()
+        wait_until(lambda: produced() > resumed + 8_000_000, 20, "the flood going on")
+    finally:
+        stuck.close()
 
 
 def test_fifty_sessions_each_running_a_process_leave_get_status_quick(

@@ -5,11 +5,16 @@ its scrollback, confined like the agent's commands, and refused to whoever may n
 
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 
 from tests.kit.clients import EventClient, connected
 from tests.kit.model import run_calls
+from tests.kit.raw_socket import RawSocketIO
 from tests.kit.server import ServerProcess
+from tests.kit.settings import TOKEN
 from tests.kit.terminal_ops import WAIT, open_terminal, screen, shows, type_in
 from tests.kit.waits import wait_until
 from workspace_client.connection import ConnectionRefused
@@ -133,3 +138,28 @@ def test_what_may_not_use_a_terminal_is_refused(agent: EventClient, server: Serv
         shows(agent, cid, tid, "private-25")
         assert bystander.named("terminal") == []
     assert agent.call("terminal_close", {"conversation_id": cid, "terminal_id": tid})["ok"]
+
+
+def test_a_client_reading_slowly_paces_its_terminal(
+    agent: EventClient, server: ServerProcess
+) -> None:
+    """A flood in a terminal whose client reads slowly waits for it (the PTY fills, `yes`
+    waits on its writes): the client keeps its connection and gets every byte in order."""
+    cid = conversation(agent)
+    slow = RawSocketIO(server.port, TOKEN, receive_buffer=16384)
+    received: list[tuple[int, int]] = []  # (offset, bytes) of each output event
+    try:
+        opened = slow.call("terminal_open", {"conversation_id": cid, "rows": 24, "cols": 80})
+        ref = {"conversation_id": cid, "terminal_id": opened["terminal_id"]}
+        assert slow.call("terminal_input", {**ref, "data": "yes flood-flood-flood\n"}, 2)["ok"]
+        while sum(size for _, size in received) < 6_000_000:  # at most ~3 MB/s
+            frame = slow.read_frame()
+            assert frame is not None, "the slow client was dropped"
+            if frame.startswith('42["terminal"'):
+                payload = json.loads(frame[2:])[1]
+                received.append((payload["offset"], len(payload["data"].encode())))
+                time.sleep(0.02)
+    finally:
+        slow.close()
+    ends = [offset + size for offset, size in received]
+    assert ends[:-1] == [offset for offset, _ in received[1:]], "a gap in the output"

@@ -16,6 +16,7 @@ from protocol.events import Event, FileTree, Notice
 from utils.settings import Settings
 from web.access import LoginThrottle
 from web.hub import TerminalHub
+from web.transport import Transport
 from web.transport.delta_batcher import batched_room
 
 AsyncMode = Literal["threading", "eventlet"]
@@ -54,6 +55,7 @@ class WebState:
     hub: TerminalHub
     token: str
     async_mode: AsyncMode
+    transport: Transport
     watcher: WorkspaceWatcher | None = None
     tree_stopped: str | None = None  # why live file-tree updates stopped (the watcher ended)
     token_note: str | None = None  # said at start: the stored token was replaced or exposed

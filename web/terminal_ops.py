@@ -65,7 +65,9 @@ def register_terminal_handlers(socketio: SocketIO, state: WebState) -> None:
     terminals = None
     if pool is not None:
         root = state.services.workspace.root
-        terminals = Terminals(pool, root, emit, socketio.start_background_task)
+        terminals = Terminals(
+            pool, root, emit, state.transport.clients_keeping_up, socketio.start_background_task
+        )
         state.closers.append(terminals.close_all)
 
     def ready(msg: ConversationRef, sid: str) -> Terminals:

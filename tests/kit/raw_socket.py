@@ -71,10 +71,10 @@ class RawSocketIO:
         self._stop = threading.Event()
         self.frames: list[str] = []
         self._upgrade(port)
-        opened = self._read_frame()
+        opened = self.read_frame()
         assert opened is not None and opened.startswith("0"), opened
         self.send_text("40" + json.dumps({"token": token}))
-        connected = self._read_frame()
+        connected = self.read_frame()
         assert connected is not None and connected.startswith("40"), connected
         self.sid = json.loads(connected[2:])["sid"]
 
@@ -90,7 +90,7 @@ class RawSocketIO:
         self._buffer += data
         return bool(data)
 
-    def _read_frame(self) -> str | None:
+    def read_frame(self) -> str | None:
         """The next text frame (None at the end of the connection); pings are answered."""
         while True:
             frame = self._parse()
@@ -133,7 +133,7 @@ class RawSocketIO:
         """`call` with the event's data given as JSON text, `["name", payload]`."""
         self.send_text(f"42{ack_id}" + data)
         while True:
-            frame = self._read_frame()
+            frame = self.read_frame()
             assert frame is not None, "the connection ended before the ack"
             if frame.startswith(f"43{ack_id}"):
                 return json.loads(frame[2 + len(str(ack_id)) :])[0]
@@ -159,7 +159,7 @@ class RawSocketIO:
         while time.monotonic() < deadline:
             self.sock.settimeout(max(0.1, deadline - time.monotonic()))
             try:
-                frame = self._read_frame()
+                frame = self.read_frame()
             except TimeoutError:
                 return False
             if frame is None:

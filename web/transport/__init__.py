@@ -7,6 +7,10 @@ in place, in this order:
   client dropped past AGENT_CLIENT_QUEUE_MB; in threading mode a writer's batch of frames goes
   out in one socket write (batched_writes);
 - delta_batcher.DeltaBatcher, which every event goes out through (Transport.send).
+Transport.keeping_up (and clients_keeping_up) says whether a conversation's clients are near
+enough to what was sent to them to be sent more of a flood: process and terminal output wait
+for them (in the pipe or the PTY; then the process waits on its writes), so that a slow client
+is paced, not dropped at the cap.
 SERVER_OPTIONS holds the packet class (fast_packet: a cheaper test for binary data);
 answers_first.AnswersFirst, held by web/handlers.py, changes nothing in the libraries.
 
@@ -31,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from flask import Flask
@@ -39,23 +43,30 @@ from flask_socketio import SocketIO
 
 from protocol.events import Event
 from web.transport.client_queue_cap import ClientQueueCap
-from web.transport.delta_batcher import DeltaBatcher
+from web.transport.delta_batcher import DeltaBatcher, batched_room
 from web.transport.fast_packet import FastPacket
 from web.transport.tcp_nodelay import NoDelay
 
 SERVER_OPTIONS: dict[str, Any] = {"serializer": FastPacket}  # for init_app
 GREEN_YIELD_SECONDS = 0.005  # CPython's own thread switch interval
 FLUSH_SECONDS = 1.0  # at shutdown, for the clients' queues to empty
+BEHIND_BYTES = 1024 * 1024  # waiting for a client past which it is sent no more output
 
 
 class Transport:
     """What install() put in place that the server sends through."""
 
     def __init__(
-        self, batcher: DeltaBatcher, queue_cap: ClientQueueCap, sleep: Callable[[float], Any]
+        self,
+        batcher: DeltaBatcher,
+        queue_cap: ClientQueueCap,
+        sleep: Callable[[float], Any],
+        rooms: Callable[[], dict[Any, dict[str, str]]],
     ) -> None:
+        """`rooms()`: the manager's table of the namespace's rooms (sid to Engine.IO sid)."""
         self._batcher = batcher
         self._queue_cap = queue_cap
+        self._rooms = rooms
         self._sleep = sleep
         self._green = queue_cap.eio.async_mode == "eventlet"
         self._yielded = time.monotonic()
@@ -68,6 +79,23 @@ class Transport:
         if self._green and time.monotonic() - self._yielded > GREEN_YIELD_SECONDS:
             self._sleep(0)
             self._yielded = time.monotonic()
+
+    def keeping_up(self, conversation_id: str) -> bool:
+        """Whether no client of this process in the conversation's rooms has more than
+        BEHIND_BYTES waiting to be sent to it. Other processes' clients (with Redis) are paced
+        by nothing here: past their own process's cap they are dropped."""
+        rooms = self._rooms()
+        eio_sids = [*rooms.get(conversation_id, {}).values()]
+        eio_sids += rooms.get(batched_room(conversation_id), {}).values()
+        return self._within(eio_sids)
+
+    def clients_keeping_up(self, sids: Iterable[str]) -> bool:
+        """Whether none of these clients (of this process) is behind as keeping_up says."""
+        everyone = self._rooms().get(None, {})
+        return self._within([everyone.get(sid, "") for sid in sids])
+
+    def _within(self, eio_sids: list[str]) -> bool:
+        return not any([self._queue_cap.behind(eio_sid, BEHIND_BYTES) for eio_sid in eio_sids])
 
     def replay(self) -> contextlib.AbstractContextManager[None]:
         """Around what a `join`'s replay sends: asked for, so not held against the queue cap."""
@@ -105,4 +133,4 @@ def install(
         socketio.start_background_task,
         in_room,
     )
-    return Transport(batcher, queue_cap, socketio.sleep)
+    return Transport(batcher, queue_cap, socketio.sleep, lambda: manager.rooms.get("/", {}))

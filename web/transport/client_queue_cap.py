@@ -7,6 +7,8 @@ with every event: megabytes over a long answer. Here each queue counts the bytes
 past the cap (AGENT_CLIENT_QUEUE_MB) it takes no more and the client is dropped: the
 connection closed, its TCP socket shut down so that the stalled writer wakes and ends. The
 client reconnects and `join`s with its last seq for exactly the rest (docs/protocol.md §4).
+`behind` tells a client that lags (what is paced to it asks), and drops one that took nothing
+of its queue for STALL_SECONDS.
 
 Written against python-engineio 4.15.1, of which it relies on:
 - `Server._async`, the async mode's table: `create_queue()` makes each Socket's queue of its
@@ -46,6 +48,7 @@ log = logging.getLogger(__name__)
 OTHER_PACKET_BYTES = 64  # an open packet's dict, a bare ping: small, not worth measuring
 ACK_TYPES = ("3", "6")
 SENT_POLL_SECONDS = 0.01
+STALL_SECONDS = 15.0  # a client behind that takes nothing for this long is dropped
 
 
 SIZED = (str, bytes, bytearray)  # a tuple: `str | bytes` would build a union at every call
@@ -68,6 +71,7 @@ def counted_queue(base: type[Any], cap: ClientQueueCap) -> type[Any]:
             self.queued_bytes = 0
             self.asked = 0
             self.full = False  # past the cap: it takes nothing but the writer's end mark
+            self.stalled: tuple[float, int] | None = None  # (since, least waiting): behind()
             self.sizes: deque[int] = deque()  # of the items held, in their order
             self.before_wait: Callable[[], None] | None = None  # batched_writes: a flush
 
@@ -138,11 +142,36 @@ class ClientQueueCap:
         ):
             sleep(SENT_POLL_SECONDS)
 
+    def behind(self, eio_sid: str, limit: int) -> bool:
+        """Whether more than `limit` bytes wait in that client's queue (never for one not
+        connected here). One that took none of them for STALL_SECONDS is dropped instead, as
+        at the cap: what waits for it must not wait on a client that reads nothing."""
+        engine_socket = self.eio.sockets.get(eio_sid)
+        queue = getattr(engine_socket, "queue", None)
+        waiting = int(getattr(queue, "queued_bytes", 0))
+        if queue is None or queue.full:
+            return False
+        if waiting <= limit:
+            queue.stalled = None
+            return False
+        now = time.monotonic()
+        since, least = queue.stalled or (now, waiting)
+        if waiting < least:  # it took some since
+            since, least = now, waiting
+        queue.stalled = (since, least)
+        if now - since < STALL_SECONDS:
+            return True
+        queue.full = True  # as at the cap: it takes no more, and is dropped once
+        why = f"client dropped: it took nothing of what waited for it for {STALL_SECONDS:g} s"
+        self.eio.start_background_task(self._drop, engine_socket, waiting, why)
+        return False
+
     def full(self, queue: Any) -> None:
         """Drop the client whose queue passed the cap (called once per queue)."""
         held = next((s for s in list(self.eio.sockets.values()) if s.queue is queue), None)
         if held is not None:  # closing runs the disconnect handlers: not on the sender's time
-            self.eio.start_background_task(self._drop, held, queue.queued_bytes)
+            why = "client dropped: more waited to be sent to it than AGENT_CLIENT_QUEUE_MB allows"
+            self.eio.start_background_task(self._drop, held, queue.queued_bytes, why)
 
     def _websocket(self, handler: Callable[[Any], Any], server: EngineServer) -> Any:
         """The async mode's WebSocket app for one connection, its socket noted by sid; in
@@ -185,9 +214,9 @@ class ClientQueueCap:
 
         return run
 
-    def _drop(self, held: Any, queued: int) -> None:
+    def _drop(self, held: Any, queued: int, why: str) -> None:
         log.warning(
-            "client dropped: more waited to be sent to it than AGENT_CLIENT_QUEUE_MB allows",
+            why,
             extra={
                 "fields": {
                     "sid": self.sid_of(held.sid),
