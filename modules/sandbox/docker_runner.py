@@ -239,8 +239,10 @@ class DockerRunner:
             time.sleep(0.01)
 
     def _kill_soon(self, container: Any) -> None:
-        """Kill from a thread while the caller keeps reading: the engine may wait for the
-        exec's output to drain before it answers."""
+        """Kill at once where this process may, and through the engine from a thread while
+        the caller keeps reading: the engine may wait for the exec's output to drain before
+        it answers."""
+        self.pool.kill_now(container)
 
         def kill() -> None:
             with contextlib.suppress(DockerException):
