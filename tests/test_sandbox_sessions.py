@@ -127,7 +127,7 @@ def test_a_background_process_is_started_read_written_stopped_and_listed(pool: S
     index = (pool.settings.data_dir / "processes" / "conv-bg" / "index.json").read_text()
     assert '"end_reason": "stopped"' in index
     log = pool.settings.data_dir / "processes" / "conv-bg" / f"{process_id}.log"
-    assert log.read_text() == "ready\ngot hello\n"
+    wait_until(lambda: log.read_text() == "ready\ngot hello\n", 5, "its log on disk")
 
 
 @pytest.mark.parametrize("extra_settings", [dict(max_processes=2)])

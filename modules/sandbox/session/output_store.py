@@ -7,6 +7,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ READ_BYTES = 64 * 1024  # the most one read of the pump takes
 HIGH_WATER = RING_BYTES - READ_BYTES  # not relayed yet above this: the stream is held
 LOW_WATER = HIGH_WATER - READ_BYTES  # a held stream is read again once this much is left
 LOG_BYTES = 4 * 1024 * 1024  # a log file rotates at this size: ID.log, then ID.log.1
+LOG_FLUSH_SECONDS = 0.5  # a log writes what came at most this often (and at the end)
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,11 @@ class OutputRing:
 class OutputLog:
     """A process's output in DATA_DIR/processes/CID/ID.log, at most LOG_BYTES, the older part
     kept in ID.log.1 (so at most twice that on disk). A write that fails (a full disk) ends the
-    log, not the process."""
+    log, not the process.
+
+    What comes within LOG_FLUSH_SECONDS of the last write waits in memory for the next `flush`
+    (at most the two files' worth: a flood's older bytes would be rotated away unread), so a
+    flood costs the disk at most that much a flush, not all it writes."""
 
     def __init__(self, path: Path, cap: int = LOG_BYTES) -> None:
         self.path = path
@@ -113,6 +119,8 @@ class OutputLog:
         self.error: str | None = None
         self._fd: int | None = None
         self._size = 0
+        self._pending = bytearray()
+        self._flushed_at = 0.0
         self._open()
 
     def _open(self) -> None:
@@ -128,21 +136,34 @@ class OutputLog:
     def write(self, data: bytes) -> None:
         if self._fd is None:
             return
+        self._pending += data
+        if len(self._pending) > 2 * self.cap:
+            del self._pending[: len(self._pending) - 2 * self.cap]
+        if time.monotonic() - self._flushed_at >= LOG_FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what waits."""
+        pending, self._pending = memoryview(self._pending), bytearray()
+        self._flushed_at = time.monotonic()
         try:
-            if self._size + len(data) > self.cap and self._size:
-                os.close(self._fd)
-                self._fd = None
-                os.replace(self.path, self.path.with_name(self.path.name + ".1"))
-                self._open()
-                if self._fd is None:
-                    return
-            os.write(self._fd, data)
-            self._size += len(data)
+            while pending and self._fd is not None:
+                if self._size >= self.cap:
+                    os.close(self._fd)
+                    self._fd = None
+                    os.replace(self.path, self.path.with_name(self.path.name + ".1"))
+                    self._open()
+                    continue
+                written = os.write(self._fd, pending[: self.cap - self._size])
+                self._size += written
+                pending = pending[written:]
         except OSError as exc:
             self.error = str(exc)
             self.close()
 
     def close(self) -> None:
+        if self._pending and self._fd is not None:
+            self.flush()
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
@@ -219,6 +240,11 @@ class ProcessOutput:
             self.capture.add(b"", final=True)
         if self.log is not None:
             self.log.close()
+
+    def flush_log(self) -> None:
+        """Write what its log holds back."""
+        if self.log is not None:
+            self.log.flush()
 
     def keep_in(self, path: Path) -> None:
         """Start its log at `path`, with what the ring holds so far."""

@@ -233,6 +233,7 @@ class SessionPool:
                 "conversation_id": conversation_id}})  # fmt: skip
             sandbox.close("session_idle")
             return
+        sandbox.flush_logs()  # what a log held back reaches the disk at the latest here
         running = sandbox.running()
         if not running:
             return

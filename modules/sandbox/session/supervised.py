@@ -288,6 +288,12 @@ class SupervisedSandbox:
             self._emit(ProcessEvent(self.conversation_id, proc.record.id, "output", offset=end))
         return keep_reading
 
+    def flush_logs(self) -> None:
+        """Write what the background processes' logs hold back."""
+        with self.changed:
+            for proc in self.background.values():
+                proc.output.flush_log()
+
     def output_ended(self, proc: Proc) -> None:
         with self.changed:
             proc.output.end()
