@@ -154,6 +154,10 @@ def test_without_its_token_or_cookie_the_app_is_not_reached(opened: dict[str, An
     cookie = f"agent_app_{port}={token}"
     foreign = exchange(port, get("/", port, cookie=cookie, host=f"attacker.example:{port}"))
     assert foreign.startswith(b"HTTP/1.1 403"), "a DNS-rebinding page names its own host"
+    admitted = get("/a", port, cookie=cookie)
+    then_foreign = get("/b", port, cookie=cookie, host=f"attacker.example:{port}")
+    mixed = exchange(port, admitted, admitted, then_foreign)
+    assert mixed.count(b"HTTP/1.1 200") == 2 and b"HTTP/1.1 403" in mixed, "each is checked"
     huge = exchange(port, b"GET / HTTP/1.1\r\nX: " + b"a" * 70_000 + b"\r\n\r\n")
     assert huge.startswith(b"HTTP/1.1 400")
     smuggled = (

@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from modules.sandbox.session.os_threads import start_thread
 from web.app_proxy.http_head import (
     APP_COOKIE_PREFIX,
+    TOKEN_PARAM,
     BadRequest,
     RequestHead,
     answer,
     page,
     parse_head,
     strip_cookies,
+    with_line,
 )
 from web.app_proxy.stream import Closed, Reader, pump
 
@@ -30,6 +32,7 @@ log = logging.getLogger(__name__)
 FIRST_HEAD_SECONDS = 15  # for a new connection's first request head
 IDLE_SECONDS = 300  # for any later read (a keep-alive connection between requests)
 KNOWN_HOSTS = 16
+TOKEN_PARAM_BYTES = TOKEN_PARAM.encode()
 
 UNAUTHORISED = page(
     "Open this app from its workspace",
@@ -90,27 +93,58 @@ def refusal(head: RequestHead, admission: Admission) -> bytes | None:
 Connect = Callable[[], socket.socket]  # a socket to the app (OSError when it is not there)
 
 
+@dataclass
+class _Admitted:
+    """The header fields of the last request a connection had admitted (the bytes after its
+    request line), as parsed and as sent on: a browser sends the same fields with most of its
+    requests, and the same bytes with a request line carrying no token get the same answer."""
+
+    fields_raw: bytes = b""
+    fields: dict[str, list[str]] = field(default_factory=dict)
+    sent_on: bytes = b""
+
+    def head(self, raw: bytes) -> tuple[RequestHead, bytes] | None:
+        """The head and what goes on to the app, when `raw`'s fields are those admitted."""
+        line_end = raw.find(b"\r\n")
+        line = raw[:line_end]
+        if raw[line_end:] != self.fields_raw or TOKEN_PARAM_BYTES in line:
+            return None
+        return with_line(line.decode("latin-1"), self.fields), line + self.sent_on
+
+    def note(self, raw: bytes, head: RequestHead, sent_on: bytes) -> None:
+        self.fields_raw, self.fields = raw[raw.find(b"\r\n") :], head.fields
+        self.sent_on = sent_on[sent_on.find(b"\r\n") :]
+
+
 def serve(browser: socket.socket, admission: Admission, connect: Connect) -> None:
     """Serve one browser connection to its end (either side closing, or a refusal)."""
     reader = Reader(browser)
     reader.quiet_limit(FIRST_HEAD_SECONDS)
     app: socket.socket | None = None
+    admitted = _Admitted()
     try:
         while True:
             raw = reader.head()
-            head = parse_head(raw)
-            length = head.body()  # a body framed unclearly is refused before anything goes on
-            refused = refusal(head, admission)
-            if refused is not None:
-                browser.sendall(refused)
-                return
+            known = admitted.head(raw)
+            if known is None:
+                head = parse_head(raw)
+                length = head.body()  # framed unclearly: refused before anything goes on
+                refused = refusal(head, admission)
+                if refused is not None:
+                    browser.sendall(refused)
+                    return
+                sent_on = strip_cookies(raw, head)
+                admitted.note(raw, head, sent_on)
+            else:
+                head, sent_on = known
+                length = head.body()
             if app is None:
                 app = _open(connect, browser)
                 if app is None:
                     return
                 start_thread(functools.partial(pump, app, browser), "app-proxy-answers")
                 reader.quiet_limit(IDLE_SECONDS)
-            app.sendall(strip_cookies(raw, head))
+            app.sendall(sent_on)
             if head.upgrade:
                 reader.quiet_limit(0)  # a WebSocket may stay quiet as long as it likes
                 app.sendall(reader.take(len(reader.buffer)))

@@ -94,27 +94,28 @@ class RequestHead:
 
 def parse_head(raw: bytes) -> RequestHead:
     """Parse a request head (its bytes up to and with the blank line)."""
-    try:
-        text = raw.decode("latin-1")
-    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
-        raise BadRequest("not a request head") from None
-    lines = text.split("\r\n")
+    lines = raw.decode("latin-1").split("\r\n")
     if lines and lines[-1] == "":
         lines = lines[:-2] if len(lines) > 1 and lines[-2] == "" else lines[:-1]
     if not lines:
         raise BadRequest("an empty request head")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not TOKEN_CHARS.match(parts[0]):
-        raise BadRequest("not an HTTP/1.x request line")
-    method, target, version = parts
-    if method == "CONNECT" or not target.startswith("/"):
-        raise BadRequest("only requests for a path of the app go through")
     fields: dict[str, list[str]] = {}
     for line in lines[1:]:
         name, colon, value = line.partition(":")
         if not colon or not TOKEN_CHARS.match(name):
             raise BadRequest("a malformed header field")
         fields.setdefault(name.lower(), []).append(value.strip(" \t"))
+    return with_line(lines[0], fields)
+
+
+def with_line(line: str, fields: dict[str, list[str]]) -> RequestHead:
+    """A request head of this request line and header fields parsed before."""
+    parts = line.split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not TOKEN_CHARS.match(parts[0]):
+        raise BadRequest("not an HTTP/1.x request line")
+    method, target, version = parts
+    if method == "CONNECT" or not target.startswith("/"):
+        raise BadRequest("only requests for a path of the app go through")
     return RequestHead(method, target, version, fields)
 
 
