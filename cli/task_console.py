@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import abc
 import queue
+import signal
 import threading
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -20,6 +21,15 @@ from protocol.events import Done, Error, Event, ToolEvent
 # any thread (another one, when the main thread already has a signal pending); Python then runs
 # its handler only when the main thread next runs, which an untimed wait would never do.
 SIGNAL_LOOK_SECONDS = 0.2
+
+
+def handle_pending_signals() -> None:
+    """Run here (the main thread) the handler of a signal another thread took: Ctrl-C raises
+    KeyboardInterrupt. CPython 3.11 may otherwise leave it unrun however often the main thread
+    wakes: another thread that recomputes the interpreter's eval breaker drops its note of a
+    pending signal (3.12 recomputes it for the main thread). pthread_sigmask looks for tripped
+    signals after changing the mask, here by blocking nothing more."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, ())
 
 
 class TaskConsole(abc.ABC):
@@ -79,6 +89,7 @@ class TaskConsole(abc.ABC):
         worker.start()
         while True:
             try:
+                handle_pending_signals()
                 request = self._approvals.get(timeout=SIGNAL_LOOK_SECONDS)
             except queue.Empty:
                 continue

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any, TextIO
 
-from cli.task_console import TaskConsole
+from cli.task_console import SIGNAL_LOOK_SECONDS, TaskConsole, handle_pending_signals
 from core.main_terminal import MainTerminal
 from core.services import AgentServices
 from core.settings_editor import SettingsEditor
@@ -69,7 +69,8 @@ class CliTerminal(TaskConsole, MainTerminal):
         worker.start()
         while worker.is_alive():
             try:
-                worker.join(0.1)
+                handle_pending_signals()
+                worker.join(SIGNAL_LOOK_SECONDS)
             except KeyboardInterrupt:
                 self.cancel()
         if not self.json_mode:
