@@ -8,6 +8,7 @@ import codecs
 import contextlib
 import os
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,7 +120,8 @@ class OutputLog:
         self.error: str | None = None
         self._fd: int | None = None
         self._size = 0
-        self._pending = bytearray()
+        self._pending: deque[bytes] = deque()  # what waits for `flush`, in the order it came
+        self._pending_bytes = 0
         self._flushed_at = 0.0
         self._open()
 
@@ -136,15 +138,18 @@ class OutputLog:
     def write(self, data: bytes) -> None:
         if self._fd is None:
             return
-        self._pending += data
-        if len(self._pending) > 2 * self.cap:
-            del self._pending[: len(self._pending) - 2 * self.cap]
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        while self._pending_bytes - len(self._pending[0]) >= 2 * self.cap:
+            self._pending_bytes -= len(self._pending.popleft())
         if time.monotonic() - self._flushed_at >= LOG_FLUSH_SECONDS:
             self.flush()
 
     def flush(self) -> None:
         """Write what waits."""
-        pending, self._pending = memoryview(self._pending), bytearray()
+        pending = memoryview(b"".join(self._pending))[-2 * self.cap :]
+        self._pending.clear()
+        self._pending_bytes = 0
         self._flushed_at = time.monotonic()
         try:
             while pending and self._fd is not None:
