@@ -13,6 +13,7 @@ A module may instead override the fixture of the same name (`server_env`, `works
 from __future__ import annotations
 
 import contextlib
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,12 @@ collect_ignore = ["live"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A suite started in the background by a script (an asynchronous list of a shell without
+    # job control) inherits SIGINT ignored, and so would every program the tests start: a CLI
+    # given Ctrl-C would go on, a server stopped with SIGINT would wait for SIGKILL. A handler
+    # here is reset to the default in them by exec, as it is for a suite run at a terminal.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config.addinivalue_line(
         "markers", "server(env, files, modes): what the module's servers run with (conftest)"
     )
