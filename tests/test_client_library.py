@@ -18,6 +18,7 @@ from tests.kit.server import ServerProcess
 from tests.kit.settings import TOKEN
 from tests.kit.waits import wait_until
 from workspace_client import AsyncClient, Client, Reloaded, WorkspaceError
+from workspace_client.connection import Disconnected
 
 pytestmark = [
     pytest.mark.e2e,
@@ -231,8 +232,14 @@ def test_an_approval_whose_answer_was_lost_is_asked_again(server: ServerProcess,
 
     def lose_the_first_answer(event: ToolEvent) -> bool:
         asked.append(event)
-        if len(asked) == 1:  # the network goes away as the answer leaves
-            holder[0]._connection._ws.sock.shutdown(socket.SHUT_WR)
+        if len(asked) == 1:  # the network goes away as the answer leaves, never after it
+            connection = holder[0]._connection  # (cut earlier, a reconnect could carry it)
+
+            def cut(packet: str) -> None:
+                connection._ws.sock.shutdown(socket.SHUT_RDWR)
+                raise Disconnected("the connection closed as this was sent")
+
+            connection._send = cut  # type: ignore[method-assign]
         return True
 
     fake.script(Reply(tool_calls=[Call("run_command", {"command": "echo once"})]), Reply("ok"))
