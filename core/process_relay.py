@@ -1,13 +1,13 @@
 """The sandbox sessions' process changes as `process` events on each conversation's timeline:
 started, ports and exited as they come, output gathered per process (at most BATCH_BYTES an
 event: what came in BATCH_SECONDS, the first after a quiet while at once, and at once while a
-backlog remains, one batch per process a round; while a client of the conversation is far
-behind, nothing more until it catches up, looking every BATCH_SECONDS). The pool's sessions
-hold a process's output in its pipe while too much of it was not sent yet (ProcessOutput), so
-none is lost to the ring, and a process flooding a slow client waits on its writes. One thread
-for the whole server (a Socket.IO background task, green under eventlet): the sessions' OS
-threads only note a change under a real lock, which wakes the relay on an OS thread; a green
-one looks every BATCH_SECONDS, less often idle."""
+backlog remains or a full batch waits, one batch per process a round; while a client of the
+conversation is far behind, nothing more until it catches up, looking every
+HELD_LOOK_SECONDS). The pool's sessions hold a process's output in its pipe while too much of
+it was not sent yet (ProcessOutput), so none is lost to the ring, and a process flooding a
+slow client waits on its writes. One thread for the whole server (a Socket.IO background task,
+green under eventlet): the sessions' OS threads only note a change under a real lock, which
+wakes the relay on an OS thread; a green one looks every BATCH_SECONDS, less often idle."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from utils.async_loop import green_threads
 log = logging.getLogger(__name__)
 
 BATCH_SECONDS = 0.05
-BATCH_BYTES = 64 * 1024
+HELD_LOOK_SECONDS = 0.005  # how often output a slow client holds back is looked at again
+BATCH_BYTES = 256 * 1024
 IDLE_SECONDS = 0.25  # how often it looks after a second with nothing to send
 FLOOD_SECONDS = 0.002  # how often a green relay looks for a flood's next batch
 MAX_CUT_BYTES = 3  # the most a batch leaves of a character the output's end cuts short
@@ -82,6 +83,8 @@ class ProcessRelay:
         self._held_ends: list[ProcessEvent] = []  # `exited` held behind such output
         self._closed = False
         self._flooded = False  # the last batch sent was full: more may come any moment
+        self._batch_waits = False  # a full batch of output waits: no reason to gather more
+        self._holding = False  # the last round held output back for a slow client
         pool.listeners.append(self.on_event)
         pool.relayed = True
         pool.end_stale()  # what a stopped server left running: an `exited` event each
@@ -91,7 +94,10 @@ class ProcessRelay:
         """Note a change (output is sent with the next batch)."""
         with self._lock:
             if event.phase == "output":
-                self._waiting.add((event.conversation_id, event.process_id))
+                key = (event.conversation_id, event.process_id)
+                self._waiting.add(key)
+                if (event.offset or 0) - self._sent.get(key, 0) >= BATCH_BYTES:
+                    self._batch_waits = True
             else:
                 self._changes.append(event)
             self._lock.notify()
@@ -117,17 +123,19 @@ class ProcessRelay:
                 continue
             with self._lock:
                 waiting, self._waiting = self._waiting | backlog, set()
+                self._batch_waits = False
                 changes, self._changes = self._held_ends + self._changes, []
-            last, self._flooded, self._held_ends = time.monotonic(), False, []
+            last, self._flooded, self._holding = time.monotonic(), False, False
+            self._held_ends = []
             try:
                 backlog = self._send_all(waiting, changes)
             except Exception:  # one process's trouble must not stop the others'
                 log.exception("relaying a process's events failed")
                 backlog = set()
-            if self._held:  # looked at again after BATCH_SECONDS, as output waiting is
+            if self._held:  # looked at again after HELD_LOOK_SECONDS
                 with self._lock:
                     self._waiting |= self._held
-                self._held = set()
+                self._held, self._holding = set(), True
 
     def _wait(self, last: float) -> bool:
         """Whether something is due now; else wait a while (an OS thread: until a change). A
@@ -148,7 +156,9 @@ class ProcessRelay:
         if self._changes:
             return 0.0
         if self._waiting:
-            return 0.0 if self._flooded else BATCH_SECONDS - quiet
+            if self._flooded or self._batch_waits:
+                return 0.0
+            return (HELD_LOOK_SECONDS if self._holding else BATCH_SECONDS) - quiet
         if self._flooded and quiet < BATCH_SECONDS:
             return FLOOD_SECONDS
         return IDLE_SECONDS if quiet > 1.0 else BATCH_SECONDS

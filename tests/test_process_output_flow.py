@@ -4,13 +4,8 @@ without a relay is never held."""
 
 from __future__ import annotations
 
-from modules.sandbox.session.output_store import (
-    HIGH_WATER,
-    LOW_WATER,
-    READ_BYTES,
-    RING_BYTES,
-    ProcessOutput,
-)
+from modules.sandbox.session.output_store import HIGH_WATER, LOW_WATER, RING_BYTES, ProcessOutput
+from modules.sandbox.session.pump import READ_BYTES
 
 
 def fill(output: ProcessOutput, size: int) -> list[bool]:

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from modules.sandbox.output import OutputBuffer
+from modules.sandbox.session.pump import READ_BYTES
 
-RING_BYTES = 256 * 1024
-READ_BYTES = 64 * 1024  # the most one read of the pump takes
+RING_BYTES = 1024 * 1024
 HIGH_WATER = RING_BYTES - READ_BYTES  # not relayed yet above this: the stream is held
 LOW_WATER = HIGH_WATER - READ_BYTES  # a held stream is read again once this much is left
 LOG_BYTES = 4 * 1024 * 1024  # a log file rotates at this size: ID.log, then ID.log.1

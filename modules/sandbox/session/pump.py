@@ -17,7 +17,7 @@ from modules.sandbox.session.os_threads import new_condition, original, start_th
 
 log = logging.getLogger(__name__)
 
-READ_SIZE = 65536
+READ_BYTES = 256 * 1024  # the most one read takes
 PIPE_BYTES = 1 << 20
 POLL_READ = 0x001 | 0x008 | 0x010  # POLLIN, POLLERR, POLLHUP
 RATE_WINDOW_SECONDS = 0.1
@@ -132,7 +132,7 @@ class OutputPump:
 
     def _read(self, reader: Any, poller: Any, streams: dict[int, _Stream], stream: _Stream) -> None:
         try:
-            data = reader(stream.fd, READ_SIZE)
+            data = reader(stream.fd, READ_BYTES)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:  # a PTY master once its terminal closed: EIO
