@@ -21,6 +21,7 @@ from core.process_relay import ProcessRelay
 from core.services import build_services
 from modules.sandbox.factory import sessions_of
 from protocol.events import Event
+from utils.large_blocks import keep_large_blocks
 from utils.settings import Settings
 from web.access import HostGuard, OriginCheck, OriginGuard, is_loopback, origin_checker
 from web.app_ops import register_app_handlers
@@ -160,6 +161,7 @@ def _cluster(settings: Settings) -> Cluster:
 def serve(settings: Settings, *, host: str, port: int, async_mode: AsyncMode) -> int:
     """Run the web workspace until interrupted (SIGINT or SIGTERM)."""
     check_port(host, port)  # before anything starts, and before a URL is printed
+    keep_large_blocks()  # a flood of process output makes and frees them by the hundred
     app = create_app(settings, async_mode=async_mode, host=host)
     state: WebState = app.extensions["agent"]
     if async_mode == "threading":  # it listens meanwhile: the SDK's import takes a second
