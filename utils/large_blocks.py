@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 M_TRIM_THRESHOLD = -1  # glibc's malloc.h
 M_MMAP_THRESHOLD = -3
 MMAP_BYTES = 4 * 1024 * 1024  # blocks up to this size come from the heap, not a new mapping
-TRIM_BYTES = 32 * 1024 * 1024  # free memory at the heap's top kept before it is given back
+TRIM_BYTES = 8 * 1024 * 1024  # free memory at the heap's top kept before it is given back
 
 
 def keep_large_blocks() -> bool:
