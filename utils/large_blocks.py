@@ -4,9 +4,10 @@ A flood of process output makes megabytes of short-lived strings and bytes a sec
 batch read, decoded, encoded as JSON, framed and written is a fresh block of a few hundred
 KiB, freed a moment later. glibc serves such a block with a new mapping (above its mmap
 threshold, 128 KiB until it adapts) or from the top of the heap, which it gives back to the
-system once 128 KiB lie free there; either way the next block's pages fault in and are
-zeroed again, which cost about as much as encoding the JSON. Raising both thresholds keeps
-those pages in the process, for at most TRIM_BYTES of free memory at the heap's top.
+system once 128 KiB lie free there (until it adapts); either way the next block's pages
+fault in and are zeroed again: copying a 256 KiB string took 330 µs where it takes 18 µs
+with its pages kept. Raising both thresholds keeps them in the process, for at most
+TRIM_BYTES of free memory at a heap's top.
 """
 
 from __future__ import annotations
