@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.e2e]
 
 TASK_SECONDS = 60
 ENV = {"AGENT_SANDBOX": "local"}
+SLOW_BYTES_PER_SECOND = 3_000_000  # how fast a slow client reads
 
 
 def run_what_is_asked(request: RecordedRequest) -> Response:
@@ -165,14 +166,14 @@ def test_a_client_reading_slowly_paces_a_flood_and_stays_connected(
     received: list[tuple[int, int]] = []  # (offset, bytes) of each output event
     try:
         assert slow.call("join", {"conversation_id": cid})["ok"]
-        while sum(size for _, size in received) < 12_000_000:  # at most ~3 MB/s
+        while sum(size for _, size in received) < 12_000_000:
             frame = slow.read_frame()
             assert frame is not None, "the slow client was dropped"
             if frame.startswith('42["process"'):
                 payload = json.loads(frame[2:])[1]
                 if payload["phase"] == "output":
                     received.append((payload["offset"], len(payload["delta"].encode())))
-                    time.sleep(0.02)
+                    time.sleep(received[-1][1] / SLOW_BYTES_PER_SECOND)
         produced = client.call("list_processes", {"conversation_id": cid})["processes"][0]
         grown = _rss_mb(server) - memory_before
     finally:

@@ -26,6 +26,7 @@ pytestmark = [
         files={"site/marker.txt": "served-by-the-agent\n"},
     ),
 ]
+SLOW_BYTES_PER_SECOND = 3_000_000  # how fast a slow client reads
 
 
 def conversation(client: EventClient) -> str:
@@ -152,13 +153,13 @@ def test_a_client_reading_slowly_paces_its_terminal(
         opened = slow.call("terminal_open", {"conversation_id": cid, "rows": 24, "cols": 80})
         ref = {"conversation_id": cid, "terminal_id": opened["terminal_id"]}
         assert slow.call("terminal_input", {**ref, "data": "yes flood-flood-flood\n"}, 2)["ok"]
-        while sum(size for _, size in received) < 6_000_000:  # at most ~3 MB/s
+        while sum(size for _, size in received) < 6_000_000:
             frame = slow.read_frame()
             assert frame is not None, "the slow client was dropped"
             if frame.startswith('42["terminal"'):
                 payload = json.loads(frame[2:])[1]
                 received.append((payload["offset"], len(payload["data"].encode())))
-                time.sleep(0.02)
+                time.sleep(received[-1][1] / SLOW_BYTES_PER_SECOND)
     finally:
         slow.close()
     ends = [offset + size for offset, size in received]
