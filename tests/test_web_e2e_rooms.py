@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 import pytest
 import socketio
+import websocket
 
 from tests.fake_llm import FakeLLM, RecordedRequest, Reply, Response
 from tests.kit.clients import EventClient, StockSocketIOClient, assert_contiguous, connected
@@ -92,8 +94,22 @@ def test_twenty_concurrent_conversations_do_not_mix(server: ServerProcess, fake:
 # --- access ----------------------------------------------------------------------------
 
 
+@pytest.fixture
+def brief_close_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refused client closes its WebSocket (python-socketio disconnects inside `connect`), and
+    websocket-client then waits up to 3 s for the server's close frame, which the threading
+    server already sent and the client's read loop consumed: 3 s of nothing per refusal. The
+    refusal is told before that wait; a close frame that does come still ends it at once."""
+    monkeypatch.setattr(
+        websocket.WebSocket,
+        "close",
+        functools.partialmethod(websocket.WebSocket.close, timeout=0.25),
+    )
+
+
 @pytest.mark.parametrize("token", ["wrong-token", None])
 @pytest.mark.parametrize("transports", [None, ["websocket"]])
+@pytest.mark.usefixtures("brief_close_wait")
 def test_connect_without_the_token_is_refused(
     server: ServerProcess, token: str | None, transports: list[str] | None
 ):
