@@ -121,12 +121,15 @@ def test_a_watcher_is_told_when_redis_goes_and_gets_the_events_once_it_is_back(
 
 
 def test_a_message_sent_while_redis_is_down_is_refused_as_unavailable(
-    redis: RedisServer, fake: FakeLLM, pair: list[ClusterServer]
+    redis: RedisServer, fake: FakeLLM, tmp_path: Path
 ) -> None:
-    """protocol §13: no task starts while Redis does not answer, and the ack says why."""
-    a, _ = pair
+    """protocol §13: no task starts while Redis does not answer, and the ack says why. (One
+    process of a cluster: what refuses is its own Redis connection, not a peer.)"""
     fake.script(Reply(content="First."), Reply(content="Second."))
-    with connected(a.url) as on_a:
+    alone = cluster(
+        tmp_path, redis.url(0), base_url=fake.base_url, api_key=fake.api_key, processes=1
+    )
+    with alone as (a,), connected(a.url) as on_a:
         cid = on_a.start("first")
         on_a.wait_done(cid, 20)
         redis.stop()
