@@ -18,7 +18,7 @@ Written against python-engineio 4.15.1, of which it relies on:
   `__self__` the Socket) whose writer takes packets with `Socket.poll` (one blocking `get`,
   then `get(block=False)` until none is left) and sends each with `ws.send`, and ends on a
   None in the queue;
-- `Socket.queue`, `.sid`, `.upgraded`, `.upgrading` and `.close(wait, abort, reason)`;
+- `Socket.queue`, `.sid`, `.upgraded`, `.upgrading`, `.closed` and `.close(wait, abort, reason)`;
   `Server.sockets`, `.async_mode`, `.start_background_task`, `.reason.SERVER_DISCONNECT`;
 - a queued packet's `data`: a Socket.IO packet's text, an ack's beginning with "3" or "6".
 Of the queue classes (the standard library's queue.Queue; eventlet 0.41.3's Queue): every
@@ -135,10 +135,12 @@ class ClientQueueCap:
             self.local.replaying = False
 
     def wait_sent(self, seconds: float, sleep: Callable[[float], Any]) -> None:
-        """Until every client's writer took all its queue held, or for `seconds` at most."""
+        """Until every connected client's writer took all its queue held, or for `seconds` at
+        most (a closed connection's queue keeps its writer's end mark: nothing waits there)."""
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and any(
-            not engine_socket.queue.empty() for engine_socket in list(self.eio.sockets.values())
+            not (engine_socket.closed or engine_socket.queue.empty())
+            for engine_socket in list(self.eio.sockets.values())
         ):
             sleep(SENT_POLL_SECONDS)
 
