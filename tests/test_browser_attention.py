@@ -4,17 +4,14 @@ once, answered by key, rejected calls not failed, deletions described, "always" 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.fake_llm import Call, FakeLLM, Reply, long_answer
-from tests.kit.browser import Served, collect_errors, new_context, send
-from tests.kit.settings import TOKEN
+from tests.kit.browser import Served, open_page, send
 
-CONNECTED = "#status-bar [data-role=connection][data-state=connected]"
 KEY_GUARD_S = 0.45  # a card that just took the focus ignores keys this long
 
 pytestmark = [
@@ -43,35 +40,17 @@ window.__setHidden = (value) => {
 """
 
 
-@pytest.fixture(scope="module")
-def context(browser: Any, served: Served) -> Iterator[Any]:
-    """One browser context for the module's pages (its notification permission and spy are the
-    same for every test): a context of each test's own cost a second more on a loaded machine,
-    for nothing a test here depends on. What the app keeps across pages (localStorage: the
-    bell's setting) is cleared after each test, so none sees another's."""
-    context = new_context(browser, viewport={"width": 1300, "height": 900})
-    context.grant_permissions(["notifications"], origin=served[0].url)
-    context.add_init_script(PAGE_SETUP)
-    yield context
-    context.close()
-
-
 @pytest.fixture
-def page(context: Any, served: Served) -> Iterator[Any]:
-    """The workspace page, connected, in a tab of its own (as tests/kit/browser.py `open_page`:
-    no console error after, no scripted reply left)."""
-    server, fake, _ = served
-    page = context.new_page()
-    errors = collect_errors(page)
-    page.goto(f"{server.url}/?token={TOKEN}")
-    page.wait_for_selector(CONNECTED, state="attached")
-    yield page
-    with contextlib.suppress(Exception):  # a page a failed test left broken: closed anyway
-        page.evaluate("() => localStorage.clear()")
-    page.close()
-    left = fake.drop_script()  # not left to answer the next test's calls
-    assert errors == [], errors
-    assert left == 0, "a scripted reply was left unused"
+def page(browser: Any, served: Served) -> Iterator[Any]:
+    def setup(context: Any) -> None:
+        context.grant_permissions(["notifications"], origin=served[0].url)
+        context.add_init_script(PAGE_SETUP)
+
+    ready = ["#status-bar [data-role=connection][data-state=connected]"]
+    with open_page(
+        browser, served, ready=ready, setup=setup, viewport={"width": 1300, "height": 900}
+    ) as page:
+        yield page
 
 
 def user_texts(fake: FakeLLM) -> list[str]:

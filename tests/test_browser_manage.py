@@ -4,14 +4,10 @@ reload, and the workspace panel (focus pins, memory, .gitignore, wrapped lines).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 
 from tests.fake_llm import Call, Reply, long_answer
-from tests.kit.browser import AGENTS_LOADED, ARTIFACTS, collect_errors, new_context, send
+from tests.kit.browser import AGENTS_LOADED, ARTIFACTS, send
 from tests.kit.settings import TOKEN
 from tests.kit.waits import wait_until
 
@@ -23,39 +19,6 @@ pytestmark = [
 ]
 # One server for the module: each test works in a conversation of its own (a page opened
 # without one starts a new one) on files of its own names.
-
-
-@pytest.fixture(scope="module")
-def context(browser: Any) -> Iterator[Any]:
-    """One browser context for the module's pages: a context of each test's own cost ~0.5 s
-    more on a loaded machine, and nothing here depends on one (the app keeps nothing in the
-    browser's storage; localStorage is cleared after each test all the same)."""
-    context = new_context(browser, viewport={"width": 1400, "height": 900})
-    yield context
-    context.close()
-
-
-@pytest.fixture
-def page(context: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A blank tab of the module's context, as tests/conftest.py `page` (its console errors in
-    `page.console_errors`, what it showed printed when the test fails); the tabs the test opened
-    are closed after it."""
-    page = context.new_page()
-    page.console_errors = collect_errors(page)
-    console: list[str] = []
-    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
-    yield page
-    report = getattr(request.node, "report_call", None)
-    if report is not None and report.failed:
-        with contextlib.suppress(Exception):
-            shown = page.evaluate("() => document.querySelector('main')?.innerText ?? ''")
-            print(f"--- the page at the failure ({page.url}):\n{shown[-3000:]}")
-        print("--- its console:\n" + "\n".join(console[-40:]))
-    with contextlib.suppress(Exception):  # a page a failed test left broken: closed anyway
-        page.evaluate("() => localStorage.clear()")
-    for tab in context.pages:
-        tab.close()
-
 
 # Every text the task label of the status bar showed, recorded in the page.
 RECORD_LABELS = """() => {
