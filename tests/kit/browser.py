@@ -150,9 +150,11 @@ def open_page(
     ready: list[str],
     setup: Callable[[Any], None] | None = None,
     tolerated: str | None = None,
+    path: str = "/",
     **context_options: Any,
 ) -> Iterator[Any]:
-    """The workspace page in a fresh browser context, once every `ready` selector shows.
+    """The server's page at `path` (the workspace's by default) in a fresh browser context,
+    once every `ready` selector shows.
 
     `setup(context)` runs before the page opens. Afterwards the page must have logged no
     console error (but those containing `tolerated`) and the fake must have no scripted
@@ -163,7 +165,7 @@ def open_page(
         setup(context)
     page = context.new_page()
     errors = collect_errors(page)
-    page.goto(f"{server.url}/?token={TOKEN}")
+    page.goto(f"{server.url}{path}?token={TOKEN}")
     for selector in ready:
         page.wait_for_selector(selector, state="attached")
     yield page
