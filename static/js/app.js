@@ -220,7 +220,8 @@ class App {
   }
 
   /** Send the last message again, where it was sent: a new version of it, as an unchanged edit makes. */
-  #retry() {
+  async #retry() {
+    await this.session.refreshed(); // a task stopped a moment ago: its message is read with its end
     const record = lastUserRecord(this.session.index, this.session.viewLeaf);
     if (record) this.session.edit(record, record.content ?? "");
     else this.composer.showError("There is no message to send again yet: wait a moment and retry.");

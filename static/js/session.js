@@ -57,6 +57,8 @@ export class Session {
     /** @type {number | null} the model's context window, in tokens */
     this.contextLimit = null;
     this.modelReads = 0; // get_conversation requests made: only the newest one's answer is kept
+    /** @type {Promise<void>} the newest refresh's read */
+    this.refreshing = Promise.resolve();
     this.events = new ConversationEvents(this);
     this.feed = new TaskFeed({
       request: this.request,
@@ -169,7 +171,23 @@ export class Session {
   /** Read the conversation again after its task ended (or its context was condensed): ids, branches and what
    * can be undone, on the messages shown.
    * @param {string | null} cid */
-  async refresh(cid) {
+  refresh(cid) {
+    this.refreshing = this.#refresh(cid);
+    return this.refreshing;
+  }
+
+  /** Once the newest read of the conversation after a task's end is in (its records are what a Retry
+   * sends again: before it, the page's index may not hold the message of the task just stopped). */
+  async refreshed() {
+    let awaited;
+    do {
+      awaited = this.refreshing;
+      await awaited.catch(() => {}); // a read that failed leaves the index as it was
+    } while (awaited !== this.refreshing);
+  }
+
+  /** @param {string | null} cid */
+  async #refresh(cid) {
     const read = ++this.modelReads;
     const asOf = this.chat.safety.ends;
     const res = await this.request("get_conversation", { conversation_id: cid });
