@@ -131,8 +131,10 @@ class OutputPump:
             os.close(stream.fd)
 
     def _read(self, reader: Any, poller: Any, streams: dict[int, _Stream], stream: _Stream) -> None:
+        rate = stream.sink.rate
+        size = READ_BYTES if rate is None else min(READ_BYTES, self._window_left(stream, rate))
         try:
-            data = reader(stream.fd, READ_BYTES)
+            data = reader(stream.fd, size)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:  # a PTY master once its terminal closed: EIO
@@ -145,16 +147,21 @@ class OutputPump:
             poller.unregister(stream.fd)
             stream.held = True
             return
-        rate = stream.sink.rate
         if rate is None:
             return
-        now = time.monotonic()
-        if now - stream.window_start >= RATE_WINDOW_SECONDS:
-            stream.window_start, stream.window_bytes = now, 0
         stream.window_bytes += len(data)
         if stream.window_bytes >= rate * RATE_WINDOW_SECONDS:
             poller.unregister(stream.fd)
             stream.paused_until = stream.window_start + RATE_WINDOW_SECONDS
+
+    @staticmethod
+    def _window_left(stream: _Stream, rate: int) -> int:
+        """What a stream read at `rate` may still take in its window (a new one when it is over):
+        a read never takes more, so the rate holds however large READ_BYTES is."""
+        now = time.monotonic()
+        if now - stream.window_start >= RATE_WINDOW_SECONDS:
+            stream.window_start, stream.window_bytes = now, 0
+        return max(1, int(rate * RATE_WINDOW_SECONDS) - stream.window_bytes)
 
     def _resume(self, poller: Any, streams: dict[int, _Stream]) -> float | None:
         """Read again the streams whose pause is over; the wait until the next one's."""
